@@ -1,0 +1,95 @@
+# ddpc — build with `make`; `make help` lists the targets.
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?=
+OPT     ?= -O2
+BUILD   ?= build$(if $(SAN),/san-$(SAN))
+
+PKGS      := openblas zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lz)
+
+CFLAGS  ?=
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
+           -fPIC -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lm -lpthread -lrt
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+LIB_SRC   := $(sort $(wildcard src/*/*.c))
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+TOOL_SRC  := $(sort $(wildcard tools/*.c))
+TOOLS     := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
+EX_SRC    := $(sort $(wildcard examples/*.c))
+EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/bin/%,$(EX_SRC))
+TEST_SRC  := $(sort $(wildcard tests/unit/*.c tests/dist/*.c)) tests/harness.c
+TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC))
+TEST_BIN  := $(BUILD)/bin/ddpc-tests
+HEADERS   := $(wildcard include/ddpc/*.h)
+
+.PHONY: all lib tools examples tests test install uninstall clean help headers-check
+all: lib tools examples tests
+
+help:
+	@echo "make              build the library, tools, examples and tests into $(BUILD)/"
+	@echo "make test         build and run every test (each in its own process, with a deadline)"
+	@echo "make test T=name  run the tests whose name contains 'name'"
+	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
+	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
+	@echo "make headers-check  compile every public header on its own"
+	@echo "make clean"
+
+lib: $(BUILD)/libddpc.a $(BUILD)/libddpc.so
+tools: $(TOOLS)
+examples: $(EXAMPLES)
+tests: $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libddpc.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libddpc.so: $(LIB_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
+
+$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
+
+$(TEST_BIN): $(TEST_OBJ) $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
+
+# The tests find the tools and the data through these variables.
+test: all
+	DDPC_BIN=$(abspath $(BUILD)/bin) $(TEST_BIN) $(T)
+
+headers-check:
+	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \
+	  $(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only - || exit 1; done; echo "headers ok"
+
+install: lib tools
+	install -d $(DESTDIR)$(PREFIX)/include/ddpc $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/ddpc/
+	install -m 644 $(BUILD)/libddpc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libddpc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) -lm -lpthread -lrt|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/ddpc $(DESTDIR)$(PREFIX)/lib/libddpc.* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS)))
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,0 +1,222 @@
+/*
+ * ddpc.h — the whole public API of ddpc's collective communication library.
+ *
+ * Every call returns a ddpc_status. DDPC_OK is 0; anything else is an error
+ * whose one-line meaning ddpc_status_str() gives, and whose details (which
+ * rank, which peer, which variable to set) ddpc_comm_last_error() gives for
+ * calls that took a communicator.
+ *
+ * Handles are opaque and caller-owned: each *_init / *_create has a matching
+ * *_destroy / *_free, and passing NULL to those is harmless.
+ */
+#ifndef DDPC_DDPC_H
+#define DDPC_DDPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DDPC_VERSION_MAJOR 0
+#define DDPC_VERSION_MINOR 1
+#define DDPC_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum ddpc_status {
+    DDPC_OK = 0,           /* success */
+    DDPC_ERR_INVALID_ARG,  /* an argument is out of range or inconsistent */
+    DDPC_ERR_ENV,          /* an environment variable is missing or malformed */
+    DDPC_ERR_SYSTEM,       /* a system call failed (errno is in the last error) */
+    DDPC_ERR_NOMEM,        /* out of memory */
+    DDPC_ERR_TIMEOUT,      /* a deadline passed before the peers answered */
+    DDPC_ERR_PEER_LOST,    /* a peer closed its connection or died */
+    DDPC_ERR_MISMATCH,     /* ranks issued different collectives at one sequence number */
+    DDPC_ERR_ABORTED,      /* the communicator was aborted */
+    DDPC_ERR_PROTOCOL,     /* a malformed, oversized or unexpected message */
+    DDPC_ERR_NOT_FOUND,    /* a key, file, interface or address that does not exist */
+    DDPC_ERR_IO,           /* a file could not be read or written, or is malformed */
+    DDPC_ERR_INTERNAL,     /* a bug in ddpc: please report it */
+    DDPC_STATUS_COUNT
+} ddpc_status;
+
+/* A static one-line description of a status; never NULL. */
+const char *ddpc_status_str(ddpc_status s);
+
+/* The detailed text of the last error raised on this thread by any ddpc
+ * call (communicator or not); "" when none. Never NULL. */
+const char *ddpc_last_error(void);
+
+/* ------------------------------------------------------- dtypes and ops */
+
+typedef enum ddpc_dtype {
+    DDPC_INT8 = 0,
+    DDPC_UINT8,
+    DDPC_INT32,
+    DDPC_UINT32,
+    DDPC_INT64,
+    DDPC_UINT64,
+    DDPC_FLOAT16,   /* IEEE 754 binary16; reduced in float32, rounded once */
+    DDPC_BFLOAT16,  /* bfloat16; reduced in float32, rounded once */
+    DDPC_FLOAT32,
+    DDPC_FLOAT64,
+    DDPC_DTYPE_COUNT
+} ddpc_dtype;
+
+typedef enum ddpc_op {
+    DDPC_SUM = 0,
+    DDPC_PROD,
+    DDPC_MAX,
+    DDPC_MIN,
+    DDPC_AVG,       /* sum divided by the world size (integer types: truncated) */
+    DDPC_OP_COUNT
+} ddpc_op;
+
+size_t ddpc_dtype_size(ddpc_dtype t);        /* 0 for an invalid dtype */
+const char *ddpc_dtype_name(ddpc_dtype t);   /* "float32", ...; "?" if invalid */
+const char *ddpc_op_name(ddpc_op op);        /* "sum", ...; "?" if invalid */
+/* Parse "float32"/"float"/"f32", "sum", ...; DDPC_ERR_INVALID_ARG if unknown. */
+ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out);
+ddpc_status ddpc_op_parse(const char *s, ddpc_op *out);
+
+/* float16 / bfloat16 conversions (round to nearest even). */
+float ddpc_half_to_float(uint16_t h);
+uint16_t ddpc_float_to_half(float f);
+float ddpc_bf16_to_float(uint16_t b);
+uint16_t ddpc_float_to_bf16(float f);
+
+/* ----------------------------------------------------------- communicator */
+
+typedef struct ddpc_comm ddpc_comm;
+
+/*
+ * From the environment, torchrun's contract: RANK, WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT (LOCAL_RANK and LOCAL_WORLD_SIZE optional). When RANK is unset,
+ * OpenMPI's (OMPI_COMM_WORLD_*) and Slurm's (SLURM_PROCID, SLURM_NTASKS, ...)
+ * variables are read instead. When DDPC_STORE_ADDR/DDPC_STORE_PORT name a
+ * store hosted by a launcher, it is used; otherwise rank 0 hosts the store at
+ * MASTER_ADDR:MASTER_PORT. A bad variable is DDPC_ERR_ENV naming it.
+ */
+ddpc_status ddpc_comm_init_env(ddpc_comm **out);
+
+/* From "tcp://host:port" (rank 0 hosts the store there), a rank and a size. */
+ddpc_status ddpc_comm_init_url(ddpc_comm **out, const char *url, int rank, int size);
+
+/* A unique id, as ncclGetUniqueId / HcclGetRootInfo: rank 0 creates it (and
+ * starts hosting a store), hands the bytes to the other ranks by any means,
+ * and every rank calls ddpc_comm_init_rank with it. */
+typedef struct ddpc_unique_id { char internal[128]; } ddpc_unique_id;
+ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
+ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank);
+
+int ddpc_comm_rank(const ddpc_comm *c);
+int ddpc_comm_size(const ddpc_comm *c);
+int ddpc_comm_local_rank(const ddpc_comm *c);   /* rank among the ranks on this host */
+int ddpc_comm_local_size(const ddpc_comm *c);   /* number of ranks on this host */
+
+/* Collective over c: ranks with the same color form a new communicator,
+ * ordered by (key, old rank). color < 0 gives *out = NULL. */
+ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out);
+
+/* Wakes every waiting call on every thread; pending and later operations on c
+ * fail with DDPC_ERR_ABORTED, and peers see this rank as lost. Thread-safe. */
+ddpc_status ddpc_comm_abort(ddpc_comm *c);
+
+/* Waits for queued operations (bounded by the exec timeout), closes
+ * connections, frees everything. NULL is harmless. */
+ddpc_status ddpc_comm_destroy(ddpc_comm *c);
+
+/* What failed last on c, on which rank, against which peer, and which
+ * variable to set for more detail. "" when nothing failed. Never NULL. */
+const char *ddpc_comm_last_error(const ddpc_comm *c);
+
+/* ------------------------------------------------------------ collectives */
+
+/*
+ * All ranks of a communicator issue the same collectives in the same order.
+ * Each carries a sequence number and a fingerprint (op, count, dtype, root);
+ * a rank whose call differs from its peers' gets DDPC_ERR_MISMATCH.
+ *
+ * Each collective has a blocking form and an async form that returns a work
+ * handle. Operations on one communicator run in the order issued; several
+ * may be outstanding. Buffers must stay valid until the work completes.
+ * In place: send == recv is allowed for allreduce, broadcast, reduce; for
+ * allgather when send == recv + rank*count; for reduce-scatter when
+ * recv == send + rank*recvcount.
+ */
+typedef struct ddpc_work ddpc_work;
+
+/* Waits until w completes or timeout_s passes (timeout_s < 0: the
+ * communicator's exec timeout). Returns the operation's status. */
+ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s);
+/* *done = 1 when w has completed (then returns its status), 0 otherwise. */
+ddpc_status ddpc_work_test(ddpc_work *w, int *done);
+/* Frees w; waits for it first if it is still running. NULL is harmless. */
+void ddpc_work_free(ddpc_work *w);
+
+ddpc_status ddpc_allreduce(ddpc_comm *c, const void *send, void *recv, size_t count,
+                           ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc_allreduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op, ddpc_work **w);
+
+/* root's send is copied to every rank's recv (recv may equal send). */
+ddpc_status ddpc_broadcast(ddpc_comm *c, const void *send, void *recv, size_t count,
+                           ddpc_dtype t, int root);
+ddpc_status ddpc_broadcast_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, int root, ddpc_work **w);
+
+/* The reduction lands in root's recv; other ranks' recv is untouched. */
+ddpc_status ddpc_reduce(ddpc_comm *c, const void *send, void *recv, size_t count,
+                        ddpc_dtype t, ddpc_op op, int root);
+ddpc_status ddpc_reduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                              ddpc_dtype t, ddpc_op op, int root, ddpc_work **w);
+
+/* recv holds size*count elements: rank i's send at i*count. */
+ddpc_status ddpc_allgather(ddpc_comm *c, const void *send, void *recv, size_t count,
+                           ddpc_dtype t);
+ddpc_status ddpc_allgather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_work **w);
+
+/* send holds size*count elements; rank i gets the reduction of block i. */
+ddpc_status ddpc_reduce_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc_reduce_scatter_async(ddpc_comm *c, const void *send, void *recv,
+                                      size_t count, ddpc_dtype t, ddpc_op op, ddpc_work **w);
+
+/* root's recv holds size*count elements: rank i's send at i*count. */
+ddpc_status ddpc_gather(ddpc_comm *c, const void *send, void *recv, size_t count,
+                        ddpc_dtype t, int root);
+ddpc_status ddpc_gather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                              ddpc_dtype t, int root, ddpc_work **w);
+
+/* root's send holds size*count elements; rank i gets block i. */
+ddpc_status ddpc_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
+                         ddpc_dtype t, int root);
+ddpc_status ddpc_scatter_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                               ddpc_dtype t, int root, ddpc_work **w);
+
+/* send and recv hold size*count elements; block j of send goes to rank j,
+ * and lands in block i of rank j's recv. */
+ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t count,
+                          ddpc_dtype t);
+ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                ddpc_dtype t, ddpc_work **w);
+
+ddpc_status ddpc_barrier(ddpc_comm *c);
+ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
+
+/* Point to point. Matched in order per (sender, receiver) pair; the counts
+ * and dtypes of a matched pair must agree (else DDPC_ERR_MISMATCH). */
+ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer);
+ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
+                            int peer, ddpc_work **w);
+ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer);
+ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
+                            ddpc_work **w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDPC_DDPC_H */

@@ -1,0 +1,71 @@
+/*
+ * store.h — the rendezvous key-value store: a TCP server and its client.
+ *
+ * Ranks and launchers meet here: a communicator's bootstrap publishes and
+ * reads addresses through it, and ddpc-run hosts one for all nodes of a job.
+ * Keys are strings (at most DDPC_STORE_MAX_KEY bytes), values are bytes (at
+ * most DDPC_STORE_MAX_VALUE). Every blocking call takes a timeout in seconds.
+ *
+ * A client handle is not thread-safe: use one per thread.
+ */
+#ifndef DDPC_STORE_H
+#define DDPC_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddpc/ddpc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DDPC_STORE_MAX_KEY   1024
+#define DDPC_STORE_MAX_VALUE (64u << 20)
+
+typedef struct ddpc_store_server ddpc_store_server;
+typedef struct ddpc_store ddpc_store;
+
+/* Starts a server thread listening on host:port (host NULL or "" = all
+ * interfaces; port 0 = a free port). */
+ddpc_status ddpc_store_server_start(const char *host, int port, ddpc_store_server **out);
+int ddpc_store_server_port(const ddpc_store_server *s);
+/* Stops the server and closes every connection. NULL is harmless. */
+void ddpc_store_server_stop(ddpc_store_server *s);
+
+/* Connects, retrying until timeout_s, and does the versioned handshake. */
+ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out);
+/* A view of st in which every key is prefixed by prefix (may be nested).
+ * The view shares st's connection: close views before st. */
+ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out);
+/* Closes a client or a view. NULL is harmless. */
+void ddpc_store_close(ddpc_store *st);
+
+ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, size_t len);
+/* Waits up to timeout_s for key to exist, then returns a malloc'd copy of its
+ * value (*val, *len; the caller frees). DDPC_ERR_TIMEOUT if it never came. */
+ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s,
+                           void **val, size_t *len);
+/* Adds delta to the integer stored at key (absent = 0); *result = new value
+ * (result may be NULL). */
+ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
+/* If key's value equals expected (or key is absent and expected_len == 0),
+ * sets it to desired. *actual (malloc'd, may be NULL if not wanted) receives
+ * the value after the call. */
+ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key,
+                                   const void *expected, size_t expected_len,
+                                   const void *desired, size_t desired_len,
+                                   void **actual, size_t *actual_len);
+/* Waits up to timeout_s until all n keys exist. */
+ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s);
+/* Tells whether key exists now (no wait). */
+ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists);
+/* Deletes key; *deleted = 1 if it existed (deleted may be NULL). */
+ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted);
+/* Number of keys in the whole store (prefixes ignored). */
+ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDPC_STORE_H */

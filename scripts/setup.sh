@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ddpc builds, tests and benchmarks with.
+# Idempotent: does nothing when they are all present.
+set -euo pipefail
+need=(build-essential pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist iproute2)
+[ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libopenblas0 hyperfine)
+missing=()
+for p in "${need[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

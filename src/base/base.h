@@ -1,0 +1,90 @@
+/*
+ * base.h — what every layer of ddpc uses: error raising with a thread-local
+ * last-error text, levelled logging, clocks and deadlines.
+ *
+ * Internal header (not installed). Public names are ddpc_*, internal ones
+ * ddpc__* only where they would otherwise collide.
+ */
+#ifndef DDPC_BASE_H
+#define DDPC_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ddpc/ddpc.h"
+
+/* ------------------------------------------------------------ errors */
+
+/* Formats the message into this thread's last-error text (see
+ * ddpc_last_error), logs it at TRACE and returns s, so that a failing path
+ * reads: return ddpc_err(DDPC_ERR_ENV, "RANK=%s is not an integer", v); */
+ddpc_status ddpc_err(ddpc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Same, appending ": strerror(errno)" and using DDPC_ERR_SYSTEM-like s. */
+ddpc_status ddpc_err_errno(ddpc_status s, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prepends "ctx: " to this thread's last-error text; returns s. */
+ddpc_status ddpc_err_wrap(ddpc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Clears this thread's last-error text. */
+void ddpc_err_clear(void);
+
+/* Returns early from the calling function with the status of expr when it
+ * is not DDPC_OK, leaving a breadcrumb at TRACE level. */
+#define DDPC_CHECK(expr)                                                       \
+    do {                                                                       \
+        ddpc_status ddpc__s = (expr);                                          \
+        if (ddpc__s != DDPC_OK) {                                              \
+            ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
+                     __LINE__, #expr, ddpc_status_str(ddpc__s));               \
+            return ddpc__s;                                                    \
+        }                                                                      \
+    } while (0)
+
+/* ------------------------------------------------------------ logging */
+
+enum { DDPC_LOG_NONE = 0, DDPC_LOG_WARN = 1, DDPC_LOG_INFO = 2, DDPC_LOG_TRACE = 3 };
+
+/* Subsystems, for DDPC_DEBUG_SUBSYS=INIT,STORE,... (or ALL, or ^NET to exclude). */
+enum {
+    DDPC_SUB_INIT = 1u << 0,
+    DDPC_SUB_STORE = 1u << 1,
+    DDPC_SUB_NET = 1u << 2,
+    DDPC_SUB_SHM = 1u << 3,
+    DDPC_SUB_COLL = 1u << 4,
+    DDPC_SUB_ENV = 1u << 5,
+    DDPC_SUB_DATA = 1u << 6,
+    DDPC_SUB_NN = 1u << 7,
+    DDPC_SUB_DDP = 1u << 8,
+    DDPC_SUB_RUN = 1u << 9,
+    DDPC_SUB_ALL = 0xffffffffu
+};
+
+/* Writes one line "host:pid:rank [SUBSYS] LEVEL message" to stderr when the
+ * level and subsystem are enabled (DDPC_DEBUG, DDPC_DEBUG_SUBSYS). */
+void ddpc_log(int level, unsigned subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int ddpc_log_enabled(int level, unsigned subsys);
+/* The rank shown in log prefixes (-1 = unknown, shown as "-"). */
+void ddpc_log_set_rank(int rank);
+
+#define DDPC_WARN(sub, ...) ddpc_log(DDPC_LOG_WARN, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_INFO(sub, ...) ddpc_log(DDPC_LOG_INFO, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_TRACE(sub, ...) ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_##sub, __VA_ARGS__)
+
+/* ------------------------------------------------------ clocks, deadlines */
+
+/* Monotonic seconds. */
+double ddpc_now(void);
+/* An absolute deadline seconds from now; seconds <= 0 means none (+inf). */
+double ddpc_deadline_in(double seconds);
+/* Milliseconds left before deadline, for poll(): -1 when there is none,
+ * 0 when it has passed, at least 1 otherwise; capped at cap_ms when > 0. */
+int ddpc_deadline_ms(double deadline, int cap_ms);
+int ddpc_expired(double deadline);
+/* Sleeps for seconds (restarting on EINTR). */
+void ddpc_sleep(double seconds);
+
+#endif /* DDPC_BASE_H */

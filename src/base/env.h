@@ -1,0 +1,49 @@
+/*
+ * env.h — the one table of environment variables ddpc reads.
+ *
+ * Every tunable is a row (name, HCCL alias, default, meaning); the README's
+ * table is printed from it (`ddpc-run --env`). ddpc's own names win over the
+ * HCCL aliases when both are set.
+ */
+#ifndef DDPC_ENV_H
+#define DDPC_ENV_H
+
+#include <stdio.h>
+
+#include "base/base.h"
+
+typedef struct ddpc_env_var {
+    const char *name;     /* DDPC_... or the torchrun / launcher name */
+    const char *alias;    /* HCCL_... name honoured too, or NULL */
+    const char *deflt;    /* default as text, or NULL for none */
+    const char *meaning;  /* one line */
+} ddpc_env_var;
+
+extern const ddpc_env_var ddpc_env_table[];
+extern const int ddpc_env_table_len;
+
+/* The value of a table variable: its own name first, then its alias, then the
+ * default (may be NULL). *source (may be NULL) gets the name it came from or
+ * "default". Names not in the table are read as they are. */
+const char *ddpc_env_str(const char *name, const char **source);
+/* Integer / real values; a malformed or out-of-range value is DDPC_ERR_ENV
+ * naming the variable and the value; a missing one with no default is
+ * DDPC_ERR_ENV ("NAME is not set"): test ddpc_env_isset first when optional. */
+ddpc_status ddpc_env_long(const char *name, long lo, long hi, long *out);
+ddpc_status ddpc_env_double(const char *name, double lo, double hi, double *out);
+/* 1 if the variable (or its alias) is set to a non-empty value. */
+int ddpc_env_isset(const char *name);
+
+/* Parse helpers used by the table readers and by tools. */
+ddpc_status ddpc_parse_long(const char *what, const char *s, long lo, long hi, long *out);
+ddpc_status ddpc_parse_double(const char *what, const char *s, double lo, double hi,
+                              double *out);
+/* "64", "4K", "1M", "2G" (powers of 1024) to bytes. */
+ddpc_status ddpc_parse_size(const char *what, const char *s, size_t *out);
+
+/* Writes the table as Markdown (markdown = 1) or plain text. */
+void ddpc_env_print(FILE *f, int markdown);
+/* Logs every table variable's effective value and source at INFO. */
+void ddpc_env_log_effective(unsigned subsys);
+
+#endif /* DDPC_ENV_H */

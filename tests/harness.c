@@ -1,0 +1,266 @@
+/* harness.c — runs each registered test in its own process group with a
+ * deadline, and ends with "N passed, N failed, N skipped".
+ *
+ *   ddpc-tests [-l] [-j N] [FILTER...]   run the tests whose names contain a FILTER
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <poll.h>
+
+#include "test.h"
+
+typedef struct {
+    const char *name, *file;
+    t_fn fn;
+    double timeout;
+} t_case;
+
+static t_case cases[1024];
+static int ncases;
+
+void t_register(const char *name, t_fn fn, double timeout_s, const char *file) {
+    if (ncases < (int)(sizeof cases / sizeof cases[0]))
+        cases[ncases++] = (t_case){name, file, fn, timeout_s};
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void t_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  [pid %d] %s:%d: ", (int)getpid(), file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    _exit(1);
+}
+
+void t_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  skipped: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    _exit(77);
+}
+
+int t_free_port(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(s, (struct sockaddr *)&a, &l) != 0)
+        t_fail(__FILE__, __LINE__, "cannot find a free port: %s", strerror(errno));
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+void t_set_rank_env(int rank, int world, int port) {
+    char b[32];
+    snprintf(b, sizeof b, "%d", rank);
+    setenv("RANK", b, 1);
+    setenv("LOCAL_RANK", b, 1);
+    snprintf(b, sizeof b, "%d", world);
+    setenv("WORLD_SIZE", b, 1);
+    setenv("LOCAL_WORLD_SIZE", b, 1);
+    snprintf(b, sizeof b, "%d", port);
+    setenv("MASTER_PORT", b, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+}
+
+/* Waits for pid until deadline; returns 1 and *st when it exited. */
+static int wait_until(pid_t pid, double deadline, int *st) {
+    double sleep_s = 0.0005;
+    for (;;) {
+        pid_t r = waitpid(pid, st, WNOHANG);
+        if (r == pid) return 1;
+        if (r < 0 && errno != EINTR) { *st = 0; return 1; }
+        if (now() >= deadline) return 0;
+        struct timespec ts = {0, (long)(sleep_s * 1e9)};
+        nanosleep(&ts, NULL);
+        if (sleep_s < 0.01) sleep_s *= 2;
+    }
+}
+
+void t_run_ranks_status(int world, double timeout_s, t_rank_fn fn, void *arg, int *status) {
+    pid_t pids[256];
+    fflush(NULL);
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        if (pids[r] < 0) t_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+        if (pids[r] == 0) {
+            fn(r, world, arg);
+            fflush(NULL);
+            _exit(0);
+        }
+    }
+    double deadline = now() + timeout_s;
+    for (int r = 0; r < world; r++) {
+        int st;
+        if (wait_until(pids[r], deadline, &st)) {
+            status[r] = st;
+        } else {
+            status[r] = -1;
+            for (int k = 0; k < world; k++) kill(pids[k], SIGKILL);
+        }
+    }
+}
+
+void t_run_ranks(int world, double timeout_s, t_rank_fn fn, void *arg) {
+    int st[256];
+    t_run_ranks_status(world, timeout_s, fn, arg, st);
+    for (int r = 0; r < world; r++) {
+        if (st[r] == -1)
+            t_fail(__FILE__, __LINE__, "rank %d of %d did not finish within %.0f s", r, world, timeout_s);
+        if (WIFSIGNALED(st[r]))
+            t_fail(__FILE__, __LINE__, "rank %d of %d was killed by signal %d", r, world, WTERMSIG(st[r]));
+        if (WEXITSTATUS(st[r]) == 77) _exit(77);
+        if (WEXITSTATUS(st[r]) != 0)
+            t_fail(__FILE__, __LINE__, "rank %d of %d failed (exit %d)", r, world, WEXITSTATUS(st[r]));
+    }
+}
+
+int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) t_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t used = 0;
+    double deadline = now() + timeout_s;
+    int timed_out = 0;
+    for (;;) {
+        int ms = (int)((deadline - now()) * 1000);
+        if (ms <= 0) { timed_out = 1; break; }
+        struct pollfd pf = {p[0], POLLIN, 0};
+        int n = poll(&pf, 1, ms);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { timed_out = 1; break; }
+        char buf[4096];
+        ssize_t k = read(p[0], buf, sizeof buf);
+        if (k <= 0) break;
+        if (out && used + 1 < outlen) {
+            size_t c = (size_t)k < outlen - 1 - used ? (size_t)k : outlen - 1 - used;
+            memcpy(out + used, buf, c);
+            used += c;
+        }
+    }
+    if (out && outlen) out[used] = '\0';
+    close(p[0]);
+    int st = 0;
+    if (timed_out) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return -1;
+    }
+    if (!wait_until(pid, deadline + 5, &st)) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return -1;
+    }
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return WEXITSTATUS(st);
+}
+
+const char *t_bin(const char *name) {
+    static char buf[4096];
+    const char *d = getenv("DDPC_BIN");
+    snprintf(buf, sizeof buf, "%s/%s", d && *d ? d : "build/bin", name);
+    return buf;
+}
+
+static int matches(const char *name, int nf, char **filters) {
+    if (nf == 0) return 1;
+    for (int i = 0; i < nf; i++)
+        if (strstr(name, filters[i])) return 1;
+    return 0;
+}
+
+/* 0 pass, 1 fail, 2 skip */
+static int run_one(const t_case *c, double *secs) {
+    double t0 = now();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        c->fn();
+        fflush(NULL);
+        _exit(0);
+    }
+    setpgid(pid, pid);
+    int st = 0, done = wait_until(pid, t0 + c->timeout, &st);
+    kill(-pid, SIGKILL); /* leftovers of the test's own children */
+    if (!done) {
+        waitpid(pid, &st, 0);
+        *secs = now() - t0;
+        fprintf(stderr, "  timed out after %.0f s\n", c->timeout);
+        return 1;
+    }
+    *secs = now() - t0;
+    if (WIFSIGNALED(st)) {
+        fprintf(stderr, "  killed by signal %d (%s)\n", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        return 1;
+    }
+    if (WEXITSTATUS(st) == 77) return 2;
+    return WEXITSTATUS(st) != 0;
+}
+
+int main(int argc, char **argv) {
+    int list = 0, nf = 0;
+    char *filters[64];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "--list")) list = 1;
+        else if (nf < 64) filters[nf++] = argv[i];
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    int pass = 0, fail = 0, skip = 0;
+    char failed[8192] = "";
+    for (int i = 0; i < ncases; i++) {
+        const t_case *c = &cases[i];
+        if (!matches(c->name, nf, filters)) continue;
+        if (list) { printf("%s\n", c->name); continue; }
+        double secs;
+        int r = run_one(c, &secs);
+        const char *tag = r == 0 ? "ok  " : r == 1 ? "FAIL" : "skip";
+        printf("%s %-48s %6.2f s\n", tag, c->name, secs);
+        if (r == 0) pass++;
+        else if (r == 2) skip++;
+        else {
+            fail++;
+            size_t l = strlen(failed);
+            snprintf(failed + l, sizeof failed - l, " %s", c->name);
+        }
+    }
+    if (list) return 0;
+    if (fail) printf("failed:%s\n", failed);
+    printf("%d passed, %d failed, %d skipped\n", pass, fail, skip);
+    return fail ? 1 : (pass + skip == 0 ? 1 : 0);
+}

@@ -1,0 +1,112 @@
+/* test_base.c — status strings, dtypes, half/bfloat16, env parsing, sockets. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/sock.h"
+#include "test.h"
+
+TEST(base_status_strings) {
+    for (int s = 0; s < DDPC_STATUS_COUNT; s++) CHECK(strlen(ddpc_status_str((ddpc_status)s)) > 0);
+    CHECK_STR(ddpc_status_str((ddpc_status)999), "unknown status");
+    CHECK_EQ(ddpc_err(DDPC_ERR_ENV, "RANK=%s bad", "x"), DDPC_ERR_ENV);
+    CHECK_STR(ddpc_last_error(), "RANK=x bad");
+}
+
+TEST(base_dtype_parse) {
+    ddpc_dtype t;
+    CHECK_OK(ddpc_dtype_parse("float", &t));
+    CHECK_EQ(t, DDPC_FLOAT32);
+    CHECK_OK(ddpc_dtype_parse("bf16", &t));
+    CHECK_EQ(t, DDPC_BFLOAT16);
+    CHECK_STATUS(ddpc_dtype_parse("float128", &t), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "float128");
+    ddpc_op op;
+    CHECK_OK(ddpc_op_parse("avg", &op));
+    CHECK_EQ(op, DDPC_AVG);
+    CHECK_EQ(ddpc_dtype_size(DDPC_FLOAT16), 2);
+    CHECK_EQ(ddpc_dtype_size((ddpc_dtype)77), 0);
+}
+
+TEST(base_half_roundtrip) {
+    /* every half value survives half -> float -> half (NaNs stay NaN) */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = ddpc_half_to_float((uint16_t)h);
+        uint16_t back = ddpc_float_to_half(f);
+        if (isnan(f)) CHECK(isnan(ddpc_half_to_float(back)));
+        else CHECK_EQ(back, h);
+    }
+    CHECK_NEAR(ddpc_half_to_float(0x3c00), 1.0, 0);
+    CHECK_EQ(ddpc_float_to_half(65504.0f), 0x7bff);
+    CHECK_EQ(ddpc_float_to_half(1e6f), 0x7c00);
+    CHECK_EQ(ddpc_float_to_half(5.96046448e-8f), 0x0001); /* smallest subnormal */
+    CHECK_EQ(ddpc_float_to_half(1.0f + 1.0f / 2048), 0x3c00); /* tie rounds to even */
+    CHECK_EQ(ddpc_float_to_half(1.0f + 3.0f / 2048), 0x3c02);
+}
+
+TEST(base_bf16_roundtrip) {
+    for (uint32_t b = 0; b < 65536; b++) {
+        float f = ddpc_bf16_to_float((uint16_t)b);
+        if (isnan(f)) continue;
+        CHECK_EQ(ddpc_float_to_bf16(f), b);
+    }
+    CHECK_EQ(ddpc_float_to_bf16(1.0f), 0x3f80);
+    CHECK_EQ(ddpc_float_to_bf16(1.00390625f), 0x3f80); /* tie to even */
+}
+
+TEST(base_env_parse) {
+    long v;
+    setenv("DDPC_TIMEOUT", "12", 1);
+    CHECK_OK(ddpc_env_long("DDPC_TIMEOUT", 0, 100, &v));
+    CHECK_EQ(v, 12);
+    unsetenv("DDPC_TIMEOUT");
+    setenv("HCCL_EXEC_TIMEOUT", "7", 1);
+    const char *src;
+    CHECK_STR(ddpc_env_str("DDPC_TIMEOUT", &src), "7");
+    CHECK_STR(src, "HCCL_EXEC_TIMEOUT");
+    setenv("HCCL_EXEC_TIMEOUT", "7x", 1);
+    CHECK_STATUS(ddpc_env_long("DDPC_TIMEOUT", 0, 100, &v), DDPC_ERR_ENV);
+    CHECK_CONTAINS(ddpc_last_error(), "HCCL_EXEC_TIMEOUT='7x'");
+    unsetenv("RANK");
+    CHECK_STATUS(ddpc_env_long("RANK", 0, 100, &v), DDPC_ERR_ENV);
+    CHECK_CONTAINS(ddpc_last_error(), "RANK is not set");
+    size_t sz;
+    CHECK_OK(ddpc_parse_size("-b", "4K", &sz));
+    CHECK_EQ(sz, 4096);
+    CHECK_OK(ddpc_parse_size("-e", "64M", &sz));
+    CHECK_EQ(sz, 64u << 20);
+    CHECK_STATUS(ddpc_parse_size("-e", "12Q", &sz), DDPC_ERR_INVALID_ARG);
+}
+
+TEST(base_sock_roundtrip) {
+    int lfd, port, cfd, afd;
+    CHECK_OK(ddpc_sock_listen("127.0.0.1", 0, 4, &lfd, &port));
+    CHECK(port > 0);
+    CHECK_OK(ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(5), &cfd));
+    CHECK_OK(ddpc_sock_accept(lfd, ddpc_deadline_in(5), -1, &afd));
+    char big[1 << 16], got[1 << 16];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (char)(i * 7);
+    CHECK_OK(ddpc_sock_write_full(cfd, big, sizeof big, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc_sock_read_full(afd, got, sizeof got, ddpc_deadline_in(5), -1));
+    CHECK(memcmp(big, got, sizeof big) == 0);
+    /* a read with nothing coming times out, and a closed peer is PEER_LOST */
+    CHECK_STATUS(ddpc_sock_read_full(afd, got, 1, ddpc_deadline_in(0.05), -1), DDPC_ERR_TIMEOUT);
+    close(cfd);
+    CHECK_STATUS(ddpc_sock_read_full(afd, got, 1, ddpc_deadline_in(5), -1), DDPC_ERR_PEER_LOST);
+    /* the same port again is "in use" */
+    int lfd2, p2;
+    CHECK_STATUS(ddpc_sock_listen("127.0.0.1", port, 4, &lfd2, &p2), DDPC_ERR_SYSTEM);
+    CHECK_CONTAINS(ddpc_last_error(), "in use");
+    close(afd);
+    close(lfd);
+}
+
+TEST(base_sock_connect_refused_times_out) {
+    int port = t_free_port(), fd;
+    double t0 = ddpc_now();
+    CHECK_STATUS(ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(0.3), &fd), DDPC_ERR_TIMEOUT);
+    CHECK(ddpc_now() - t0 < 2.0);
+    CHECK_CONTAINS(ddpc_last_error(), "cannot connect to 127.0.0.1");
+}
