@@ -24,9 +24,10 @@ TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOLS     := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 EX_SRC    := $(sort $(wildcard examples/*.c))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/bin/%,$(EX_SRC))
-TEST_SRC  := $(sort $(wildcard tests/unit/*.c tests/dist/*.c)) tests/harness.c
-TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC))
-TEST_BIN  := $(BUILD)/bin/ddpc-tests
+TEST_SRC  := $(sort $(wildcard tests/unit/*.c tests/dist/*.c))
+TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/harness.o
+# One test binary per test file, so that one area's tests build and run alone.
+TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
 .PHONY: all lib tools examples tests test install uninstall clean help headers-check
@@ -35,7 +36,8 @@ all: lib tools examples tests
 help:
 	@echo "make              build the library, tools, examples and tests into $(BUILD)/"
 	@echo "make test         build and run every test (each in its own process, with a deadline)"
-	@echo "make test T=name  run the tests whose name contains 'name'"
+	@echo "make test T=name  run the tests whose name contains 'name' (T=\"a b\": either)"
+	@echo "make $(BUILD)/tests/unit/test_base   build one test binary; run it with a filter as argument"
 	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
@@ -65,13 +67,14 @@ $(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
 
-$(TEST_BIN): $(TEST_OBJ) $(BUILD)/libddpc.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a $(LDLIBS)
 
-# The tests find the tools and the data through these variables.
+# Runs every test binary (the tests find the tools through DDPC_BIN) and
+# prints one closing line for all of them.
 test: all
-	DDPC_BIN=$(abspath $(BUILD)/bin) $(TEST_BIN) $(T)
+	DDPC_BIN=$(abspath $(BUILD)/bin) scripts/run-tests.sh $(TEST_BIN) -- $(T)
 
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \
