@@ -1,0 +1,97 @@
+/*
+ * nn_impl.h — the model's insides, shared by the files of src/nn: the layer
+ * record, the model struct, and the layer kernels (layers.c).
+ *
+ * Internal header (not installed).
+ */
+#ifndef DDPC_NN_IMPL_H
+#define DDPC_NN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "ddpc/nn.h"
+
+typedef enum layer_kind {
+    LAYER_LINEAR = 0,
+    LAYER_CONV2D,
+    LAYER_RELU,
+    LAYER_MAXPOOL2D,
+    LAYER_FLATTEN,
+    LAYER_DROPOUT,
+} layer_kind;
+
+/* One layer of the stack. Shapes are per sample; buffers hold max_batch samples. */
+typedef struct nn_layer {
+    layer_kind kind;
+    int in_c, in_h, in_w;     /* input sample shape (C, H, W); flat inputs are (1, 1, n) */
+    int out_c, out_h, out_w;  /* output sample shape */
+    size_t in_n, out_n;       /* features per sample: in_c*in_h*in_w, out_c*out_h*out_w */
+
+    /* Linear: in_f -> out_f. Conv2d: in_c -> out_c, k x k, stride, pad. Pool: k, stride. */
+    int in_f, out_f;
+    int k, stride, pad;
+    int has_bias;
+    int p_weight, p_bias;     /* parameter indices, -1 when absent */
+    float p;                  /* dropout probability */
+    int has_params;
+    int need_dx;              /* 1 when an earlier layer has parameters */
+
+    float *buf;               /* (max_batch, out_n) owned output buffer; NULL for Flatten */
+    float *dbuf;              /* (max_batch, in_n) owned d loss / d input, when need_dx */
+    float *col;               /* Conv2d: (max_batch, in_c*k*k, out_h*out_w) im2col of the input */
+    float *dcol;              /* Conv2d: (in_c*k*k, out_h*out_w) scratch for backward */
+    int32_t *argmax;          /* MaxPool2d: (max_batch, out_n) index of the max within the sample */
+    float *mask;              /* Dropout: (max_batch, out_n) 0 or 1/(1-p) */
+
+    const float *in;          /* (B, in_n) input of the last forward (borrowed) */
+    const float *out;         /* (B, out_n) output of the last forward (buf, or in for Flatten) */
+} nn_layer;
+
+struct ddpc_model {
+    int in_c, in_h, in_w;     /* input sample shape */
+    int cur_c, cur_h, cur_w;  /* output shape of the stack so far (while adding layers) */
+    int max_batch;
+    uint64_t seed;
+    ddpc_rng rng;             /* dropout masks */
+
+    nn_layer *layers;
+    int nlayers, cap_layers;
+
+    ddpc_param *params;       /* nparams, registration order */
+    int nparams, cap_params;
+    float *pblock;            /* (numel) all parameters */
+    float *gblock;            /* (numel) all gradients */
+    size_t numel;
+
+    float *out_grad;          /* (max_batch, out_n of the last layer) for the loss */
+    int built;
+    int training;
+    int B;                    /* batch of the last forward, 0 before any */
+    ddpc_grad_ready_fn hook;
+    void *hook_ctx;
+    char desc[1024];
+};
+
+/* Kernels (layers.c). x (B, in_n), y (B, out_n); g = d loss / d y (B, out_n);
+ * dx (B, in_n) or NULL when the input's gradient is not needed. Parameter
+ * gradients are added into the model's gradient block; the hook fires after
+ * them and before dx is computed. */
+void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
+void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx, int B);
+void nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
+void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B);
+void nn_relu_forward(const float *x, float *y, size_t n);
+void nn_relu_backward(const float *y, const float *g, float *dx, size_t n);
+void nn_maxpool_forward(nn_layer *L, const float *x, float *y, int B);
+void nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B);
+void nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
+void nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B);
+
+/* Fires the grad hook for parameter index i (i < 0: nothing). */
+static inline void nn_fire(ddpc_model *m, int i) {
+    if (i >= 0 && m->hook) m->hook(m->hook_ctx, i);
+}
+
+#endif /* DDPC_NN_IMPL_H */

@@ -1,0 +1,55 @@
+/*
+ * rng.c — the seeded RNG (xoshiro256**, seeded by splitmix64) and the
+ * OpenBLAS thread count.
+ */
+#include <cblas.h>
+#include <unistd.h>
+
+#include "nn/nn_impl.h"
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void ddpc_rng_seed(ddpc_rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ddpc_rng_next(ddpc_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+float ddpc_rng_uniform(ddpc_rng *r) {
+    return (float)(ddpc_rng_next(r) >> 40) * (1.0f / 16777216.0f);
+}
+
+void ddpc_nn_set_threads(int n) {
+    if (n < 1) n = 1;
+    openblas_set_num_threads(n);
+    DDPC_INFO(NN, "OpenBLAS threads: %d", n);
+}
+
+int ddpc_nn_threads(void) { return openblas_get_num_threads(); }
+
+int ddpc_nn_default_threads(int ranks_per_node) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) cpus = 1;
+    if (ranks_per_node < 1) ranks_per_node = 1;
+    long n = cpus / ranks_per_node;
+    return n < 1 ? 1 : (int)n;
+}
