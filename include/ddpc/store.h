@@ -33,7 +33,9 @@ int ddpc_store_server_port(const ddpc_store_server *s);
 /* Stops the server and closes every connection. NULL is harmless. */
 void ddpc_store_server_stop(ddpc_store_server *s);
 
-/* Connects, retrying until timeout_s, and does the versioned handshake. */
+/* Connects, retrying until timeout_s (<= 0: DDPC_CONNECT_TIMEOUT), and does
+ * the versioned handshake. A dead or absent server is DDPC_ERR_TIMEOUT or
+ * DDPC_ERR_PEER_LOST naming host:port. */
 ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out);
 /* A view of st in which every key is prefixed by prefix (may be nested).
  * The view shares st's connection: close views before st. */
@@ -43,15 +45,18 @@ void ddpc_store_close(ddpc_store *st);
 
 ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, size_t len);
 /* Waits up to timeout_s for key to exist, then returns a malloc'd copy of its
- * value (*val, *len; the caller frees). DDPC_ERR_TIMEOUT if it never came. */
+ * value (*val, *len; the caller frees). DDPC_ERR_TIMEOUT if it never came.
+ * timeout_s <= 0 looks once without waiting. The copy is followed by a NUL
+ * byte not counted in *len, so text values can be used as C strings. */
 ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s,
                            void **val, size_t *len);
 /* Adds delta to the integer stored at key (absent = 0); *result = new value
- * (result may be NULL). */
+ * (result may be NULL). The value is stored as decimal text, as torch does. */
 ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
 /* If key's value equals expected (or key is absent and expected_len == 0),
  * sets it to desired. *actual (malloc'd, may be NULL if not wanted) receives
- * the value after the call. */
+ * the value after the call; as torch's TCPStore, when key is absent and
+ * expected is not empty, nothing is set and *actual is expected. */
 ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key,
                                    const void *expected, size_t expected_len,
                                    const void *desired, size_t desired_len,
@@ -64,6 +69,15 @@ ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists);
 ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted);
 /* Number of keys in the whole store (prefixes ignored). */
 ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n);
+
+/* Additions. Seconds a request may take beyond its own wait before the
+ * client gives up (default DDPC_STORE_TIMEOUT); applies to st's connection
+ * and every view of it. */
+ddpc_status ddpc_store_set_timeout(ddpc_store *st, double seconds);
+/* A round trip that changes nothing: is the server there and answering? */
+ddpc_status ddpc_store_ping(ddpc_store *st);
+/* "host:port" of the server st talks to (for messages); never NULL. */
+const char *ddpc_store_addr(const ddpc_store *st);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@ const ddpc_env_var ddpc_env_table[] = {
     {"DDPC_ALGO", NULL, "auto", "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree"},
     {"DDPC_CHUNK", NULL, "262144", "bytes per pipelined chunk of ring algorithms"},
     {"DDPC_SHM", NULL, "1", "1: ranks on one host talk over shared memory; 0: TCP only"},
+    {"DDPC_STORE_TIMEOUT", NULL, "300", "seconds a store request may take beyond its own wait before the client gives up"},
     {"RANK", NULL, NULL, "global rank of this process (torchrun contract)"},
     {"WORLD_SIZE", NULL, NULL, "number of processes in the job"},
     {"LOCAL_RANK", NULL, NULL, "rank of this process on its node"},
@@ -37,6 +38,7 @@ const ddpc_env_var ddpc_env_table[] = {
     {"DDPC_RESTART_COUNT", NULL, "0", "how many times the launcher restarted the job (set by ddpc-run)"},
     {"OMPI_COMM_WORLD_RANK", NULL, NULL, "read when RANK is unset (mpirun); also _SIZE, _LOCAL_RANK, _LOCAL_SIZE"},
     {"SLURM_PROCID", NULL, NULL, "read when RANK and OMPI_* are unset (srun); also SLURM_NTASKS, SLURM_LOCALID"},
+    {"DDPC_DATA_TIMEOUT", NULL, "60", "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT"},
 };
 const int ddpc_env_table_len = (int)(sizeof ddpc_env_table / sizeof ddpc_env_table[0]);
 

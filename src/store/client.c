@@ -1,0 +1,442 @@
+/*
+ * client.c — the store's client: one blocking TCP connection per handle,
+ * one request and one reply at a time, every call bounded by a deadline.
+ *
+ * Prefixed views are client-side: a view holds its prefix and borrows the
+ * connection of the client it was made from. Any I/O error or malformed
+ * reply marks the connection broken (the stream can no longer be trusted);
+ * later calls fail at once with DDPC_ERR_PEER_LOST naming host:port.
+ *
+ * The wire format is in proto.h; the server is server.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "base/env.h"
+#include "base/sock.h"
+#include "store/proto.h"
+
+struct ddpc_store {
+    ddpc_store *root;  /* the handle that owns the connection (itself for a client) */
+    char *prefix;      /* owned; "" for a client */
+    size_t prefix_len;
+    int fd;            /* root only */
+    int broken;        /* root only: an earlier call left the stream unusable */
+    double op_timeout; /* root only: seconds a reply may take beyond a request's own wait */
+    char addr[300];    /* root only: "host:port", for messages */
+};
+
+/* Seconds as the wire's u32 milliseconds (<= 0 -> 0, capped near 49 days). */
+static uint32_t wire_ms(double s) {
+    if (!(s > 0)) return 0;
+    if (s > 4.0e6) return 4000000000u;
+    return (uint32_t)(s * 1000.0 + 0.5);
+}
+
+/* Writes prefix + key as a str field into *dst (advanced). The caller
+ * checked the length with full_key_len. */
+static unsigned char *put_key(const ddpc_store *st, unsigned char *dst, const char *key) {
+    size_t kl = strlen(key);
+    put_u32(dst, (uint32_t)(st->prefix_len + kl));
+    memcpy(dst + 4, st->prefix, st->prefix_len);
+    memcpy(dst + 4 + st->prefix_len, key, kl);
+    return dst + 4 + st->prefix_len + kl;
+}
+
+/* Validates a key (with the view's prefix) and returns its full length. */
+static ddpc_status full_key_len(const ddpc_store *st, const char *what, const char *key, size_t *len) {
+    if (!key) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: key is NULL", what);
+    size_t n = st->prefix_len + strlen(key);
+    if (n == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: key is empty", what);
+    if (n > DDPC_STORE_MAX_KEY)
+        return ddpc_err(DDPC_ERR_INVALID_ARG,
+                        "store %s: key '%.60s...' is %zu bytes with its prefix; the limit is %d "
+                        "(DDPC_STORE_MAX_KEY)",
+                        what, key, n, DDPC_STORE_MAX_KEY);
+    *len = n;
+    return DDPC_OK;
+}
+
+/* Sends one request (the iovecs, concatenated, form the body after the
+ * 4-byte length) and reads its reply. wait_s is how long the server may
+ * legitimately hold the request (GET/WAIT); the client allows op_timeout on
+ * top. On DDPC_OK, *rstatus is the reply's status and *body (malloc'd, NUL
+ * appended) / *blen its payload. */
+static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int niov, double wait_s,
+                       int *rstatus, unsigned char **body, size_t *blen) {
+    ddpc_store *r = st->root;
+    *body = NULL;
+    *blen = 0;
+    if (r->broken)
+        return ddpc_err(DDPC_ERR_PEER_LOST,
+                        "store at %s: %s: the connection is unusable after an earlier error", r->addr,
+                        what);
+    uint64_t total = 0;
+    for (int i = 0; i < niov; i++) total += iov[i].iov_len;
+    if (total > STORE_MAX_REQUEST)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: request of %llu bytes is too large", what,
+                        (unsigned long long)total);
+    double deadline = ddpc_now() + (wait_s > 0 ? wait_s : 0) + r->op_timeout;
+    unsigned char hdr[4];
+    put_u32(hdr, (uint32_t)total);
+    ddpc_status s = ddpc_sock_write_full(r->fd, hdr, 4, deadline, -1);
+    for (int i = 0; i < niov && s == DDPC_OK; i++)
+        if (iov[i].iov_len) s = ddpc_sock_write_full(r->fd, iov[i].iov_base, iov[i].iov_len, deadline, -1);
+    if (s == DDPC_OK) s = ddpc_sock_read_full(r->fd, hdr, 4, deadline, -1);
+    uint32_t len = s == DDPC_OK ? get_u32(hdr) : 0;
+    if (s == DDPC_OK && (len == 0 || len > STORE_MAX_REPLY)) {
+        r->broken = 1;
+        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %u bytes is malformed", r->addr,
+                        what, len);
+    }
+    unsigned char *b = NULL;
+    if (s == DDPC_OK) {
+        b = malloc((size_t)len + 1);
+        if (!b) {
+            r->broken = 1;
+            return ddpc_err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %u-byte reply", r->addr,
+                            what, len);
+        }
+        s = ddpc_sock_read_full(r->fd, b, len, deadline, -1);
+    }
+    if (s != DDPC_OK) {
+        free(b);
+        r->broken = 1;
+        if (s == DDPC_ERR_TIMEOUT)
+            return ddpc_err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)",
+                            r->addr, what, (wait_s > 0 ? wait_s : 0) + r->op_timeout);
+        if (s == DDPC_ERR_PEER_LOST)
+            return ddpc_err(DDPC_ERR_PEER_LOST, "store at %s: %s: connection lost (%s); is the store's host alive?",
+                            r->addr, what, ddpc_last_error());
+        return ddpc_err_wrap(s, "store at %s: %s", r->addr, what);
+    }
+    *rstatus = b[0];
+    memmove(b, b + 1, len - 1);
+    b[len - 1] = 0;
+    *body = b;
+    *blen = len - 1;
+    if (*rstatus == RS_OK) return DDPC_OK;
+    ddpc_status e = *rstatus == RS_TIMEOUT ? DDPC_ERR_TIMEOUT : DDPC_ERR_INVALID_ARG;
+    if (*rstatus != RS_TIMEOUT && *rstatus != RS_ERROR) {
+        r->broken = 1;
+        e = DDPC_ERR_PROTOCOL;
+    }
+    ddpc_err(e, "store at %s: %s: %s", r->addr, what, (char *)b);
+    free(b);
+    *body = NULL;
+    *blen = 0;
+    return e;
+}
+
+ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_connect: out is NULL");
+    *out = NULL;
+    if (!host || !*host) host = "127.0.0.1";
+    if (port <= 0 || port > 65535)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store port %d is out of range [1, 65535]", port);
+    if (strlen(host) > 255) return ddpc_err(DDPC_ERR_INVALID_ARG, "store host name is too long");
+    if (!(timeout_s > 0)) DDPC_CHECK(ddpc_env_double("DDPC_CONNECT_TIMEOUT", 0.001, 1e7, &timeout_s));
+    double op_timeout;
+    DDPC_CHECK(ddpc_env_double("DDPC_STORE_TIMEOUT", 0.001, 1e7, &op_timeout));
+    ddpc_store *st = calloc(1, sizeof *st);
+    if (!st || !(st->prefix = strdup(""))) {
+        free(st);
+        return ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
+    }
+    st->root = st;
+    st->op_timeout = op_timeout;
+    snprintf(st->addr, sizeof st->addr, "%s:%d", host, port);
+    double deadline = ddpc_now() + timeout_s;
+    ddpc_status s = ddpc_sock_connect(host, port, deadline, &st->fd);
+    if (s != DDPC_OK) {
+        free(st->prefix);
+        free(st);
+        if (s == DDPC_ERR_TIMEOUT)
+            return ddpc_err(DDPC_ERR_TIMEOUT, "no store answered at %s:%d within %.3g s (%s)", host, port,
+                            timeout_s, ddpc_last_error());
+        return ddpc_err_wrap(s, "connecting to the store at %s:%d", host, port);
+    }
+    ddpc_sock_tune(st->fd, 0);
+    /* the handshake: magic + version, answered by RS_OK + the server's version */
+    unsigned char hs[8];
+    put_u32(hs, STORE_MAGIC);
+    put_u32(hs + 4, STORE_VERSION);
+    /* bounded by what is left of the connect timeout, at least 1 s, at most
+     * DDPC_STORE_TIMEOUT; raw I/O: the handshake has no length prefix */
+    double left = deadline - ddpc_now();
+    double hs_deadline = ddpc_now() + (left > 1 ? (left < op_timeout ? left : op_timeout) : 1);
+    unsigned char hdr[4], *b = NULL;
+    ddpc_status hs_s = ddpc_sock_write_full(st->fd, hs, 8, hs_deadline, -1);
+    if (hs_s == DDPC_OK) hs_s = ddpc_sock_read_full(st->fd, hdr, 4, hs_deadline, -1);
+    uint32_t len = hs_s == DDPC_OK ? get_u32(hdr) : 0;
+    if (hs_s == DDPC_OK && (len == 0 || len > 4096))
+        hs_s = ddpc_err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)",
+                        st->addr);
+    if (hs_s == DDPC_OK && !(b = malloc(len + 1)))
+        hs_s = ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
+    if (hs_s == DDPC_OK) hs_s = ddpc_sock_read_full(st->fd, b, len, hs_deadline, -1);
+    if (hs_s == DDPC_OK) {
+        b[len] = 0;
+        if (b[0] != RS_OK)
+            hs_s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr,
+                            (char *)b + 1);
+        else if (len != 5 || get_u32(b + 1) != STORE_VERSION)
+            hs_s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s answered the handshake with a bad reply",
+                            st->addr);
+    } else if (hs_s == DDPC_ERR_PEER_LOST || hs_s == DDPC_ERR_TIMEOUT) {
+        hs_s = ddpc_err(hs_s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr,
+                        ddpc_last_error());
+    }
+    free(b);
+    if (hs_s != DDPC_OK) {
+        close(st->fd);
+        free(st->prefix);
+        free(st);
+        return hs_s;
+    }
+    DDPC_TRACE(STORE, "connected to the store at %s", st->addr);
+    *out = st;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_set_timeout(ddpc_store *st, double seconds) {
+    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_set_timeout: store is NULL");
+    if (!(seconds > 0))
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store request timeout %g s must be > 0", seconds);
+    st->root->op_timeout = seconds;
+    return DDPC_OK;
+}
+
+const char *ddpc_store_addr(const ddpc_store *st) { return st ? st->root->addr : ""; }
+
+ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out) {
+    if (!st || !prefix || !out)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_prefixed: store, prefix and out must be non-NULL");
+    *out = NULL;
+    size_t pl = strlen(prefix);
+    if (st->prefix_len + pl >= DDPC_STORE_MAX_KEY)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store prefix '%.60s' leaves no room for keys (DDPC_STORE_MAX_KEY %d)",
+                        prefix, DDPC_STORE_MAX_KEY);
+    ddpc_store *v = calloc(1, sizeof *v);
+    char *p = malloc(st->prefix_len + pl + 1);
+    if (!v || !p) {
+        free(v);
+        free(p);
+        return ddpc_err(DDPC_ERR_NOMEM, "store view: out of memory");
+    }
+    memcpy(p, st->prefix, st->prefix_len);
+    memcpy(p + st->prefix_len, prefix, pl + 1);
+    v->root = st->root;
+    v->prefix = p;
+    v->prefix_len = st->prefix_len + pl;
+    v->fd = -1;
+    *out = v;
+    return DDPC_OK;
+}
+
+void ddpc_store_close(ddpc_store *st) {
+    if (!st) return;
+    if (st->root == st && st->fd >= 0) close(st->fd);
+    free(st->prefix);
+    free(st);
+}
+
+/* Encodes the common request head: op, then (optional) u32 timeout, then
+ * the key. Returns the bytes written into buf (sized by the caller). */
+static size_t head(const ddpc_store *st, unsigned char *buf, int op, int with_ms, double timeout_s,
+                   const char *key) {
+    unsigned char *p = buf;
+    *p++ = (unsigned char)op;
+    if (with_ms) {
+        put_u32(p, wire_ms(timeout_s));
+        p += 4;
+    }
+    if (key) p = put_key(st, p, key);
+    return (size_t)(p - buf);
+}
+
+#define HEAD_MAX (1 + 4 + 4 + DDPC_STORE_MAX_KEY)
+
+ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, size_t len) {
+    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_set: store is NULL");
+    size_t kl;
+    DDPC_CHECK(full_key_len(st, "set", key, &kl));
+    if (len > DDPC_STORE_MAX_VALUE)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value of %zu bytes exceeds "
+                        "DDPC_STORE_MAX_VALUE (%u)", key, len, DDPC_STORE_MAX_VALUE);
+    if (len && !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
+    unsigned char h[HEAD_MAX + 4];
+    size_t hn = head(st, h, OP_SET, 0, 0, key);
+    put_u32(h + hn, (uint32_t)len);
+    struct iovec iov[2] = {{h, hn + 4}, {(void *)val, len}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    DDPC_CHECK(rpc(st, "set", iov, 2, 0, &rs, &b, &bl));
+    free(b);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len) {
+    if (!st || !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_get: store and val must be non-NULL");
+    *val = NULL;
+    if (len) *len = 0;
+    size_t kl;
+    DDPC_CHECK(full_key_len(st, "get", key, &kl));
+    unsigned char h[HEAD_MAX];
+    struct iovec iov[1] = {{h, head(st, h, OP_GET, 1, timeout_s, key)}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    ddpc_status s = rpc(st, "get", iov, 1, timeout_s, &rs, &b, &bl);
+    if (s == DDPC_ERR_TIMEOUT && !st->root->broken)
+        return ddpc_err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix,
+                        key, timeout_s > 0 ? timeout_s : 0);
+    DDPC_CHECK(s);
+    *val = b;
+    if (len) *len = bl;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result) {
+    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_add: store is NULL");
+    size_t kl;
+    DDPC_CHECK(full_key_len(st, "add", key, &kl));
+    unsigned char h[HEAD_MAX + 8];
+    size_t hn = head(st, h, OP_ADD, 0, 0, key);
+    put_i64(h + hn, delta);
+    struct iovec iov[1] = {{h, hn + 8}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    DDPC_CHECK(rpc(st, "add", iov, 1, 0, &rs, &b, &bl));
+    if (bl != 8) {
+        free(b);
+        st->root->broken = 1;
+        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: add: reply of %zu bytes, want 8", st->root->addr, bl);
+    }
+    if (result) *result = get_i64(b);
+    free(b);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *expected,
+                                   size_t expected_len, const void *desired, size_t desired_len,
+                                   void **actual, size_t *actual_len) {
+    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_compare_set: store is NULL");
+    if (actual) *actual = NULL;
+    if (actual_len) *actual_len = 0;
+    size_t kl;
+    DDPC_CHECK(full_key_len(st, "compare_set", key, &kl));
+    if (expected_len > DDPC_STORE_MAX_VALUE || desired_len > DDPC_STORE_MAX_VALUE)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value exceeds "
+                        "DDPC_STORE_MAX_VALUE (%u)", key, DDPC_STORE_MAX_VALUE);
+    if ((expected_len && !expected) || (desired_len && !desired))
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value is NULL", key);
+    unsigned char h[HEAD_MAX + 4], m[4];
+    size_t hn = head(st, h, OP_CAS, 0, 0, key);
+    put_u32(h + hn, (uint32_t)expected_len);
+    put_u32(m, (uint32_t)desired_len);
+    struct iovec iov[4] = {{h, hn + 4}, {(void *)expected, expected_len}, {m, 4}, {(void *)desired, desired_len}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    DDPC_CHECK(rpc(st, "compare_set", iov, 4, 0, &rs, &b, &bl));
+    if (actual) *actual = b;
+    else free(b);
+    if (actual_len) *actual_len = bl;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s) {
+    if (!st || !keys) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_wait: store and keys must be non-NULL");
+    if (n < 0 || n > STORE_MAX_WAIT_KEYS)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "store wait: %d keys is outside [0, %d]", n, STORE_MAX_WAIT_KEYS);
+    if (n == 0) return DDPC_OK;
+    size_t total = 1 + 4 + 4, kl;
+    for (int i = 0; i < n; i++) {
+        DDPC_CHECK(full_key_len(st, "wait", keys[i], &kl));
+        total += 4 + kl;
+    }
+    unsigned char *buf = malloc(total), *p = buf;
+    if (!buf) return ddpc_err(DDPC_ERR_NOMEM, "store wait: out of memory");
+    *p++ = OP_WAIT;
+    put_u32(p, wire_ms(timeout_s));
+    put_u32(p + 4, (uint32_t)n);
+    p += 8;
+    for (int i = 0; i < n; i++) p = put_key(st, p, keys[i]);
+    struct iovec iov[1] = {{buf, total}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    ddpc_status s = rpc(st, "wait", iov, 1, timeout_s, &rs, &b, &bl);
+    free(buf);
+    DDPC_CHECK(s);
+    free(b);
+    return DDPC_OK;
+}
+
+/* check and delete: a key in, one byte out. */
+static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char *key, int *flag) {
+    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: store is NULL", what);
+    size_t kl;
+    DDPC_CHECK(full_key_len(st, what, key, &kl));
+    unsigned char h[HEAD_MAX];
+    struct iovec iov[1] = {{h, head(st, h, op, 0, 0, key)}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    DDPC_CHECK(rpc(st, what, iov, 1, 0, &rs, &b, &bl));
+    int ok = bl == 1;
+    if (ok && flag) *flag = b[0] != 0;
+    free(b);
+    if (!ok) {
+        st->root->broken = 1;
+        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %zu bytes, want 1", st->root->addr, what, bl);
+    }
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists) {
+    if (!exists) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_check: exists is NULL");
+    return key_flag(st, OP_CHECK, "check", key, exists);
+}
+
+ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted) {
+    return key_flag(st, OP_DELETE, "delete", key, deleted);
+}
+
+ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
+    if (!st || !n) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
+    unsigned char op = OP_NUM_KEYS;
+    struct iovec iov[1] = {{&op, 1}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    DDPC_CHECK(rpc(st, "num_keys", iov, 1, 0, &rs, &b, &bl));
+    int ok = bl == 8;
+    if (ok) *n = get_i64(b);
+    free(b);
+    if (!ok) {
+        st->root->broken = 1;
+        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: num_keys: bad reply", st->root->addr);
+    }
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_store_ping(ddpc_store *st) {
+    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_ping: store is NULL");
+    unsigned char op = OP_PING;
+    struct iovec iov[1] = {{&op, 1}};
+    int rs;
+    unsigned char *b;
+    size_t bl;
+    DDPC_CHECK(rpc(st, "ping", iov, 1, 0, &rs, &b, &bl));
+    free(b);
+    return DDPC_OK;
+}
