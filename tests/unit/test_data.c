@@ -637,3 +637,214 @@ TEST_T(data_sampler_vs_torch, 180) {
     fclose(f);
     rm_tmpdir();
 }
+
+/* --------------------------------------------------------------- loader */
+
+/* A synthetic dataset of n <= 256 samples of 3x5 pixels: label i, pixel j
+ * of sample i = (i * 31 + j * 7) & 255, so a batch shows which samples it holds. */
+static ddpc_dataset *synth(int n) {
+    ddpc_dataset *ds = calloc(1, sizeof *ds);
+    ds->n = n;
+    ds->rows = 3;
+    ds->cols = 5;
+    ds->images = malloc((size_t)n * 15);
+    ds->labels = malloc((size_t)n);
+    for (int i = 0; i < n; i++) {
+        ds->labels[i] = (uint8_t)i;
+        for (int j = 0; j < 15; j++) ds->images[i * 15 + j] = (uint8_t)((i * 31 + j * 7) & 255);
+    }
+    ds->num_classes = n;
+    return ds;
+}
+
+/* Runs one epoch and checks that the batches are the order's samples in
+ * order, transformed, with the right sizes and count. */
+static void check_epoch(ddpc_loader *l, const ddpc_dataset *ds, const int64_t *order, size_t len, int bs,
+                        int drop_last, float mean, float std) {
+    size_t want_nb = drop_last ? len / (size_t)bs : (len + (size_t)bs - 1) / (size_t)bs;
+    CHECK_EQ(ddpc_loader_num_batches(l), want_nb);
+    size_t pos = 0, nb = 0;
+    for (;;) {
+        const ddpc_batch *b = (const ddpc_batch *)1;
+        CHECK_OK(ddpc_loader_next(l, &b));
+        if (!b) break;
+        nb++;
+        CHECK(nb <= want_nb);
+        size_t want = len - pos < (size_t)bs ? len - pos : (size_t)bs;
+        CHECK_EQ(b->size, want);
+        for (int i = 0; i < b->size; i++, pos++) {
+            int64_t s = order[pos];
+            CHECK_EQ(b->y[i], ds->labels[s]);
+            for (int j = 0; j < 15; j += 7) {
+                float w = ((float)ds->images[s * 15 + j] / 255.0f - mean) / std;
+                CHECK_MSG(b->x[i * 15 + j] == w, "batch %zu row %d px %d: %g, want %g", nb, i, j,
+                          (double)b->x[i * 15 + j], (double)w);
+            }
+        }
+    }
+    CHECK_EQ(nb, want_nb);
+    CHECK_EQ(pos, drop_last ? want_nb * (size_t)bs : len);
+    const ddpc_batch *b = (const ddpc_batch *)1;
+    CHECK_OK(ddpc_loader_next(l, &b)); /* still the end */
+    CHECK(b == NULL);
+}
+
+TEST(data_loader_order_sizes_drop_last) {
+    ddpc_dataset *ds = synth(250);
+    int64_t ident[250];
+    for (int i = 0; i < 250; i++) ident[i] = i;
+    const int bss[] = {1, 7, 32, 250, 300};
+    for (size_t a = 0; a < sizeof bss / sizeof bss[0]; a++)
+        for (int dl = 0; dl < 2; dl++)
+            for (int pf = 0; pf <= 3; pf += 1 + (pf == 1)) {
+                /* all samples in order */
+                ddpc_loader *l = NULL;
+                CHECK_OK(ddpc_loader_create(ds, NULL, bss[a], dl, 0.5f, 0.5f, pf, &l));
+                CHECK_OK(ddpc_loader_start_epoch(l, 0));
+                check_epoch(l, ds, ident, 250, bss[a], dl, 0.5f, 0.5f);
+                ddpc_loader_free(l);
+                /* a shard of a shuffled sampler, two epochs */
+                ddpc_sampler *s = NULL;
+                CHECK_OK(ddpc_sampler_create(250, 3, 1, 1, 5, 0, &s));
+                CHECK_OK(ddpc_loader_create(ds, s, bss[a], dl, 0.1307f, 0.3081f, pf, &l));
+                for (uint64_t e = 0; e < 2; e++) {
+                    CHECK_OK(ddpc_loader_start_epoch(l, e));
+                    check_epoch(l, ds, ddpc_sampler_indices(s), ddpc_sampler_len(s), bss[a], dl,
+                                0.1307f, 0.3081f);
+                }
+                ddpc_loader_free(l);
+                ddpc_sampler_free(s);
+            }
+    ddpc_dataset_free(ds);
+}
+
+TEST(data_loader_args) {
+    ddpc_dataset *ds = synth(10);
+    ddpc_loader *l = NULL;
+    CHECK_STATUS(ddpc_loader_create(ds, NULL, 0, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "batch_size=0");
+    CHECK_STATUS(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.5f, -1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "prefetch=-1");
+    CHECK_STATUS(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.0f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "std=0");
+    CHECK_STATUS(ddpc_loader_create(NULL, NULL, 4, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
+    ddpc_sampler *s = NULL;
+    CHECK_OK(ddpc_sampler_create(11, 1, 0, 1, 0, 0, &s));
+    CHECK_STATUS(ddpc_loader_create(ds, s, 4, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "11 samples");
+    CHECK(l == NULL);
+    CHECK_OK(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.5f, 2, &l));
+    const ddpc_batch *b;
+    CHECK_STATUS(ddpc_loader_next(l, &b), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "ddpc_loader_start_epoch");
+    ddpc_loader_free(l);
+    /* a bad DDPC_DATA_TIMEOUT is named */
+    setenv("DDPC_DATA_TIMEOUT", "soon", 1);
+    CHECK_STATUS(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.5f, 2, &l), DDPC_ERR_ENV);
+    CHECK_CONTAINS(ddpc_last_error(), "DDPC_DATA_TIMEOUT");
+    unsetenv("DDPC_DATA_TIMEOUT");
+    ddpc_loader_free(NULL);
+    ddpc_sampler_free(s);
+    ddpc_dataset_free(ds);
+}
+
+/* Copies a whole epoch's batches (x and y) into one buffer. */
+static size_t epoch_bytes(ddpc_loader *l, uint64_t epoch, size_t d, float *x, int32_t *y) {
+    CHECK_OK(ddpc_loader_start_epoch(l, epoch));
+    size_t pos = 0;
+    const ddpc_batch *b;
+    for (;;) {
+        CHECK_OK(ddpc_loader_next(l, &b));
+        if (!b) break;
+        memcpy(x + pos * d, b->x, (size_t)b->size * d * sizeof(float));
+        memcpy(y + pos, b->y, (size_t)b->size * sizeof(int32_t));
+        pos += (size_t)b->size;
+    }
+    return pos;
+}
+
+/* On the real training set: prefetch 0 and 4 give the same bytes; two
+ * epochs differ; the shard's labels are those the sampler names. */
+TEST_T(data_loader_prefetch_identical_real, 120) {
+    if (!have_fmnist()) SKIP("%s not installed", FMNIST);
+    ddpc_dataset *ds = NULL;
+    CHECK_OK(ddpc_mnist_load(FMNIST, "train", &ds));
+    const size_t d = 784, n = 30000;
+    float *x0 = malloc(n * d * sizeof(float)), *x1 = malloc(n * d * sizeof(float));
+    int32_t *y0 = malloc(n * sizeof(int32_t)), *y1 = malloc(n * sizeof(int32_t));
+    int32_t *ylab0 = malloc(n * sizeof(int32_t));
+    ddpc_sampler *s0 = NULL, *s1 = NULL;
+    CHECK_OK(ddpc_sampler_create(60000, 2, 1, 1, 0, 0, &s0));
+    CHECK_OK(ddpc_sampler_create(60000, 2, 1, 1, 0, 0, &s1));
+    ddpc_loader *inl = NULL, *pre = NULL;
+    CHECK_OK(ddpc_loader_create(ds, s0, 64, 0, 0.5f, 0.5f, 0, &inl));
+    CHECK_OK(ddpc_loader_create(ds, s1, 64, 0, 0.5f, 0.5f, 4, &pre));
+    CHECK_EQ(ddpc_loader_num_batches(pre), 469); /* ceil(30000 / 64) */
+    for (uint64_t e = 0; e < 2; e++) {
+        CHECK_EQ(epoch_bytes(inl, e, d, x0, y0), n);
+        CHECK_EQ(epoch_bytes(pre, e, d, x1, y1), n);
+        CHECK(memcmp(x0, x1, n * d * sizeof(float)) == 0);
+        CHECK(memcmp(y0, y1, n * sizeof(int32_t)) == 0);
+        const int64_t *ix = ddpc_sampler_indices(s1);
+        for (size_t i = 0; i < n; i += 997) {
+            CHECK_EQ(y1[i], ds->labels[ix[i]]);
+            CHECK(x1[i * d + 400] == ((float)ds->images[ix[i] * d + 400] / 255.0f - 0.5f) / 0.5f);
+        }
+        if (e == 0) memcpy(ylab0, y1, n * sizeof(int32_t)); /* keep epoch 0's labels */
+    }
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) same += ylab0[i] == y1[i];
+    CHECK(same < n / 5); /* labels agree by chance about 1 in 10 */
+    ddpc_loader_free(inl);
+    ddpc_loader_free(pre);
+    ddpc_sampler_free(s0);
+    ddpc_sampler_free(s1);
+    ddpc_dataset_free(ds);
+    free(x0);
+    free(x1);
+    free(y0);
+    free(y1);
+    free(ylab0);
+}
+
+/* start_epoch mid-way (while the thread is decoding ahead) starts cleanly at
+ * batch 0 of the new epoch; free mid-epoch joins the thread. */
+TEST_T(data_loader_restart_mid_epoch, 120) {
+    ddpc_dataset *ds = synth(256);
+    ddpc_sampler *s = NULL;
+    CHECK_OK(ddpc_sampler_create(256, 2, 0, 1, 3, 0, &s));
+    ddpc_loader *l = NULL;
+    CHECK_OK(ddpc_loader_create(ds, s, 5, 0, 0.5f, 0.5f, 3, &l));
+    srand(7);
+    for (int it = 0; it < 300; it++) {
+        uint64_t e = (uint64_t)(rand() % 4);
+        CHECK_OK(ddpc_loader_start_epoch(l, e));
+        int take = rand() % 30;
+        const int64_t *ix = ddpc_sampler_indices(s);
+        for (int k = 0; k < take; k++) {
+            const ddpc_batch *b;
+            CHECK_OK(ddpc_loader_next(l, &b));
+            if (!b) {
+                CHECK_EQ(k, 26); /* ceil(128 / 5) */
+                break;
+            }
+            for (int i = 0; i < b->size; i++) CHECK_EQ(b->y[i], ix[k * 5 + i]);
+        }
+        if (it % 50 == 0) { /* and one full epoch now and then */
+            CHECK_OK(ddpc_loader_start_epoch(l, e));
+            check_epoch(l, ds, ix, 128, 5, 0, 0.5f, 0.5f);
+        }
+    }
+    /* free while the thread is mid-epoch */
+    for (int it = 0; it < 50; it++) {
+        ddpc_loader *m = NULL;
+        CHECK_OK(ddpc_loader_create(ds, NULL, 1, 0, 0.5f, 0.5f, 1 + it % 8, &m));
+        CHECK_OK(ddpc_loader_start_epoch(m, 0));
+        const ddpc_batch *b;
+        for (int k = 0; k < it % 5; k++) CHECK_OK(ddpc_loader_next(m, &b));
+        ddpc_loader_free(m);
+    }
+    ddpc_loader_free(l);
+    ddpc_sampler_free(s);
+    ddpc_dataset_free(ds);
+}

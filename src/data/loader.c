@@ -1,0 +1,298 @@
+/*
+ * loader.c — batches in the sampler's order, decoded ahead by one thread.
+ *
+ * The dataset stays as raw bytes; each batch is transformed straight from
+ * them into its slot's float buffer (the only copy). With prefetch k > 0 a
+ * background thread fills a ring of k + 1 slots: k ready batches plus the
+ * one the caller holds (valid until its next call). Batch b always lives in
+ * slot b % (k + 1), so the order is the sampler's whatever the timing.
+ *
+ * Synchronisation: one mutex; the caller waits on `ready` (bounded by
+ * DDPC_DATA_TIMEOUT), the thread on `space`, and start_epoch on `idle` while
+ * the thread finishes the batch it is decoding. The thread decodes outside
+ * the lock; `busy` says it is doing so, `cancel` that its work is void.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/base.h"
+#include "base/env.h"
+#include "data/internal.h"
+
+typedef struct slot {
+    ddpc_batch b;   /* what ddpc_loader_next hands out */
+    float *x;       /* (batch_size, rows*cols) */
+    int32_t *y;     /* (batch_size) */
+} slot;
+
+struct ddpc_loader {
+    const ddpc_dataset *ds;   /* borrowed */
+    ddpc_sampler *sampler;    /* borrowed; NULL = identity order */
+    int64_t *identity;        /* (ds->n) 0..n-1 when sampler is NULL */
+    size_t len;               /* samples per epoch */
+    int batch_size, drop_last, prefetch;
+    size_t nb;                /* batches per epoch */
+    float lut[256];           /* pixel value -> transformed float */
+    int nslots;               /* prefetch + 1 */
+    slot *slots;              /* (nslots) */
+    double timeout_s;         /* DDPC_DATA_TIMEOUT */
+
+    pthread_mutex_t mu;
+    pthread_cond_t ready, space, idle;
+    pthread_t thread;
+    int have_thread;
+    /* under mu: */
+    const int64_t *idx;       /* (len) this epoch's order, borrowed from the sampler */
+    int active;               /* an epoch has been started */
+    size_t produced;          /* batches decoded this epoch */
+    size_t consumed;          /* batches handed out this epoch */
+    int busy, cancel, quit;
+};
+
+/* Decodes batch b of the current epoch into sl. */
+static void decode(ddpc_loader *l, const int64_t *idx, size_t b, slot *sl) {
+    size_t first = b * (size_t)l->batch_size;
+    size_t left = l->len - first;
+    int size = left < (size_t)l->batch_size ? (int)left : l->batch_size;
+    const int64_t *ix = idx + first;
+    ddpc__transform_rows(l->ds, ix, size, l->lut, sl->x);
+    for (int i = 0; i < size; i++) sl->y[i] = l->ds->labels[ix[i]];
+    sl->b.size = size;
+}
+
+/* Waits on cv until woken or until deadline (absolute, ddpc_now clock), at
+ * most cap_s at a time; the caller re-checks its condition. */
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline, double cap_s) {
+    double left = deadline - ddpc_now();
+    if (left > cap_s) left = cap_s;
+    if (left <= 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + left;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* The prefetch thread: while an epoch is active and not cancelled, decodes
+ * the next batch whenever fewer than `prefetch` are ready; exits on quit. */
+static void *producer(void *arg) {
+    ddpc_loader *l = arg;
+    pthread_mutex_lock(&l->mu);
+    while (!l->quit) {
+        if (!l->active || l->cancel || l->produced >= l->nb ||
+            l->produced - l->consumed >= (size_t)l->prefetch) {
+            /* nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
+            wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
+            continue;
+        }
+        size_t b = l->produced;
+        const int64_t *idx = l->idx;
+        slot *sl = &l->slots[b % (size_t)l->nslots];
+        l->busy = 1;
+        pthread_mutex_unlock(&l->mu);
+        decode(l, idx, b, sl);
+        pthread_mutex_lock(&l->mu);
+        l->busy = 0;
+        if (l->cancel) {
+            pthread_cond_broadcast(&l->idle); /* start_epoch waits for this */
+            continue;
+        }
+        l->produced = b + 1;
+        pthread_cond_broadcast(&l->ready);
+    }
+    l->busy = 0;
+    pthread_cond_broadcast(&l->idle);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/*
+ * Creates a loader (see data.h): checks the arguments, builds the lookup
+ * table, allocates the slots and, when prefetch > 0, starts the thread.
+ */
+ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler, int batch_size,
+                               int drop_last, float mean, float std, int prefetch,
+                               ddpc_loader **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: out is NULL");
+    *out = NULL;
+    if (!ds || !ds->images || !ds->labels || ds->n < 0 || ds->rows < 1 || ds->cols < 1)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: dataset is NULL or empty");
+    if (batch_size < 1)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: batch_size=%d, must be >= 1", batch_size);
+    if (prefetch < 0 || prefetch > 1024)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: prefetch=%d is out of range [0, 1024]",
+                        prefetch);
+    if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: Normalize(mean=%g, std=%g) is invalid",
+                        (double)mean, (double)std);
+    if (sampler && ddpc_sampler_dataset_len(sampler) > (size_t)ds->n)
+        return ddpc_err(DDPC_ERR_INVALID_ARG,
+                        "ddpc_loader_create: the sampler covers %zu samples but the dataset has %d",
+                        ddpc_sampler_dataset_len(sampler), ds->n);
+    double timeout_s;
+    DDPC_CHECK(ddpc_env_double("DDPC_DATA_TIMEOUT", 0.001, 1e9, &timeout_s));
+
+    ddpc_loader *l = calloc(1, sizeof *l);
+    if (!l) return ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+    l->ds = ds;
+    l->sampler = sampler;
+    l->len = sampler ? ddpc_sampler_len(sampler) : (size_t)ds->n;
+    l->batch_size = batch_size;
+    l->drop_last = drop_last != 0;
+    l->prefetch = prefetch;
+    l->nb = l->drop_last ? l->len / (size_t)batch_size : (l->len + (size_t)batch_size - 1) / (size_t)batch_size;
+    l->timeout_s = timeout_s;
+    ddpc__transform_lut(mean, std, l->lut);
+    l->nslots = prefetch + 1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->ready, &ca);
+    pthread_cond_init(&l->space, &ca);
+    pthread_cond_init(&l->idle, &ca);
+    pthread_condattr_destroy(&ca);
+
+    ddpc_status s = DDPC_OK;
+    const size_t d = (size_t)ds->rows * (size_t)ds->cols;
+    if (!sampler) {
+        l->identity = malloc(((size_t)ds->n + 1) * sizeof *l->identity);
+        if (!l->identity) s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+        else
+            for (int i = 0; i < ds->n; i++) l->identity[i] = i;
+    }
+    l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
+    if (!l->slots && s == DDPC_OK) s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+    for (int i = 0; s == DDPC_OK && i < l->nslots; i++) {
+        l->slots[i].x = malloc((size_t)batch_size * d * sizeof(float));
+        l->slots[i].y = malloc((size_t)batch_size * sizeof(int32_t));
+        if (!l->slots[i].x || !l->slots[i].y)
+            s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: cannot allocate %d batches of %d x %zu floats",
+                         l->nslots, batch_size, d);
+        else {
+            l->slots[i].b.x = l->slots[i].x;
+            l->slots[i].b.y = l->slots[i].y;
+        }
+    }
+    if (s == DDPC_OK && prefetch > 0) {
+        int e = pthread_create(&l->thread, NULL, producer, l);
+        if (e != 0) s = ddpc_err_errno(DDPC_ERR_SYSTEM, e, "ddpc_loader_create: cannot start the prefetch thread");
+        else l->have_thread = 1;
+    }
+    if (s != DDPC_OK) {
+        ddpc_loader_free(l);
+        return s;
+    }
+    DDPC_INFO(DATA, "loader: %zu samples, batch %d, %zu batches/epoch, drop_last %d, prefetch %d",
+              l->len, batch_size, l->nb, l->drop_last, prefetch);
+    *out = l;
+    return DDPC_OK;
+}
+
+/*
+ * Starts an epoch: 1. tells the thread its work is void and waits (bounded)
+ * until it is not decoding; 2. sets the sampler's epoch and takes its new
+ * order; 3. resets the counters and wakes the thread.
+ */
+ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
+    if (!l) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_start_epoch: loader is NULL");
+    pthread_mutex_lock(&l->mu);
+    l->cancel = 1;
+    pthread_cond_broadcast(&l->space);
+    double deadline = ddpc_deadline_in(l->timeout_s);
+    while (l->busy && !ddpc_expired(deadline)) wait_until(&l->idle, &l->mu, deadline, 0.5);
+    if (l->busy) {
+        pthread_mutex_unlock(&l->mu);
+        return ddpc_err(DDPC_ERR_TIMEOUT,
+                        "ddpc_loader_start_epoch: the prefetch thread did not finish its batch in %g s "
+                        "(DDPC_DATA_TIMEOUT)", l->timeout_s);
+    }
+    if (l->sampler) {
+        ddpc_sampler_set_epoch(l->sampler, epoch);
+        l->idx = ddpc_sampler_indices(l->sampler);
+    } else {
+        l->idx = l->identity;
+    }
+    l->produced = l->consumed = 0;
+    l->active = 1;
+    l->cancel = 0;
+    pthread_cond_broadcast(&l->space);
+    pthread_mutex_unlock(&l->mu);
+    DDPC_TRACE(DATA, "loader: epoch %llu started", (unsigned long long)epoch);
+    return DDPC_OK;
+}
+
+/*
+ * Hands out the next batch (see data.h). Inline mode decodes it into the
+ * single slot; prefetch mode waits until the thread has produced it, then
+ * releases the previously held slot to the thread.
+ */
+ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
+    if (!l || !b) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: NULL argument");
+    *b = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (!l->active) {
+        pthread_mutex_unlock(&l->mu);
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: call ddpc_loader_start_epoch first");
+    }
+    if (l->consumed >= l->nb) {
+        pthread_mutex_unlock(&l->mu);
+        return DDPC_OK; /* end of epoch */
+    }
+    size_t k = l->consumed;
+    if (l->prefetch == 0) {
+        pthread_mutex_unlock(&l->mu);
+        decode(l, l->idx, k, &l->slots[0]);
+        l->consumed = k + 1;
+        *b = &l->slots[0].b;
+        return DDPC_OK;
+    }
+    double deadline = ddpc_deadline_in(l->timeout_s);
+    while (l->produced <= k && !ddpc_expired(deadline)) wait_until(&l->ready, &l->mu, deadline, 0.5);
+    if (l->produced <= k) {
+        pthread_mutex_unlock(&l->mu);
+        return ddpc_err(DDPC_ERR_TIMEOUT,
+                        "ddpc_loader_next: batch %zu was not ready after %g s (DDPC_DATA_TIMEOUT)", k,
+                        l->timeout_s);
+    }
+    *b = &l->slots[k % (size_t)l->nslots].b;
+    l->consumed = k + 1;
+    pthread_cond_broadcast(&l->space);
+    pthread_mutex_unlock(&l->mu);
+    return DDPC_OK;
+}
+
+size_t ddpc_loader_num_batches(const ddpc_loader *l) { return l ? l->nb : 0; }
+
+/* Stops the thread (it finishes at most the batch it is decoding), joins
+ * it and frees everything. */
+void ddpc_loader_free(ddpc_loader *l) {
+    if (!l) return;
+    if (l->have_thread) {
+        pthread_mutex_lock(&l->mu);
+        l->quit = 1;
+        pthread_cond_broadcast(&l->space);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->thread, NULL);
+    }
+    for (int i = 0; l->slots && i < l->nslots; i++) {
+        free(l->slots[i].x);
+        free(l->slots[i].y);
+    }
+    free(l->slots);
+    free(l->identity);
+    pthread_cond_destroy(&l->ready);
+    pthread_cond_destroy(&l->space);
+    pthread_cond_destroy(&l->idle);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
