@@ -24,6 +24,7 @@ const ddpc_env_var ddpc_env_table[] = {
     {"DDPC_SOCKBUF", NULL, "4194304", "bytes of TCP send and receive buffer per socket (0 = OS default)"},
     {"DDPC_ALGO", NULL, "auto", "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree"},
     {"DDPC_CHUNK", NULL, "262144", "bytes per pipelined chunk of ring algorithms"},
+    {"DDPC_SPIN_US", NULL, "50", "microseconds a waiting collective retries its sockets before sleeping in poll"},
     {"DDPC_SHM", NULL, "1", "1: ranks on one host talk over shared memory; 0: TCP only"},
     {"DDPC_STORE_TIMEOUT", NULL, "300", "seconds a store request may take beyond its own wait before the client gives up"},
     {"RANK", NULL, NULL, "global rank of this process (torchrun contract)"},
