@@ -1,0 +1,133 @@
+/*
+ * mpi_allreduce.c — the OpenMPI peer of `ddpc-bench allreduce`: float32 sum
+ * MPI_Allreduce, timed and printed exactly as ddpc-bench does (nccl-tests'
+ * table; time = median over iterations of the maximum over ranks; busbw =
+ * algbw * 2(n-1)/n; every size checked once on rank/index-dependent inputs).
+ *
+ *   mpicc -O2 -o build/bench/mpi_allreduce bench/mpi_allreduce.c
+ *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 \
+ *       --mca btl tcp,self build/bench/mpi_allreduce [-b 8] [-e 64M] [-f 2] [-n 20] [-w 5]
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t parse_size(const char *opt, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end || end == s || v < 0) {
+        fprintf(stderr, "mpi_allreduce: %s '%s' is not a size (like 8, 4K, 1M)\n", opt, s);
+        exit(2);
+    }
+    return (size_t)(v * mul);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Small integers in [-14, 14] that depend on rank and index: every sum over
+ * the ranks is exact, whatever the order. */
+static float input(int rank, size_t i, unsigned salt) {
+    uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ull ^ (i + salt) * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 29;
+    return (float)((int)(x % 29) - 14);
+}
+
+int main(int argc, char **argv) {
+    size_t minb = 8, maxb = 64u << 20;
+    long factor = 2, iters = 20, warmup = 5;
+    int check = 1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-b")) minb = parse_size("-b", argv[i + 1]);
+        else if (!strcmp(argv[i], "-e")) maxb = parse_size("-e", argv[i + 1]);
+        else if (!strcmp(argv[i], "-f")) factor = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-n")) iters = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-w")) warmup = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c")) check = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "mpi_allreduce: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (iters < 1 || factor < 2 || minb < 4 || minb > maxb) {
+        fprintf(stderr, "mpi_allreduce: need -n >= 1, -f >= 2, 4 <= -b <= -e\n");
+        return 2;
+    }
+    MPI_Init(&argc, &argv);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    size_t maxn = maxb / 4;
+    float *send = malloc(maxn * 4), *recv = malloc(maxn * 4);
+    double *times = malloc(sizeof(double) * (size_t)iters);
+    if (!send || !recv || !times) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (rank == 0) {
+        printf("# mpi_allreduce: %d ranks, float32, sum, iters %ld, warmup %ld, check %d\n", world,
+               iters, warmup, check);
+        printf("# time: median over iterations of the maximum over ranks\n#\n");
+        printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
+               "root", "time", "algbw", "busbw", "#wrong");
+        printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
+               "(us)", "(GB/s)", "(GB/s)", "");
+    }
+    double bw_sum = 0;
+    int nsizes = 0;
+    long wrong_total = 0;
+    for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
+        int n = (int)(bytes / 4);
+        for (int i = 0; i < n; i++) send[i] = input(rank, (size_t)i, 0);
+        for (long i = 0; i < warmup; i++)
+            MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (long i = 0; i < iters; i++) {
+            double t0 = MPI_Wtime();
+            MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            times[i] = MPI_Wtime() - t0;
+        }
+        MPI_Allreduce(MPI_IN_PLACE, times, (int)iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        qsort(times, (size_t)iters, sizeof(double), cmp_double);
+        double med = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+        long wrong = 0;
+        if (check) {
+            for (int i = 0; i < n; i++) send[i] = input(rank, (size_t)i, 7);
+            memset(recv, 0xa5, (size_t)n * 4);
+            MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            for (int i = 0; i < n; i++) {
+                float want = 0;
+                for (int r = 0; r < world; r++) want += input(r, (size_t)i, 7);
+                wrong += recv[i] != want;
+            }
+            MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+            wrong_total += wrong;
+        }
+        double algbw = (double)n * 4 / med / 1e9, busbw = algbw * 2.0 * (world - 1) / world;
+        bw_sum += busbw;
+        nsizes++;
+        if (rank == 0) {
+            printf("  %10zu %12d %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", (size_t)n * 4, n, "float32",
+                   "sum", -1, med * 1e6, algbw, busbw, wrong);
+            fflush(stdout);
+        }
+        if (bytes > maxb / (size_t)factor) break;
+    }
+    if (rank == 0) {
+        printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth : %.4f\n", nsizes ? bw_sum / nsizes : 0.0);
+    }
+    free(send);
+    free(recv);
+    free(times);
+    MPI_Finalize();
+    return wrong_total ? 1 : 0;
+}
