@@ -1,0 +1,407 @@
+/*
+ * ddpc-train — trains a model on MNIST-format data (Fashion-MNIST by
+ * default) and reports, per epoch, the mean loss, the test accuracy,
+ * samples per second and seconds.
+ *
+ *     ddpc-train --model mlp --optimizer adam --lr 1e-3 --batch-size 128 --epochs 10
+ *
+ * One process for now. The loop is written for data parallelism: the
+ * gradient synchronisation slots in between backward and step (sync_grads),
+ * and the evaluation sums (loss, correct, count) go through one reduction
+ * (reduce_sums) so that every rank would report the same global figures.
+ * Both are the identity with one process.
+ *
+ * Exit status: 0 on success, 1 when training fails, 2 for a bad option.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "base/env.h"
+#include "ddpc/data.h"
+#include "ddpc/nn.h"
+
+/* ------------------------------------------------------------ options */
+
+typedef struct options {
+    const char *data;        /* MNIST-format directory */
+    const char *model;       /* linear | mlp | cnn */
+    int epochs;
+    int batch_size;          /* per rank */
+    ddpc_optim_options opt;  /* kind, lr, momentum, weight decay, nesterov */
+    int lr_set, wd_set;
+    uint64_t seed;
+    int log_every;           /* batches between "Epoch | Batch | Loss" lines; 0 = none */
+    const char *checkpoint;  /* written atomically at each epoch end */
+    const char *resume;      /* read before training */
+    const char *metrics;     /* one JSON line per epoch */
+    int threads;             /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
+    int prefetch;            /* batches the loader keeps ready */
+    long max_batches;        /* training batches per epoch; 0 = all */
+    int progress;            /* -1 auto (a terminal), 0 off, 1 on */
+} options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ddpc-train [options]\n"
+            "  --data DIR          MNIST-format data (default /usr/share/datasets/fashion-mnist)\n"
+            "  --model NAME        linear | mlp | cnn (default linear)\n"
+            "  --epochs N          (default 10)\n"
+            "  --batch-size N      per process (default 32)\n"
+            "  --optimizer NAME    sgd | adam | adamw (default sgd)\n"
+            "  --lr X              (default: sgd 0.01, adam/adamw 0.001)\n"
+            "  --momentum X        SGD momentum (default 0)\n"
+            "  --nesterov          SGD Nesterov momentum\n"
+            "  --weight-decay X    (default: 0; adamw 0.01)\n"
+            "  --seed N            model init, shuffling and dropout (default 0)\n"
+            "  --log-every N       print 'Epoch: E | Batch: B | Loss: L' every N batches (default 100; 0 off)\n"
+            "  --checkpoint FILE   safetensors checkpoint written at each epoch end (atomically)\n"
+            "  --resume FILE       continue from a checkpoint (model, optimizer, epoch, step)\n"
+            "  --metrics FILE      append one JSON line per epoch\n"
+            "  --threads N         OpenBLAS threads (default DDPC_THREADS, else CPUs / local ranks)\n"
+            "  --prefetch N        batches the loader thread keeps ready (default 2; 0 inline)\n"
+            "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
+            "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal)\n"
+            "  --help\n");
+}
+
+/* Prints "ddpc-train: <message>" and exits 2. */
+static void bad_option(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void bad_option(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ddpc-train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see --help)\n", stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static long opt_long(const char *name, const char *v, long lo, long hi) {
+    long x;
+    if (ddpc_parse_long(name, v, lo, hi, &x) != DDPC_OK) bad_option("%s", ddpc_last_error());
+    return x;
+}
+
+static float opt_float(const char *name, const char *v, double lo, double hi) {
+    double x;
+    if (ddpc_parse_double(name, v, lo, hi, &x) != DDPC_OK) bad_option("%s", ddpc_last_error());
+    return (float)x;
+}
+
+/*
+ * Parses argv into o. Accepts "--name value" and "--name=value". Any
+ * unknown option, missing or malformed value is one line on stderr and
+ * exit status 2.
+ */
+static void parse_options(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    o->data = "/usr/share/datasets/fashion-mnist";
+    o->model = "linear";
+    o->epochs = 10;
+    o->batch_size = 32;
+    o->opt = ddpc_optim_options_default(DDPC_OPTIM_SGD);
+    o->log_every = 100;
+    o->prefetch = 2;
+    o->progress = -1;
+    float lr = 0, wd = 0, momentum = 0;
+    int nesterov = 0;
+    ddpc_optim_kind kind = DDPC_OPTIM_SGD;
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) bad_option("unexpected argument '%s'", arg);
+        char name[64];
+        const char *val = NULL;
+        char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (nlen >= sizeof name) bad_option("unknown option '%s'", arg);
+        memcpy(name, arg, nlen);
+        name[nlen] = 0;
+        if (eq) val = eq + 1;
+        /* flags */
+        if (!strcmp(name, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(name, "--nesterov") || !strcmp(name, "--progress") || !strcmp(name, "--no-progress")) {
+            if (val) bad_option("%s takes no value", name);
+            if (!strcmp(name, "--nesterov")) nesterov = 1;
+            else o->progress = !strcmp(name, "--progress");
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc) bad_option("%s needs a value", name);
+            val = argv[++i];
+        }
+        if (!strcmp(name, "--data")) o->data = val;
+        else if (!strcmp(name, "--model")) {
+            if (strcmp(val, "linear") && strcmp(val, "mlp") && strcmp(val, "cnn"))
+                bad_option("--model '%s' is not one of linear, mlp, cnn", val);
+            o->model = val;
+        } else if (!strcmp(name, "--epochs")) o->epochs = (int)opt_long(name, val, 1, 100000);
+        else if (!strcmp(name, "--batch-size")) o->batch_size = (int)opt_long(name, val, 1, 65536);
+        else if (!strcmp(name, "--optimizer")) {
+            if (ddpc_optim_kind_parse(val, &kind) != DDPC_OK) bad_option("--optimizer: %s", ddpc_last_error());
+        } else if (!strcmp(name, "--lr")) {
+            lr = opt_float(name, val, 0, 1e6);
+            o->lr_set = 1;
+        } else if (!strcmp(name, "--momentum")) momentum = opt_float(name, val, 0, 1);
+        else if (!strcmp(name, "--weight-decay")) {
+            wd = opt_float(name, val, 0, 1e6);
+            o->wd_set = 1;
+        } else if (!strcmp(name, "--seed")) o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX);
+        else if (!strcmp(name, "--log-every")) o->log_every = (int)opt_long(name, val, 0, 1 << 30);
+        else if (!strcmp(name, "--checkpoint")) o->checkpoint = val;
+        else if (!strcmp(name, "--resume")) o->resume = val;
+        else if (!strcmp(name, "--metrics")) o->metrics = val;
+        else if (!strcmp(name, "--threads")) o->threads = (int)opt_long(name, val, 1, 1024);
+        else if (!strcmp(name, "--prefetch")) o->prefetch = (int)opt_long(name, val, 0, 64);
+        else if (!strcmp(name, "--max-batches")) o->max_batches = opt_long(name, val, 0, 1L << 40);
+        else bad_option("unknown option '%s'", name);
+    }
+    o->opt = ddpc_optim_options_default(kind);
+    if (o->lr_set) o->opt.lr = lr;
+    if (o->wd_set) o->opt.weight_decay = wd;
+    if (momentum != 0 && kind != DDPC_OPTIM_SGD) bad_option("--momentum is for --optimizer sgd");
+    if (nesterov && kind != DDPC_OPTIM_SGD) bad_option("--nesterov is for --optimizer sgd");
+    if (nesterov && momentum == 0) bad_option("--nesterov needs --momentum > 0");
+    o->opt.momentum = momentum;
+    o->opt.nesterov = nesterov;
+}
+
+/* ------------------------------------------------------------ trainer */
+
+typedef struct trainer {
+    options o;
+    int rank, world;           /* one process: 0, 1 */
+    ddpc_dataset *train_ds, *test_ds;
+    ddpc_sampler *sampler;     /* this rank's shard of the training set */
+    ddpc_loader *train, *test;
+    ddpc_model *m;
+    ddpc_optim *opt;
+    uint64_t start_epoch;      /* epochs already done (from --resume) */
+    uint64_t step;             /* optimizer steps done */
+    FILE *metrics;
+} trainer;
+
+/* Makes the gradients the average over all ranks. With one process they
+ * already are. */
+static ddpc_status sync_grads(trainer *t) {
+    (void)t;
+    return DDPC_OK;
+}
+
+/* Sums v[0..n) over all ranks, in place. With one process: unchanged. */
+static ddpc_status reduce_sums(trainer *t, double *v, int n) {
+    (void)t;
+    (void)v;
+    (void)n;
+    return DDPC_OK;
+}
+
+static ddpc_status setup(trainer *t) {
+    const options *o = &t->o;
+    /* threads: --threads, else DDPC_THREADS, else CPUs / ranks on this node */
+    int threads = o->threads;
+    if (!threads && ddpc_env_isset("DDPC_THREADS")) {
+        long v;
+        DDPC_CHECK(ddpc_env_long("DDPC_THREADS", 1, 1024, &v));
+        threads = (int)v;
+    }
+    if (!threads) {
+        long local = 1;
+        if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local));
+        threads = ddpc_nn_default_threads((int)local);
+    }
+    ddpc_nn_set_threads(threads);
+
+    DDPC_CHECK(ddpc_mnist_load(o->data, "train", &t->train_ds));
+    DDPC_CHECK(ddpc_mnist_load(o->data, "test", &t->test_ds));
+    if (t->train_ds->rows != 28 || t->train_ds->cols != 28 || t->test_ds->rows != 28 || t->test_ds->cols != 28)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28", o->data,
+                        t->train_ds->rows, t->train_ds->cols);
+    DDPC_CHECK(ddpc_sampler_create((size_t)t->train_ds->n, t->world, t->rank, 1, o->seed, 0, &t->sampler));
+    DDPC_CHECK(ddpc_loader_create(t->train_ds, t->sampler, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->train));
+    DDPC_CHECK(ddpc_loader_create(t->test_ds, NULL, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->test));
+    DDPC_CHECK(ddpc_model_preset(o->model, o->batch_size, o->seed, &t->m));
+    DDPC_CHECK(ddpc_optim_create(t->m, &o->opt, &t->opt));
+    if (o->resume) {
+        ddpc_ckpt_meta meta;
+        DDPC_CHECK(ddpc_checkpoint_load(o->resume, t->m, t->opt, &meta));
+        t->start_epoch = meta.epoch;
+        t->step = meta.step;
+        if (t->rank == 0)
+            printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done\n", o->resume, meta.epoch, meta.step);
+    }
+    if (o->metrics && t->rank == 0) {
+        t->metrics = fopen(o->metrics, "a");
+        if (!t->metrics) return ddpc_err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
+    }
+    if (t->rank == 0) {
+        const ddpc_optim_options *op = &o->opt;
+        printf("model %s: %s\n", o->model, ddpc_model_describe(t->m));
+        printf("data %s: %d train, %d test; batch %d x %d process(es); %s lr %g", o->data, t->train_ds->n,
+               t->test_ds->n, o->batch_size, t->world, ddpc_optim_kind_name(op->kind), (double)op->lr);
+        if (op->kind == DDPC_OPTIM_SGD && op->momentum != 0)
+            printf(" momentum %g%s", (double)op->momentum, op->nesterov ? " nesterov" : "");
+        if (op->weight_decay != 0) printf(" weight decay %g", (double)op->weight_decay);
+        printf("; seed %" PRIu64 "; %d BLAS thread(s)\n", o->seed, ddpc_nn_threads());
+        fflush(stdout);
+    }
+    return DDPC_OK;
+}
+
+static void teardown(trainer *t) {
+    if (t->metrics) fclose(t->metrics);
+    ddpc_optim_free(t->opt);
+    ddpc_model_free(t->m);
+    ddpc_loader_free(t->train);
+    ddpc_loader_free(t->test);
+    ddpc_sampler_free(t->sampler);
+    ddpc_dataset_free(t->train_ds);
+    ddpc_dataset_free(t->test_ds);
+}
+
+static void progress_bar(size_t done, size_t total, double loss, double secs) {
+    int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+    bar[width] = 0;
+    fprintf(stderr, "\r[%s] %zu/%zu loss %.4f %.1fs", bar, done, total, loss, secs);
+    fflush(stderr);
+}
+
+/* The epoch's sums: [0] loss * samples, [1] correct, [2] samples. */
+typedef struct epoch_sums { double v[3]; } epoch_sums;
+
+/*
+ * One training epoch: for each batch, zero_grad, forward, loss, backward,
+ * sync_grads, step. Accumulates the loss and accuracy sums of this rank.
+ */
+static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double *secs) {
+    const options *o = &t->o;
+    memset(s, 0, sizeof *s);
+    ddpc_model_train(t->m, 1);
+    DDPC_CHECK(ddpc_loader_start_epoch(t->train, epoch));
+    size_t total = ddpc_loader_num_batches(t->train);
+    if (o->max_batches && (size_t)o->max_batches < total) total = (size_t)o->max_batches;
+    int bar = t->rank == 0 && (o->progress == 1 || (o->progress == -1 && isatty(2)));
+    size_t K = ddpc_model_out_features(t->m);
+    float *dlogits = ddpc_model_output_grad(t->m);
+    double t0 = ddpc_now(), last_bar = 0;
+    for (size_t bi = 0; bi < total; bi++) {
+        const ddpc_batch *b;
+        DDPC_CHECK(ddpc_loader_next(t->train, &b));
+        if (!b) break;
+        const float *logits;
+        float loss;
+        int correct;
+        ddpc_model_zero_grad(t->m);
+        DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, &logits));
+        DDPC_CHECK(ddpc_cross_entropy(logits, b->y, b->size, (int)K, dlogits, &loss, &correct));
+        DDPC_CHECK(ddpc_model_backward(t->m, dlogits));
+        DDPC_CHECK(sync_grads(t));
+        DDPC_CHECK(ddpc_optim_step(t->opt));
+        t->step++;
+        if (!isfinite(loss))
+            return ddpc_err(DDPC_ERR_INVALID_ARG, "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
+                            epoch, bi, (double)loss);
+        s->v[0] += (double)loss * b->size;
+        s->v[1] += correct;
+        s->v[2] += b->size;
+        if (t->rank == 0 && o->log_every && bi % (size_t)o->log_every == 0 && !bar) {
+            printf("Epoch: %" PRIu64 " | Batch: %zu | Loss: %.4f\n", epoch, bi, (double)loss);
+            fflush(stdout);
+        }
+        if (bar) {
+            double now = ddpc_now();
+            if (now - last_bar > 0.1 || bi + 1 == total) {
+                progress_bar(bi + 1, total, s->v[0] / s->v[2], now - t0);
+                last_bar = now;
+            }
+        }
+    }
+    *secs = ddpc_now() - t0;
+    if (bar) fputc('\n', stderr);
+    return DDPC_OK;
+}
+
+/* Loss and accuracy over the test set (each rank would take a shard). */
+static ddpc_status evaluate(trainer *t, epoch_sums *s) {
+    memset(s, 0, sizeof *s);
+    ddpc_model_train(t->m, 0);
+    DDPC_CHECK(ddpc_loader_start_epoch(t->test, 0));
+    size_t K = ddpc_model_out_features(t->m);
+    for (size_t guard = 0; guard <= ddpc_loader_num_batches(t->test); guard++) {
+        const ddpc_batch *b;
+        DDPC_CHECK(ddpc_loader_next(t->test, &b));
+        if (!b) break;
+        const float *logits;
+        float loss;
+        int correct;
+        DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, &logits));
+        DDPC_CHECK(ddpc_cross_entropy(logits, b->y, b->size, (int)K, NULL, &loss, &correct));
+        s->v[0] += (double)loss * b->size;
+        s->v[1] += correct;
+        s->v[2] += b->size;
+    }
+    ddpc_model_train(t->m, 1);
+    return reduce_sums(t, s->v, 3);
+}
+
+static ddpc_status run(trainer *t) {
+    const options *o = &t->o;
+    if (t->start_epoch >= (uint64_t)o->epochs && t->rank == 0)
+        printf("nothing to do: the checkpoint has %" PRIu64 " of %d epochs done\n", t->start_epoch, o->epochs);
+    for (uint64_t epoch = t->start_epoch; epoch < (uint64_t)o->epochs; epoch++) {
+        epoch_sums tr, te;
+        double secs = 0;
+        DDPC_CHECK(train_epoch(t, epoch, &tr, &secs));
+        double samples_local = tr.v[2];
+        DDPC_CHECK(reduce_sums(t, tr.v, 3));
+        double te0 = ddpc_now();
+        DDPC_CHECK(evaluate(t, &te));
+        double eval_secs = ddpc_now() - te0;
+        double loss = tr.v[2] ? tr.v[0] / tr.v[2] : 0, train_acc = tr.v[2] ? tr.v[1] / tr.v[2] : 0;
+        double test_acc = te.v[2] ? te.v[1] / te.v[2] : 0, test_loss = te.v[2] ? te.v[0] / te.v[2] : 0;
+        double sps = secs > 0 ? tr.v[2] / secs : 0;
+        (void)samples_local;
+        if (t->rank == 0) {
+            printf("epoch %" PRIu64 ": loss %.4f | train acc %.2f%% | test acc %.2f%% | %.0f samples/s | %.2f s\n",
+                   epoch, loss, 100 * train_acc, 100 * test_acc, sps, secs);
+            fflush(stdout);
+            if (t->metrics) {
+                fprintf(t->metrics,
+                        "{\"epoch\": %" PRIu64 ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
+                        "\"test_loss\": %.6f, \"samples_per_s\": %.1f, \"seconds\": %.4f, \"eval_seconds\": %.4f, "
+                        "\"step\": %" PRIu64 ", \"model\": \"%s\", \"world_size\": %d}\n",
+                        epoch, loss, train_acc, test_acc, test_loss, sps, secs, eval_secs, t->step, o->model, t->world);
+                fflush(t->metrics);
+            }
+            if (o->checkpoint) {
+                ddpc_ckpt_meta meta = {epoch + 1, t->step};
+                DDPC_CHECK(ddpc_checkpoint_save(o->checkpoint, t->m, t->opt, &meta));
+            }
+        }
+    }
+    return DDPC_OK;
+}
+
+int main(int argc, char **argv) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    parse_options(argc, argv, &t.o);
+    t.rank = 0;
+    t.world = 1;
+    ddpc_status s = setup(&t);
+    if (s == DDPC_OK) s = run(&t);
+    if (s != DDPC_OK) fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
+    teardown(&t);
+    return s == DDPC_OK ? 0 : 1;
+}
