@@ -36,7 +36,7 @@ struct ddpc_loader {
     size_t len;               /* samples per epoch */
     int batch_size, drop_last, prefetch;
     size_t nb;                /* batches per epoch */
-    float lut[256];           /* pixel value -> transformed float */
+    ddpc__xform xform;        /* pixel value -> transformed float */
     int nslots;               /* prefetch + 1 */
     slot *slots;              /* (nslots) */
     double timeout_s;         /* DDPC_DATA_TIMEOUT */
@@ -59,7 +59,7 @@ static void decode(ddpc_loader *l, const int64_t *idx, size_t b, slot *sl) {
     size_t left = l->len - first;
     int size = left < (size_t)l->batch_size ? (int)left : l->batch_size;
     const int64_t *ix = idx + first;
-    ddpc__transform_rows(l->ds, ix, size, l->lut, sl->x);
+    ddpc__xform_rows(&l->xform, l->ds, ix, size, sl->x);
     for (int i = 0; i < size; i++) sl->y[i] = l->ds->labels[ix[i]];
     sl->b.size = size;
 }
@@ -151,7 +151,7 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler, in
     l->prefetch = prefetch;
     l->nb = l->drop_last ? l->len / (size_t)batch_size : (l->len + (size_t)batch_size - 1) / (size_t)batch_size;
     l->timeout_s = timeout_s;
-    ddpc__transform_lut(mean, std, l->lut);
+    ddpc__xform_init(&l->xform, mean, std);
     l->nslots = prefetch + 1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_condattr_t ca;

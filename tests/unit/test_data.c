@@ -848,3 +848,81 @@ TEST_T(data_loader_restart_mid_epoch, 120) {
     ddpc_sampler_free(s);
     ddpc_dataset_free(ds);
 }
+
+/* The wide (AVX2) path and the table agree with plain float32 arithmetic
+ * for every pixel value, at 28x28 (784 = 98 x 8) and at an odd width. */
+TEST(data_transform_all_values_paths) {
+    const int dims[2][2] = {{28, 28}, {7, 5}};
+    const float ms[][2] = {{0.5f, 0.5f}, {0.1307f, 0.3081f}, {0.2860f, 0.3530f}, {-1.0f, 3.0f}, {0.0f, 1e-3f}};
+    for (int g = 0; g < 2; g++) {
+        ddpc_dataset ds = {.rows = dims[g][0], .cols = dims[g][1]};
+        int d = ds.rows * ds.cols;
+        ds.n = (256 + d - 1) / d + 1;
+        ds.images = malloc((size_t)ds.n * (size_t)d);
+        for (int i = 0; i < ds.n * d; i++) ds.images[i] = (uint8_t)((i * 13 + i / 256) & 255);
+        int64_t *idx = malloc((size_t)ds.n * sizeof *idx);
+        for (int i = 0; i < ds.n; i++) idx[i] = ds.n - 1 - i;
+        float *out = malloc((size_t)ds.n * (size_t)d * sizeof(float));
+        for (size_t m = 0; m < sizeof ms / sizeof ms[0]; m++) {
+            ddpc_transform_batch(&ds, idx, ds.n, ms[m][0], ms[m][1], out);
+            for (int i = 0; i < ds.n; i++)
+                for (int j = 0; j < d; j++) {
+                    float x = (float)ds.images[idx[i] * d + j] / 255.0f;
+                    float w = (x - ms[m][0]) / ms[m][1];
+                    CHECK_MSG(memcmp(&out[i * d + j], &w, 4) == 0, "%dx%d mean %g std %g px %d: %a, want %a",
+                              ds.rows, ds.cols, (double)ms[m][0], (double)ms[m][1], ds.images[idx[i] * d + j],
+                              (double)out[i * d + j], (double)w);
+                }
+        }
+        free(out);
+        free(idx);
+        free(ds.images);
+    }
+}
+
+/* Bit-identical to torchvision's ToTensor + Normalize, done in torch. */
+TEST_T(data_transform_vs_torch, 120) {
+    const char *py =
+        "import sys, struct\n"
+        "try:\n"
+        "    import torch\n"
+        "except Exception as e:\n"
+        "    print('no torch:', e); sys.exit(77)\n"
+        "x = torch.arange(256, dtype=torch.uint8)\n"
+        "for mean, std in ((0.5, 0.5), (0.1307, 0.3081), (0.2860, 0.3530)):\n"
+        "    y = x.to(torch.float32).div(255)\n"
+        "    y = y.sub_(torch.as_tensor(mean, dtype=torch.float32)).div_(torch.as_tensor(std, dtype=torch.float32))\n"
+        "    print(' '.join('%08x' % struct.unpack('<I', struct.pack('<f', v))[0] for v in y.tolist()))\n";
+    write_file(tpath("tf.py"), py, strlen(py), 0);
+    char cmd[600];
+    static char out[65536];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s", tpath("tf.py"));
+    int rc = t_run_cmd(cmd, 100, out, sizeof out);
+    if (rc == 77 || rc == 127) {
+        rm_tmpdir();
+        SKIP("PyTorch not available for /usr/bin/python3: %s", out);
+    }
+    CHECK_MSG(rc == 0, "%s: exit %d: %s", cmd, rc, out);
+    const float ms[3][2] = {{0.5f, 0.5f}, {0.1307f, 0.3081f}, {0.2860f, 0.3530f}};
+    ddpc_dataset ds = {.n = 1, .rows = 16, .cols = 16};
+    uint8_t px[256];
+    for (int v = 0; v < 256; v++) px[v] = (uint8_t)v;
+    ds.images = px;
+    int64_t zero = 0;
+    char *p = out;
+    for (int m = 0; m < 3; m++) {
+        float got[256];
+        ddpc_transform_batch(&ds, &zero, 1, ms[m][0], ms[m][1], got);
+        for (int v = 0; v < 256; v++) {
+            char *end;
+            unsigned long bits = strtoul(p, &end, 16);
+            CHECK_MSG(end != p, "torch output too short: %s", out);
+            p = end;
+            uint32_t mine;
+            memcpy(&mine, &got[v], 4);
+            CHECK_MSG(mine == bits, "mean %g std %g v %d: %08x, torch %08lx", (double)ms[m][0], (double)ms[m][1], v,
+                      mine, bits);
+        }
+    }
+    rm_tmpdir();
+}
