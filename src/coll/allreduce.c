@@ -1,0 +1,185 @@
+/*
+ * allreduce.c — allreduce (ring, recursive doubling, tree) and
+ * reduce-scatter (ring).
+ *
+ * Every variant leaves bit-identical results on all ranks: the ring reduces
+ * each block on one rank and copies it round; recursive doubling combines
+ * (lower group, higher group) in that order on both partners; the tree
+ * reduces on rank 0 and broadcasts.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+/* Ring: reduce-scatter (n-1 steps), then allgather (n-1 steps). */
+static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                  ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    int n = c->size, r = c->rank;
+    int ns = 2 * (n - 1);
+    size_t *boff = malloc(sizeof(size_t) * (size_t)n * 2);
+    int *blk = malloc(sizeof(int) * (size_t)ns * 2);
+    const char **ptr = malloc(sizeof(char *) * (size_t)ns * 3);
+    if (!boff || !blk || !ptr) {
+        free(boff);
+        free(blk);
+        free(ptr);
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the ring plan");
+    }
+    size_t *bcnt = boff + n;
+    ddpc__blocks(count, n, boff, bcnt);
+    ddpc_ring rg = {.nsteps = ns, .nred = n - 1, .sblk = blk, .rblk = blk + ns,
+                    .ssrc = ptr, .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns,
+                    .boff = boff, .bcnt = bcnt, .esize = ddpc_dtype_size(t), .t = t, .op = op};
+    for (int s = 0; s < n - 1; s++) {
+        rg.sblk[s] = ((r - s) % n + n) % n;
+        rg.rblk[s] = ((r - s - 1) % n + n) % n;
+        rg.ssrc[s] = s == 0 ? send : recv;
+        rg.rdst[s] = recv;
+        rg.rloc[s] = send;
+    }
+    for (int s = 0; s < n - 1; s++) {
+        int S = n - 1 + s;
+        rg.sblk[S] = ((r + 1 - s) % n + n) % n;
+        rg.rblk[S] = ((r - s) % n + n) % n;
+        rg.ssrc[S] = recv;
+        rg.rdst[S] = recv;
+        rg.rloc[S] = NULL;
+    }
+    ddpc_status s = ddpc__ring_run(e, &rg);
+    free(boff);
+    free(blk);
+    free(ptr);
+    return s;
+}
+
+/*
+ * Recursive doubling over the largest power of two p <= n. The first
+ * 2*(n-p) ranks pair up first: each even one hands its vector to the odd
+ * one above it and waits for the result at the end.
+ */
+static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    int n = c->size, r = c->rank;
+    size_t nbytes = count * ddpc_dtype_size(t);
+    if (recv != send) memcpy(recv, send, nbytes);
+    char *tmp = ddpc__scratch(c, nbytes);
+    if (!tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", nbytes);
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    int rem = n - p, newr;
+    ddpc_req q[2];
+    /* 1. fold the extra ranks in */
+    if (r < 2 * rem) {
+        if (r % 2 == 0) {
+            ddpc__post_send(e, &q[0], r + 1, recv, nbytes);
+            DDPC_CHECK(ddpc__wait(e, &q[0]));
+            newr = -1;
+        } else {
+            ddpc__post_recv(e, &q[0], r - 1, tmp, nbytes);
+            DDPC_CHECK(ddpc__wait(e, &q[0]));
+            ddpc_reduce3(recv, tmp, recv, count, t, op);
+            newr = r / 2;
+        }
+    } else {
+        newr = r - rem;
+    }
+    /* 2. exchange whole vectors with partners at distance 1, 2, 4, ... */
+    if (newr >= 0) {
+        for (int mask = 1; mask < p; mask <<= 1) {
+            int pn = newr ^ mask;
+            int partner = pn < rem ? pn * 2 + 1 : pn + rem;
+            ddpc__post_send(e, &q[0], partner, recv, nbytes);
+            ddpc__post_recv(e, &q[1], partner, tmp, nbytes);
+            DDPC_CHECK(ddpc__wait_all(e, q, 2));
+            if (newr < pn) ddpc_reduce3(recv, recv, tmp, count, t, op);
+            else ddpc_reduce3(recv, tmp, recv, count, t, op);
+        }
+    }
+    /* 3. hand the result back to the folded ranks */
+    if (r < 2 * rem) {
+        if (r % 2 == 1) ddpc__post_send(e, &q[0], r - 1, recv, nbytes);
+        else ddpc__post_recv(e, &q[0], r + 1, recv, nbytes);
+        DDPC_CHECK(ddpc__wait(e, &q[0]));
+    }
+    return DDPC_OK;
+}
+
+/* Tree: binomial reduce to rank 0, then binomial broadcast. */
+static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                  ddpc_dtype t, ddpc_op op) {
+    void *tmp = ddpc__scratch(e->c, count * ddpc_dtype_size(t));
+    if (!tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
+    DDPC_CHECK(ddpc__tree_reduce(e, send, recv, tmp, count, t, op, 0));
+    return ddpc__tree_bcast(e, recv, count * ddpc_dtype_size(t), 0);
+}
+
+ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                            ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    size_t nbytes = count * ddpc_dtype_size(t);
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, nbytes);
+        return DDPC_OK;
+    }
+    int algo = c->algo;
+    if (algo == DDPC_ALGO_AUTO)
+        algo = (nbytes <= DDPC_SMALL_BYTES || count < (size_t)c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
+    switch (algo) {
+    case DDPC_ALGO_RING: return ring_allreduce(e, send, recv, count, t, op);
+    case DDPC_ALGO_TREE: return tree_allreduce(e, send, recv, count, t, op);
+    default: return rhd_allreduce(e, send, recv, count, t, op);
+    }
+}
+
+/*
+ * Ring reduce-scatter: step s sends block r-s-1 and receives block r-s-2,
+ * so after n-1 steps rank r holds the reduction of block r. Partial sums
+ * travel through acc (n blocks); the last one is copied to recv.
+ */
+ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    int n = c->size, r = c->rank;
+    size_t es = ddpc_dtype_size(t);
+    if (n == 1) {
+        if (recv != send) memmove(recv, send, count * es);
+        return DDPC_OK;
+    }
+    int ns = n - 1;
+    size_t *boff = malloc(sizeof(size_t) * (size_t)n * 2);
+    int *blk = malloc(sizeof(int) * (size_t)ns * 2);
+    const char **ptr = malloc(sizeof(char *) * (size_t)ns * 3);
+    char *acc = malloc(count * es * (size_t)n + 1);
+    if (!boff || !blk || !ptr || !acc) {
+        free(boff);
+        free(blk);
+        free(ptr);
+        free(acc);
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for reduce_scatter");
+    }
+    size_t *bcnt = boff + n;
+    for (int b = 0; b < n; b++) {
+        boff[b] = (size_t)b * count;
+        bcnt[b] = count;
+    }
+    ddpc_ring rg = {.nsteps = ns, .nred = ns, .sblk = blk, .rblk = blk + ns, .ssrc = ptr,
+                    .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns, .boff = boff,
+                    .bcnt = bcnt, .esize = es, .t = t, .op = op};
+    for (int s = 0; s < ns; s++) {
+        rg.sblk[s] = ((r - s - 1) % n + n) % n;
+        rg.rblk[s] = ((r - s - 2) % n + n) % n;
+        rg.ssrc[s] = s == 0 ? send : acc;
+        rg.rdst[s] = acc;
+        rg.rloc[s] = send;
+    }
+    ddpc_status s = ddpc__ring_run(e, &rg);
+    if (s == DDPC_OK) memmove(recv, acc + (size_t)r * count * es, count * es);
+    free(boff);
+    free(blk);
+    free(ptr);
+    free(acc);
+    return s;
+}

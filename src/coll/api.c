@@ -1,0 +1,209 @@
+/*
+ * api.c — the public collective entry points of ddpc.h: argument checks
+ * (each bad argument is DDPC_ERR_INVALID_ARG naming the call and the
+ * argument; no sequence number is used up), then ddpc__submit.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+static ddpc_status check(const char *what, ddpc_comm *c, size_t count, ddpc_dtype t, int need_op,
+                         ddpc_op op, int root, size_t blocks) {
+    if (!c) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the communicator is NULL", what);
+    if ((int)t < 0 || t >= DDPC_DTYPE_COUNT)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: dtype %d is not a ddpc_dtype", what, (int)t);
+    if (need_op && ((int)op < 0 || op >= DDPC_OP_COUNT))
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: op %d is not a ddpc_op", what, (int)op);
+    if (root != INT32_MIN && (root < 0 || root >= c->size))
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: %s %d is not a rank of this communicator (size %d)",
+                        what, need_op == 2 ? "peer" : "root", root, c->size);
+    if (count > (SIZE_MAX / 4) / ddpc_dtype_size(t) / (blocks ? blocks : 1))
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: count %zu is too large", what, count);
+    return DDPC_OK;
+}
+
+static ddpc_status need(const char *what, const char *name, const void *p, size_t count) {
+    if (count && !p) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: %s is NULL with count=%zu", what, name, count);
+    return DDPC_OK;
+}
+
+static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, size_t count,
+                      ddpc_dtype t, ddpc_op op, int root, ddpc_work **w, int async, const char *what) {
+    if (async && !w) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
+    if (async) *w = NULL;
+    ddpc_args a = {k, send, recv, count, t, op, root};
+    return ddpc__submit(c, &a, async ? w : NULL);
+}
+
+#define NOROOT INT32_MIN
+
+static ddpc_status allreduce(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                             ddpc_op op, ddpc_work **w, int async) {
+    const char *what = "ddpc_allreduce";
+    DDPC_CHECK(check(what, c, count, t, 1, op, NOROOT, 1));
+    DDPC_CHECK(need(what, "send", send, count));
+    DDPC_CHECK(need(what, "recv", recv, count));
+    return go(c, DDPC_K_ALLREDUCE, send, recv, count, t, op, -1, w, async, what);
+}
+ddpc_status ddpc_allreduce(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                           ddpc_op op) {
+    return allreduce(c, send, recv, count, t, op, NULL, 0);
+}
+ddpc_status ddpc_allreduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op, ddpc_work **w) {
+    return allreduce(c, send, recv, count, t, op, w, 1);
+}
+
+static ddpc_status broadcast(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                             int root, ddpc_work **w, int async) {
+    const char *what = "ddpc_broadcast";
+    DDPC_CHECK(check(what, c, count, t, 0, DDPC_SUM, root, 1));
+    if (c->rank == root) DDPC_CHECK(need(what, "send (on the root)", send, count));
+    DDPC_CHECK(need(what, "recv", recv, count));
+    return go(c, DDPC_K_BROADCAST, send, recv, count, t, DDPC_SUM, root, w, async, what);
+}
+ddpc_status ddpc_broadcast(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                           int root) {
+    return broadcast(c, send, recv, count, t, root, NULL, 0);
+}
+ddpc_status ddpc_broadcast_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, int root, ddpc_work **w) {
+    return broadcast(c, send, recv, count, t, root, w, 1);
+}
+
+static ddpc_status reduce(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                          ddpc_op op, int root, ddpc_work **w, int async) {
+    const char *what = "ddpc_reduce";
+    DDPC_CHECK(check(what, c, count, t, 1, op, root, 1));
+    DDPC_CHECK(need(what, "send", send, count));
+    if (c->rank == root) DDPC_CHECK(need(what, "recv (on the root)", recv, count));
+    return go(c, DDPC_K_REDUCE, send, recv, count, t, op, root, w, async, what);
+}
+ddpc_status ddpc_reduce(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                        ddpc_op op, int root) {
+    return reduce(c, send, recv, count, t, op, root, NULL, 0);
+}
+ddpc_status ddpc_reduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                              ddpc_dtype t, ddpc_op op, int root, ddpc_work **w) {
+    return reduce(c, send, recv, count, t, op, root, w, 1);
+}
+
+static ddpc_status allgather(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                             ddpc_work **w, int async) {
+    const char *what = "ddpc_allgather";
+    DDPC_CHECK(check(what, c, count, t, 0, DDPC_SUM, NOROOT, c ? (size_t)c->size : 1));
+    DDPC_CHECK(need(what, "send", send, count));
+    DDPC_CHECK(need(what, "recv", recv, count));
+    return go(c, DDPC_K_ALLGATHER, send, recv, count, t, DDPC_SUM, -1, w, async, what);
+}
+ddpc_status ddpc_allgather(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t) {
+    return allgather(c, send, recv, count, t, NULL, 0);
+}
+ddpc_status ddpc_allgather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_work **w) {
+    return allgather(c, send, recv, count, t, w, 1);
+}
+
+static ddpc_status reduce_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                  ddpc_dtype t, ddpc_op op, ddpc_work **w, int async) {
+    const char *what = "ddpc_reduce_scatter";
+    DDPC_CHECK(check(what, c, count, t, 1, op, NOROOT, c ? (size_t)c->size : 1));
+    DDPC_CHECK(need(what, "send", send, count));
+    DDPC_CHECK(need(what, "recv", recv, count));
+    return go(c, DDPC_K_REDUCE_SCATTER, send, recv, count, t, op, -1, w, async, what);
+}
+ddpc_status ddpc_reduce_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                ddpc_dtype t, ddpc_op op) {
+    return reduce_scatter(c, send, recv, count, t, op, NULL, 0);
+}
+ddpc_status ddpc_reduce_scatter_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                      ddpc_dtype t, ddpc_op op, ddpc_work **w) {
+    return reduce_scatter(c, send, recv, count, t, op, w, 1);
+}
+
+static ddpc_status gather(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                          int root, ddpc_work **w, int async) {
+    const char *what = "ddpc_gather";
+    DDPC_CHECK(check(what, c, count, t, 0, DDPC_SUM, root, c ? (size_t)c->size : 1));
+    DDPC_CHECK(need(what, "send", send, count));
+    if (c->rank == root) DDPC_CHECK(need(what, "recv (on the root)", recv, count));
+    return go(c, DDPC_K_GATHER, send, recv, count, t, DDPC_SUM, root, w, async, what);
+}
+ddpc_status ddpc_gather(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                        int root) {
+    return gather(c, send, recv, count, t, root, NULL, 0);
+}
+ddpc_status ddpc_gather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                              ddpc_dtype t, int root, ddpc_work **w) {
+    return gather(c, send, recv, count, t, root, w, 1);
+}
+
+static ddpc_status scatter(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                           int root, ddpc_work **w, int async) {
+    const char *what = "ddpc_scatter";
+    DDPC_CHECK(check(what, c, count, t, 0, DDPC_SUM, root, c ? (size_t)c->size : 1));
+    if (c->rank == root) DDPC_CHECK(need(what, "send (on the root)", send, count));
+    DDPC_CHECK(need(what, "recv", recv, count));
+    return go(c, DDPC_K_SCATTER, send, recv, count, t, DDPC_SUM, root, w, async, what);
+}
+ddpc_status ddpc_scatter(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                         int root) {
+    return scatter(c, send, recv, count, t, root, NULL, 0);
+}
+ddpc_status ddpc_scatter_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                               ddpc_dtype t, int root, ddpc_work **w) {
+    return scatter(c, send, recv, count, t, root, w, 1);
+}
+
+static ddpc_status alltoall(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t,
+                            ddpc_work **w, int async) {
+    const char *what = "ddpc_alltoall";
+    DDPC_CHECK(check(what, c, count, t, 0, DDPC_SUM, NOROOT, c ? (size_t)c->size : 1));
+    DDPC_CHECK(need(what, "send", send, count));
+    DDPC_CHECK(need(what, "recv", recv, count));
+    if (count && send == recv && c->size > 1)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: send and recv must differ (no in-place all-to-all)", what);
+    return go(c, DDPC_K_ALLTOALL, send, recv, count, t, DDPC_SUM, -1, w, async, what);
+}
+ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t) {
+    return alltoall(c, send, recv, count, t, NULL, 0);
+}
+ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+                                ddpc_dtype t, ddpc_work **w) {
+    return alltoall(c, send, recv, count, t, w, 1);
+}
+
+ddpc_status ddpc_barrier(ddpc_comm *c) {
+    DDPC_CHECK(check("ddpc_barrier", c, 0, DDPC_UINT8, 0, DDPC_SUM, NOROOT, 1));
+    return go(c, DDPC_K_BARRIER, NULL, NULL, 0, DDPC_UINT8, DDPC_SUM, -1, NULL, 0, "ddpc_barrier");
+}
+ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w) {
+    DDPC_CHECK(check("ddpc_barrier_async", c, 0, DDPC_UINT8, 0, DDPC_SUM, NOROOT, 1));
+    return go(c, DDPC_K_BARRIER, NULL, NULL, 0, DDPC_UINT8, DDPC_SUM, -1, w, 1, "ddpc_barrier_async");
+}
+
+static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_dtype t, int peer,
+                       ddpc_work **w, int async) {
+    const char *what = is_send ? "ddpc_send" : "ddpc_recv";
+    DDPC_CHECK(check(what, c, count, t, 2, DDPC_SUM, peer, 1));
+    DDPC_CHECK(need(what, "buf", buf, count));
+    if (peer == c->rank)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: peer %d is this rank (no self send/recv)", what, peer);
+    return go(c, is_send ? DDPC_K_SEND : DDPC_K_RECV, is_send ? buf : NULL, is_send ? NULL : buf,
+              count, t, DDPC_SUM, peer, w, async, what);
+}
+ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer) {
+    return p2p(c, 1, (void *)buf, count, t, peer, NULL, 0);
+}
+ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer,
+                            ddpc_work **w) {
+    return p2p(c, 1, (void *)buf, count, t, peer, w, 1);
+}
+ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer) {
+    return p2p(c, 0, buf, count, t, peer, NULL, 0);
+}
+ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
+                            ddpc_work **w) {
+    return p2p(c, 0, buf, count, t, peer, w, 1);
+}

@@ -1,0 +1,163 @@
+/*
+ * bcast_reduce.c — broadcast and reduce: binomial trees for small messages
+ * (log2(n) rounds), a pipelined chain for large ones (every rank forwards
+ * chunk j while chunk j+1 arrives, so the root's link never idles).
+ *
+ * In both, some ranks only send; so each starts with ddpc__check_ring, a
+ * fingerprint exchange with the ring neighbours that catches a mismatched
+ * root (or any other mismatch) before any data moves.
+ */
+#include <string.h>
+
+#include "coll/coll.h"
+
+/* rank of virtual rank v in a tree rooted at root */
+static int real(int v, int root, int n) { return (v + root) % n; }
+
+ddpc_status ddpc__tree_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root) {
+    ddpc_comm *c = e->c;
+    int n = c->size, v = (c->rank - root + n) % n;
+    ddpc_req q[33];
+    int mask = 1;
+    /* 1. receive from the parent: v with its lowest set bit cleared */
+    while (mask < n) {
+        if (v & mask) {
+            ddpc__post_recv(e, &q[0], real(v - mask, root, n), buf, nbytes);
+            DDPC_CHECK(ddpc__wait(e, &q[0]));
+            break;
+        }
+        mask <<= 1;
+    }
+    /* 2. send to the children v + mask/2, v + mask/4, ..., all at once */
+    int k = 0;
+    for (mask >>= 1; mask > 0; mask >>= 1)
+        if (v + mask < n) ddpc__post_send(e, &q[k++], real(v + mask, root, n), buf, nbytes);
+    return ddpc__wait_all(e, q, k);
+}
+
+ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *tmp, size_t count,
+                              ddpc_dtype t, ddpc_op op, int root) {
+    ddpc_comm *c = e->c;
+    int n = c->size, v = (c->rank - root + n) % n;
+    size_t nbytes = count * ddpc_dtype_size(t);
+    if (acc != send) memcpy(acc, send, nbytes);
+    ddpc_req q;
+    for (int mask = 1; mask < n; mask <<= 1) {
+        if (v & mask) { /* 2. hand the partial result to the parent; done */
+            ddpc__post_send(e, &q, real(v & ~mask, root, n), acc, nbytes);
+            return ddpc__wait(e, &q);
+        }
+        if ((v | mask) < n) { /* 1. combine a child's partial result */
+            ddpc__post_recv(e, &q, real(v | mask, root, n), tmp, nbytes);
+            DDPC_CHECK(ddpc__wait(e, &q));
+            ddpc_reduce_inplace(acc, tmp, count, t, op);
+        }
+    }
+    return DDPC_OK;
+}
+
+/* Chain root -> root+1 -> ... -> root-1, in chunks of DDPC_CHUNK bytes. */
+static ddpc_status chain_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root) {
+    ddpc_comm *c = e->c;
+    int n = c->size, v = (c->rank - root + n) % n;
+    int prev = (c->rank + n - 1) % n, next = (c->rank + 1) % n;
+    int has_prev = v > 0, has_next = v < n - 1;
+    size_t ch = c->chunk, m = (nbytes + ch - 1) / ch;
+    ddpc_req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
+    size_t nr = 0, nrd = 0, ns = 0, nsd = 0;
+    char *b = buf;
+    while ((has_prev && nrd < m) || (has_next && nsd < m)) {
+        while (has_prev && nr < m && nr - nrd < DDPC_WINDOW) {
+            size_t off = nr * ch, len = nbytes - off < ch ? nbytes - off : ch;
+            ddpc__post_recv(e, &rq[nr % DDPC_WINDOW], prev, b + off, len);
+            nr++;
+        }
+        while (has_next && ns < m && ns - nsd < DDPC_WINDOW && (!has_prev || ns < nrd)) {
+            size_t off = ns * ch, len = nbytes - off < ch ? nbytes - off : ch;
+            ddpc__post_send(e, &sq[ns % DDPC_WINDOW], next, b + off, len);
+            ns++;
+        }
+        DDPC_CHECK(ddpc__progress(e, 1));
+        while (nrd < nr && rq[nrd % DDPC_WINDOW].done) nrd++;
+        while (nsd < ns && sq[nsd % DDPC_WINDOW].done) nsd++;
+    }
+    return DDPC_OK;
+}
+
+/*
+ * Chain towards the root: root-1 -> root-2 -> ... -> root. Each rank
+ * combines an arriving chunk with its own and forwards it; the root
+ * combines into recv.
+ */
+static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                ddpc_dtype t, ddpc_op op, int root) {
+    ddpc_comm *c = e->c;
+    int n = c->size, v = (c->rank - root + n) % n;
+    int from = (c->rank + 1) % n, to = (c->rank + n - 1) % n;
+    int has_from = v < n - 1, has_to = v > 0;
+    size_t es = ddpc_dtype_size(t);
+    size_t ce = c->chunk / es ? c->chunk / es : 1, m = (count + ce - 1) / ce;
+    char *slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
+    if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for chain buffers");
+    const char *mine = send;
+    ddpc_req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
+    size_t nr = 0, nrd = 0, ns = 0, nsd = 0;
+    while ((has_from && nrd < m) || (has_to && nsd < m)) {
+        /* a slot is free once its previous chunk was combined and sent on */
+        while (has_from && nr < m && nr - nrd < DDPC_WINDOW && (!has_to || nr - nsd < DDPC_WINDOW)) {
+            size_t off = nr * ce, cnt = count - off < ce ? count - off : ce;
+            ddpc__post_recv(e, &rq[nr % DDPC_WINDOW], from, slots + (nr % DDPC_WINDOW) * ce * es,
+                            cnt * es);
+            nr++;
+        }
+        while (has_to && ns < m && ns - nsd < DDPC_WINDOW && (!has_from || ns < nrd)) {
+            size_t off = ns * ce, cnt = count - off < ce ? count - off : ce;
+            const char *src = has_from ? slots + (ns % DDPC_WINDOW) * ce * es : mine + off * es;
+            ddpc__post_send(e, &sq[ns % DDPC_WINDOW], to, src, cnt * es);
+            ns++;
+        }
+        DDPC_CHECK(ddpc__progress(e, 1));
+        while (nrd < nr && rq[nrd % DDPC_WINDOW].done) {
+            size_t off = nrd * ce, cnt = count - off < ce ? count - off : ce;
+            char *slot = slots + (nrd % DDPC_WINDOW) * ce * es;
+            if (has_to) ddpc_reduce_inplace(slot, mine + off * es, cnt, t, op);
+            else ddpc_reduce3((char *)recv + off * es, mine + off * es, slot, cnt, t, op);
+            nrd++;
+        }
+        while (nsd < ns && sq[nsd % DDPC_WINDOW].done) nsd++;
+    }
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+    ddpc_comm *c = e->c;
+    if (c->rank == root && recv != send) memmove(recv, send, nbytes);
+    if (c->size == 1) return DDPC_OK;
+    DDPC_CHECK(ddpc__check_ring(e));
+    int algo = c->algo;
+    if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_RHD)
+        algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
+    if (algo == DDPC_ALGO_TREE) return ddpc__tree_bcast(e, recv, nbytes, root);
+    return chain_bcast(e, recv, nbytes, root);
+}
+
+ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+                         ddpc_op op, int root) {
+    ddpc_comm *c = e->c;
+    size_t nbytes = count * ddpc_dtype_size(t);
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, nbytes);
+        return DDPC_OK;
+    }
+    DDPC_CHECK(ddpc__check_ring(e));
+    int algo = c->algo;
+    if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_RHD)
+        algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
+    if (algo == DDPC_ALGO_RING) return chain_reduce(e, send, recv, count, t, op, root);
+    /* the root accumulates in recv; the others in scratch */
+    size_t al = (nbytes + 63) & ~(size_t)63;
+    char *scr = ddpc__scratch(c, 2 * al);
+    if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
+    void *acc = c->rank == root ? recv : scr;
+    return ddpc__tree_reduce(e, send, acc, scr + al, count, t, op, root);
+}

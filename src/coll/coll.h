@@ -1,0 +1,77 @@
+/*
+ * coll.h — the algorithms behind ddpc.h's collectives, written against the
+ * communicator's post/wait interface (comm/comm.h), never against a
+ * transport. dispatch.c picks one per call; the files per family:
+ *   ring.c          the chunked, pipelined ring (reduce-scatter, allgather)
+ *   allreduce.c     allreduce (ring, recursive doubling, tree), reduce-scatter
+ *   bcast_reduce.c  broadcast and reduce (binomial tree, pipelined chain)
+ *   gather.c        allgather, gather, scatter
+ *   alltoall.c      all-to-all
+ *   p2p.c           send, recv, barrier
+ * Reducing algorithms work in a "compute" dtype: float16 and bfloat16 are
+ * staged to float32 by dispatch.c first, so that each element is rounded
+ * once; AVG is summed here and divided by dispatch.c at the end.
+ */
+#ifndef DDPC_COLL_COLL_H
+#define DDPC_COLL_COLL_H
+
+#include "comm/comm.h"
+#include "coll/reduce.h"
+
+/* Messages up to this many bytes use the latency algorithms (recursive
+ * doubling, binomial trees) under DDPC_ALGO=auto; larger ones the ring or
+ * the pipelined chain. */
+#define DDPC_SMALL_BYTES (64u << 10)
+
+/* In-flight chunks per direction in the pipelined algorithms. */
+#define DDPC_WINDOW 4
+
+/*
+ * One ring: nsteps steps; at step s this rank sends block sblk[s] (from
+ * ssrc[s]) to the next rank and receives block rblk[s] from the previous
+ * one. Steps < nred are reducing: the received chunk is combined as
+ * rdst[s][b] = rloc[s][b] op received; later steps receive straight into
+ * rdst[s]. Blocks are element ranges [boff[b], boff[b] + bcnt[b]). The
+ * blocks are cut into chunks of DDPC_CHUNK bytes that flow as a pipeline: a
+ * chunk is forwarded as soon as it has arrived (and been reduced).
+ */
+typedef struct ddpc_ring {
+    int nsteps, nred;
+    int *sblk, *rblk;          /* [nsteps] */
+    const char **ssrc;         /* [nsteps] base pointers, indexed by element offset */
+    char **rdst;               /* [nsteps] */
+    const char **rloc;         /* [nsteps] (reducing steps) */
+    const size_t *boff, *bcnt; /* [size] */
+    size_t esize;
+    ddpc_dtype t;
+    ddpc_op op;
+} ddpc_ring;
+
+ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg);
+/* Block b of count elements over n ranks: count/n each, the first count%n
+ * one more. */
+void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt);
+
+/* Binomial trees rooted at root. tree_bcast: root's buf is sent to every
+ * rank's buf. tree_reduce: acc starts as a copy of send (made here) and ends
+ * as the reduction on root; tmp is nbytes of scratch distinct from acc. */
+ddpc_status ddpc__tree_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root);
+ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *tmp, size_t count,
+                              ddpc_dtype t, ddpc_op op, int root);
+
+ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                            ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+                         ddpc_op op, int root);
+ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root);
+ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
+ddpc_status ddpc__gather(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root);
+ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root);
+ddpc_status ddpc__alltoall(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
+ddpc_status ddpc__barrier(ddpc_exec *e);
+ddpc_status ddpc__send(ddpc_exec *e, const void *buf, size_t nbytes, int peer);
+ddpc_status ddpc__recv(ddpc_exec *e, void *buf, size_t nbytes, int peer);
+
+#endif /* DDPC_COLL_COLL_H */

@@ -1,0 +1,92 @@
+/*
+ * gather.c — allgather (the ring, each block forwarded chunk by chunk as it
+ * arrives), gather and scatter (the root talks to every rank at once; the
+ * progress loop interleaves the connections).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+    ddpc_comm *c = e->c;
+    int n = c->size, r = c->rank;
+    char *own = (char *)recv + (size_t)r * nbytes;
+    if ((const void *)own != send) memmove(own, send, nbytes);
+    if (n == 1) return DDPC_OK;
+    int ns = n - 1;
+    size_t *boff = malloc(sizeof(size_t) * (size_t)n * 2);
+    int *blk = malloc(sizeof(int) * (size_t)ns * 2);
+    const char **ptr = malloc(sizeof(char *) * (size_t)ns * 3);
+    if (!boff || !blk || !ptr) {
+        free(boff);
+        free(blk);
+        free(ptr);
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the ring plan");
+    }
+    size_t *bcnt = boff + n;
+    for (int b = 0; b < n; b++) {
+        boff[b] = (size_t)b * nbytes;
+        bcnt[b] = nbytes;
+    }
+    ddpc_ring rg = {.nsteps = ns, .nred = 0, .sblk = blk, .rblk = blk + ns, .ssrc = ptr,
+                    .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns, .boff = boff,
+                    .bcnt = bcnt, .esize = 1, .t = DDPC_UINT8, .op = DDPC_SUM};
+    for (int s = 0; s < ns; s++) {
+        rg.sblk[s] = ((r - s) % n + n) % n;
+        rg.rblk[s] = ((r - s - 1) % n + n) % n;
+        rg.ssrc[s] = recv;
+        rg.rdst[s] = recv;
+        rg.rloc[s] = NULL;
+    }
+    ddpc_status s = ddpc__ring_run(e, &rg);
+    free(boff);
+    free(blk);
+    free(ptr);
+    return s;
+}
+
+/* Posts one message per rank other than this one and waits for all. */
+static ddpc_status fan(ddpc_exec *e, int is_send, char *base, size_t nbytes, int root) {
+    ddpc_comm *c = e->c;
+    int n = c->size;
+    if (c->rank != root) {
+        ddpc_req q;
+        if (is_send) ddpc__post_recv(e, &q, root, base, nbytes);
+        else ddpc__post_send(e, &q, root, base, nbytes);
+        return ddpc__wait(e, &q);
+    }
+    ddpc_req *q = malloc(sizeof *q * (size_t)n);
+    if (!q) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
+    int k = 0;
+    for (int i = 1; i < n; i++) {
+        int p = (root + i) % n;
+        if (is_send) ddpc__post_send(e, &q[k++], p, base + (size_t)p * nbytes, nbytes);
+        else ddpc__post_recv(e, &q[k++], p, base + (size_t)p * nbytes, nbytes);
+    }
+    ddpc_status s = ddpc__wait_all(e, q, k);
+    free(q);
+    return s;
+}
+
+ddpc_status ddpc__gather(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+    ddpc_comm *c = e->c;
+    if (c->rank == root) {
+        char *own = (char *)recv + (size_t)root * nbytes;
+        if ((const void *)own != send) memmove(own, send, nbytes);
+    }
+    if (c->size == 1) return DDPC_OK;
+    DDPC_CHECK(ddpc__check_ring(e));
+    return fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root);
+}
+
+ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+    ddpc_comm *c = e->c;
+    if (c->rank == root) {
+        const char *own = (const char *)send + (size_t)root * nbytes;
+        if ((void *)own != recv) memmove(recv, own, nbytes);
+    }
+    if (c->size == 1) return DDPC_OK;
+    DDPC_CHECK(ddpc__check_ring(e));
+    return fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root);
+}

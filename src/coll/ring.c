@@ -1,0 +1,85 @@
+/*
+ * ring.c — the chunked, pipelined ring that moves the large messages of
+ * allreduce, reduce-scatter and allgather (see ddpc_ring in coll.h).
+ *
+ * Every (step, chunk) pair is a task t = step * m + chunk, m chunks per
+ * block. Receives are posted in task order, at most DDPC_WINDOW ahead;
+ * sends likewise, and the send of task t (step >= 1) waits for the receive
+ * of task t - m, which brought (and, when reducing, combined) the same
+ * chunk one step earlier. So every link carries chunks in both directions
+ * at once, and reduction of one chunk overlaps the arrival of the next.
+ */
+#include <string.h>
+
+#include "coll/coll.h"
+
+void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt) {
+    size_t q = count / (size_t)n, rem = count % (size_t)n;
+    for (int b = 0; b < n; b++) {
+        bcnt[b] = q + ((size_t)b < rem);
+        boff[b] = (size_t)b * q + ((size_t)b < rem ? (size_t)b : rem);
+    }
+}
+
+/* Element range of chunk j of block b. */
+static void chunk_of(const ddpc_ring *rg, int b, size_t j, size_t ce, size_t *off, size_t *cnt) {
+    size_t lo = j * ce;
+    size_t n = rg->bcnt[b];
+    *off = rg->boff[b] + (lo < n ? lo : n);
+    *cnt = lo < n ? (n - lo < ce ? n - lo : ce) : 0;
+}
+
+ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
+    ddpc_comm *c = e->c;
+    int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
+    size_t es = rg->esize;
+    size_t ce = c->chunk / es;
+    if (ce == 0) ce = 1;
+    size_t maxb = 0;
+    for (int b = 0; b < n; b++)
+        if (rg->bcnt[b] > maxb) maxb = rg->bcnt[b];
+    size_t m = maxb ? (maxb + ce - 1) / ce : 1;
+    size_t T = (size_t)rg->nsteps * m;
+
+    char *slots = NULL;
+    if (rg->nred > 0) {
+        slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
+        if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for ring buffers");
+    }
+    ddpc_req sreq[DDPC_WINDOW], rreq[DDPC_WINDOW];
+    size_t ns = 0, nsd = 0, nr = 0, nrd = 0;
+    while (nrd < T || nsd < T) {
+        /* 1. post receives, up to the window */
+        while (nr < T && nr - nrd < DDPC_WINDOW) {
+            int s = (int)(nr / m);
+            size_t off, cnt;
+            chunk_of(rg, rg->rblk[s], nr % m, ce, &off, &cnt);
+            char *dst = s < rg->nred ? slots + (nr % DDPC_WINDOW) * ce * es : rg->rdst[s] + off * es;
+            ddpc__post_recv(e, &rreq[nr % DDPC_WINDOW], prev, dst, cnt * es);
+            nr++;
+        }
+        /* 2. post sends whose chunk is ready */
+        while (ns < T && ns - nsd < DDPC_WINDOW && (ns < m || ns - m < nrd)) {
+            int s = (int)(ns / m);
+            size_t off, cnt;
+            chunk_of(rg, rg->sblk[s], ns % m, ce, &off, &cnt);
+            ddpc__post_send(e, &sreq[ns % DDPC_WINDOW], next, rg->ssrc[s] + off * es, cnt * es);
+            ns++;
+        }
+        /* 3. move bytes; sleep only if nothing can move */
+        DDPC_CHECK(ddpc__progress(e, 1));
+        /* 4. retire finished receives in order (reducing ones now) */
+        while (nrd < nr && rreq[nrd % DDPC_WINDOW].done) {
+            int s = (int)(nrd / m);
+            if (s < rg->nred) {
+                size_t off, cnt;
+                chunk_of(rg, rg->rblk[s], nrd % m, ce, &off, &cnt);
+                ddpc_reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
+                             slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
+            }
+            nrd++;
+        }
+        while (nsd < ns && sreq[nsd % DDPC_WINDOW].done) nsd++;
+    }
+    return DDPC_OK;
+}

@@ -1,0 +1,885 @@
+/*
+ * comm.c — the communicator: creation (environment, URL, unique id),
+ * bootstrap through the store, topology, the ordered queue of operations and
+ * its progress thread, work handles, abort, split and destroy.
+ *
+ * Bootstrap, in order:
+ *   1. rank 0 hosts the store unless a launcher does (DDPC_STORE_ADDR);
+ *   2. choose the address to listen on (iface.c) and listen there;
+ *   3. publish "peer/<rank>" = {size, host id, address, port} under the
+ *      communicator's key prefix and wait for every rank's entry (bounded by
+ *      DDPC_CONNECT_TIMEOUT; the error lists the ranks that never came);
+ *   4. connect to every lower rank, accept every higher one (a full mesh:
+ *      any algorithm can talk to any peer, and every rank sees a dead peer's
+ *      sockets close); each connection opens with a hello {magic, version,
+ *      communicator id, rank};
+ *   5. ranks with the same host id form the local group.
+ * The algorithms live in src/coll; the socket driving in progress.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/sock.h"
+#include "comm/comm.h"
+#include "ddpc/store.h"
+
+#define HELLO_MAGIC 0x48504444u /* "DDPH" */
+#define HELLO_VERSION 1u
+
+typedef struct hello {
+    uint32_t magic, version;
+    uint64_t uid;
+    int32_t rank, size;
+} hello;
+
+/* A store server shared by a communicator and the ones split from it. */
+typedef struct ddpc_srv_ref {
+    ddpc_store_server *server;
+    int refs; /* atomic */
+} ddpc_srv_ref;
+
+struct ddpc_work {
+    ddpc_comm *c; /* borrowed; only used while queued */
+    ddpc_args a;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    ddpc_status st;
+    double timeout; /* the comm's exec timeout, for wait(-1) */
+    int refs;       /* atomic: the caller's and the queue's */
+    char err[1024];
+    struct ddpc_work *next;
+};
+
+static int init_counter; /* atomic: communicators created by this process */
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void srv_release(ddpc_srv_ref *r) {
+    if (r && __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        ddpc_store_server_stop(r->server);
+        free(r);
+    }
+}
+
+static ddpc_srv_ref *srv_wrap(ddpc_store_server *s) {
+    ddpc_srv_ref *r = malloc(sizeof *r);
+    if (!r) return NULL;
+    r->server = s;
+    r->refs = 1;
+    return r;
+}
+
+/* This host's identity: hostname + kernel boot id (two containers with one
+ * hostname are told apart by the boot id only if they are separate VMs; on
+ * one kernel they are one host, which is what shared memory needs). */
+static void host_id(char *buf, size_t len) {
+    char name[64] = "?", boot[64] = "";
+    gethostname(name, sizeof name);
+    name[sizeof name - 1] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    snprintf(buf, len, "%s/%s", name, boot);
+    for (char *p = buf; *p; p++)
+        if (*p == ' ') *p = '_';
+}
+
+/* Reads the settings every communicator needs. */
+static ddpc_status read_settings(ddpc_comm *c) {
+    DDPC_CHECK(ddpc_env_double("DDPC_CONNECT_TIMEOUT", 0.001, 1e9, &c->connect_timeout));
+    DDPC_CHECK(ddpc_env_double("DDPC_TIMEOUT", 0, 1e9, &c->exec_timeout));
+    long chunk, spin;
+    DDPC_CHECK(ddpc_env_long("DDPC_CHUNK", 4096, 1L << 30, &chunk));
+    c->chunk = (size_t)chunk;
+    DDPC_CHECK(ddpc_env_long("DDPC_SPIN_US", 0, 10000000, &spin));
+    c->spin_s = (double)spin * 1e-6;
+    const char *src, *algo = ddpc_env_str("DDPC_ALGO", &src);
+    if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
+    else if (!strcmp(algo, "ring")) c->algo = DDPC_ALGO_RING;
+    else if (!strcmp(algo, "rhd")) c->algo = DDPC_ALGO_RHD;
+    else if (!strcmp(algo, "tree")) c->algo = DDPC_ALGO_TREE;
+    else return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not one of auto, ring, rhd, tree", src, algo);
+    return DDPC_OK;
+}
+
+static ddpc_comm *comm_alloc(int rank, int size) {
+    ddpc_comm *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->rank = rank;
+    c->size = size;
+    c->abort_fd = -1;
+    c->peers = calloc((size_t)size, sizeof *c->peers);
+    c->p2p_sent = calloc((size_t)size, sizeof *c->p2p_sent);
+    c->p2p_recvd = calloc((size_t)size, sizeof *c->p2p_recvd);
+    c->abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    pthread_mutex_init(&c->err_mu, NULL);
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || c->abort_fd < 0) {
+        free(c->peers);
+        free(c->p2p_sent);
+        free(c->p2p_recvd);
+        if (c->abort_fd >= 0) close(c->abort_fd);
+        free(c);
+        return NULL;
+    }
+    for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc_transport_tcp;
+    return c;
+}
+
+/* Frees c without any goodbye (bootstrap failures, and the end of destroy). */
+static void comm_free(ddpc_comm *c) {
+    if (!c) return;
+    for (int i = 0; i < c->size; i++)
+        if (c->peers[i].conn) c->peers[i].tp->close(c->peers[i].conn);
+    free(c->peers);
+    free(c->p2p_sent);
+    free(c->p2p_recvd);
+    free(c->scratch);
+    if (c->abort_fd >= 0) close(c->abort_fd);
+    srv_release(c->srv);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->err_mu);
+    free(c);
+}
+
+/* "ranks 2, 3" of those in [0, size) whose key "peer/<r>" is absent. */
+static void missing_ranks(ddpc_store *st, int size, char *buf, size_t len) {
+    size_t used = 0;
+    int shown = 0, total = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < size; r++) {
+        char key[64];
+        snprintf(key, sizeof key, "peer/%d", r);
+        int ex = 0;
+        if (ddpc_store_check(st, key, &ex) == DDPC_OK && ex) continue;
+        total++;
+        if (shown < 32) {
+            int n = snprintf(buf + used, len - used, "%s%d", shown ? ", " : "", r);
+            if (n > 0 && (size_t)n < len - used) used += (size_t)n;
+            shown++;
+        }
+    }
+    if (total > shown) snprintf(buf + used, len - used, " and %d more", total - shown);
+}
+
+/* Steps 2–5 of the bootstrap (see the top of the file). st is the
+ * communicator's prefixed view of the store (borrowed). */
+static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
+    double deadline = ddpc_deadline_in(c->connect_timeout);
+    const ddpc_transport *tp = &ddpc_transport_tcp;
+    ddpc_listener *lis = NULL;
+    char myhost[128], val[512];
+    ddpc_status s = DDPC_OK;
+    long base_port;
+    host_id(myhost, sizeof myhost);
+    snprintf(c->peers[c->rank].host, sizeof c->peers[c->rank].host, "%s", myhost);
+    DDPC_CHECK(ddpc_env_long("DDPC_IF_BASE_PORT", 0, 65535, &base_port));
+
+    int port = 0;
+    if (c->size > 1) {
+        s = tp->listen(c->ip, (int)base_port, &lis, &port);
+        if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
+    }
+    /* 3. publish and read everyone's entry */
+    snprintf(val, sizeof val, "v1 %d %d %s %s", c->size, port, c->ip, myhost);
+    char key[64];
+    snprintf(key, sizeof key, "peer/%d", c->rank);
+    void *actual = NULL;
+    size_t alen = 0;
+    s = ddpc_store_compare_set(st, key, NULL, 0, val, strlen(val), &actual, &alen);
+    if (s == DDPC_OK && (alen != strlen(val) || memcmp(actual, val, alen) != 0))
+        s = ddpc_err(DDPC_ERR_ENV, "RANK=%d is already taken by another process (%.*s)", c->rank,
+                     (int)alen, (char *)actual);
+    free(actual);
+    if (s != DDPC_OK) goto fail;
+
+    const char **keys = NULL;
+    char *keybuf = malloc((size_t)c->size * 24);
+    keys = malloc(sizeof *keys * (size_t)c->size);
+    if (!keys || !keybuf) {
+        free(keybuf);
+        free(keys);
+        s = ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < c->size; r++) {
+        snprintf(keybuf + r * 24, 24, "peer/%d", r);
+        keys[r] = keybuf + r * 24;
+    }
+    double left = deadline - ddpc_now();
+    s = ddpc_store_wait(st, keys, c->size, left > 0.001 ? left : 0.001);
+    if (s == DDPC_ERR_TIMEOUT) {
+        char miss[256];
+        missing_ranks(st, c->size, miss, sizeof miss);
+        s = ddpc_err(DDPC_ERR_TIMEOUT,
+                     "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
+                     miss, c->size, c->connect_timeout);
+    }
+    for (int r = 0; r < c->size && s == DDPC_OK; r++) {
+        void *v = NULL;
+        size_t vl = 0;
+        s = ddpc_store_get(st, keys[r], 1.0, &v, &vl);
+        if (s != DDPC_OK) break;
+        char txt[512];
+        snprintf(txt, sizeof txt, "%.*s", (int)vl, (char *)v);
+        free(v);
+        ddpc_peer *pe = &c->peers[r];
+        int psize = 0;
+        if (sscanf(txt, "v1 %d %d %63s %127s", &psize, &pe->port, pe->ip, pe->host) != 4)
+            s = ddpc_err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
+        else if (psize != c->size)
+            s = ddpc_err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
+                         psize, c->rank, c->size);
+    }
+    free(keybuf);
+    free(keys);
+    if (s != DDPC_OK) goto fail;
+
+    /* 4. connect down, accept up */
+    uint64_t uid = fnv1a(c->prefix) ^ ((uint64_t)c->store_port << 48) ^ fnv1a(c->store_host);
+    for (int r = 0; r < c->rank; r++) {
+        ddpc_peer *pe = &c->peers[r];
+        s = tp->connect(pe->ip, pe->port, deadline, &pe->conn);
+        if (s != DDPC_OK) {
+            s = ddpc_err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip, pe->port);
+            goto fail;
+        }
+        hello h = {HELLO_MAGIC, HELLO_VERSION, uid, c->rank, c->size};
+        s = tp->send_full(pe->conn, &h, sizeof h, deadline, c->abort_fd);
+        if (s != DDPC_OK) {
+            s = ddpc_err_wrap(s, "rank %d: greeting rank %d", c->rank, r);
+            goto fail;
+        }
+    }
+    for (int k = c->rank + 1; k < c->size; k++) {
+        ddpc_conn *conn = NULL;
+        s = tp->accept(lis, deadline, c->abort_fd, &conn);
+        if (s != DDPC_OK) {
+            char miss[256] = "";
+            size_t used = 0;
+            for (int r = c->rank + 1; r < c->size; r++)
+                if (!c->peers[r].conn) {
+                    int n = snprintf(miss + used, sizeof miss - used, "%s%d", used ? ", " : "", r);
+                    if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
+                }
+            s = ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                         "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
+                         miss, c->connect_timeout);
+            goto fail;
+        }
+        hello h;
+        s = tp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
+        if (s == DDPC_OK && (h.magic != HELLO_MAGIC || h.version != HELLO_VERSION || h.uid != uid ||
+                             h.rank <= c->rank || h.rank >= c->size || c->peers[h.rank].conn))
+            s = ddpc_err(DDPC_ERR_PROTOCOL,
+                         "rank %d: unexpected hello (magic 0x%x version %u rank %d) on the data port",
+                         c->rank, h.magic, h.version, h.rank);
+        if (s != DDPC_OK) {
+            tp->close(conn);
+            goto fail;
+        }
+        c->peers[h.rank].conn = conn;
+    }
+    tp->close_listener(lis);
+    lis = NULL;
+
+    /* 5. topology */
+    c->local_rank = 0;
+    c->local_size = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (strcmp(c->peers[r].host, myhost) != 0) continue;
+        if (r < c->rank) c->local_rank++;
+        c->local_size++;
+    }
+    DDPC_INFO(INIT, "rank %d of %d ready: local rank %d of %d, listening on %s:%d (%s)", c->rank,
+              c->size, c->local_rank, c->local_size, c->ip, port, c->ifname[0] ? c->ifname : "?");
+    return DDPC_OK;
+fail:
+    tp->close_listener(lis);
+    return s;
+}
+
+/*
+ * Creates a communicator whose store is at host:port. host_store: rank 0
+ * starts the server there (unless srv is given, which is then shared).
+ * who names the variables the address came from, for error texts.
+ */
+static ddpc_status comm_create(int rank, int size, const char *host, int port, int host_store,
+                               ddpc_srv_ref *srv, const char *prefix, const char *who,
+                               ddpc_comm **out) {
+    *out = NULL;
+    ddpc_comm *c = comm_alloc(rank, size);
+    if (!c) return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
+    ddpc_status s = read_settings(c);
+    ddpc_store *root = NULL, *st = NULL;
+    if (s != DDPC_OK) goto fail;
+    snprintf(c->store_host, sizeof c->store_host, "%s", host);
+    c->store_port = port;
+    snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
+    ddpc_log_set_rank(rank);
+    ddpc_env_log_effective(DDPC_SUB_ENV);
+    if (srv) {
+        __atomic_add_fetch(&srv->refs, 1, __ATOMIC_ACQ_REL);
+        c->srv = srv;
+    } else if (host_store && rank == 0) {
+        ddpc_store_server *server = NULL;
+        s = ddpc_store_server_start(host, port, &server);
+        if (s != DDPC_OK) {
+            s = ddpc_err(DDPC_ERR_ENV, "%s: rank 0 cannot host the store there: %s", who, ddpc_last_error());
+            goto fail;
+        }
+        c->srv = srv_wrap(server);
+        if (!c->srv) {
+            ddpc_store_server_stop(server);
+            s = ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    s = ddpc__choose_ip(host, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname);
+    if (s != DDPC_OK) goto fail;
+    s = ddpc_store_connect(host, port, c->connect_timeout, &root);
+    if (s != DDPC_OK) {
+        s = ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                     "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s", rank,
+                     who, c->connect_timeout, ddpc_last_error());
+        goto fail;
+    }
+    s = ddpc_store_prefixed(root, prefix, &st);
+    if (s != DDPC_OK) goto fail;
+    s = bootstrap(c, st);
+    if (s != DDPC_OK) goto fail;
+    ddpc_store_close(st);
+    ddpc_store_close(root);
+    *out = c;
+    return DDPC_OK;
+fail: {
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", ddpc_last_error());
+    ddpc_store_close(st);
+    ddpc_store_close(root);
+    comm_free(c);
+    return ddpc_err(s, "%s", keep);
+}
+}
+
+/* ------------------------------------------------------------ creation */
+
+/* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
+static ddpc_status job_rank(long *rank, long *size, int *fallback) {
+    static const char *const sets[3][2] = {
+        {"RANK", "WORLD_SIZE"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        {"SLURM_PROCID", "SLURM_NTASKS"},
+    };
+    for (int i = 0; i < 3; i++) {
+        if (!ddpc_env_isset(sets[i][0])) continue;
+        if (!ddpc_env_isset(sets[i][1]))
+            return ddpc_err(DDPC_ERR_ENV, "%s is not set (%s=%s is)", sets[i][1], sets[i][0],
+                            ddpc_env_str(sets[i][0], NULL));
+        DDPC_CHECK(ddpc_env_long(sets[i][1], 1, 1 << 20, size));
+        const char *rv = ddpc_env_str(sets[i][0], NULL);
+        if (ddpc_parse_long(sets[i][0], rv, 0, 1 << 20, rank) != DDPC_OK)
+            return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a non-negative integer", sets[i][0], rv);
+        if (*rank >= *size)
+            return ddpc_err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", sets[i][0], *rank, sets[i][1],
+                            *size);
+        *fallback = i;
+        return DDPC_OK;
+    }
+    return ddpc_err(DDPC_ERR_ENV,
+                    "RANK is not set (nor OMPI_COMM_WORLD_RANK or SLURM_PROCID): start the program "
+                    "with ddpc-run, torchrun, mpirun or srun, or set RANK and WORLD_SIZE");
+}
+
+ddpc_status ddpc_comm_init_env(ddpc_comm **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_env: out is NULL");
+    *out = NULL;
+    long rank, size, port, restart;
+    int which = 0;
+    DDPC_CHECK(job_rank(&rank, &size, &which));
+    if (which == 0 && ddpc_env_isset("LOCAL_RANK")) {
+        long lr, lws = size;
+        if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, size, &lws));
+        DDPC_CHECK(ddpc_env_long("LOCAL_RANK", 0, lws - 1, &lr));
+    }
+    char prefix[256], who[512];
+    int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
+    if (ddpc_env_isset("DDPC_STORE_ADDR") || ddpc_env_isset("DDPC_STORE_PORT")) {
+        if (!ddpc_env_isset("DDPC_STORE_ADDR"))
+            return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_ADDR is not set (DDPC_STORE_PORT=%s is)",
+                            ddpc_env_str("DDPC_STORE_PORT", NULL));
+        if (!ddpc_env_isset("DDPC_STORE_PORT"))
+            return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_PORT is not set (DDPC_STORE_ADDR=%s is)",
+                            ddpc_env_str("DDPC_STORE_ADDR", NULL));
+        DDPC_CHECK(ddpc_env_long("DDPC_STORE_PORT", 1, 65535, &port));
+        DDPC_CHECK(ddpc_env_long("DDPC_RESTART_COUNT", 0, 1L << 30, &restart));
+        const char *host = ddpc_env_str("DDPC_STORE_ADDR", NULL);
+        snprintf(prefix, sizeof prefix, "gen%ld/ddpc/comm%d/", restart, k);
+        snprintf(who, sizeof who, "DDPC_STORE_ADDR=%s DDPC_STORE_PORT=%ld", host, port);
+        return comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
+    }
+    const char *src;
+    const char *host = ddpc_env_str("MASTER_ADDR", &src);
+    if (!host || !*host) return ddpc_err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
+    DDPC_CHECK(ddpc_env_long("MASTER_PORT", 1, 65535, &port));
+    snprintf(prefix, sizeof prefix, "ddpc/comm%d/", k);
+    snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
+    return comm_create((int)rank, (int)size, host, (int)port, 1, NULL, prefix, who, out);
+}
+
+/* Splits "tcp://host:port" or "tcp://[v6]:port". */
+static ddpc_status parse_url(const char *url, char *host, size_t hlen, int *port) {
+    if (!url || strncmp(url, "tcp://", 6) != 0)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' does not start with tcp://", url ? url : "(null)");
+    const char *h = url + 6, *colon;
+    size_t n;
+    if (*h == '[') {
+        const char *close_b = strchr(h, ']');
+        if (!close_b || close_b[1] != ':')
+            return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' is not tcp://[address]:port", url);
+        n = (size_t)(close_b - h - 1);
+        h++;
+        colon = close_b + 1;
+    } else {
+        colon = strrchr(h, ':');
+        if (!colon) return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' has no :port", url);
+        n = (size_t)(colon - h);
+    }
+    if (n == 0 || n >= hlen) return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' has no host", url);
+    memcpy(host, h, n);
+    host[n] = '\0';
+    long p;
+    if (ddpc_parse_long("port", colon + 1, 1, 65535, &p) != DDPC_OK)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' has a bad port '%s'", url, colon + 1);
+    *port = (int)p;
+    return DDPC_OK;
+}
+
+static ddpc_status check_rank_size(int rank, int size) {
+    if (size < 1) return ddpc_err(DDPC_ERR_INVALID_ARG, "size=%d must be at least 1", size);
+    if (rank < 0 || rank >= size)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "rank=%d is not in [0, %d)", rank, size);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_comm_init_url(ddpc_comm **out, const char *url, int rank, int size) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_url: out is NULL");
+    *out = NULL;
+    DDPC_CHECK(check_rank_size(rank, size));
+    char host[256], prefix[64], who[320];
+    int port = 0;
+    DDPC_CHECK(parse_url(url, host, sizeof host, &port));
+    int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
+    snprintf(prefix, sizeof prefix, "ddpc/url%d/", k);
+    snprintf(who, sizeof who, "%s", url);
+    return comm_create(rank, size, host, port, 1, NULL, prefix, who, out);
+}
+
+/* The unique id's layout inside ddpc_unique_id.internal. */
+typedef struct uid_body {
+    uint32_t magic;
+    int32_t port;
+    uint64_t nonce;
+    char host[96];
+} uid_body;
+#define UID_MAGIC 0x55504444u /* "DDPU" */
+
+/* Servers started by ddpc_get_unique_id in this process, until a rank 0
+ * communicator takes one over. */
+static pthread_mutex_t uid_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct uid_server {
+    uint64_t nonce;
+    ddpc_store_server *server;
+} uid_servers[16];
+
+ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
+    _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal), "unique id too big");
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
+    memset(out, 0, sizeof *out);
+    char ip[64], ifname[64];
+    const char *master = ddpc_env_str("MASTER_ADDR", NULL);
+    DDPC_CHECK(ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
+    ddpc_store_server *srv = NULL;
+    DDPC_CHECK(ddpc_store_server_start(ip, 0, &srv));
+    uid_body b;
+    memset(&b, 0, sizeof b);
+    b.magic = UID_MAGIC;
+    b.port = ddpc_store_server_port(srv);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    b.nonce = fnv1a(ip) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+    snprintf(b.host, sizeof b.host, "%s", ip);
+    pthread_mutex_lock(&uid_mu);
+    int slot = -1;
+    for (int i = 0; i < 16; i++)
+        if (!uid_servers[i].server) {
+            slot = i;
+            break;
+        }
+    if (slot >= 0) uid_servers[slot] = (struct uid_server){b.nonce, srv};
+    pthread_mutex_unlock(&uid_mu);
+    if (slot < 0) {
+        ddpc_store_server_stop(srv);
+        return ddpc_err(DDPC_ERR_INVALID_ARG,
+                        "ddpc_get_unique_id: 16 ids are already waiting for ddpc_comm_init_rank");
+    }
+    memcpy(out->internal, &b, sizeof b);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank) {
+    if (!out || !id) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_rank: out and id must be non-NULL");
+    *out = NULL;
+    DDPC_CHECK(check_rank_size(rank, size));
+    uid_body b;
+    memcpy(&b, id->internal, sizeof b);
+    b.host[sizeof b.host - 1] = '\0';
+    if (b.magic != UID_MAGIC || b.port <= 0 || b.port > 65535)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "the unique id was not made by ddpc_get_unique_id");
+    ddpc_srv_ref *srv = NULL;
+    pthread_mutex_lock(&uid_mu);
+    for (int i = 0; i < 16; i++)
+        if (uid_servers[i].server && uid_servers[i].nonce == b.nonce) {
+            srv = srv_wrap(uid_servers[i].server);
+            if (srv) uid_servers[i].server = NULL;
+        }
+    pthread_mutex_unlock(&uid_mu);
+    char prefix[64], who[160];
+    snprintf(prefix, sizeof prefix, "ddpc/uid%016" PRIx64 "/", b.nonce);
+    snprintf(who, sizeof who, "the unique id's store %s:%d", b.host, b.port);
+    ddpc_status s = comm_create(rank, size, b.host, b.port, 0, srv, prefix, who, out);
+    srv_release(srv); /* the communicator holds its own reference */
+    return s;
+}
+
+/* ------------------------------------------------------------ queries */
+
+int ddpc_comm_rank(const ddpc_comm *c) { return c ? c->rank : -1; }
+int ddpc_comm_size(const ddpc_comm *c) { return c ? c->size : 0; }
+int ddpc_comm_local_rank(const ddpc_comm *c) { return c ? c->local_rank : -1; }
+int ddpc_comm_local_size(const ddpc_comm *c) { return c ? c->local_size : 0; }
+
+const char *ddpc_comm_last_error(const ddpc_comm *c) { return c ? c->last_err : ""; }
+
+/* ------------------------------------------------------------ execution */
+
+static int is_collective(ddpc_kind k) { return k != DDPC_K_SEND && k != DDPC_K_RECV; }
+static int is_reducing(ddpc_kind k) {
+    return k == DDPC_K_ALLREDUCE || k == DDPC_K_REDUCE || k == DDPC_K_REDUCE_SCATTER;
+}
+static int is_rooted(ddpc_kind k) {
+    return k == DDPC_K_BROADCAST || k == DDPC_K_REDUCE || k == DDPC_K_GATHER || k == DDPC_K_SCATTER;
+}
+
+/* Runs one operation on this thread: fingerprint, deadline, algorithm. */
+static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return ddpc_err(DDPC_ERR_ABORTED, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
+    if (c->failed != DDPC_OK) {
+        char msg[1024];
+        pthread_mutex_lock(&c->err_mu);
+        snprintf(msg, sizeof msg, "%s", c->last_err);
+        pthread_mutex_unlock(&c->err_mu);
+        return ddpc_err(c->failed, "the communicator failed earlier: %s", msg);
+    }
+    ddpc_exec e;
+    memset(&e, 0, sizeof e);
+    e.c = c;
+    e.a = *a;
+    e.fp.magic = DDPC_MSG_MAGIC;
+    e.fp.kind = (uint8_t)(a->kind == DDPC_K_RECV ? DDPC_K_SEND : a->kind);
+    e.fp.dtype = a->kind == DDPC_K_BARRIER ? 0 : (uint8_t)a->dtype;
+    e.fp.op = is_reducing(a->kind) ? (uint8_t)a->op : 0;
+    e.fp.root = is_rooted(a->kind) ? a->root : -1;
+    e.fp.count = a->count;
+    e.fp.seq = is_collective(a->kind) ? c->seq++ : 0;
+    e.deadline = ddpc_deadline_in(c->exec_timeout);
+    if (ddpc_log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
+        char d[160];
+        ddpc__describe(&e.fp, d, sizeof d);
+        DDPC_TRACE(COLL, "%s #%" PRIu64 " start", d, e.fp.seq);
+    }
+    return ddpc__run(&e);
+}
+
+static void work_release(struct ddpc_work *w) {
+    if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+    }
+}
+
+static void work_complete(struct ddpc_work *w, ddpc_status st) {
+    pthread_mutex_lock(&w->mu);
+    w->st = st;
+    if (st != DDPC_OK) snprintf(w->err, sizeof w->err, "%s", ddpc_last_error());
+    w->done = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    work_release(w);
+}
+
+/* The progress thread: runs queued operations in order until stopped and
+ * the queue is empty. */
+static void *worker(void *arg) {
+    ddpc_comm *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (!c->qhead || c->busy) {
+            if (c->stop && !c->qhead) break;
+            pthread_cond_wait(&c->cv, &c->mu);
+            continue;
+        }
+        struct ddpc_work *w = c->qhead;
+        c->qhead = w->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        ddpc_status st = execute(c, &w->a);
+        work_complete(w, st);
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wout) {
+    pthread_mutex_lock(&c->mu);
+    if (c->stop) {
+        pthread_mutex_unlock(&c->mu);
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", c->rank);
+    }
+    if (!wout && !c->busy && !c->qhead) { /* fast path: run here, now */
+        c->busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        ddpc_status st = execute(c, a);
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        if (c->qhead) pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    struct ddpc_work *w = calloc(1, sizeof *w);
+    if (!w) {
+        pthread_mutex_unlock(&c->mu);
+        return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a work handle");
+    }
+    w->c = c;
+    w->a = *a;
+    w->refs = 2;
+    w->timeout = c->exec_timeout;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!c->thread_started) {
+        if (pthread_create(&c->thread, NULL, worker, c) != 0) {
+            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->cv);
+            free(w);
+            return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "cannot start the progress thread");
+        }
+        c->thread_started = 1;
+    }
+    if (c->qtail) c->qtail->next = w;
+    else c->qhead = w;
+    c->qtail = w;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (wout) {
+        *wout = w;
+        return DDPC_OK;
+    }
+    ddpc_status st = ddpc_work_wait(w, 0);
+    ddpc_work_free(w);
+    return st;
+}
+
+/* timeout_s > 0: that long; 0: no limit; < 0: the comm's exec timeout. */
+static int wait_done(struct ddpc_work *w, double timeout_s) {
+    double limit = timeout_s < 0 ? w->timeout : timeout_s;
+    double deadline = ddpc_deadline_in(limit);
+    pthread_mutex_lock(&w->mu);
+    while (!w->done) {
+        if (limit > 0) {
+            if (ddpc_expired(deadline)) break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            double left = deadline - ddpc_now();
+            if (left > 1) left = 1;
+            ts.tv_sec += (time_t)left;
+            ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        } else {
+            pthread_cond_wait(&w->cv, &w->mu);
+        }
+    }
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
+    if (!w) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
+    if (!wait_done(w, timeout_s))
+        return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running)",
+                        timeout_s < 0 ? w->timeout : timeout_s);
+    if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
+    if (!w || !done) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_test: work and done must be non-NULL");
+    pthread_mutex_lock(&w->mu);
+    *done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!*done) return DDPC_OK;
+    if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
+    return DDPC_OK;
+}
+
+void ddpc_work_free(ddpc_work *w) {
+    if (!w) return;
+    wait_done(w, 0);
+    work_release(w);
+}
+
+/* ------------------------------------------------------------ abort, destroy */
+
+ddpc_status ddpc_comm_abort(ddpc_comm *c) {
+    if (!c) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_abort: communicator is NULL");
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    if (write(c->abort_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        DDPC_WARN(INIT, "abort: eventfd write failed: %s", strerror(errno));
+    for (int p = 0; p < c->size; p++)
+        if (c->peers[p].conn) c->peers[p].tp->shutdown(c->peers[p].conn);
+    pthread_mutex_lock(&c->err_mu);
+    if (!c->last_err[0])
+        snprintf(c->last_err, sizeof c->last_err, "rank %d: the communicator was aborted (ddpc_comm_abort)",
+                 c->rank);
+    pthread_mutex_unlock(&c->err_mu);
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
+    if (!c) return DDPC_OK;
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->thread_started) pthread_join(c->thread, NULL);
+    ddpc_status s = DDPC_OK;
+    if (c->failed == DDPC_OK && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        /* goodbye: lets the peers tell a clean close from a crash */
+        ddpc_hdr bye;
+        memset(&bye, 0, sizeof bye);
+        bye.magic = DDPC_MSG_MAGIC;
+        bye.flags = DDPC_F_BYE;
+        bye.seq = c->seq;
+        bye.root = -1;
+        double deadline = ddpc_deadline_in(2.0);
+        for (int p = 0; p < c->size; p++) {
+            ddpc_peer *pe = &c->peers[p];
+            if (pe->conn && pe->tp->send_full(pe->conn, &bye, sizeof bye, deadline, -1) != DDPC_OK)
+                DDPC_INFO(INIT, "rank %d: goodbye to rank %d not sent: %s", c->rank, p, ddpc_last_error());
+        }
+    }
+    comm_free(c);
+    return s;
+}
+
+/* ------------------------------------------------------------ split */
+
+typedef struct member {
+    int color, key, rank;
+} member;
+
+static int member_cmp(const void *a, const void *b) {
+    const member *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
+    if (!c || !out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_split: communicator and out must be non-NULL");
+    *out = NULL;
+    int32_t mine[2] = {color < 0 ? -1 : color, key};
+    int32_t *all = malloc(sizeof(int32_t) * 2 * (size_t)c->size);
+    member *m = malloc(sizeof *m * (size_t)c->size);
+    if (!all || !m) {
+        free(all);
+        free(m);
+        return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+    }
+    ddpc_status s = ddpc_allgather(c, mine, all, 2, DDPC_INT32);
+    if (s != DDPC_OK) {
+        free(all);
+        free(m);
+        return s;
+    }
+    uint64_t nsplit = c->nsplit++;
+    int n = 0, newrank = -1;
+    for (int r = 0; r < c->size; r++)
+        if (color >= 0 && all[2 * r] == mine[0]) m[n++] = (member){all[2 * r], all[2 * r + 1], r};
+    qsort(m, (size_t)n, sizeof *m, member_cmp);
+    for (int i = 0; i < n; i++)
+        if (m[i].rank == c->rank) newrank = i;
+    free(all);
+    free(m);
+    ddpc_comm *child = NULL;
+    ddpc_status cs = DDPC_OK;
+    char keep[1024] = "";
+    if (color >= 0) {
+        char prefix[320], who[320];
+        snprintf(prefix, sizeof prefix, "%.200ssplit%" PRIu64 "/c%d/", c->prefix, nsplit, color);
+        snprintf(who, sizeof who, "the store %s:%d", c->store_host, c->store_port);
+        cs = comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, &child);
+        if (cs != DDPC_OK) snprintf(keep, sizeof keep, "%s", ddpc_last_error());
+        ddpc_log_set_rank(c->rank);
+    }
+    /* every child is connected before anyone may stop the store */
+    s = ddpc_barrier(c);
+    if (cs != DDPC_OK) {
+        ddpc_comm_destroy(child);
+        return ddpc_err(cs, "split: %s", keep);
+    }
+    if (s != DDPC_OK) {
+        ddpc_comm_destroy(child);
+        return s;
+    }
+    *out = child;
+    return DDPC_OK;
+}

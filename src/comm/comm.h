@@ -1,0 +1,216 @@
+/*
+ * comm.h — the communicator's insides, shared by src/comm (bootstrap, queue,
+ * progress) and src/coll (the algorithms).
+ *
+ * Execution model. Operations on one communicator run one at a time, in the
+ * order issued: a blocking call with nothing queued runs on the caller's
+ * thread; everything else goes through the communicator's queue and its
+ * progress thread. Whichever thread runs an operation owns an "exec" (its
+ * sequence number, fingerprint and deadline) and drives the sockets itself
+ * through ddpc__post_send / ddpc__post_recv / ddpc__wait.
+ *
+ * Wire format: every message is a 40-byte header followed by its payload.
+ * The header carries {magic, kind, dtype, op, flags, root, seq, count,
+ * nbytes}; a receiver compares it with what its own call expects, so ranks
+ * that issued different collectives (or a different number of them) get
+ * DDPC_ERR_MISMATCH naming both calls instead of wrong results. Both ends
+ * are assumed to share byte order (as every other CCL does).
+ */
+#ifndef DDPC_COMM_COMM_H
+#define DDPC_COMM_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "ddpc/store.h"
+#include "transport/transport.h"
+
+#define DDPC_MSG_MAGIC 0x4d504444u /* "DDPM" little-endian */
+
+/* What an operation is; the first field of every fingerprint. */
+typedef enum ddpc_kind {
+    DDPC_K_ALLREDUCE = 1,
+    DDPC_K_BROADCAST,
+    DDPC_K_REDUCE,
+    DDPC_K_ALLGATHER,
+    DDPC_K_REDUCE_SCATTER,
+    DDPC_K_GATHER,
+    DDPC_K_SCATTER,
+    DDPC_K_ALLTOALL,
+    DDPC_K_BARRIER,
+    DDPC_K_SEND,
+    DDPC_K_RECV,
+    DDPC_K_COUNT
+} ddpc_kind;
+
+/* Header flags: what a message is within its operation. */
+enum {
+    DDPC_F_DATA = 0,  /* payload of the operation */
+    DDPC_F_CHECK = 1, /* fingerprint-only message (rooted collectives) */
+    DDPC_F_BYE = 2,   /* the sender destroyed its communicator cleanly */
+};
+
+typedef struct ddpc_hdr {
+    uint32_t magic;
+    uint8_t kind, dtype, op, flags;
+    int32_t root;   /* root of rooted collectives, else -1 */
+    uint32_t rsvd;
+    uint64_t seq;   /* collective sequence number, or per-pair p2p number */
+    uint64_t count; /* elements, as the caller passed them */
+    uint64_t nbytes; /* payload bytes that follow this header */
+} ddpc_hdr;
+
+/* The arguments of one operation, as the caller passed them. */
+typedef struct ddpc_args {
+    ddpc_kind kind;
+    const void *send; /* borrowed */
+    void *recv;       /* borrowed */
+    size_t count;
+    ddpc_dtype dtype;
+    ddpc_op op;
+    int root; /* root, or peer for send/recv; -1 when none */
+} ddpc_args;
+
+/* One posted send or receive of a message to or from one peer. Lives in the
+ * algorithm's frame (or scratch) until done; queued FIFO per peer. */
+typedef struct ddpc_req {
+    ddpc_xfer x;    /* iov[0] = hdr, iov[1] = payload */
+    ddpc_hdr hdr;   /* send: the header sent; recv: the header received */
+    ddpc_hdr want;  /* recv: the header expected */
+    int peer;
+    int is_send;
+    int done;
+    int checked;    /* recv: header compared with want */
+    struct ddpc_req *next;
+} ddpc_req;
+
+typedef struct ddpc_peer {
+    ddpc_conn *conn;              /* owned; NULL for this rank itself */
+    const ddpc_transport *tp;
+    ddpc_req *sq, *sq_tail;       /* posted sends, in order */
+    ddpc_req *rq, *rq_tail;       /* posted receives, in order */
+    int rx_future;  /* the next message waiting is for a later operation */
+    int bye;        /* the peer said goodbye (destroyed cleanly) */
+    char host[128]; /* host id the peer published */
+    char ip[64];
+    int port;
+} ddpc_peer;
+
+struct ddpc_work;
+
+struct ddpc_comm {
+    int rank, size;
+    int local_rank, local_size;
+    ddpc_peer *peers; /* [size] */
+
+    /* settings (read once at init) */
+    double connect_timeout; /* s */
+    double exec_timeout;    /* s; 0 = no limit */
+    int algo;               /* DDPC_ALGO_* */
+    size_t chunk;           /* bytes per pipelined chunk */
+    double spin_s;          /* seconds to spin before sleeping in poll */
+    char ip[64];            /* the address this rank listens on */
+    char ifname[64];
+
+    /* store: where this communicator's keys live */
+    char store_host[256];
+    int store_port;
+    char prefix[320];       /* key namespace, ends with '/' */
+    struct ddpc_srv_ref *srv; /* the store this rank hosts (shared with splits), or NULL */
+    uint64_t nsplit;        /* splits done so far (namespaces children) */
+
+    /* state */
+    uint64_t seq;           /* collectives executed */
+    uint64_t *p2p_sent, *p2p_recvd; /* [size] point-to-point counters */
+    int abort_fd;           /* eventfd: readable once aborted */
+    int aborted;            /* atomic */
+    ddpc_status failed;     /* sticky: once a transfer fails the comm is dead */
+
+    /* scratch memory for the executing thread */
+    void *scratch;
+    size_t scratch_len;
+
+    /* queue of operations and its progress thread */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct ddpc_work *qhead, *qtail;
+    int busy;               /* an operation is running (inline or queued) */
+    int stop;
+    int thread_started;
+    pthread_t thread;
+
+    /* last error, for ddpc_comm_last_error */
+    pthread_mutex_t err_mu;
+    char last_err[1024];
+};
+
+enum { DDPC_ALGO_AUTO = 0, DDPC_ALGO_RING, DDPC_ALGO_RHD, DDPC_ALGO_TREE };
+
+/* One operation being executed: fingerprint, deadline, and its status. */
+typedef struct ddpc_exec {
+    ddpc_comm *c;
+    ddpc_args a;
+    ddpc_hdr fp;     /* header template: kind, dtype, op, root, seq, count */
+    double deadline; /* absolute */
+} ddpc_exec;
+
+/* ------------------------------------------------------------ progress */
+
+/* Posts a message of nbytes from buf to peer (a DATA message unless flags
+ * says otherwise). r must stay valid until done. */
+void ddpc__post_send(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes);
+void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes,
+                           int flags);
+/* Posts a receive of exactly nbytes from peer into buf. */
+void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes);
+void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
+                           int flags);
+/* Drives every posted transfer once without blocking; when block is set and
+ * nothing moved, spins briefly and then sleeps in poll until something can
+ * move, the deadline passes, or the communicator is aborted. On any error
+ * the communicator is failed (see ddpc__fail) and the error returned. */
+ddpc_status ddpc__progress(ddpc_exec *e, int block);
+/* Progress until r is done / until all n requests are done. */
+ddpc_status ddpc__wait(ddpc_exec *e, ddpc_req *r);
+ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n);
+/* Exchanges a fingerprint-only message with the ring neighbours, so that a
+ * collective in which some rank only sends still catches a mismatch. */
+ddpc_status ddpc__check_ring(ddpc_exec *e);
+
+/* Marks the communicator failed with status s: records the error text
+ * (prefixed with the rank and the operation) as the comm's last error and
+ * this thread's, drops every posted request and shuts every connection
+ * down so that the peers notice at once. Returns s. */
+ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "allreduce(count=10, float32, sum)" for a header. */
+void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len);
+
+/* Scratch memory of at least nbytes owned by c (valid until the next call);
+ * NULL on out of memory. */
+void *ddpc__scratch(ddpc_comm *c, size_t nbytes);
+
+/* ------------------------------------------------------------ queue */
+
+/* Runs or queues one operation (src/comm/comm.c). w == NULL: blocking (runs
+ * on the caller's thread when nothing is queued, else waits its turn);
+ * otherwise *w gets a work handle. Arguments are already validated. */
+ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **w);
+
+/* ------------------------------------------------------------ algorithms */
+
+/* Runs one operation on the calling thread (src/coll/dispatch.c): chooses
+ * the algorithm and executes it. The exec's fingerprint is filled in. */
+ddpc_status ddpc__run(ddpc_exec *e);
+
+/* -------------------------------------------------------- bootstrap bits */
+
+/* Picks the address to listen on (DDPC_IF_IP, DDPC_SOCKET_IFNAME, else the
+ * route towards peer_host) into ip/ifname (src/comm/iface.c). */
+ddpc_status ddpc__choose_ip(const char *peer_host, char *ip, size_t iplen, char *ifname,
+                            size_t iflen);
+/* Matches an interface name against an HCCL_SOCKET_IFNAME-style spec. */
+int ddpc__ifname_match(const char *spec, const char *name);
+
+#endif /* DDPC_COMM_COMM_H */

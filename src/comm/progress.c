@@ -1,0 +1,382 @@
+/*
+ * progress.c — moving posted messages: the per-peer send and receive queues,
+ * header checks (sequence number and fingerprint), the spin-then-poll wait,
+ * and what happens when anything fails.
+ *
+ * Only the thread executing an operation calls these. Each peer has a FIFO
+ * of posted sends and one of posted receives; only the head of each moves,
+ * so messages on one connection never interleave. A wait first retries the
+ * transfers (for DDPC_SPIN_US), then sleeps in poll() on every connection
+ * with work plus the abort eventfd, bounded by the operation's deadline.
+ *
+ * Idle connections are watched too, so that a peer that dies while this rank
+ * waits on someone else is noticed at once: when one becomes readable we
+ * peek. End of stream with nothing before it is a lost peer; a goodbye
+ * header is a clean close; anything else is data for a later operation
+ * (left where it is, and the connection no longer watched until then).
+ *
+ * Any failure is fatal for the communicator (the byte streams are no longer
+ * in step): ddpc__fail records the error and shuts every connection down,
+ * which is how the failure reaches ranks not directly involved.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+
+static const char *const kind_names[DDPC_K_COUNT] = {
+    [DDPC_K_ALLREDUCE] = "allreduce", [DDPC_K_BROADCAST] = "broadcast",
+    [DDPC_K_REDUCE] = "reduce",       [DDPC_K_ALLGATHER] = "allgather",
+    [DDPC_K_REDUCE_SCATTER] = "reduce_scatter", [DDPC_K_GATHER] = "gather",
+    [DDPC_K_SCATTER] = "scatter",     [DDPC_K_ALLTOALL] = "alltoall",
+    [DDPC_K_BARRIER] = "barrier",     [DDPC_K_SEND] = "send/recv",
+    [DDPC_K_RECV] = "send/recv",
+};
+
+void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
+    const char *k = h->kind > 0 && h->kind < DDPC_K_COUNT ? kind_names[h->kind] : "?";
+    const char *t = ddpc_dtype_name((ddpc_dtype)h->dtype);
+    const char *o = ddpc_op_name((ddpc_op)h->op);
+    unsigned long long n = (unsigned long long)h->count;
+    switch (h->kind) {
+    case DDPC_K_ALLREDUCE:
+    case DDPC_K_REDUCE_SCATTER:
+        snprintf(buf, len, "%s(count=%llu, %s, %s)", k, n, t, o);
+        break;
+    case DDPC_K_REDUCE:
+        snprintf(buf, len, "%s(count=%llu, %s, %s, root=%d)", k, n, t, o, (int)h->root);
+        break;
+    case DDPC_K_BROADCAST:
+    case DDPC_K_GATHER:
+    case DDPC_K_SCATTER:
+        snprintf(buf, len, "%s(count=%llu, %s, root=%d)", k, n, t, (int)h->root);
+        break;
+    case DDPC_K_BARRIER:
+        snprintf(buf, len, "barrier()");
+        break;
+    default:
+        snprintf(buf, len, "%s(count=%llu, %s)", k, n, t);
+        break;
+    }
+}
+
+ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
+    ddpc_comm *c = e->c;
+    char what[640], desc[160], full[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    ddpc__describe(&e->fp, desc, sizeof desc);
+    const char *hint = "set DDPC_DEBUG=INFO for more detail";
+    if (s == DDPC_ERR_TIMEOUT) hint = "raise DDPC_TIMEOUT if the peers are only slow; DDPC_DEBUG=INFO for more";
+    else if (s == DDPC_ERR_MISMATCH) hint = "set DDPC_DEBUG=TRACE to log every collective on every rank";
+    snprintf(full, sizeof full, "rank %d: %s #%" PRIu64 " failed: %s (%s)", c->rank, desc,
+             e->fp.seq, what, hint);
+    if (c->failed == DDPC_OK) c->failed = s;
+    pthread_mutex_lock(&c->err_mu);
+    snprintf(c->last_err, sizeof c->last_err, "%s", full);
+    pthread_mutex_unlock(&c->err_mu);
+    DDPC_WARN(COLL, "%s", full);
+    for (int p = 0; p < c->size; p++) {
+        ddpc_peer *pe = &c->peers[p];
+        pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
+        if (pe->conn) pe->tp->shutdown(pe->conn);
+    }
+    return ddpc_err(s, "%s", full);
+}
+
+void *ddpc__scratch(ddpc_comm *c, size_t nbytes) {
+    if (nbytes <= c->scratch_len && c->scratch) return c->scratch;
+    free(c->scratch);
+    c->scratch = NULL;
+    c->scratch_len = 0;
+    size_t want = nbytes < 4096 ? 4096 : nbytes;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, want) != 0) return NULL;
+    c->scratch = p;
+    c->scratch_len = want;
+    return p;
+}
+
+static void enqueue(ddpc_req **head, ddpc_req **tail, ddpc_req *r) {
+    r->next = NULL;
+    if (*tail) (*tail)->next = r;
+    else *head = r;
+    *tail = r;
+}
+
+void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes,
+                           int flags) {
+    r->hdr = e->fp;
+    r->hdr.flags = (uint8_t)flags;
+    r->hdr.nbytes = nbytes;
+    ddpc_xfer_init(&r->x, &r->hdr, sizeof r->hdr, (void *)buf, nbytes);
+    r->peer = peer;
+    r->is_send = 1;
+    r->done = 0;
+    r->checked = 1;
+    ddpc_peer *p = &e->c->peers[peer];
+    enqueue(&p->sq, &p->sq_tail, r);
+}
+
+void ddpc__post_send(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes) {
+    ddpc__post_send_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
+}
+
+void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
+                           int flags) {
+    r->want = e->fp;
+    r->want.flags = (uint8_t)flags;
+    r->want.nbytes = nbytes;
+    memset(&r->hdr, 0, sizeof r->hdr);
+    ddpc_xfer_init(&r->x, &r->hdr, sizeof r->hdr, buf, nbytes);
+    r->peer = peer;
+    r->is_send = 0;
+    r->done = 0;
+    r->checked = 0;
+    ddpc_peer *p = &e->c->peers[peer];
+    enqueue(&p->rq, &p->rq_tail, r);
+}
+
+void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes) {
+    ddpc__post_recv_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
+}
+
+/* Compares a received header with the expected one. */
+static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
+    const ddpc_hdr *h = &r->hdr, *w = &r->want;
+    char mine[160], theirs[160];
+    if (h->magic != DDPC_MSG_MAGIC)
+        return ddpc__fail(e, DDPC_ERR_PROTOCOL,
+                          "rank %d sent a message without ddpc's magic (0x%08x): corrupt stream",
+                          r->peer, (unsigned)h->magic);
+    ddpc__describe(w, mine, sizeof mine);
+    if (h->flags == DDPC_F_BYE)
+        return ddpc__fail(e, DDPC_ERR_MISMATCH,
+                          "rank %d destroyed its communicator while this rank (%d) waits in %s #%" PRIu64
+                          ": the ranks issued different numbers of operations",
+                          r->peer, e->c->rank, mine, w->seq);
+    if (h->kind != w->kind || h->dtype != w->dtype || h->op != w->op || h->root != w->root ||
+        h->count != w->count || h->seq != w->seq || h->flags != w->flags) {
+        ddpc__describe(h, theirs, sizeof theirs);
+        return ddpc__fail(e, DDPC_ERR_MISMATCH,
+                          "collective mismatch: this rank (%d) called %s as operation #%" PRIu64
+                          " but rank %d called %s as operation #%" PRIu64,
+                          e->c->rank, mine, w->seq, r->peer, theirs, h->seq);
+    }
+    if (h->nbytes != w->nbytes)
+        return ddpc__fail(e, DDPC_ERR_PROTOCOL,
+                          "rank %d sent %llu bytes where this rank expects %llu (a bug in ddpc)",
+                          r->peer, (unsigned long long)h->nbytes, (unsigned long long)w->nbytes);
+    return DDPC_OK;
+}
+
+/* The ranks (other than skip) whose connection has already closed, as
+ * ", also closed: ranks 3 5" (or ""). Does not block. */
+static void closed_peers(ddpc_comm *c, int skip, char *buf, size_t len) {
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int p = 0; p < c->size; p++) {
+        ddpc_peer *pe = &c->peers[p];
+        if (p == skip || !pe->conn || pe->bye) continue;
+        int fd = pe->tp->poll_fd(pe->conn);
+        if (fd < 0) continue;
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 0) != 1) continue;
+        char tmp[sizeof(ddpc_hdr)];
+        size_t got;
+        int eof;
+        if (pe->tp->peek(pe->conn, tmp, sizeof tmp, &got, &eof) != DDPC_OK || !eof) continue;
+        int n = snprintf(buf + used, len - used, "%s %d", used ? "" : "; also closed: rank", p);
+        if (n < 0 || (size_t)n >= len - used) break;
+        used += (size_t)n;
+    }
+}
+
+static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) {
+    char more[256];
+    char why[512];
+    snprintf(why, sizeof why, "%s", ddpc_last_error());
+    closed_peers(e->c, peer, more, sizeof more);
+    if (s == DDPC_ERR_PEER_LOST)
+        return ddpc__fail(e, s, "lost rank %d while %s it (%s; it exited, crashed, was killed or aborted)%s",
+                          peer, dir, why, more);
+    return ddpc__fail(e, s, "%s rank %d: %s%s", dir, peer, why, more);
+}
+
+/* One non-blocking pass over every queue; *moved = 1 if any byte moved. */
+static ddpc_status drive(ddpc_exec *e, int *moved) {
+    ddpc_comm *c = e->c;
+    for (int p = 0; p < c->size; p++) {
+        ddpc_peer *pe = &c->peers[p];
+        ddpc_req *r;
+        while ((r = pe->sq) != NULL) {
+            size_t mv = 0;
+            ddpc_status s = pe->tp->send(pe->conn, &r->x, &mv);
+            if (mv) *moved = 1;
+            if (s != DDPC_OK) return lost(e, p, s, "sending to");
+            if (r->x.done < r->x.total) break;
+            r->done = 1;
+            pe->sq = r->next;
+            if (!pe->sq) pe->sq_tail = NULL;
+        }
+        while ((r = pe->rq) != NULL) {
+            size_t mv = 0;
+            ddpc_status s = pe->tp->recv(pe->conn, &r->x, &mv);
+            if (mv) {
+                *moved = 1;
+                pe->rx_future = 0;
+            }
+            if (!r->checked && r->x.done >= sizeof(ddpc_hdr)) {
+                r->checked = 1;
+                DDPC_CHECK(check_hdr(e, r));
+            }
+            if (s != DDPC_OK) return lost(e, p, s, "receiving from");
+            if (r->x.done < r->x.total) break;
+            r->done = 1;
+            pe->rq = r->next;
+            if (!pe->rq) pe->rq_tail = NULL;
+        }
+    }
+    return DDPC_OK;
+}
+
+static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
+
+static ddpc_status timed_out(ddpc_exec *e) {
+    ddpc_comm *c = e->c;
+    char who[256] = "";
+    size_t used = 0;
+    for (int p = 0; p < c->size; p++) {
+        ddpc_peer *pe = &c->peers[p];
+        if (!pe->sq && !pe->rq) continue;
+        int n = snprintf(who + used, sizeof who - used, "%s%d (%s)", used ? ", " : "", p,
+                         pe->rq ? "no data from it" : "it does not read");
+        if (n < 0 || (size_t)n >= sizeof who - used) break;
+        used += (size_t)n;
+    }
+    return ddpc__fail(e, DDPC_ERR_TIMEOUT, "timed out after %g s (DDPC_TIMEOUT) waiting for rank %s",
+                      c->exec_timeout, who[0] ? who : "?");
+}
+
+/* Looks at an idle connection that poll() reported: lost, goodbye, or data
+ * for a later operation. */
+static ddpc_status inspect_idle(ddpc_exec *e, int p) {
+    ddpc_peer *pe = &e->c->peers[p];
+    ddpc_hdr h;
+    size_t got;
+    int eof;
+    ddpc_status s = pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof);
+    if (s != DDPC_OK) return lost(e, p, s, "watching");
+    if (eof) {
+        ddpc_err(DDPC_ERR_PEER_LOST, "connection closed");
+        return lost(e, p, DDPC_ERR_PEER_LOST, "watching");
+    }
+    if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE) pe->bye = 1;
+    else pe->rx_future = 1;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__progress(ddpc_exec *e, int block) {
+    ddpc_comm *c = e->c;
+    if (is_aborted(c))
+        return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
+    int moved = 0;
+    DDPC_CHECK(drive(e, &moved));
+    if (moved || !block) return DDPC_OK;
+
+    /* 1. spin: cheap retries catch a reply that is microseconds away */
+    if (c->spin_s > 0) {
+        double until = ddpc_now() + c->spin_s;
+        do {
+            DDPC_CHECK(drive(e, &moved));
+            if (moved) return DDPC_OK;
+            if (is_aborted(c))
+                return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
+        } while (ddpc_now() < until);
+    }
+
+    /* 2. sleep in poll on the busy connections, the idle ones and abort */
+    struct pollfd pf_small[17];
+    int pidx_small[17];
+    struct pollfd *pf = pf_small;
+    int *pidx = pidx_small;
+    if (c->size + 1 > 17) {
+        pf = malloc(sizeof *pf * (size_t)(c->size + 1));
+        pidx = malloc(sizeof *pidx * (size_t)(c->size + 1));
+        if (!pf || !pidx) {
+            free(pf);
+            free(pidx);
+            return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for poll");
+        }
+    }
+    int n = 0;
+    pf[n] = (struct pollfd){c->abort_fd, POLLIN, 0};
+    pidx[n++] = -1;
+    for (int p = 0; p < c->size; p++) {
+        ddpc_peer *pe = &c->peers[p];
+        if (!pe->conn) continue;
+        short ev = 0;
+        if (pe->rq) ev |= POLLIN;
+        if (pe->sq) ev |= POLLOUT;
+        if (!ev && !pe->rx_future && !pe->bye) ev = POLLIN;
+        if (!ev) continue;
+        int fd = pe->tp->poll_fd(pe->conn);
+        if (fd < 0) continue;
+        pf[n] = (struct pollfd){fd, ev, 0};
+        pidx[n++] = p;
+    }
+    ddpc_status s = DDPC_OK;
+    int ms = ddpc_deadline_ms(e->deadline, 0);
+    if (ms == 0) {
+        s = timed_out(e);
+        goto out;
+    }
+    int k = poll(pf, (nfds_t)n, ms);
+    if (k < 0 && errno != EINTR) {
+        s = ddpc__fail(e, DDPC_ERR_SYSTEM, "poll: %s", strerror(errno));
+        goto out;
+    }
+    if (k > 0) {
+        for (int i = 1; i < n; i++) {
+            int p = pidx[i];
+            ddpc_peer *pe = &c->peers[p];
+            if (!pf[i].revents || pe->rq || pe->sq) continue;
+            s = inspect_idle(e, p);
+            if (s != DDPC_OK) goto out;
+        }
+    }
+    if (is_aborted(c)) s = ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
+    else if (k == 0 && ddpc_expired(e->deadline)) s = timed_out(e);
+out:
+    if (pf != pf_small) {
+        free(pf);
+        free(pidx);
+    }
+    return s;
+}
+
+ddpc_status ddpc__wait(ddpc_exec *e, ddpc_req *r) {
+    while (!r->done) DDPC_CHECK(ddpc__progress(e, 1));
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n) {
+    for (int i = 0; i < n; i++) DDPC_CHECK(ddpc__wait(e, &rs[i]));
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__check_ring(ddpc_exec *e) {
+    ddpc_comm *c = e->c;
+    if (c->size == 1) return DDPC_OK;
+    ddpc_req r[2];
+    ddpc__post_send_flags(e, &r[0], (c->rank + 1) % c->size, NULL, 0, DDPC_F_CHECK);
+    ddpc__post_recv_flags(e, &r[1], (c->rank + c->size - 1) % c->size, NULL, 0, DDPC_F_CHECK);
+    return ddpc__wait_all(e, r, 2);
+}
