@@ -14,19 +14,26 @@
 /* ------------------------------------------------------------ Linear */
 
 /*
- * y (B, out) = x (B, in) @ W^T + b, W (out, in), b (out).
+ * y (B, out) = x (B, in) @ W^T + b, W (out, in), b (out). Few outputs
+ * (the classifier) go through the skinny kernels, the rest through sgemm.
  */
 void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int in = L->in_f, out = L->out_f;
+    int skinny = out <= NN_SKINNY_MAX && nn_have_skinny();
     float beta = 0.0f;
     if (L->has_bias) {
         const float *b = m->params[L->p_bias].data;
         for (int r = 0; r < B; r++) memcpy(y + (size_t)r * out, b, (size_t)out * sizeof(float));
         beta = 1.0f;
+    } else if (skinny) {
+        memset(y, 0, (size_t)B * out * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W->data, in,
-                beta, y, out);
+    if (skinny)
+        nn_skinny_forward(x, W->data, y, B, in, out);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W->data, in,
+                    beta, y, out);
 }
 
 /*
@@ -37,8 +44,11 @@ void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float 
                         int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int in = L->in_f, out = L->out_f;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, g, out, x, in, 1.0f,
-                W->grad, in);
+    if (out <= NN_SKINNY_MAX && nn_have_skinny())
+        nn_skinny_backward_w(g, x, W->grad, B, in, out);
+    else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, g, out, x, in, 1.0f,
+                    W->grad, in);
     if (L->has_bias) {
         float *db = m->params[L->p_bias].grad;
         for (int r = 0; r < B; r++) {

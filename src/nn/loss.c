@@ -8,7 +8,7 @@
 
 /*
  * Per row: m = max(z); lse = m + log(sum exp(z - m)); loss = lse - z[y];
- * dz = (exp(z - lse) - [j == y]) / B. Sums in double so the mean does not
+ * dz = (exp(z - m) / sum - [j == y]) / B. Sums in double so the mean does not
  * depend on the batch's size as much as float would.
  */
 ddpc_status ddpc_cross_entropy(const float *logits, const int32_t *labels, int B, int K,
@@ -34,14 +34,17 @@ ddpc_status ddpc_cross_entropy(const float *logits, const int32_t *labels, int B
             }
         ok += arg == y;
         float sum = 0.0f;
-        for (int j = 0; j < K; j++) sum += expf(z[j] - mx);
+        if (dlogits) { /* keep exp(z - m) in d: one exp per logit */
+            float *d = dlogits + (size_t)r * K;
+            for (int j = 0; j < K; j++) sum += d[j] = expf(z[j] - mx);
+            float scale = invB / sum;
+            for (int j = 0; j < K; j++) d[j] *= scale;
+            d[y] -= invB;
+        } else {
+            for (int j = 0; j < K; j++) sum += expf(z[j] - mx);
+        }
         float lse = mx + logf(sum);
         total += (double)(lse - z[y]);
-        if (dlogits) {
-            float *d = dlogits + (size_t)r * K;
-            for (int j = 0; j < K; j++) d[j] = expf(z[j] - lse) * invB;
-            d[y] -= invB;
-        }
     }
     if (loss) *loss = (float)(total / B);
     if (correct) *correct = ok;

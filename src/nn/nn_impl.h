@@ -89,6 +89,16 @@ void nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B);
 void nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
 void nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B);
 
+/* Skinny products (kernels.c), for N <= NN_SKINNY_MAX outputs when
+ * nn_have_skinny(): y (B, N) += x (B, K) @ W^T with W (N, K); and
+ * dW (N, K) += g^T (N, B) @ x (B, K). */
+#define NN_SKINNY_MAX 16
+int nn_have_skinny(void);
+void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N);
+void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N);
+/* w (n) -= lr * (g + wd * w), vectorised where the CPU allows. */
+void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
+
 /* Fires the grad hook for parameter index i (i < 0: nothing). */
 static inline void nn_fire(ddpc_model *m, int i) {
     if (i >= 0 && m->hook) m->hook(m->hook_ctx, i);

@@ -104,10 +104,7 @@ static void sgd_step(ddpc_optim *p) {
     size_t n = p->m->numel;
     float lr = o->lr, wd = o->weight_decay, mu = o->momentum, damp = 1.0f - o->dampening;
     if (mu == 0.0f) {
-        for (size_t i = 0; i < n; i++) {
-            float d = g[i] + wd * w[i];
-            w[i] -= lr * d;
-        }
+        nn_sgd_plain(w, g, n, lr, wd);
         return;
     }
     float *buf = p->state[0];
