@@ -383,6 +383,8 @@ typedef struct job {
     ddpc_store_server *server;  /* node 0 only */
     ddpc_store *store;          /* every node */
     int store_lost;
+    int joined;                 /* every node joined: the end is confirmed to node 0 */
+    int node_lost;              /* a node's launcher fell silent: nobody waits for it */
     int sfd;                    /* signalfd */
     worker *w;                  /* o->nproc workers */
     int alive;
@@ -592,10 +594,13 @@ static int worker_spawn(job *J, worker *w) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* the launcher dies: so does the worker */
         if (getppid() != parent) _exit(127);
+        /* default dispositions: a signal ignored by whoever started us
+         * (a background job's SIGINT) must still reach the workers */
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
         dup2(pout[1], 1);
         dup2(perr[1], 2);
         execvpe(J->exec_argv[0], J->exec_argv, J->envp);
@@ -818,6 +823,7 @@ static int join_job(job *J) {
         if (rc < 0) return J->got_signal ? 128 + J->got_signal : 1;
         say("node %d: all %d nodes joined (run id '%s')", o->node_rank, o->nnodes, o->run_id);
     }
+    J->joined = 1;
     return 0;
 }
 
@@ -887,6 +893,7 @@ static char *heartbeat(job *J) {
                                 "(--heartbeat-timeout %g s); it is presumed dead",
                                 r, who ? (char *)who : "?", now - J->hb_seen[r], o->hb_timeout);
             free(who);
+            J->node_lost = 1;
             return t;
         }
     }
@@ -1004,6 +1011,7 @@ static int run_generation(job *J, char **outcome) {
                     free(t);
                     t = xasprintf("abort\nmalformed outcome in the job's store");
                 }
+                if (strstr(t, "sent no heartbeat")) J->node_lost = 1;
                 if (strncmp(t, "abort\nnode", 10) == 0 && !J->store_lost && strstr(t, "heartbeat")) {
                     char *won = publish_outcome(J, t);
                     free(t);
@@ -1128,11 +1136,11 @@ static void reap_orphans(void) {
  * that none mistakes the store's end for a failure); the others say so. */
 static void finish_job(job *J) {
     opts *o = J->o;
-    if (o->nnodes == 1 || J->store_lost || !J->store) return;
+    if (o->nnodes == 1 || J->store_lost || !J->store || !J->joined || J->node_lost) return;
     if (ddpc_store_set(J->store, key(J, "exit/%d", o->node_rank), "", 0) != DDPC_OK) return;
     if (o->node_rank != 0) return;
     char missing[1024];
-    double limit = o->grace + o->monitor_interval + 5;
+    double limit = o->grace + o->monitor_interval + 2;
     if (wait_nodes(J, "exit", -1, limit, missing, sizeof missing) == 1)
         say("nodes %s did not confirm the end of the job within %.0f s", missing, limit);
 }

@@ -1,0 +1,586 @@
+/* test_run.c — ddpc-run, end to end: workers' environment for 1..8 workers,
+ * usage errors, two nodes on loopback and in two network namespaces,
+ * failures and their summary, restarts, signal forwarding, no orphans,
+ * output lines, log files, nodes that never come, a launcher that dies,
+ * and the classic PyTorch DDP example running unchanged. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "test.h"
+
+static char out[1 << 20];
+
+/* A fresh directory for the test's scripts and files. */
+static const char *tmpdir(void) {
+    static char d[64];
+    snprintf(d, sizeof d, "/tmp/ddpc-run-test-XXXXXX");
+    CHECK(mkdtemp(d) != NULL);
+    return d;
+}
+
+/* Writes an executable shell script dir/name; returns its path (static). */
+static const char *script(const char *dir, const char *name, const char *body) {
+    static char path[8][256];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, 256, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    fprintf(f, "#!/bin/sh\n%s", body);
+    fclose(f);
+    chmod(p, 0755);
+    return p;
+}
+
+/* Runs a shell command line built from fmt; returns its exit code. */
+static int run(double timeout_s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(double timeout_s, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return t_run_cmd(cmd, timeout_s, out, sizeof out);
+}
+
+static const char *R(void) {
+    static char b[4096];
+    snprintf(b, sizeof b, "%s", t_bin("ddpc-run"));
+    CHECK_MSG(access(b, X_OK) == 0, "%s is not built (make tools)", b);
+    return b;
+}
+
+/* Counts processes whose command line contains marker. */
+static int count_procs(const char *marker) {
+    DIR *d = opendir("/proc");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t k = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (k <= 0) continue;
+        for (ssize_t i = 0; i < k; i++)
+            if (!buf[i]) buf[i] = ' ';
+        buf[k] = 0;
+        if (strstr(buf, marker)) n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static const char *ENV_SCRIPT =
+    "echo \"R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE G=$GROUP_RANK RR=$ROLE_RANK "
+    "RW=$ROLE_WORLD_SIZE MA=$MASTER_ADDR MP=$MASTER_PORT RC=$DDPC_RESTART_COUNT "
+    "TRC=$TORCHELASTIC_RESTART_COUNT TMR=$TORCHELASTIC_MAX_RESTARTS ID=$TORCHELASTIC_RUN_ID "
+    "SA=$DDPC_STORE_ADDR SP=$DDPC_STORE_PORT OMP=$OMP_NUM_THREADS OB=$OPENBLAS_NUM_THREADS "
+    "AGENT=${TORCHELASTIC_USE_AGENT_STORE:-unset} ARGS=$*\"\n";
+
+TEST_T(run_workers_see_their_environment, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "env.sh", ENV_SCRIPT);
+    for (int n = 1; n <= 8; n++) {
+        int port = t_free_port();
+        int rc = run(20, "TORCHELASTIC_USE_AGENT_STORE=True RANK=77 %s --nproc-per-node=%d --master-port=%d "
+                     "--max-restarts=0 --run-id=job%d %s a 'b c'",
+                     R(), n, port, n, sc);
+        CHECK_MSG(rc == 0, "n=%d rc=%d: %s", n, rc, out);
+        for (int r = 0; r < n; r++) {
+            char want[512];
+            snprintf(want, sizeof want,
+                     "[%d]: R=%d L=%d W=%d LW=%d G=0 RR=%d RW=%d MA=127.0.0.1 MP=%d RC=0 TRC=0 TMR=0 "
+                     "ID=job%d SA=127.0.0.1 SP=%d OMP=%s OB=%s AGENT=unset ARGS=a b c\n",
+                     r, r, r, n, n, r, n, port, n, port + 1, n > 1 ? "1" : "", n > 1 ? "1" : "");
+            CHECK_CONTAINS(out, want);
+        }
+        if (n > 1) CHECK_CONTAINS(out, "setting OMP_NUM_THREADS=1");
+        else CHECK(strstr(out, "OMP_NUM_THREADS") == NULL);
+    }
+    /* a value the user set is kept */
+    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(), t_free_port(), sc);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "OMP=3 OB=1");
+}
+
+TEST_T(run_usage_errors_exit_2, 30) {
+    CHECK_EQ(run(10, "%s --bogus=1 true", R()), 2);
+    CHECK_CONTAINS(out, "unknown option --bogus");
+    CHECK_EQ(run(10, "%s --nproc-per-node=abc true", R()), 2);
+    CHECK_CONTAINS(out, "nproc-per-node");
+    CHECK_CONTAINS(out, "abc");
+    CHECK_EQ(run(10, "%s --nproc-per-node=0 true", R()), 2);
+    CHECK_EQ(run(10, "%s --nnodes=2 --node-rank=2 true", R()), 2);
+    CHECK_CONTAINS(out, "--node-rank=2");
+    CHECK_EQ(run(10, "%s --nnodes=1:4 true", R()), 2);
+    CHECK_CONTAINS(out, "elastic");
+    CHECK_EQ(run(10, "%s --master-port=70000 true", R()), 2);
+    CHECK_CONTAINS(out, "master-port");
+    CHECK_EQ(run(10, "%s --nproc-per-node=2", R()), 2);
+    CHECK_CONTAINS(out, "no PROGRAM");
+    CHECK_EQ(run(10, "%s --redirects=3 true", R()), 2);
+    CHECK_CONTAINS(out, "--log-dir");
+    CHECK_EQ(run(10, "%s --nproc-per-node", R()), 2);
+    CHECK_CONTAINS(out, "needs a value");
+    CHECK_EQ(run(10, "DDPC_KILL_GRACE=soon %s true", R()), 2);
+    CHECK_CONTAINS(out, "DDPC_KILL_GRACE");
+    CHECK_EQ(run(10, "%s --help", R()), 0);
+    static const char *opts[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                                 "--master-port", "--standalone", "--max-restarts", "--monitor-interval",
+                                 "--log-dir", "--redirects", "--tee", "--run-id", "--store-port", NULL};
+    for (int i = 0; opts[i]; i++) CHECK_CONTAINS(out, opts[i]);
+    CHECK_EQ(run(10, "%s --env", R()), 0);
+    CHECK_CONTAINS(out, "| `DDPC_LAUNCHER_STORE_PORT` |");
+    CHECK_CONTAINS(out, "| `DDPC_CONNECT_TIMEOUT` | `HCCL_CONNECT_TIMEOUT` |");
+    /* a program that cannot be executed is a worker failure with exit 127 */
+    CHECK_EQ(run(10, "%s --standalone /nonexistent/prog", R()), 127);
+    CHECK_CONTAINS(out, "cannot execute '/nonexistent/prog'");
+    CHECK_CONTAINS(out, "exit code 127");
+}
+
+TEST_T(run_standalone_and_store_port, 30) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "env.sh", ENV_SCRIPT);
+    CHECK_EQ(run(10, "%s --standalone --nproc-per-node=2 %s", R(), sc), 0);
+    CHECK_CONTAINS(out, "[1]: R=1 L=1 W=2");
+    CHECK(strstr(out, "MP=29500") == NULL); /* a free port, not the default */
+    int mp = t_free_port(), sp = t_free_port();
+    CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d %s", R(), mp, sp, sc), 0);
+    char want[64];
+    snprintf(want, sizeof want, "MP=%d", mp);
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof want, "SP=%d", sp);
+    CHECK_CONTAINS(out, want);
+    sp = t_free_port();
+    CHECK_EQ(run(10, "DDPC_LAUNCHER_STORE_PORT=%d %s --master-port=%d %s", sp, R(), mp, sc), 0);
+    snprintf(want, sizeof want, "SP=%d", sp);
+    CHECK_CONTAINS(out, want);
+    /* the store's port in use is a clear error naming it */
+    CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d sleep 3 & sleep 0.5; %s --master-port=%d "
+                     "--store-port=%d true; echo rc=$?; kill %%1; wait",
+                 R(), mp, sp, R(), mp, sp), 0);
+    snprintf(want, sizeof want, "cannot host the job's store at 127.0.0.1:%d", sp);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "rc=1");
+}
+
+TEST_T(run_two_nodes_on_loopback, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "env.sh", ENV_SCRIPT);
+    int port = t_free_port();
+    int rc = run(30,
+                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=3 --master-port=%d --run-id=two %s & "
+                 "%s --nnodes=2 --node_rank=0 --nproc_per_node=3 --master_port=%d --run_id=two %s; r0=$?; "
+                 "wait $!; echo \"rc0=$r0 rc1=$?\"",
+                 R(), port, sc, R(), port, sc);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "rc0=0 rc1=0");
+    for (int r = 0; r < 6; r++) {
+        char want[256];
+        snprintf(want, sizeof want, "[%d]: R=%d L=%d W=6 LW=3 G=%d RR=%d RW=6 MA=127.0.0.1 MP=%d", r, r, r % 3,
+                 r / 3, r, port);
+        CHECK_CONTAINS(out, want);
+    }
+}
+
+TEST_T(run_two_nodes_in_network_namespaces, 60) {
+    if (geteuid() != 0) SKIP("needs root to create network namespaces");
+    char a[32], b[32], va[32], vb[32];
+    int id = (int)getpid() % 100000;
+    snprintf(a, sizeof a, "ddpcA%d", id);
+    snprintf(b, sizeof b, "ddpcB%d", id);
+    snprintf(va, sizeof va, "dva%d", id);
+    snprintf(vb, sizeof vb, "dvb%d", id);
+    int rc = run(20,
+                 "set -e; ip netns add %s; ip netns add %s; ip link add %s type veth peer name %s; "
+                 "ip link set %s netns %s; ip link set %s netns %s; "
+                 "ip -n %s addr add 198.18.7.1/24 dev %s; ip -n %s addr add 198.18.7.2/24 dev %s; "
+                 "ip -n %s link set %s up; ip -n %s link set %s up; ip -n %s link set lo up; ip -n %s link set lo up",
+                 a, b, va, vb, va, a, vb, b, a, va, b, vb, a, va, b, vb, a, b);
+    if (rc != 0) {
+        run(10, "ip netns del %s; ip netns del %s", a, b);
+        SKIP("cannot set up network namespaces (%s)", out);
+    }
+    const char *d = tmpdir();
+    const char *sc = script(d, "env.sh", ENV_SCRIPT);
+    rc = run(40,
+             "ip netns exec %s %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-addr=198.18.7.1 "
+             "--master-port=29400 --join-timeout=20 %s & "
+             "ip netns exec %s %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=198.18.7.1 "
+             "--master-port=29400 --join-timeout=20 %s; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+             b, R(), sc, a, R(), sc);
+    static char saved[sizeof out];
+    snprintf(saved, sizeof saved, "%s", out);
+    run(10, "ip netns del %s; ip netns del %s", a, b);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, saved);
+    CHECK_CONTAINS(saved, "rc0=0 rc1=0");
+    for (int r = 0; r < 4; r++) {
+        char want[256];
+        snprintf(want, sizeof want, "[%d]: R=%d L=%d W=4 LW=2 G=%d RR=%d RW=4 MA=198.18.7.1 MP=29400", r, r,
+                 r % 2, r / 2, r);
+        CHECK_CONTAINS(saved, want);
+    }
+}
+
+static const char *FAIL_SCRIPT =
+    "trap 'echo \"rank $RANK got TERM\"; exit 0' TERM\n"
+    "if [ \"$RANK\" = \"$FAIL_RANK\" ]; then\n"
+    "  sleep 0.3; echo \"rank $RANK is failing\" >&2; echo 'the very last words' >&2\n"
+    "  if [ -n \"$FAIL_SIG\" ]; then kill -$FAIL_SIG $$; fi\n"
+    "  exit 3\n"
+    "fi\n"
+    "sleep 30 & wait\n";
+
+TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
+    double t0 = ddpc_now();
+    int rc = run(20, "FAIL_RANK=2 %s --standalone --nproc-per-node=4 %s", R(), sc);
+    double dt = ddpc_now() - t0;
+    CHECK_MSG(rc == 3, "rc=%d: %s", rc, out);
+    CHECK(dt < 5);
+    CHECK_CONTAINS(out, "first failure: rank 2 (local rank 2, node 0 on ");
+    CHECK_CONTAINS(out, "exit code 3, 0.");
+    CHECK_CONTAINS(out, "last 2 lines of its stderr:\n    [2]: rank 2 is failing\n    [2]: the very last words");
+    CHECK_CONTAINS(out, "[0]: rank 0 got TERM");
+    CHECK_CONTAINS(out, "[1]: rank 1 got TERM");
+    CHECK_CONTAINS(out, "[3]: rank 3 got TERM");
+
+    /* killed by a signal: named, exit 128+N */
+    rc = run(20, "FAIL_RANK=1 FAIL_SIG=SEGV %s --standalone --nproc-per-node=2 %s", R(), sc);
+    CHECK_MSG(rc == 128 + SIGSEGV, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "first failure: rank 1 (local rank 1");
+    CHECK_CONTAINS(out, "killed by SIGSEGV");
+
+    /* a worker that ignores SIGTERM is killed after the grace period */
+    const char *stubborn = script(d, "stubborn.sh",
+                                  "trap '' TERM\n"
+                                  "if [ \"$RANK\" = 0 ]; then sleep 0.2; exit 5; fi\n"
+                                  "sleep 30 & while :; do wait; done\n");
+    t0 = ddpc_now();
+    rc = run(20, "%s --standalone --nproc-per-node=2 --grace=0.5 %s", R(), stubborn);
+    dt = ddpc_now() - t0;
+    CHECK_MSG(rc == 5, "rc=%d: %s", rc, out);
+    CHECK_MSG(dt > 0.6 && dt < 4, "took %.2f s", dt);
+    CHECK_CONTAINS(out, "sending SIGKILL");
+}
+
+TEST_T(run_failure_on_one_node_stops_the_other, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
+    int port = t_free_port();
+    double t0 = ddpc_now();
+    int rc = run(30,
+                 "export FAIL_RANK=3; %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
+                 "--monitor-interval=0.1 %s > %s/n1.txt 2>&1 & "
+                 "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s; "
+                 "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"; cat %s/n1.txt",
+                 R(), port, sc, d, R(), port, sc, d);
+    double dt = ddpc_now() - t0;
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "rc0=1 rc1=3");
+    CHECK(dt < 10);
+    CHECK_CONTAINS(out, "[0]: rank 0 got TERM");
+    CHECK_CONTAINS(out, "[1]: rank 1 got TERM");
+    CHECK_CONTAINS(out, "[2]: rank 2 got TERM");
+    /* both nodes name the same first failure */
+    const char *first = strstr(out, "first failure: rank 3 (local rank 1, node 1 on ");
+    CHECK(first != NULL);
+    CHECK(strstr(first + 10, "first failure: rank 3 (local rank 1, node 1 on ") != NULL);
+}
+
+TEST_T(run_restarts, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "flaky.sh",
+                            "echo \"rank $RANK attempt $DDPC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS\"\n"
+                            "if [ \"$DDPC_RESTART_COUNT\" -lt 2 ] && [ \"$RANK\" = 1 ]; then exit 4; fi\n"
+                            "exit 0\n");
+    int rc = run(20, "%s --standalone --nproc-per-node=2 --max-restarts=3 %s", R(), sc);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "[1]: rank 1 attempt 0/3");
+    CHECK_CONTAINS(out, "[1]: rank 1 attempt 1/3");
+    CHECK_CONTAINS(out, "[0]: rank 0 attempt 2/3");
+    CHECK_CONTAINS(out, "[1]: rank 1 attempt 2/3");
+    CHECK_CONTAINS(out, "restart 1 of at most 3");
+    CHECK_CONTAINS(out, "restart 2 of at most 3");
+    CHECK(strstr(out, "attempt 3/3") == NULL);
+
+    rc = run(20, "%s --standalone --nproc-per-node=2 --max-restarts=1 %s", R(), sc);
+    CHECK_MSG(rc == 4, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "job failed after all restarts");
+    CHECK_CONTAINS(out, "(restart 1)");
+
+    /* two nodes restart together, with log files per attempt */
+    int port = t_free_port();
+    rc = run(40,
+             "%s --nnodes=2 --node-rank=1 --nproc-per-node=1 --master-port=%d --max-restarts=2 "
+             "--monitor-interval=0.1 --log-dir=%s/logs %s & "
+             "%s --nnodes=2 --node-rank=0 --nproc-per-node=1 --master-port=%d --max-restarts=2 "
+             "--monitor-interval=0.1 --log-dir=%s/logs %s; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+             R(), port, d, sc, R(), port, d, sc);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "rc0=0 rc1=0");
+    CHECK_CONTAINS(out, "[0]: rank 0 attempt 2/2");
+    CHECK_CONTAINS(out, "[1]: rank 1 attempt 2/2");
+    char path[512], buf[256] = "";
+    snprintf(path, sizeof path, "%s/logs/none/attempt_1/1/stdout.log", d);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "no %s", path);
+    CHECK(fgets(buf, sizeof buf, f) != NULL);
+    fclose(f);
+    CHECK_STR(buf, "rank 1 attempt 1/2\n");
+}
+
+TEST_T(run_forwards_signals, 60) {
+    const char *d = tmpdir();
+    char body[1024];
+    snprintf(body, sizeof body,
+             "trap 'echo \"rank $RANK got INT\"; exit 0' INT\n"
+             "trap 'echo \"rank $RANK got TERM\"; exit 0' TERM\n"
+             "trap 'echo \"rank $RANK got HUP\"; exit 0' HUP\n"
+             "touch %s/ready.$RANK\n"
+             "sleep 30 & wait\n",
+             d);
+    const char *sc = script(d, "sig.sh", body);
+    const char *sigs[] = {"INT", "TERM", "HUP"};
+    int nums[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        int rc = run(20,
+                     "rm -f %s/ready.*; %s --standalone --nproc-per-node=3 %s & p=$!; "
+                     "for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.1 ] && [ -e %s/ready.2 ] && break; "
+                     "sleep 0.05; done; kill -%s $p; wait $p; echo rc=$?",
+                     d, R(), sc, d, d, d, sigs[i]);
+        CHECK_EQ(rc, 0);
+        char want[64];
+        for (int r = 0; r < 3; r++) {
+            snprintf(want, sizeof want, "[%d]: rank %d got %s", r, r, sigs[i]);
+            CHECK_CONTAINS(out, want);
+        }
+        snprintf(want, sizeof want, "rc=%d", 128 + nums[i]);
+        CHECK_CONTAINS(out, want);
+        CHECK_CONTAINS(out, "forwarding it to the workers");
+    }
+}
+
+TEST_T(run_leaves_no_orphans, 60) {
+    const char *d = tmpdir();
+    char marker[64], body[1024];
+    snprintf(marker, sizeof marker, "3%d.25", (int)getpid() % 100000);
+    /* each worker leaves a child in its group and one that escapes it with setsid */
+    snprintf(body, sizeof body,
+             "sleep %s &\n"
+             "setsid sleep %s &\n"
+             "touch %s/ready.$RANK\n"
+             "if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 1; fi\n"
+             "exec sleep %s\n",
+             marker, marker, d, marker);
+    const char *sc = script(d, "orph.sh", body);
+    /* as a subreaper, this test adopts whatever ddpc-run would leave behind,
+     * alive or zombie: afterwards it must have no child at all */
+    CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    int rc = run(20, "%s --standalone --nproc-per-node=3 %s", R(), sc);
+    CHECK_EQ(rc, 1);
+    CHECK_EQ(count_procs(marker), 0);
+    ddpc_sleep(0.05);
+    CHECK_MSG(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "ddpc-run left a process behind");
+
+    /* a successful job's leftovers go too */
+    const char *ok = script(d, "ok.sh", "sleep 3600.5 &\nsetsid sleep 3600.5 &\nexit 0\n");
+    CHECK_EQ(run(20, "%s --standalone --nproc-per-node=2 %s", R(), ok), 0);
+    CHECK_EQ(count_procs("3600.5"), 0);
+    ddpc_sleep(0.05);
+    CHECK_MSG(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "ddpc-run left a process behind");
+
+    /* the launcher killed with SIGKILL: its workers die with it (PDEATHSIG) */
+    snprintf(body, sizeof body, "touch %s/k.$RANK; exec sleep 7%s\n", d, marker);
+    const char *k = script(d, "k.sh", body);
+    char m2[80];
+    snprintf(m2, sizeof m2, "7%s", marker);
+    rc = run(20,
+             "%s --standalone --nproc-per-node=2 %s & p=$!; "
+             "for i in $(seq 100); do [ -e %s/k.0 ] && [ -e %s/k.1 ] && break; sleep 0.05; done; "
+             "kill -9 $p; wait $p; echo rc=$?",
+             R(), k, d, d);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "rc=137");
+    int left = 0;
+    for (int i = 0; i < 100 && (left = count_procs(m2)) > 0; i++) ddpc_sleep(0.02);
+    CHECK_EQ(left, 0);
+}
+
+TEST_T(run_output_whole_lines_never_interleaved, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "spam.sh",
+                            "printf 'part-'; sleep 0.1; printf 'one\\n'\n"
+                            "i=0; while [ $i -lt 1500 ]; do echo \"line-$RANK-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"; "
+                            "i=$((i+1)); done\n"
+                            "printf 'no newline at the end'\n");
+    int rc = run(30, "%s --standalone --nproc-per-node=4 %s", R(), sc);
+    CHECK_EQ(rc, 0);
+    int counts[4] = {0};
+    char *save = NULL;
+    for (char *ln = strtok_r(out, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(ln, "ddpc-run:", 9)) continue;
+        int r = -1, rr = -1, i = -1, used = 0;
+        if (sscanf(ln, "[%d]: line-%d-%d-%n", &r, &rr, &i, &used) == 3) {
+            CHECK_MSG(r == rr && r >= 0 && r < 4, "mixed line: %s", ln);
+            CHECK_MSG(!strcmp(ln + used, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"), "broken line: %s", ln);
+            counts[r]++;
+        } else {
+            CHECK_MSG(sscanf(ln, "[%d]: ", &r) == 1, "line without a rank prefix: %s", ln);
+            const char *rest = strchr(ln, ' ') + 1;
+            CHECK_MSG(!strcmp(rest, "part-one") || !strcmp(rest, "no newline at the end"), "odd line: %s", ln);
+        }
+    }
+    for (int r = 0; r < 4; r++) CHECK_EQ(counts[r], 1500);
+}
+
+TEST_T(run_log_dir_redirects_and_tee, 60) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "io.sh", "echo \"out of $RANK\"; echo \"err of $RANK\" >&2\n");
+    /* redirects=1: stdout only to files; stderr on the console */
+    int rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/a --redirects=1 --run-id=r1 %s", R(), d, sc);
+    CHECK_EQ(rc, 0);
+    CHECK(strstr(out, "out of") == NULL);
+    CHECK_CONTAINS(out, "[1]: err of 1");
+    char path[512], buf[128];
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/a/r1/attempt_0/%d/stdout.log", d, r);
+        FILE *f = fopen(path, "r");
+        CHECK_MSG(f != NULL, "no %s", path);
+        CHECK(fgets(buf, sizeof buf, f) != NULL);
+        fclose(f);
+        char want[32];
+        snprintf(want, sizeof want, "out of %d\n", r);
+        CHECK_STR(buf, want);
+        snprintf(path, sizeof path, "%s/a/r1/attempt_0/%d/stderr.log", d, r);
+        CHECK(access(path, F_OK) != 0); /* stderr was not redirected or teed */
+    }
+    /* tee per local rank: rank 0 tees stderr, rank 1 tees both */
+    rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/b --tee=0:2,1:3 --run-id=r2 %s", R(), d, sc);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "[0]: out of 0");
+    CHECK_CONTAINS(out, "[1]: out of 1");
+    snprintf(path, sizeof path, "%s/b/r2/attempt_0/1/stdout.log", d);
+    CHECK(access(path, F_OK) == 0);
+    snprintf(path, sizeof path, "%s/b/r2/attempt_0/0/stdout.log", d);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/b/r2/attempt_0/0/stderr.log", d);
+    CHECK(access(path, F_OK) == 0);
+}
+
+TEST_T(run_node_that_never_arrives, 30) {
+    int port = t_free_port();
+    double t0 = ddpc_now();
+    int rc = run(20, "%s --nnodes=3 --node-rank=0 --master-port=%d --join-timeout=1 true", R(), port);
+    double dt = ddpc_now() - t0;
+    CHECK_EQ(rc, 1);
+    CHECK_MSG(dt >= 0.9 && dt < 5, "took %.2f s", dt);
+    CHECK_CONTAINS(out, "nodes 1, 2 of 3 never joined within 1 s");
+    /* a node whose node 0 never comes */
+    rc = run(20, "%s --nnodes=2 --node-rank=1 --master-port=%d --join-timeout=0.5 true", R(), port);
+    CHECK_EQ(rc, 1);
+    char want[80];
+    snprintf(want, sizeof want, "cannot reach the job's store on node 0 at 127.0.0.1:%d", port + 1);
+    CHECK_CONTAINS(out, want);
+}
+
+TEST_T(run_refuses_a_second_job_with_the_same_run_id, 30) {
+    int port = t_free_port();
+    int rc = run(20,
+                 "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & sleep 0.3; "
+                 "%s --nnodes=3 --node-rank=1 --master-port=%d --run-id=same true; echo rc2=$?; "
+                 "%s --nnodes=2 --node-rank=0 --master-port=%d --store-port=%d --run-id=same true; echo rc3=$?; "
+                 "kill %%1; wait",
+                 R(), port, R(), port, R(), port, port + 1);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "refusing to join: run id 'same'");
+    CHECK_CONTAINS(out, "belongs to a job with nnodes=2 nproc_per_node=1 max_restarts=0");
+    CHECK_CONTAINS(out, "rc2=1");
+    CHECK_CONTAINS(out, "rc3=1"); /* node 0 twice: the store's port is taken */
+}
+
+TEST_T(run_notices_a_dead_launcher, 60) {
+    const char *d = tmpdir();
+    char body[256];
+    snprintf(body, sizeof body, "touch %s/flag.$RANK; trap 'exit 0' TERM; sleep 30 & wait\n", d);
+    const char *sc = script(d, "up.sh", body);
+    int port = t_free_port();
+    /* node 1's launcher is killed: node 0 stops its workers within
+     * monitor-interval + heartbeat-timeout */
+    double t0 = ddpc_now();
+    int rc = run(30,
+                 "%s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
+                 "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
+                 "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; sleep 0.05; done; "
+                 "kill -9 $p1; wait $p0; echo rc0=$?",
+                 R(), port, sc, R(), port, sc, d, d);
+    double dt = ddpc_now() - t0;
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "rc0=1");
+    CHECK_CONTAINS(out, "node 1's launcher");
+    CHECK_CONTAINS(out, "sent no heartbeat");
+    CHECK(dt < 15);
+    /* node 0's launcher is killed: node 1 loses the store at once */
+    port = t_free_port();
+    rc = run(30,
+             "rm -f %s/flag.*; %s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 %s & "
+             "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 %s & "
+             "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; sleep 0.05; done; "
+             "kill -9 $p0; wait $p1; echo rc1=$?",
+             d, R(), port, sc, R(), port, sc, d, d);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "rc1=1");
+    CHECK_CONTAINS(out, "lost the job's store");
+}
+
+static const char *DDP_PY =
+    "import os, torch, torch.distributed as dist\n"
+    "import torch.nn as nn\n"
+    "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    "dist.init_process_group('gloo', init_method='env://')\n"
+    "rank, world = dist.get_rank(), dist.get_world_size()\n"
+    "assert int(os.environ['LOCAL_RANK']) == rank\n"
+    "torch.manual_seed(rank)\n"
+    "model = DDP(nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 5)))\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+    "for step in range(5):\n"
+    "    opt.zero_grad()\n"
+    "    loss = nn.MSELoss()(model(torch.randn(20, 10)), torch.randn(20, 5))\n"
+    "    loss.backward()\n"
+    "    opt.step()\n"
+    "s = sum(p.detach().double().sum().item() for p in model.parameters())\n"
+    "print(f'rank {rank}/{world} done checksum {s:.10f}', flush=True)\n"
+    "dist.destroy_process_group()\n";
+
+TEST_T(run_pytorch_ddp_example_unchanged, 90) {
+    if (run(30, "/usr/bin/python3 -c 'import torch'") != 0) SKIP("/usr/bin/python3 cannot import torch");
+    const char *d = tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/ddp.py", d);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs(DDP_PY, f);
+    fclose(f);
+    int rc = run(60, "DDPC_PYTHON=/usr/bin/python3 %s --standalone --nproc-per-node=2 %s", R(), path);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    const char *a = strstr(out, "[0]: rank 0/2 done checksum "), *b = strstr(out, "[1]: rank 1/2 done checksum ");
+    CHECK_MSG(a && b, "%s", out);
+    /* DDP kept the replicas identical: the same parameters on both ranks */
+    size_t la = strcspn(a + 28, "\n"), lb = strcspn(b + 28, "\n");
+    CHECK_MSG(la == lb && la > 5 && strncmp(a + 28, b + 28, la) == 0, "checksums differ: %s", out);
+}
