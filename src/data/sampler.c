@@ -5,8 +5,7 @@
  * the same seed, so this file carries its own copy of the two pieces that
  * fix it: at::mt19937 (the standard 32-bit Mersenne Twister, seeded from
  * the low 32 bits of the seed) and randperm_cpu's shuffle (a forward
- * Fisher-Yates that swaps slot i with slot i + random() % (n - i); for
- * n >= UINT32_MAX / 20 an inside-out variant on random64()). Sharding
+ * Fisher-Yates that swaps slot i with slot i + random() % (n - i)). Sharding
  * (padding, drop_last, rank striding) follows torch/utils/data/distributed.py.
  */
 #include <stdlib.h>
@@ -59,35 +58,23 @@ static uint32_t mt_random(mt19937 *m) {
     return y;
 }
 
-/* CPUGeneratorImpl::random64(): the first draw is the high half. */
-static uint64_t mt_random64(mt19937 *m) {
-    uint64_t hi = mt_random(m);
-    uint64_t lo = mt_random(m);
-    return (hi << 32) | lo;
-}
-
 /*
  * torch.randperm(n, generator=Generator().manual_seed(seed)) on CPU, as
- * PyTorch 1.13's randperm_cpu computes it (see the file comment).
+ * PyTorch 1.13's randperm_cpu computes it: fill 0..n-1, then for i < n - 1
+ * swap slot i with slot i + random() % (n - i). (Later PyTorch releases
+ * switch to an inside-out shuffle on random64() for very large n; 1.13 does
+ * not: checked against it at n = 214748364 = UINT32_MAX / 20.)
  */
 void ddpc_randperm(size_t n, uint64_t seed, int64_t *out) {
     mt19937 m;
     mt_seed(&m, seed);
     const int64_t nn = (int64_t)n;
-    if (nn < (int64_t)(UINT32_MAX / 20)) {
-        for (int64_t i = 0; i < nn; i++) out[i] = i;
-        for (int64_t i = 0; i < nn - 1; i++) {
-            int64_t z = (int64_t)(mt_random(&m) % (uint64_t)(nn - i));
-            int64_t t = out[i];
-            out[i] = out[z + i];
-            out[z + i] = t;
-        }
-        return;
-    }
-    for (int64_t i = 0; i < nn; i++) {
-        int64_t z = (int64_t)(mt_random64(&m) % (uint64_t)(i + 1));
-        out[i] = out[z];
-        out[z] = i;
+    for (int64_t i = 0; i < nn; i++) out[i] = i;
+    for (int64_t i = 0; i < nn - 1; i++) {
+        int64_t z = (int64_t)(mt_random(&m) % (uint64_t)(nn - i));
+        int64_t t = out[i];
+        out[i] = out[z + i];
+        out[z + i] = t;
     }
 }
 
