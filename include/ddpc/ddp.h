@@ -1,0 +1,80 @@
+/*
+ * ddp.h — DistributedDataParallel for ddpc models.
+ *
+ * Wrap a model after creating it on every rank:
+ *
+ *     ddpc_ddp *ddp;
+ *     ddpc_ddp_create(comm, model, NULL, &ddp);   // rank 0's parameters everywhere
+ *     for each batch:
+ *         ddpc_model_zero_grad(model);
+ *         forward, loss, backward                  // buckets allreduce while backward runs
+ *         ddpc_ddp_sync(ddp);                      // wait for all buckets: grads = mean over ranks
+ *         optimizer step
+ *
+ * Buckets are ranges of the model's gradient block, formed as PyTorch does:
+ * parameters in reverse registration order, a first bucket of about
+ * first_bucket_mb, then buckets of up to bucket_mb. A bucket's allreduce is
+ * issued (async) as soon as backward has made its last gradient final, so
+ * communication overlaps the rest of backward. Every rank issues the buckets
+ * in the same order.
+ */
+#ifndef DDPC_DDP_H
+#define DDPC_DDP_H
+
+#include "ddpc/ddpc.h"
+#include "ddpc/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ddpc_compress {
+    DDPC_COMPRESS_NONE = 0,  /* allreduce float32 gradients */
+    DDPC_COMPRESS_FP16,      /* compress to float16 before, decompress after */
+    DDPC_COMPRESS_BF16,      /* compress to bfloat16 before, decompress after */
+} ddpc_compress;
+
+typedef struct ddpc_ddp_options {
+    double first_bucket_mb;  /* size of the first bucket; default 1 */
+    double bucket_mb;        /* size of the other buckets; default 25 */
+    ddpc_compress compress;  /* default DDPC_COMPRESS_NONE */
+    int broadcast_params;    /* 1 (default): copy rank 0's parameters to all ranks at create */
+} ddpc_ddp_options;
+
+typedef struct ddpc_ddp ddpc_ddp;
+
+/* Fills o with the defaults above. */
+void ddpc_ddp_options_default(ddpc_ddp_options *o);
+/* "none", "fp16"/"float16", "bf16"/"bfloat16". */
+ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out);
+
+/* Collective over c. Checks that every rank's model has the same parameters
+ * (names and shapes; a mismatch is DDPC_ERR_MISMATCH naming the first
+ * differing parameter and the ranks), broadcasts rank 0's parameters, forms
+ * the buckets and installs the model's gradient hook. opts NULL = defaults. */
+ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
+                            ddpc_ddp **out);
+
+/* no_sync: while off (0), backward only accumulates gradients locally; the
+ * next backward with sync on (1, the default) allreduces the accumulated sum. */
+void ddpc_ddp_set_sync(ddpc_ddp *d, int sync);
+
+/* Waits for every bucket of the last backward (issuing any that backward did
+ * not complete, e.g. for parameters that got no gradient), then leaves the
+ * average over ranks in the gradient block. A no-op when sync is off. */
+ddpc_status ddpc_ddp_sync(ddpc_ddp *d);
+
+/* Sums vals[0..n) over all ranks in place (metric sums: loss, correct, count). */
+ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
+
+int ddpc_ddp_num_buckets(const ddpc_ddp *d);
+/* Bucket b as a range [*first, *first + *count) of the gradient block. */
+void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
+
+/* Removes the hook from the model and frees everything. NULL is harmless. */
+void ddpc_ddp_destroy(ddpc_ddp *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDPC_DDP_H */

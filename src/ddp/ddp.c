@@ -1,0 +1,287 @@
+/* ddp.c — the reducer: parameter broadcast, gradient buckets allreduced while
+ * backward runs, averaging, no_sync accumulation, fp16/bf16 compression. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/base.h"
+#include "coll/reduce.h"
+#include "ddpc/ddp.h"
+
+typedef struct bucket {
+    size_t first, count;  /* range of the gradient block */
+    int nparams;          /* parameters in this bucket */
+    int pending;          /* parameters whose gradient is not final yet */
+    int ready;            /* every gradient is final */
+    ddpc_work *work;      /* the allreduce in flight, or NULL */
+    uint16_t *packed;     /* (count) compressed gradients, when compressing */
+} bucket;
+
+struct ddpc_ddp {
+    ddpc_comm *comm;
+    ddpc_model *model;
+    ddpc_ddp_options opt;
+    int world;
+    float *grads;        /* the model's gradient block */
+    int nbuckets;
+    bucket *buckets;     /* in the order they are issued: reverse parameters */
+    int *param_bucket;   /* (nparams) bucket of each parameter */
+    unsigned char *marked; /* (nparams) gradient final in this round */
+    int next_issue;      /* buckets [0, next_issue) have been issued this round */
+    int in_round;        /* a backward has started marking since the last sync */
+    int sync;            /* 0 under no_sync */
+    ddpc_status failed;  /* first error seen by the hook, reported by sync */
+};
+
+void ddpc_ddp_options_default(ddpc_ddp_options *o) {
+    o->first_bucket_mb = 1.0;
+    o->bucket_mb = 25.0;
+    o->compress = DDPC_COMPRESS_NONE;
+    o->broadcast_params = 1;
+}
+
+ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
+    if (s && !strcasecmp(s, "none")) *out = DDPC_COMPRESS_NONE;
+    else if (s && (!strcasecmp(s, "fp16") || !strcasecmp(s, "float16"))) *out = DDPC_COMPRESS_FP16;
+    else if (s && (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16"))) *out = DDPC_COMPRESS_BF16;
+    else
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown compression '%s' (none, fp16, bf16)",
+                        s ? s : "(null)");
+    return DDPC_OK;
+}
+
+/* Starts bucket b's allreduce (compressing first when asked). */
+static ddpc_status issue(ddpc_ddp *d, int b) {
+    bucket *bk = &d->buckets[b];
+    float *g = d->grads + bk->first;
+    if (d->opt.compress == DDPC_COMPRESS_NONE)
+        return ddpc_allreduce_async(d->comm, g, g, bk->count, DDPC_FLOAT32, DDPC_AVG, &bk->work);
+    ddpc_dtype t = d->opt.compress == DDPC_COMPRESS_FP16 ? DDPC_FLOAT16 : DDPC_BFLOAT16;
+    ddpc_from_float32(bk->packed, g, bk->count, t);
+    return ddpc_allreduce_async(d->comm, bk->packed, bk->packed, bk->count, t, DDPC_SUM,
+                                &bk->work);
+}
+
+/* Issues, in bucket order, every ready bucket whose predecessors are issued:
+ * all ranks then issue the same allreduces in the same order. */
+static void issue_ready(ddpc_ddp *d) {
+    while (d->next_issue < d->nbuckets && d->buckets[d->next_issue].ready) {
+        int b = d->next_issue++;
+        if (d->failed == DDPC_OK) {
+            ddpc_status s = issue(d, b);
+            if (s != DDPC_OK) d->failed = s;
+        }
+    }
+}
+
+static void start_round(ddpc_ddp *d) {
+    int np = ddpc_model_num_params(d->model);
+    memset(d->marked, 0, (size_t)np);
+    for (int b = 0; b < d->nbuckets; b++) {
+        d->buckets[b].pending = d->buckets[b].nparams;
+        d->buckets[b].ready = 0;
+    }
+    d->next_issue = 0;
+    d->in_round = 1;
+}
+
+/* The model's gradient hook: parameter i's gradient is final. */
+static void on_grad_ready(void *ctx, int i) {
+    ddpc_ddp *d = ctx;
+    if (!d->sync) return;
+    if (!d->in_round) start_round(d);
+    if (d->marked[i]) return; /* a parameter used twice: counted once */
+    d->marked[i] = 1;
+    bucket *bk = &d->buckets[d->param_bucket[i]];
+    if (--bk->pending == 0) {
+        bk->ready = 1;
+        issue_ready(d);
+    }
+}
+
+/* A parameter as six integers: ndim, four dims, a hash of its name. */
+static void describe(const ddpc_param *p, int64_t e[6]) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *c = p->name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    e[0] = p->ndim;
+    for (int k = 0; k < 4; k++) e[1 + k] = k < p->ndim ? p->shape[k] : 0;
+    e[5] = (int64_t)(h >> 1);
+}
+
+/* Every rank must hold the same parameters: rank 0 broadcasts its count and
+ * description; each rank finds its first difference, and an allgather tells
+ * every rank which ranks differ, and where first. */
+static ddpc_status check_params(ddpc_ddp *d) {
+    int np = ddpc_model_num_params(d->model), rank = ddpc_comm_rank(d->comm);
+    int64_t n0 = np;
+    DDPC_CHECK(ddpc_broadcast(d->comm, &n0, &n0, 1, DDPC_INT64, 0));
+    int64_t *desc = calloc((size_t)n0 * 6 + 1, sizeof *desc);
+    int64_t *firsts = calloc((size_t)d->world, sizeof *firsts);
+    ddpc_status s = DDPC_OK;
+    if (!desc || !firsts) s = ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for the parameter check");
+    for (int i = 0; s == DDPC_OK && rank == 0 && i < np; i++)
+        describe(ddpc_model_param(d->model, i), desc + (size_t)i * 6);
+    if (s == DDPC_OK) s = ddpc_broadcast(d->comm, desc, desc, (size_t)n0 * 6, DDPC_INT64, 0);
+    int64_t first = INT64_MAX; /* no difference */
+    for (int i = 0; s == DDPC_OK && i < n0 && i < np; i++) {
+        int64_t e[6];
+        describe(ddpc_model_param(d->model, i), e);
+        if (memcmp(e, desc + (size_t)i * 6, sizeof e) != 0) {
+            first = i;
+            break;
+        }
+    }
+    if (first == INT64_MAX && n0 != np) first = n0 < np ? n0 : np;
+    if (s == DDPC_OK) s = ddpc_allgather(d->comm, &first, firsts, 1, DDPC_INT64);
+    if (s == DDPC_OK) {
+        int64_t lo = INT64_MAX;
+        for (int r = 0; r < d->world; r++) lo = firsts[r] < lo ? firsts[r] : lo;
+        if (lo != INT64_MAX) {
+            char ranks[256] = "";
+            for (int r = 0, used = 0; r < d->world && used < (int)sizeof ranks - 12; r++)
+                if (firsts[r] == lo)
+                    used += snprintf(ranks + used, sizeof ranks - (size_t)used, "%s%d",
+                                     used ? "," : "", r);
+            const char *name = lo < np ? ddpc_model_param(d->model, (int)lo)->name : "(none)";
+            s = ddpc_err(DDPC_ERR_MISMATCH,
+                         "DDP: models differ across ranks: parameter %lld (here '%s') differs "
+                         "between rank 0 and rank(s) %s in name or shape (rank 0 has %lld "
+                         "parameters, this rank %d has %d)",
+                         (long long)lo, name, ranks, (long long)n0, rank, np);
+        }
+    }
+    free(desc);
+    free(firsts);
+    return s;
+}
+
+/* Buckets over parameters in reverse order: the first up to first_bucket_mb,
+ * the rest up to bucket_mb; a parameter larger than a bucket gets its own. */
+static ddpc_status form_buckets(ddpc_ddp *d) {
+    int np = ddpc_model_num_params(d->model);
+    d->buckets = calloc((size_t)(np > 0 ? np : 1), sizeof *d->buckets);
+    d->param_bucket = calloc((size_t)(np > 0 ? np : 1), sizeof *d->param_bucket);
+    d->marked = calloc((size_t)(np > 0 ? np : 1), 1);
+    if (!d->buckets || !d->param_bucket || !d->marked)
+        return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
+    size_t cap = (size_t)(d->opt.first_bucket_mb * 1048576.0 / sizeof(float));
+    bucket *cur = NULL;
+    for (int i = np - 1; i >= 0; i--) {
+        const ddpc_param *p = ddpc_model_param(d->model, i);
+        if (cur && cur->count + p->numel > cap && cur->count > 0) {
+            cur = NULL;
+            cap = (size_t)(d->opt.bucket_mb * 1048576.0 / sizeof(float));
+        }
+        if (!cur) {
+            cur = &d->buckets[d->nbuckets++];
+            cur->first = p->offset + p->numel; /* lowered as parameters join */
+        }
+        /* reverse order over a forward-ordered block: each bucket is contiguous */
+        if (p->offset + p->numel != cur->first)
+            return ddpc_err(DDPC_ERR_INTERNAL, "DDP: parameter '%s' is not contiguous in the "
+                            "gradient block", p->name);
+        cur->first = p->offset;
+        cur->count += p->numel;
+        cur->nparams++;
+        d->param_bucket[i] = (int)(cur - d->buckets);
+    }
+    if (d->opt.compress != DDPC_COMPRESS_NONE)
+        for (int b = 0; b < d->nbuckets; b++) {
+            d->buckets[b].packed = malloc(d->buckets[b].count * sizeof(uint16_t) + 1);
+            if (!d->buckets[b].packed) return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
+        }
+    for (int b = 0; b < d->nbuckets; b++)
+        DDPC_TRACE(DDP, "bucket %d: gradients [%zu, %zu), %d parameters", b, d->buckets[b].first,
+                   d->buckets[b].first + d->buckets[b].count, d->buckets[b].nparams);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
+                            ddpc_ddp **out) {
+    *out = NULL;
+    if (!c || !m) return ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: communicator and model are required");
+    ddpc_ddp *d = calloc(1, sizeof *d);
+    if (!d) return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory");
+    d->comm = c;
+    d->model = m;
+    d->world = ddpc_comm_size(c);
+    d->sync = 1;
+    if (opts) d->opt = *opts;
+    else ddpc_ddp_options_default(&d->opt);
+    if (!(d->opt.first_bucket_mb > 0) || !(d->opt.bucket_mb > 0)) {
+        free(d);
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: bucket sizes must be > 0 MB (got %g and %g)",
+                        d->opt.first_bucket_mb, d->opt.bucket_mb);
+    }
+    size_t n;
+    d->grads = ddpc_model_grad_block(m, &n);
+    ddpc_status s = check_params(d);
+    if (s == DDPC_OK && d->opt.broadcast_params) {
+        float *params = ddpc_model_param_block(m, &n);
+        s = ddpc_broadcast(c, params, params, n, DDPC_FLOAT32, 0);
+    }
+    if (s == DDPC_OK) s = form_buckets(d);
+    if (s != DDPC_OK) {
+        ddpc_ddp_destroy(d);
+        return s;
+    }
+    ddpc_model_set_grad_hook(m, on_grad_ready, d);
+    DDPC_INFO(DDP, "DDP over %d ranks: %zu gradients in %d buckets (%.2f MB first, %.2f MB rest)",
+              d->world, n, d->nbuckets, d->opt.first_bucket_mb, d->opt.bucket_mb);
+    *out = d;
+    return DDPC_OK;
+}
+
+void ddpc_ddp_set_sync(ddpc_ddp *d, int sync) { d->sync = sync != 0; }
+
+ddpc_status ddpc_ddp_sync(ddpc_ddp *d) {
+    if (!d->sync) return DDPC_OK;
+    if (!d->in_round) start_round(d); /* backward marked nothing: reduce all buckets */
+    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].ready = 1;
+    issue_ready(d);
+    ddpc_status s = d->failed;
+    for (int b = 0; b < d->nbuckets; b++) {
+        bucket *bk = &d->buckets[b];
+        if (!bk->work) continue;
+        ddpc_status w = ddpc_work_wait(bk->work, -1);
+        ddpc_work_free(bk->work);
+        bk->work = NULL;
+        if (s == DDPC_OK) s = w;
+        if (w == DDPC_OK && d->opt.compress != DDPC_COMPRESS_NONE) {
+            ddpc_dtype t = d->opt.compress == DDPC_COMPRESS_FP16 ? DDPC_FLOAT16 : DDPC_BFLOAT16;
+            float *g = d->grads + bk->first;
+            ddpc_to_float32(g, bk->packed, bk->count, t);
+            float inv = 1.0f / (float)d->world;
+            for (size_t k = 0; k < bk->count; k++) g[k] *= inv;
+        }
+    }
+    d->in_round = 0;
+    d->failed = DDPC_OK;
+    if (s != DDPC_OK) return ddpc_err_wrap(s, "DDP: gradient allreduce failed");
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n) {
+    return ddpc_allreduce(d->comm, vals, vals, (size_t)n, DDPC_FLOAT64, DDPC_SUM);
+}
+
+int ddpc_ddp_num_buckets(const ddpc_ddp *d) { return d->nbuckets; }
+
+void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count) {
+    *first = d->buckets[b].first;
+    *count = d->buckets[b].count;
+}
+
+void ddpc_ddp_destroy(ddpc_ddp *d) {
+    if (!d) return;
+    for (int b = 0; d->buckets && b < d->nbuckets; b++) {
+        if (d->buckets[b].work) ddpc_work_free(d->buckets[b].work);
+        free(d->buckets[b].packed);
+    }
+    if (d->model && d->buckets) ddpc_model_set_grad_hook(d->model, NULL, NULL);
+    free(d->buckets);
+    free(d->param_bucket);
+    free(d->marked);
+    free(d);
+}

@@ -1,0 +1,225 @@
+/* test_ddp.c — DDP: N ranks at batch b equal 1 rank at batch N*b; no_sync
+ * accumulation; compression; buckets; a model mismatch is named. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ddpc/ddp.h"
+#include "ddpc/nn.h"
+#include "test.h"
+
+enum { IN = 20, HID = 16, OUT = 4, B = 6, STEPS = 5, MICRO = 2 };
+
+/* A small MLP: two Linear layers, so there are several buckets. */
+static ddpc_model *small_mlp(int max_batch, int hidden) {
+    ddpc_model *m;
+    CHECK_OK(ddpc_model_create(1, 1, IN, max_batch, 7, &m));
+    CHECK_OK(ddpc_model_add_linear(m, IN, hidden, 1));
+    CHECK_OK(ddpc_model_add_relu(m));
+    CHECK_OK(ddpc_model_add_linear(m, hidden, OUT, 1));
+    CHECK_OK(ddpc_model_build(m));
+    return m;
+}
+
+/* Sample i of a fixed synthetic data set, the same in every process. */
+static void sample(int i, float *x, int32_t *y) {
+    for (int k = 0; k < IN; k++) x[k] = sinf(0.37f * (float)(i * IN + k)) * 2.0f;
+    *y = (i * 7 + 3) % OUT;
+}
+
+typedef struct {
+    int port;
+    int micro;              /* micro-batches per step (no_sync for all but the last) */
+    ddpc_compress compress;
+    const char *out;        /* rank 0 writes its final parameters here */
+} run_arg;
+
+/* One training run: world ranks, rank r takes samples [r*B, (r+1)*B) of
+ * each global batch of world*B. With world 1 and batch world*B this is the
+ * reference. */
+static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *comm) {
+    ddpc_model *m = small_mlp(batch, HID);
+    if (rank != 0) { /* DDP must overwrite a rank's own start with rank 0's */
+        size_t n;
+        float *p = ddpc_model_param_block(m, &n);
+        for (size_t k = 0; k < n; k++) p[k] += 0.5f;
+    }
+    ddpc_ddp *ddp = NULL;
+    if (comm) {
+        ddpc_ddp_options o;
+        ddpc_ddp_options_default(&o);
+        o.first_bucket_mb = 300.0 * 4 / 1048576; /* 300 floats: several buckets */
+        o.bucket_mb = 400.0 * 4 / 1048576;
+        o.compress = a->compress;
+        CHECK_OK(ddpc_ddp_create(comm, m, &o, &ddp));
+        CHECK(ddpc_ddp_num_buckets(ddp) >= 2);
+    }
+    ddpc_optim_options oo = ddpc_optim_options_default(DDPC_OPTIM_SGD);
+    oo.lr = 0.1f;
+    oo.momentum = 0.9f;
+    ddpc_optim *opt;
+    CHECK_OK(ddpc_optim_create(m, &oo, &opt));
+    float x[B * 8 * IN];
+    int32_t y[B * 8];
+    int global = world * batch; /* samples per micro-batch over all ranks */
+    for (int step = 0; step < STEPS; step++) {
+        ddpc_model_zero_grad(m);
+        for (int mb = 0; mb < a->micro; mb++) {
+            if (ddp) ddpc_ddp_set_sync(ddp, mb == a->micro - 1);
+            int base = (step * a->micro + mb) * global + rank * batch;
+            for (int i = 0; i < batch; i++) sample(base + i, x + i * IN, y + i);
+            const float *logits;
+            CHECK_OK(ddpc_model_forward(m, x, batch, &logits));
+            CHECK_OK(ddpc_cross_entropy(logits, y, batch, OUT, ddpc_model_output_grad(m), NULL, NULL));
+            CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+            if (ddp) CHECK_OK(ddpc_ddp_sync(ddp));
+        }
+        CHECK_OK(ddpc_optim_step(opt));
+    }
+    if (rank == 0) {
+        size_t n;
+        float *p = ddpc_model_param_block(m, &n);
+        FILE *f = fopen(a->out, "wb");
+        CHECK(f && fwrite(p, sizeof *p, n, f) == n);
+        fclose(f);
+    }
+    ddpc_ddp_destroy(ddp);
+    ddpc_optim_free(opt);
+    ddpc_model_free(m);
+}
+
+static void ddp_rank(int rank, int world, void *arg) {
+    const run_arg *a = arg;
+    t_set_rank_env(rank, world, a->port);
+    ddpc_comm *c;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    train(rank, world, B, a, c);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+static size_t read_params(const char *path, float *p, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f, "no parameters written to %s", path);
+    size_t n = fread(p, sizeof *p, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* Runs world ranks with DDP and one process at batch world*B; compares. */
+static void equivalence(int world, int micro, ddpc_compress compress, double tol) {
+    char dist[64], ref[64];
+    snprintf(dist, sizeof dist, "/tmp/ddpc_ddp_%d_dist.bin", (int)getpid());
+    snprintf(ref, sizeof ref, "/tmp/ddpc_ddp_%d_ref.bin", (int)getpid());
+    run_arg a = {t_free_port(), micro, compress, dist};
+    t_run_ranks(world, 60, ddp_rank, &a);
+    run_arg r = {0, micro, DDPC_COMPRESS_NONE, ref};
+    train(0, 1, world * B, &r, NULL);
+    static float pd[4096], pr[4096];
+    size_t nd = read_params(dist, pd, 4096), nr = read_params(ref, pr, 4096);
+    unlink(dist);
+    unlink(ref);
+    CHECK_EQ(nd, nr);
+    CHECK(nd > 0);
+    double worst = 0;
+    for (size_t k = 0; k < nd; k++) {
+        double d = fabs((double)pd[k] - (double)pr[k]) / (1.0 + fabs((double)pr[k]));
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst <= tol, "world %d: parameters differ from the single-process run by %.3g (> %.3g)",
+              world, worst, tol);
+}
+
+TEST_T(ddp_equivalence_2_ranks, 90) { equivalence(2, 1, DDPC_COMPRESS_NONE, 1e-5); }
+TEST_T(ddp_equivalence_3_ranks, 90) { equivalence(3, 1, DDPC_COMPRESS_NONE, 1e-5); }
+TEST_T(ddp_equivalence_4_ranks, 90) { equivalence(4, 1, DDPC_COMPRESS_NONE, 1e-5); }
+TEST_T(ddp_no_sync_accumulation, 90) { equivalence(2, MICRO, DDPC_COMPRESS_NONE, 1e-5); }
+/* float16 keeps 11 bits: after 5 steps the parameters stay within ~1e-2. */
+TEST_T(ddp_compress_fp16, 90) { equivalence(2, 1, DDPC_COMPRESS_FP16, 2e-2); }
+TEST_T(ddp_compress_bf16, 90) { equivalence(3, 1, DDPC_COMPRESS_BF16, 5e-2); }
+
+/* The buckets cover the gradient block exactly, in reverse order. */
+static void bucket_rank(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, *(int *)arg);
+    ddpc_comm *c;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    ddpc_model *m = small_mlp(4, HID);
+    ddpc_ddp_options o;
+    ddpc_ddp_options_default(&o);
+    o.first_bucket_mb = 20.0 * 4 / 1048576;
+    o.bucket_mb = 100.0 * 4 / 1048576;
+    ddpc_ddp *d;
+    CHECK_OK(ddpc_ddp_create(c, m, &o, &d));
+    size_t n, end;
+    ddpc_model_grad_block(m, &n);
+    end = n;
+    for (int b = 0; b < ddpc_ddp_num_buckets(d); b++) {
+        size_t first, count;
+        ddpc_ddp_bucket_range(d, b, &first, &count);
+        CHECK_EQ(first + count, end); /* contiguous, from the end of the block down */
+        end = first;
+    }
+    CHECK_EQ(end, 0);
+    /* layers: 2.bias (4), 2.weight (64), 0.bias (16), 0.weight (320):
+     * first bucket <= 20 floats -> {2.bias}; then up to 100 -> {2.weight, 0.bias}; {0.weight} */
+    CHECK_EQ(ddpc_ddp_num_buckets(d), 3);
+    ddpc_ddp_destroy(d);
+    ddpc_model_free(m);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST(ddp_bucket_layout) {
+    int port = t_free_port();
+    t_run_ranks(2, 30, bucket_rank, &port);
+}
+
+/* Ranks whose models differ: every rank gets an error naming the parameter. */
+static void mismatch_rank(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, *(int *)arg);
+    ddpc_comm *c;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    ddpc_model *m = small_mlp(4, rank == 2 ? HID + 1 : HID);
+    ddpc_ddp *d = NULL;
+    CHECK_STATUS(ddpc_ddp_create(c, m, NULL, &d), DDPC_ERR_MISMATCH);
+    CHECK(d == NULL);
+    CHECK_CONTAINS(ddpc_last_error(), "parameter 0");
+    CHECK_CONTAINS(ddpc_last_error(), "rank(s) 2");
+    ddpc_model_free(m);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST(ddp_model_mismatch_named) {
+    int port = t_free_port();
+    t_run_ranks(3, 30, mismatch_rank, &port);
+}
+
+/* Metric sums are global on every rank. */
+static void metrics_rank(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, *(int *)arg);
+    ddpc_comm *c;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    ddpc_model *m = small_mlp(4, HID);
+    ddpc_ddp *d;
+    CHECK_OK(ddpc_ddp_create(c, m, NULL, &d));
+    double v[3] = {rank + 0.5, 10.0 * rank, 1};
+    CHECK_OK(ddpc_ddp_allreduce_sum(d, v, 3));
+    CHECK_NEAR(v[0], world * (world - 1) / 2.0 + 0.5 * world, 1e-12);
+    CHECK_NEAR(v[1], 10.0 * world * (world - 1) / 2.0, 1e-12);
+    CHECK_NEAR(v[2], world, 0);
+    ddpc_ddp_destroy(d);
+    ddpc_model_free(m);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST(ddp_metric_sums) {
+    int port = t_free_port();
+    t_run_ranks(3, 30, metrics_rank, &port);
+}
+
+TEST(ddp_compress_parse) {
+    ddpc_compress c;
+    CHECK_OK(ddpc_compress_parse("bf16", &c));
+    CHECK_EQ(c, DDPC_COMPRESS_BF16);
+    CHECK_STATUS(ddpc_compress_parse("int4", &c), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "int4");
+}
