@@ -5,11 +5,13 @@
  *
  *     ddpc-train --model mlp --optimizer adam --lr 1e-3 --batch-size 128 --epochs 10
  *
- * One process for now. The loop is written for data parallelism: the
- * gradient synchronisation slots in between backward and step (sync_grads),
- * and the evaluation sums (loss, correct, count) go through one reduction
- * (reduce_sums) so that every rank would report the same global figures.
- * Both are the identity with one process.
+ * Started by a launcher (ddpc-run, torchrun, mpirun, srun: RANK or
+ * OMPI_COMM_WORLD_RANK or SLURM_PROCID set), every process trains a shard
+ * with DDP: rank 0's parameters everywhere, gradient buckets averaged while
+ * backward runs (sync_grads), the sums of loss, accuracy and count reduced
+ * over all ranks (reduce_sums) so every rank reports the same global
+ * figures, and the test set evaluated as one shard per rank. Started alone,
+ * it trains in one process.
  *
  * Exit status: 0 on success, 1 when training fails, 2 for a bad option.
  */
@@ -25,6 +27,8 @@
 #include "base/base.h"
 #include "base/env.h"
 #include "ddpc/data.h"
+#include "ddpc/ddp.h"
+#include "ddpc/ddpc.h"
 #include "ddpc/nn.h"
 
 /* ------------------------------------------------------------ options */
@@ -45,6 +49,7 @@ typedef struct options {
     int prefetch;            /* batches the loader keeps ready */
     long max_batches;        /* training batches per epoch; 0 = all */
     int progress;            /* -1 auto (a terminal), 0 off, 1 on */
+    ddpc_ddp_options ddp;    /* buckets and compression */
 } options;
 
 static void usage(FILE *f) {
@@ -68,6 +73,10 @@ static void usage(FILE *f) {
             "  --prefetch N        batches the loader thread keeps ready (default 2; 0 inline)\n"
             "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
             "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal)\n"
+            "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
+            "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
+            "  --compress NAME     gradient allreduce in none | fp16 | bf16 (default none)\n"
+            "Under ddpc-run (or torchrun, mpirun, srun) each process trains its shard with DDP.\n"
             "  --help\n");
 }
 
@@ -110,6 +119,7 @@ static void parse_options(int argc, char **argv, options *o) {
     o->log_every = 100;
     o->prefetch = 2;
     o->progress = -1;
+    ddpc_ddp_options_default(&o->ddp);
     float lr = 0, wd = 0, momentum = 0;
     int nesterov = 0;
     ddpc_optim_kind kind = DDPC_OPTIM_SGD;
@@ -163,6 +173,11 @@ static void parse_options(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--threads")) o->threads = (int)opt_long(name, val, 1, 1024);
         else if (!strcmp(name, "--prefetch")) o->prefetch = (int)opt_long(name, val, 0, 64);
         else if (!strcmp(name, "--max-batches")) o->max_batches = opt_long(name, val, 0, 1L << 40);
+        else if (!strcmp(name, "--bucket-mb")) o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5);
+        else if (!strcmp(name, "--first-bucket-mb")) o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5);
+        else if (!strcmp(name, "--compress")) {
+            if (ddpc_compress_parse(val, &o->ddp.compress) != DDPC_OK) bad_option("--compress: %s", ddpc_last_error());
+        }
         else bad_option("unknown option '%s'", name);
     }
     o->opt = ddpc_optim_options_default(kind);
@@ -180,8 +195,11 @@ static void parse_options(int argc, char **argv, options *o) {
 typedef struct trainer {
     options o;
     int rank, world;           /* one process: 0, 1 */
+    ddpc_comm *comm;           /* NULL with one process */
+    ddpc_ddp *ddp;             /* NULL with one process */
     ddpc_dataset *train_ds, *test_ds;
     ddpc_sampler *sampler;     /* this rank's shard of the training set */
+    ddpc_sampler *test_sampler; /* this rank's shard of the test set, in order */
     ddpc_loader *train, *test;
     ddpc_model *m;
     ddpc_optim *opt;
@@ -190,19 +208,13 @@ typedef struct trainer {
     FILE *metrics;
 } trainer;
 
-/* Makes the gradients the average over all ranks. With one process they
- * already are. */
-static ddpc_status sync_grads(trainer *t) {
-    (void)t;
-    return DDPC_OK;
-}
+/* Makes the gradients the average over all ranks (waits for DDP's
+ * buckets). With one process they already are. */
+static ddpc_status sync_grads(trainer *t) { return t->ddp ? ddpc_ddp_sync(t->ddp) : DDPC_OK; }
 
 /* Sums v[0..n) over all ranks, in place. With one process: unchanged. */
 static ddpc_status reduce_sums(trainer *t, double *v, int n) {
-    (void)t;
-    (void)v;
-    (void)n;
-    return DDPC_OK;
+    return t->ddp ? ddpc_ddp_allreduce_sum(t->ddp, v, n) : DDPC_OK;
 }
 
 static ddpc_status setup(trainer *t) {
@@ -228,7 +240,9 @@ static ddpc_status setup(trainer *t) {
                         t->train_ds->rows, t->train_ds->cols);
     DDPC_CHECK(ddpc_sampler_create((size_t)t->train_ds->n, t->world, t->rank, 1, o->seed, 0, &t->sampler));
     DDPC_CHECK(ddpc_loader_create(t->train_ds, t->sampler, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->train));
-    DDPC_CHECK(ddpc_loader_create(t->test_ds, NULL, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->test));
+    /* the test set in shards r, r+world, ... (padding is skipped when evaluating) */
+    DDPC_CHECK(ddpc_sampler_create((size_t)t->test_ds->n, t->world, t->rank, 0, 0, 0, &t->test_sampler));
+    DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->test));
     DDPC_CHECK(ddpc_model_preset(o->model, o->batch_size, o->seed, &t->m));
     DDPC_CHECK(ddpc_optim_create(t->m, &o->opt, &t->opt));
     if (o->resume) {
@@ -239,6 +253,8 @@ static ddpc_status setup(trainer *t) {
         if (t->rank == 0)
             printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done\n", o->resume, meta.epoch, meta.step);
     }
+    /* every rank loaded the same checkpoint; DDP makes rank 0's parameters everyone's */
+    if (t->comm) DDPC_CHECK(ddpc_ddp_create(t->comm, t->m, &o->ddp, &t->ddp));
     if (o->metrics && t->rank == 0) {
         t->metrics = fopen(o->metrics, "a");
         if (!t->metrics) return ddpc_err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
@@ -259,11 +275,13 @@ static ddpc_status setup(trainer *t) {
 
 static void teardown(trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    ddpc_ddp_destroy(t->ddp);
     ddpc_optim_free(t->opt);
     ddpc_model_free(t->m);
     ddpc_loader_free(t->train);
     ddpc_loader_free(t->test);
     ddpc_sampler_free(t->sampler);
+    ddpc_sampler_free(t->test_sampler);
     ddpc_dataset_free(t->train_ds);
     ddpc_dataset_free(t->test_ds);
 }
@@ -332,24 +350,31 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     return DDPC_OK;
 }
 
-/* Loss and accuracy over the test set (each rank would take a shard). */
+/* Loss and accuracy over the whole test set, each rank evaluating its shard
+ * (positions r, r+world, ...), then summed over ranks. The sampler pads the
+ * shards to equal length by wrapping round; those repeats sit at the end of
+ * a shard and are not counted, so every test sample counts exactly once. */
 static ddpc_status evaluate(trainer *t, epoch_sums *s) {
     memset(s, 0, sizeof *s);
     ddpc_model_train(t->m, 0);
     DDPC_CHECK(ddpc_loader_start_epoch(t->test, 0));
     size_t K = ddpc_model_out_features(t->m);
-    for (size_t guard = 0; guard <= ddpc_loader_num_batches(t->test); guard++) {
+    size_t n = (size_t)t->test_ds->n, mine = (n - (size_t)t->rank + (size_t)t->world - 1) / (size_t)t->world;
+    for (size_t seen = 0, guard = 0; guard <= ddpc_loader_num_batches(t->test); guard++) {
         const ddpc_batch *b;
         DDPC_CHECK(ddpc_loader_next(t->test, &b));
         if (!b) break;
+        int rows = seen + (size_t)b->size <= mine ? b->size : (int)(mine - seen);
+        seen += (size_t)b->size;
+        if (rows <= 0) continue;
         const float *logits;
         float loss;
         int correct;
         DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, &logits));
-        DDPC_CHECK(ddpc_cross_entropy(logits, b->y, b->size, (int)K, NULL, &loss, &correct));
-        s->v[0] += (double)loss * b->size;
+        DDPC_CHECK(ddpc_cross_entropy(logits, b->y, rows, (int)K, NULL, &loss, &correct));
+        s->v[0] += (double)loss * rows;
         s->v[1] += correct;
-        s->v[2] += b->size;
+        s->v[2] += rows;
     }
     ddpc_model_train(t->m, 1);
     return reduce_sums(t, s->v, 3);
@@ -363,7 +388,6 @@ static ddpc_status run(trainer *t) {
         epoch_sums tr, te;
         double secs = 0;
         DDPC_CHECK(train_epoch(t, epoch, &tr, &secs));
-        double samples_local = tr.v[2];
         DDPC_CHECK(reduce_sums(t, tr.v, 3));
         double te0 = ddpc_now();
         DDPC_CHECK(evaluate(t, &te));
@@ -371,7 +395,6 @@ static ddpc_status run(trainer *t) {
         double loss = tr.v[2] ? tr.v[0] / tr.v[2] : 0, train_acc = tr.v[2] ? tr.v[1] / tr.v[2] : 0;
         double test_acc = te.v[2] ? te.v[1] / te.v[2] : 0, test_loss = te.v[2] ? te.v[0] / te.v[2] : 0;
         double sps = secs > 0 ? tr.v[2] / secs : 0;
-        (void)samples_local;
         if (t->rank == 0) {
             printf("epoch %" PRIu64 ": loss %.4f | train acc %.2f%% | test acc %.2f%% | %.0f samples/s | %.2f s\n",
                    epoch, loss, 100 * train_acc, 100 * test_acc, sps, secs);
@@ -399,9 +422,22 @@ int main(int argc, char **argv) {
     parse_options(argc, argv, &t.o);
     t.rank = 0;
     t.world = 1;
-    ddpc_status s = setup(&t);
+    ddpc_status s = DDPC_OK;
+    if (getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("SLURM_PROCID")) {
+        s = ddpc_comm_init_env(&t.comm);
+        if (s == DDPC_OK) {
+            t.rank = ddpc_comm_rank(t.comm);
+            t.world = ddpc_comm_size(t.comm);
+        }
+    }
+    if (s == DDPC_OK) s = setup(&t);
     if (s == DDPC_OK) s = run(&t);
     if (s != DDPC_OK) fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
     teardown(&t);
+    ddpc_status d = ddpc_comm_destroy(t.comm);
+    if (s == DDPC_OK && d != DDPC_OK) {
+        fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(d), ddpc_last_error());
+        s = d;
+    }
     return s == DDPC_OK ? 0 : 1;
 }
