@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/sock.h"
 #include "test.h"
 
 static char out[1 << 20];
@@ -52,6 +53,18 @@ static int run(double timeout_s, const char *fmt, ...) {
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
     return t_run_cmd(cmd, timeout_s, out, sizeof out);
+}
+
+/* A port P free on 127.0.0.1 with P+1 free too (ddpc-run's store port). */
+static int free_port_pair(void) {
+    for (int i = 0; i < 50; i++) {
+        int p = t_free_port(), fd, got;
+        if (p >= 65535) continue;
+        if (ddpc_sock_listen("127.0.0.1", p + 1, 1, &fd, &got) != DDPC_OK) continue;
+        close(fd);
+        return p;
+    }
+    t_fail(__FILE__, __LINE__, "no pair of free ports");
 }
 
 static const char *R(void) {
@@ -95,7 +108,7 @@ TEST_T(run_workers_see_their_environment, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     for (int n = 1; n <= 8; n++) {
-        int port = t_free_port();
+        int port = free_port_pair();
         int rc = run(20, "TORCHELASTIC_USE_AGENT_STORE=True RANK=77 %s --nproc-per-node=%d --master-port=%d "
                      "--max-restarts=0 --run-id=job%d %s a 'b c'",
                      R(), n, port, n, sc);
@@ -112,7 +125,7 @@ TEST_T(run_workers_see_their_environment, 60) {
         else CHECK(strstr(out, "OMP_NUM_THREADS") == NULL);
     }
     /* a value the user set is kept */
-    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(), t_free_port(), sc);
+    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(), free_port_pair(), sc);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "OMP=3 OB=1");
 }
@@ -158,14 +171,14 @@ TEST_T(run_standalone_and_store_port, 30) {
     CHECK_EQ(run(10, "%s --standalone --nproc-per-node=2 %s", R(), sc), 0);
     CHECK_CONTAINS(out, "[1]: R=1 L=1 W=2");
     CHECK(strstr(out, "MP=29500") == NULL); /* a free port, not the default */
-    int mp = t_free_port(), sp = t_free_port();
+    int mp = free_port_pair(), sp = free_port_pair();
     CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d %s", R(), mp, sp, sc), 0);
     char want[64];
     snprintf(want, sizeof want, "MP=%d", mp);
     CHECK_CONTAINS(out, want);
     snprintf(want, sizeof want, "SP=%d", sp);
     CHECK_CONTAINS(out, want);
-    sp = t_free_port();
+    sp = free_port_pair();
     CHECK_EQ(run(10, "DDPC_LAUNCHER_STORE_PORT=%d %s --master-port=%d %s", sp, R(), mp, sc), 0);
     snprintf(want, sizeof want, "SP=%d", sp);
     CHECK_CONTAINS(out, want);
@@ -181,7 +194,7 @@ TEST_T(run_standalone_and_store_port, 30) {
 TEST_T(run_two_nodes_on_loopback, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
-    int port = t_free_port();
+    int port = free_port_pair();
     int rc = run(30,
                  "%s --nnodes=2 --node-rank=1 --nproc-per-node=3 --master-port=%d --run-id=two %s & "
                  "%s --nnodes=2 --node_rank=0 --nproc_per_node=3 --master_port=%d --run_id=two %s; r0=$?; "
@@ -282,7 +295,7 @@ TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
 TEST_T(run_failure_on_one_node_stops_the_other, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
-    int port = t_free_port();
+    int port = free_port_pair();
     double t0 = ddpc_now();
     int rc = run(30,
                  "export FAIL_RANK=3; %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
@@ -325,7 +338,7 @@ TEST_T(run_restarts, 60) {
     CHECK_CONTAINS(out, "(restart 1)");
 
     /* two nodes restart together, with log files per attempt */
-    int port = t_free_port();
+    int port = free_port_pair();
     rc = run(40,
              "%s --nnodes=2 --node-rank=1 --nproc-per-node=1 --master-port=%d --max-restarts=2 "
              "--monitor-interval=0.1 --log-dir=%s/logs %s & "
@@ -484,7 +497,7 @@ TEST_T(run_log_dir_redirects_and_tee, 60) {
 }
 
 TEST_T(run_node_that_never_arrives, 30) {
-    int port = t_free_port();
+    int port = free_port_pair();
     double t0 = ddpc_now();
     int rc = run(20, "%s --nnodes=3 --node-rank=0 --master-port=%d --join-timeout=1 true", R(), port);
     double dt = ddpc_now() - t0;
@@ -500,7 +513,7 @@ TEST_T(run_node_that_never_arrives, 30) {
 }
 
 TEST_T(run_refuses_a_second_job_with_the_same_run_id, 30) {
-    int port = t_free_port();
+    int port = free_port_pair();
     int rc = run(20,
                  "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & sleep 0.3; "
                  "%s --nnodes=3 --node-rank=1 --master-port=%d --run-id=same true; echo rc2=$?; "
@@ -519,7 +532,7 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     char body[256];
     snprintf(body, sizeof body, "touch %s/flag.$RANK; trap 'exit 0' TERM; sleep 30 & wait\n", d);
     const char *sc = script(d, "up.sh", body);
-    int port = t_free_port();
+    int port = free_port_pair();
     /* node 1's launcher is killed: node 0 stops its workers within
      * monitor-interval + heartbeat-timeout */
     double t0 = ddpc_now();
@@ -536,7 +549,7 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     CHECK_CONTAINS(out, "sent no heartbeat");
     CHECK(dt < 15);
     /* node 0's launcher is killed: node 1 loses the store at once */
-    port = t_free_port();
+    port = free_port_pair();
     rc = run(30,
              "rm -f %s/flag.*; %s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 %s & "
              "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 %s & "
