@@ -190,9 +190,11 @@ int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen) {
 }
 
 const char *t_bin(const char *name) {
-    static char buf[4096];
+    static char bufs[8][4096]; /* several may appear in one printf */
+    static int next;
+    char *buf = bufs[next++ % 8];
     const char *d = getenv("DDPC_BIN");
-    snprintf(buf, sizeof buf, "%s/%s", d && *d ? d : "build/bin", name);
+    snprintf(buf, sizeof bufs[0], "%s/%s", d && *d ? d : "build/bin", name);
     return buf;
 }
 

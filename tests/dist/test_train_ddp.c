@@ -1,0 +1,191 @@
+/* test_train_ddp.c — ddpc-train under ddpc-run on the real Fashion-MNIST
+ * data: it learns with 2 processes; resuming from a checkpoint equals a
+ * straight run; 2 nodes x 2 processes (loopback, and two network namespaces)
+ * give the same model as 1 node x 4 processes. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ddpc/nn.h"
+#include "test.h"
+
+#define DATA "/usr/share/datasets/fashion-mnist"
+
+static char out[1 << 16];
+
+static int run(double secs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(double secs, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return t_run_cmd(cmd, secs, out, sizeof out);
+}
+
+static void need_data(void) {
+    if (access(DATA "/train-images-idx3-ubyte.gz", R_OK) != 0)
+        SKIP("Fashion-MNIST is not installed in " DATA " (apt-get install dataset-fashion-mnist)");
+}
+
+static const char *tmp(const char *name) {
+    static char buf[8][256];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, 256, "/tmp/ddpc_ttd_%d_%s", (int)getpid(), name);
+    return b;
+}
+
+/* The parameters stored in a checkpoint of the linear model. */
+static void load_params(const char *path, float *p, size_t *n) {
+    ddpc_model *m;
+    CHECK_OK(ddpc_model_preset("linear", 1, 0, &m));
+    CHECK_OK(ddpc_checkpoint_load(path, m, NULL, NULL));
+    const float *b = ddpc_model_param_block(m, n);
+    memcpy(p, b, *n * sizeof *p);
+    ddpc_model_free(m);
+}
+
+static void same_params(const char *a, const char *b, double tol) {
+    static float pa[8192], pb[8192];
+    size_t na, nb;
+    load_params(a, pa, &na);
+    load_params(b, pb, &nb);
+    CHECK_EQ(na, nb);
+    double worst = 0;
+    for (size_t k = 0; k < na; k++) {
+        double d = fabs((double)pa[k] - (double)pb[k]);
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst <= tol, "%s and %s differ by up to %.3g (> %.3g)", a, b, worst, tol);
+}
+
+/* The test accuracy on ddpc-train's last epoch line. */
+static double last_test_acc(const char *text) {
+    double acc = -1;
+    for (const char *p = text; (p = strstr(p, "test acc ")); p++) acc = atof(p + 9);
+    return acc;
+}
+
+TEST_T(train_ddp_two_processes_learn, 120) {
+    need_data();
+    int port = t_free_port();
+    int rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s --epochs 1 --log-every 0 2>&1",
+                 t_bin("ddpc-run"), port, t_bin("ddpc-train"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
+    double acc = last_test_acc(out);
+    CHECK_MSG(acc > 78.0, "test accuracy %.2f%% after one epoch with 2 processes: %s", acc, out);
+}
+
+TEST_T(train_ddp_resume_matches_straight_run, 240) {
+    need_data();
+    const char *straight = tmp("straight.st"), *resumed = tmp("resumed.st");
+    const char *common = "--epochs %d --max-batches 40 --momentum 0.9 --lr 0.02 --log-every 0";
+    char args[256];
+    int port = t_free_port();
+    snprintf(args, sizeof args, common, 4);
+    int rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s %s --checkpoint %s 2>&1",
+                 t_bin("ddpc-run"), port, t_bin("ddpc-train"), args, straight);
+    CHECK_MSG(rc == 0, "straight run: rc=%d: %s", rc, out);
+    snprintf(args, sizeof args, common, 2);
+    rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s %s --checkpoint %s 2>&1",
+             t_bin("ddpc-run"), port, t_bin("ddpc-train"), args, resumed);
+    CHECK_MSG(rc == 0, "first half: rc=%d: %s", rc, out);
+    snprintf(args, sizeof args, common, 4);
+    rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s %s --resume %s --checkpoint %s 2>&1",
+             t_bin("ddpc-run"), port, t_bin("ddpc-train"), args, resumed, resumed);
+    CHECK_MSG(rc == 0, "second half: rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "resumed from");
+    same_params(straight, resumed, 1e-6);
+    unlink(straight);
+    unlink(resumed);
+}
+
+/* One node with 4 processes; the reference for the two-node runs. */
+static void one_node_four(const char *ckpt, double *acc) {
+    int port = t_free_port();
+    int rc = run(100, "%s --nproc-per-node=4 --master-port=%d %s --epochs 1 --max-batches 60 --log-every 0 "
+                 "--checkpoint %s 2>&1", t_bin("ddpc-run"), port, t_bin("ddpc-train"), ckpt);
+    CHECK_MSG(rc == 0, "1 node x 4: rc=%d: %s", rc, out);
+    *acc = last_test_acc(out);
+    CHECK(*acc > 0);
+}
+
+TEST_T(train_ddp_two_nodes_loopback_match_one_node, 240) {
+    need_data();
+    const char *one = tmp("one.st"), *two = tmp("two.st");
+    double acc1, acc2;
+    one_node_four(one, &acc1);
+    int port = t_free_port();
+    int rc = run(150,
+                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s --epochs 1 "
+                 "--max-batches 60 --log-every 0 >/dev/null 2>&1 & "
+                 "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d %s --epochs 1 "
+                 "--max-batches 60 --log-every 0 --checkpoint %s 2>&1; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+                 t_bin("ddpc-run"), port, t_bin("ddpc-train"), t_bin("ddpc-run"), port, t_bin("ddpc-train"), two);
+    CHECK_MSG(rc == 0, "2 nodes x 2: rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "rc0=0 rc1=0");
+    CHECK_CONTAINS(out, "batch 32 x 4 process(es)");
+    acc2 = last_test_acc(out);
+    CHECK_NEAR(acc2, acc1, 1e-9);
+    same_params(one, two, 1e-6);
+    unlink(one);
+    unlink(two);
+}
+
+TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
+    need_data();
+    if (geteuid() != 0) SKIP("needs root to create network namespaces");
+    char a[32], b[32], va[32], vb[32];
+    int id = (int)getpid() % 100000;
+    snprintf(a, sizeof a, "ddpcTA%d", id);
+    snprintf(b, sizeof b, "ddpcTB%d", id);
+    snprintf(va, sizeof va, "dta%d", id);
+    snprintf(vb, sizeof vb, "dtb%d", id);
+    int rc = run(20,
+                 "set -e; ip netns add %s; ip netns add %s; ip link add %s type veth peer name %s; "
+                 "ip link set %s netns %s; ip link set %s netns %s; "
+                 "ip -n %s addr add 198.18.9.1/24 dev %s; ip -n %s addr add 198.18.9.2/24 dev %s; "
+                 "ip -n %s link set %s up; ip -n %s link set %s up; ip -n %s link set lo up; ip -n %s link set lo up",
+                 a, b, va, vb, va, a, vb, b, a, va, b, vb, a, va, b, vb, a, b);
+    if (rc != 0) {
+        static char why[sizeof out];
+        snprintf(why, sizeof why, "%s", out);
+        run(10, "ip netns del %s; ip netns del %s", a, b);
+        SKIP("cannot set up network namespaces (%s)", why);
+    }
+    const char *one = tmp("one_ns.st"), *two = tmp("two_ns.st");
+    double acc1;
+    one_node_four(one, &acc1);
+    rc = run(150,
+             "ip netns exec %s %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-addr=198.18.9.1 "
+             "--master-port=29470 %s --epochs 1 --max-batches 60 --log-every 0 >/dev/null 2>&1 & "
+             "ip netns exec %s %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=198.18.9.1 "
+             "--master-port=29470 %s --epochs 1 --max-batches 60 --log-every 0 --checkpoint %s 2>&1; "
+             "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+             b, t_bin("ddpc-run"), t_bin("ddpc-train"), a, t_bin("ddpc-run"), t_bin("ddpc-train"), two);
+    static char saved[sizeof out];
+    snprintf(saved, sizeof saved, "%s", out);
+    run(10, "ip netns del %s; ip netns del %s", a, b);
+    CHECK_MSG(rc == 0, "2 nodes x 2 in namespaces: rc=%d: %s", rc, saved);
+    CHECK_CONTAINS(saved, "rc0=0 rc1=0");
+    CHECK_NEAR(last_test_acc(saved), acc1, 1e-9);
+    same_params(one, two, 1e-6);
+    unlink(one);
+    unlink(two);
+}
+
+TEST_T(train_ddp_example_runs, 120) {
+    need_data();
+    /* the seed's program, one epoch's worth of its output from rank 0 */
+    int port = t_free_port();
+    int rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s 2>&1",
+                 t_bin("ddpc-run"), port, t_bin("ddp_mnist"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "[0]: Epoch: 0 | Batch: 0 | Loss: ");
+    CHECK_CONTAINS(out, "[0]: Epoch: 9 | Batch: 900 | Loss: ");
+    CHECK(strstr(out, "[1]: Epoch:") == NULL); /* only rank 0 prints */
+}
