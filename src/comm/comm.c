@@ -161,26 +161,6 @@ static void comm_free(ddpc_comm *c) {
     free(c);
 }
 
-/* "ranks 2, 3" of those in [0, size) whose key "peer/<r>" is absent. */
-static void missing_ranks(ddpc_store *st, int size, char *buf, size_t len) {
-    size_t used = 0;
-    int shown = 0, total = 0;
-    buf[0] = '\0';
-    for (int r = 0; r < size; r++) {
-        char key[64];
-        snprintf(key, sizeof key, "peer/%d", r);
-        int ex = 0;
-        if (ddpc_store_check(st, key, &ex) == DDPC_OK && ex) continue;
-        total++;
-        if (shown < 32) {
-            int n = snprintf(buf + used, len - used, "%s%d", shown ? ", " : "", r);
-            if (n > 0 && (size_t)n < len - used) used += (size_t)n;
-            shown++;
-        }
-    }
-    if (total > shown) snprintf(buf + used, len - used, " and %d more", total - shown);
-}
-
 /* Steps 2–5 of the bootstrap (see the top of the file). st is the
  * communicator's prefixed view of the store (borrowed). */
 static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
@@ -225,14 +205,44 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
         snprintf(keybuf + r * 24, 24, "peer/%d", r);
         keys[r] = keybuf + r * 24;
     }
-    double left = deadline - ddpc_now();
-    s = ddpc_store_wait(st, keys, c->size, left > 0.001 ? left : 0.001);
-    if (s == DDPC_ERR_TIMEOUT) {
-        char miss[256];
-        missing_ranks(st, c->size, miss, sizeof miss);
-        s = ddpc_err(DDPC_ERR_TIMEOUT,
-                     "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
-                     miss, c->size, c->connect_timeout);
+    /* wait in short rounds, so that the ranks still missing are known even
+     * if the store's host gives up first */
+    {
+        int nmiss = c->size;
+        const char **miss = malloc(sizeof *miss * (size_t)c->size);
+        if (!miss) {
+            free(keybuf);
+            free(keys);
+            s = ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        memcpy(miss, keys, sizeof *miss * (size_t)c->size);
+        for (;;) {
+            int k = 0;
+            for (int i = 0; i < nmiss && s == DDPC_OK; i++) {
+                int ex = 0;
+                s = ddpc_store_check(st, miss[i], &ex);
+                if (!ex) miss[k++] = miss[i];
+            }
+            if (s == DDPC_OK) nmiss = k;
+            if (s != DDPC_OK || nmiss == 0 || ddpc_expired(deadline)) break;
+            double left = deadline - ddpc_now();
+            ddpc_status w = ddpc_store_wait(st, miss, nmiss, left < 0.25 ? (left > 0.001 ? left : 0.001) : 0.25);
+            if (w != DDPC_OK && w != DDPC_ERR_TIMEOUT) s = w;
+        }
+        if (nmiss > 0) {
+            char list[256] = "", why[512] = "";
+            size_t used = 0;
+            for (int i = 0; i < nmiss && i < 32; i++) {
+                int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", miss[i] + 5);
+                if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
+            }
+            if (nmiss > 32) snprintf(list + used, sizeof list - used, " and %d more", nmiss - 32);
+            if (s != DDPC_OK) snprintf(why, sizeof why, " (then the store went away: %s)", ddpc_last_error());
+            s = ddpc_err(DDPC_ERR_TIMEOUT, "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
+                         c->rank, list, c->size, c->connect_timeout, why);
+        }
+        free(miss);
     }
     for (int r = 0; r < c->size && s == DDPC_OK; r++) {
         void *v = NULL;
@@ -613,6 +623,8 @@ static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
     e.fp.count = a->count;
     e.fp.seq = is_collective(a->kind) ? c->seq++ : 0;
     e.deadline = ddpc_deadline_in(c->exec_timeout);
+    e.lost = -1;
+    e.culprit = -1;
     if (ddpc_log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
         char d[160];
         ddpc__describe(&e.fp, d, sizeof d);

@@ -49,6 +49,8 @@ enum {
     DDPC_F_DATA = 0,  /* payload of the operation */
     DDPC_F_CHECK = 1, /* fingerprint-only message (rooted collectives) */
     DDPC_F_BYE = 2,   /* the sender destroyed its communicator cleanly */
+    DDPC_F_FAIL = 3,  /* the sender failed: nbytes = its status, rsvd = the rank it lost
+                       * or disagreed with; the fingerprint is the sender's call */
 };
 
 typedef struct ddpc_hdr {
@@ -153,6 +155,8 @@ typedef struct ddpc_exec {
     ddpc_args a;
     ddpc_hdr fp;     /* header template: kind, dtype, op, root, seq, count */
     double deadline; /* absolute */
+    int lost;        /* the rank whose loss failed this operation, or -1 */
+    int culprit;     /* the rank whose call differed from this one's, or -1 */
 } ddpc_exec;
 
 /* ------------------------------------------------------------ progress */

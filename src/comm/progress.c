@@ -83,8 +83,19 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     snprintf(c->last_err, sizeof c->last_err, "%s", full);
     pthread_mutex_unlock(&c->err_mu);
     DDPC_WARN(COLL, "%s", full);
+    /* tell every peer why, where the stream is at a message boundary, so
+     * ranks that only see this one close can name the rank really lost */
+    ddpc_hdr note = e->fp;
+    note.flags = DDPC_F_FAIL;
+    note.nbytes = (uint64_t)s;
+    note.rsvd = (uint32_t)(s == DDPC_ERR_MISMATCH ? e->culprit : e->lost);
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
+        if (pe->conn && p != e->lost && (!pe->sq || pe->sq->x.done == 0)) {
+            ddpc_xfer x;
+            ddpc_xfer_init(&x, &note, sizeof note, NULL, 0);
+            pe->tp->send(pe->conn, &x, NULL);
+        }
         pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
         if (pe->conn) pe->tp->shutdown(pe->conn);
     }
@@ -148,6 +159,48 @@ void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbyt
     ddpc__post_recv_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
 }
 
+static int same_call(const ddpc_hdr *a, const ddpc_hdr *b) {
+    return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->count == b->count && a->seq == b->seq;
+}
+
+/* A peer's failure notice h: fail this rank too, naming the rank it lost or
+ * both calls of a mismatch. */
+static ddpc_status peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h) {
+    ddpc_status st = h->nbytes < DDPC_STATUS_COUNT ? (ddpc_status)h->nbytes : DDPC_ERR_PEER_LOST;
+    int who = (int32_t)h->rsvd;
+    char mine[160], theirs[160];
+    if (st == DDPC_ERR_PEER_LOST && who >= 0 && who < e->c->size) {
+        e->lost = who;
+        return ddpc__fail(e, DDPC_ERR_PEER_LOST,
+                          "lost rank %d (rank %d saw it go and gave up; it exited, crashed, was killed or aborted)",
+                          who, peer);
+    }
+    if (st == DDPC_ERR_MISMATCH) {
+        ddpc__describe(&e->fp, mine, sizeof mine);
+        ddpc__describe(h, theirs, sizeof theirs);
+        e->culprit = same_call(h, &e->fp) ? who : peer;
+        if (h->seq != e->fp.seq) /* a failure in an operation this rank is not in */
+            return ddpc__fail(e, DDPC_ERR_MISMATCH,
+                              "rank %d found a collective mismatch in its operation #%llu (%s) and gave up",
+                              peer, (unsigned long long)h->seq, theirs);
+        if (!same_call(h, &e->fp))
+            return ddpc__fail(e, DDPC_ERR_MISMATCH,
+                              "collective mismatch: this rank (%d) called %s as operation #%llu but rank %d "
+                              "called %s as operation #%llu",
+                              e->c->rank, mine, (unsigned long long)e->fp.seq, peer, theirs,
+                              (unsigned long long)h->seq);
+        return ddpc__fail(e, DDPC_ERR_MISMATCH,
+                          "collective mismatch: rank %d's call differs from rank %d's and this rank's "
+                          "(%d) %s as operation #%llu",
+                          who, peer, e->c->rank, mine, (unsigned long long)e->fp.seq);
+    }
+    if (st == DDPC_ERR_ABORTED)
+        return ddpc__fail(e, DDPC_ERR_PEER_LOST, "lost rank %d: it aborted its communicator", peer);
+    return ddpc__fail(e, DDPC_ERR_PEER_LOST, "lost rank %d: it failed (%s) and gave up", peer,
+                      ddpc_status_str(st));
+}
+
 /* Compares a received header with the expected one. */
 static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
     const ddpc_hdr *h = &r->hdr, *w = &r->want;
@@ -156,14 +209,15 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
         return ddpc__fail(e, DDPC_ERR_PROTOCOL,
                           "rank %d sent a message without ddpc's magic (0x%08x): corrupt stream",
                           r->peer, (unsigned)h->magic);
+    if (h->flags == DDPC_F_FAIL) return peer_failed(e, r->peer, h);
     ddpc__describe(w, mine, sizeof mine);
     if (h->flags == DDPC_F_BYE)
         return ddpc__fail(e, DDPC_ERR_MISMATCH,
                           "rank %d destroyed its communicator while this rank (%d) waits in %s #%" PRIu64
                           ": the ranks issued different numbers of operations",
                           r->peer, e->c->rank, mine, w->seq);
-    if (h->kind != w->kind || h->dtype != w->dtype || h->op != w->op || h->root != w->root ||
-        h->count != w->count || h->seq != w->seq || h->flags != w->flags) {
+    if (!same_call(h, w) || h->flags != w->flags) {
+        e->culprit = r->peer;
         ddpc__describe(h, theirs, sizeof theirs);
         return ddpc__fail(e, DDPC_ERR_MISMATCH,
                           "collective mismatch: this rank (%d) called %s as operation #%" PRIu64
@@ -199,7 +253,20 @@ static void closed_peers(ddpc_comm *c, int skip, char *buf, size_t len) {
     }
 }
 
+static ddpc_status peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h);
+
 static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) {
+    ddpc_peer *pe = &e->c->peers[peer];
+    /* did it leave a failure notice (naming the rank it lost) before closing? */
+    if (s == DDPC_ERR_PEER_LOST && !pe->rq && !pe->rx_future) {
+        ddpc_hdr h;
+        size_t got = 0;
+        int eof = 0;
+        if (pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) == DDPC_OK && got >= sizeof h &&
+            h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL)
+            return peer_failed(e, peer, &h);
+    }
+    e->lost = peer;
     char more[256];
     char why[512];
     snprintf(why, sizeof why, "%s", ddpc_last_error());
@@ -279,7 +346,10 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
         return lost(e, p, DDPC_ERR_PEER_LOST, "watching");
     }
     if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE) pe->bye = 1;
-    else pe->rx_future = 1;
+    else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL &&
+             !(e->fp.kind != DDPC_K_SEND && h.kind != DDPC_K_SEND && h.seq > e->fp.seq))
+        return peer_failed(e, p, &h);
+    else pe->rx_future = 1; /* data, or a failure in a later operation: for later */
     return DDPC_OK;
 }
 
@@ -374,9 +444,16 @@ ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n) {
 
 ddpc_status ddpc__check_ring(ddpc_exec *e) {
     ddpc_comm *c = e->c;
-    if (c->size == 1) return DDPC_OK;
-    ddpc_req r[2];
-    ddpc__post_send_flags(e, &r[0], (c->rank + 1) % c->size, NULL, 0, DDPC_F_CHECK);
-    ddpc__post_recv_flags(e, &r[1], (c->rank + c->size - 1) % c->size, NULL, 0, DDPC_F_CHECK);
-    return ddpc__wait_all(e, r, 2);
+    int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
+    if (n == 1) return DDPC_OK;
+    /* both directions: every neighbour of an odd one out notices */
+    ddpc_req r[4];
+    int k = 0;
+    ddpc__post_send_flags(e, &r[k++], next, NULL, 0, DDPC_F_CHECK);
+    ddpc__post_recv_flags(e, &r[k++], prev, NULL, 0, DDPC_F_CHECK);
+    if (n > 2) {
+        ddpc__post_send_flags(e, &r[k++], prev, NULL, 0, DDPC_F_CHECK);
+        ddpc__post_recv_flags(e, &r[k++], next, NULL, 0, DDPC_F_CHECK);
+    }
+    return ddpc__wait_all(e, r, k);
 }

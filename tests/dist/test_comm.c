@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/sock.h"
 #include "comm/comm.h"
 #include "test.h"
 
@@ -148,3 +149,581 @@ TEST_T(comm_colls_w3_auto, 110) { run_all(3, NULL); }
 TEST_T(comm_colls_w4_ring, 110) { run_all(4, "ring"); }
 TEST_T(comm_colls_w5_tree, 110) { run_all(5, "tree"); }
 TEST_T(comm_colls_w6_rhd, 110) { run_all(6, "rhd"); }
+
+/* ------------------------------------------------------------ bootstrap variants */
+
+static void sum_check(ddpc_comm *c, int expect_sum) {
+    int32_t x = ddpc_comm_rank(c), y = -1;
+    CHECK_OK(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM));
+    CHECK_EQ(y, expect_sum);
+}
+
+static void url_body(int rank, int world, void *arg) {
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_url(&c, url, rank, world));
+    CHECK_EQ(ddpc_comm_rank(c), rank);
+    CHECK_EQ(ddpc_comm_size(c), world);
+    CHECK_EQ(ddpc_comm_local_rank(c), rank); /* one host */
+    CHECK_EQ(ddpc_comm_local_size(c), world);
+    sum_check(c, world * (world - 1) / 2);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_init_url, 30) {
+    g_port = t_free_port();
+    t_run_ranks(3, 25, url_body, NULL);
+    ddpc_comm *c;
+    CHECK_STATUS(ddpc_comm_init_url(&c, "http://x:1", 0, 1), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "tcp://");
+    CHECK_STATUS(ddpc_comm_init_url(&c, "tcp://127.0.0.1:99999", 0, 1), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_init_url(&c, "tcp://127.0.0.1:5000", 3, 2), DDPC_ERR_INVALID_ARG);
+}
+
+static int g_pipe[2];
+
+static void uid_body(int rank, int world, void *arg) {
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    ddpc_unique_id id;
+    if (rank == 0) {
+        CHECK_OK(ddpc_get_unique_id(&id));
+        for (int i = 1; i < world; i++) CHECK(write(g_pipe[1], &id, sizeof id) == (ssize_t)sizeof id);
+    } else {
+        CHECK(read(g_pipe[0], &id, sizeof id) == (ssize_t)sizeof id);
+    }
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_rank(&c, world, &id, rank));
+    sum_check(c, world * (world - 1) / 2);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_init_unique_id, 30) {
+    CHECK(pipe(g_pipe) == 0);
+    t_run_ranks(4, 25, uid_body, NULL);
+    ddpc_unique_id bad;
+    memset(&bad, 0, sizeof bad);
+    ddpc_comm *c;
+    CHECK_STATUS(ddpc_comm_init_rank(&c, 2, &bad, 0), DDPC_ERR_INVALID_ARG);
+}
+
+static void ompi_body(int rank, int world, void *arg) {
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    char b[16];
+    snprintf(b, sizeof b, "%d", rank);
+    setenv("OMPI_COMM_WORLD_RANK", b, 1);
+    snprintf(b, sizeof b, "%d", world);
+    setenv("OMPI_COMM_WORLD_SIZE", b, 1);
+    snprintf(b, sizeof b, "%d", g_port);
+    setenv("MASTER_PORT", b, 1);
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_EQ(ddpc_comm_rank(c), rank);
+    sum_check(c, world * (world - 1) / 2);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_init_ompi_vars, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, ompi_body, NULL);
+}
+
+/* ------------------------------------------------------------ split */
+
+static void split_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    ddpc_comm *s = NULL;
+    int color = rank == world - 1 ? -1 : rank % 2;
+    CHECK_OK(ddpc_comm_split(c, color, -rank, &s));
+    if (color < 0) {
+        CHECK(s == NULL);
+    } else {
+        int members = 0, sum = 0, before = 0;
+        for (int r = 0; r < world - 1; r++)
+            if (r % 2 == color) {
+                members++;
+                sum += r;
+                if (r > rank) before++; /* key = -rank: higher old ranks first */
+            }
+        CHECK_EQ(ddpc_comm_size(s), members);
+        CHECK_EQ(ddpc_comm_rank(s), before);
+        int32_t x = rank, y = -1;
+        CHECK_OK(ddpc_allreduce(s, &x, &y, 1, DDPC_INT32, DDPC_SUM));
+        CHECK_EQ(y, sum);
+        /* a split of the split */
+        ddpc_comm *s2 = NULL;
+        CHECK_OK(ddpc_comm_split(s, 0, 0, &s2));
+        CHECK_EQ(ddpc_comm_size(s2), members);
+        CHECK_OK(ddpc_comm_destroy(s2));
+    }
+    /* the parent still works */
+    sum_check(c, world * (world - 1) / 2);
+    CHECK_OK(ddpc_comm_destroy(s));
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_split, 40) {
+    g_port = t_free_port();
+    t_run_ranks(5, 35, split_body, NULL);
+}
+
+/* ------------------------------------------------------------ async */
+
+static void async_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    enum { K = 6 };
+    size_t n = 50000;
+    float *buf[K];
+    ddpc_work *w[K];
+    for (int k = 0; k < K; k++) {
+        buf[k] = malloc(sizeof(float) * n);
+        for (size_t i = 0; i < n; i++) buf[k][i] = (float)(k * 100 + rank);
+    }
+    for (int k = 0; k < K; k++) CHECK_OK(ddpc_allreduce_async(c, buf[k], buf[k], n, DDPC_FLOAT32, DDPC_SUM, &w[k]));
+    /* a blocking call after queued ones runs after them, in order */
+    int32_t x = 1, y = 0;
+    CHECK_OK(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM));
+    CHECK_EQ(y, world);
+    int done = 0;
+    CHECK_OK(ddpc_work_test(w[0], &done));
+    CHECK_EQ(done, 1); /* ran before the blocking call */
+    for (int k = K - 1; k >= 0; k--) {
+        CHECK_OK(ddpc_work_wait(w[k], 10));
+        float want = (float)(world * k * 100 + world * (world - 1) / 2);
+        for (size_t i = 0; i < n; i += 997) CHECK_NEAR(buf[k][i], want, 0);
+        ddpc_work_free(w[k]);
+        free(buf[k]);
+    }
+    /* broadcast + barrier async, freed without waiting */
+    ddpc_work *wb, *wr;
+    int32_t v = rank == 1 ? 42 : 0;
+    CHECK_OK(ddpc_broadcast_async(c, &v, &v, 1, DDPC_INT32, 1, &wb));
+    CHECK_OK(ddpc_barrier_async(c, &wr));
+    ddpc_work_free(wb);
+    CHECK_OK(ddpc_work_wait(wr, -1));
+    ddpc_work_free(wr);
+    CHECK_EQ(v, 42);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_async_outstanding, 40) {
+    g_port = t_free_port();
+    t_run_ranks(3, 35, async_body, NULL);
+}
+
+static void wait_timeout_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t x = rank + 1, y = 0;
+    if (rank == 1) ddpc_sleep(1.0);
+    ddpc_work *w;
+    CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &w));
+    if (rank == 0) {
+        double t0 = ddpc_now();
+        CHECK_STATUS(ddpc_work_wait(w, 0.2), DDPC_ERR_TIMEOUT);
+        CHECK(ddpc_now() - t0 < 0.9);
+        int done = 1;
+        CHECK_OK(ddpc_work_test(w, &done));
+        CHECK_EQ(done, 0);
+    }
+    CHECK_OK(ddpc_work_wait(w, -1));
+    CHECK_EQ(y, 3);
+    ddpc_work_free(w);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_work_wait_timeout, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, wait_timeout_body, NULL);
+}
+
+/* ------------------------------------------------------------ abort */
+
+#include <pthread.h>
+
+typedef struct {
+    ddpc_comm *c;
+    ddpc_status st;
+    double took;
+} blocked_call;
+
+static void *blocked_thread(void *arg) {
+    blocked_call *b = arg;
+    int32_t x = 1, y = 0;
+    double t0 = ddpc_now();
+    b->st = ddpc_allreduce(b->c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+    b->took = ddpc_now() - t0;
+    return NULL;
+}
+
+static void abort_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    if (rank == 0) {
+        /* a blocking call on another thread and a queued async one */
+        blocked_call b = {c, DDPC_OK, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, blocked_thread, &b);
+        ddpc_sleep(0.3);
+        ddpc_work *w;
+        int32_t x = 1, y;
+        CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &w));
+        CHECK_OK(ddpc_comm_abort(c));
+        pthread_join(th, NULL);
+        CHECK_STATUS(b.st, DDPC_ERR_ABORTED);
+        CHECK(b.took < 2.0);
+        CHECK_STATUS(ddpc_work_wait(w, 5), DDPC_ERR_ABORTED);
+        ddpc_work_free(w);
+        CHECK_STATUS(ddpc_barrier(c), DDPC_ERR_ABORTED);
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "abort");
+    } else {
+        /* the peer sees rank 0 as lost, quickly */
+        ddpc_sleep(0.8);
+        int32_t x = 1, y;
+        double t0 = ddpc_now();
+        /* the first may complete from what rank 0 sent before it aborted */
+        ddpc_status s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        if (s == DDPC_OK) s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        CHECK(s != DDPC_OK);
+        CHECK(ddpc_now() - t0 < 3.0);
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "rank 0");
+    }
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_abort_wakes_blocked, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, abort_body, NULL);
+}
+
+/* ------------------------------------------------------------ a killed rank */
+
+static void killed_body(int rank, int world, void *arg) {
+    setenv("DDPC_TIMEOUT", "60", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    setenv("DDPC_TIMEOUT", "60", 1);
+    size_t n = 4u << 20;
+    float *x = calloc(n, sizeof(float));
+    for (int it = 0; it < 1000; it++) {
+        if (rank == 2 && it == 3) {
+            ddpc_work *w;
+            CHECK_OK(ddpc_allreduce_async(c, x, x, n, DDPC_FLOAT32, DDPC_SUM, &w));
+            ddpc_sleep(0.05); /* in the middle of it */
+            raise(SIGKILL);
+        }
+        double t0 = ddpc_now();
+        ddpc_status s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
+        if (s == DDPC_OK) continue;
+        double took = ddpc_now() - t0;
+        CHECK_MSG(took < 5.0, "rank %d noticed after %.2f s", rank, took);
+        CHECK_CONTAINS(ddpc_last_error(), "lost rank 2");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "lost rank 2");
+        CHECK(s == DDPC_ERR_PEER_LOST);
+        /* later calls fail at once, with the first error */
+        CHECK(ddpc_barrier(c) == DDPC_ERR_PEER_LOST);
+        CHECK_OK(ddpc_comm_destroy(c));
+        free(x);
+        return;
+    }
+    CHECK_MSG(0, "rank %d never saw rank 2 die", rank);
+}
+
+TEST_T(comm_rank_killed_mid_collective, 40) {
+    g_port = t_free_port();
+    int st[4];
+    t_run_ranks_status(4, 30, killed_body, NULL, st);
+    for (int r = 0; r < 4; r++) {
+        if (r == 2) {
+            CHECK(st[r] != -1 && WIFSIGNALED(st[r]));
+            continue;
+        }
+        CHECK_MSG(st[r] != -1, "rank %d hung", r);
+        CHECK_MSG(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed", r);
+    }
+}
+
+/* ------------------------------------------------------------ bad environments */
+
+static void clear_env(void) {
+    const char *v[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                       "DDPC_STORE_ADDR", "DDPC_STORE_PORT", "DDPC_TIMEOUT", "DDPC_ALGO",
+                       "DDPC_CONNECT_TIMEOUT", "DDPC_IF_IP", "HCCL_IF_IP", "DDPC_SOCKET_IFNAME",
+                       "HCCL_SOCKET_IFNAME"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) unsetenv(v[i]);
+}
+
+/* init_env must fail with want, its message containing needle, quickly. */
+static void bad_env(ddpc_status want, const char *needle) {
+    ddpc_comm *c = (ddpc_comm *)1;
+    double t0 = ddpc_now();
+    CHECK_STATUS(ddpc_comm_init_env(&c), want);
+    CHECK(c == NULL);
+    CHECK(ddpc_now() - t0 < 3.0);
+    CHECK_CONTAINS(ddpc_last_error(), needle);
+    CHECK(strchr(ddpc_last_error(), '\n') == NULL); /* one line */
+}
+
+TEST_T(comm_bad_environment, 40) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", t_free_port());
+    clear_env();
+    bad_env(DDPC_ERR_ENV, "RANK is not set");
+    setenv("RANK", "abc", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    bad_env(DDPC_ERR_ENV, "RANK='abc'");
+    setenv("RANK", "2", 1);
+    bad_env(DDPC_ERR_ENV, "RANK=2 is not below WORLD_SIZE=2");
+    unsetenv("WORLD_SIZE");
+    bad_env(DDPC_ERR_ENV, "WORLD_SIZE is not set");
+    setenv("WORLD_SIZE", "0", 1);
+    setenv("RANK", "0", 1);
+    bad_env(DDPC_ERR_ENV, "WORLD_SIZE='0'");
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_PORT", "70000", 1);
+    bad_env(DDPC_ERR_ENV, "MASTER_PORT='70000'");
+    setenv("MASTER_PORT", "x1", 1);
+    bad_env(DDPC_ERR_ENV, "MASTER_PORT='x1'");
+    setenv("MASTER_PORT", port, 1);
+    setenv("DDPC_TIMEOUT", "soon", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_TIMEOUT='soon'");
+    unsetenv("DDPC_TIMEOUT");
+    setenv("HCCL_EXEC_TIMEOUT", "-3", 1);
+    bad_env(DDPC_ERR_ENV, "HCCL_EXEC_TIMEOUT='-3'");
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    setenv("DDPC_ALGO", "fastest", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_ALGO='fastest'");
+    unsetenv("DDPC_ALGO");
+    setenv("LOCAL_RANK", "5", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    bad_env(DDPC_ERR_ENV, "LOCAL_RANK='5'");
+    unsetenv("LOCAL_RANK");
+    unsetenv("LOCAL_WORLD_SIZE");
+    setenv("DDPC_STORE_PORT", "1234", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_STORE_ADDR is not set");
+    unsetenv("DDPC_STORE_PORT");
+    /* rank 0 cannot host the store on an address that is not this host's */
+    setenv("MASTER_ADDR", "198.18.0.1", 1);
+    bad_env(DDPC_ERR_ENV, "MASTER_ADDR=198.18.0.1");
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    /* port in use */
+    int fd, bound;
+    CHECK_OK(ddpc_sock_listen("127.0.0.1", 0, 4, &fd, &bound));
+    char inuse[16];
+    snprintf(inuse, sizeof inuse, "%d", bound);
+    setenv("MASTER_PORT", inuse, 1);
+    bad_env(DDPC_ERR_ENV, "in use");
+    CHECK_CONTAINS(ddpc_last_error(), inuse);
+    close(fd);
+}
+
+TEST_T(comm_unreachable_master, 20) {
+    clear_env();
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    char port[16];
+    snprintf(port, sizeof port, "%d", t_free_port());
+    setenv("MASTER_PORT", port, 1);
+    setenv("DDPC_CONNECT_TIMEOUT", "1", 1);
+    ddpc_comm *c;
+    double t0 = ddpc_now();
+    CHECK_STATUS(ddpc_comm_init_env(&c), DDPC_ERR_TIMEOUT);
+    double took = ddpc_now() - t0;
+    CHECK_MSG(took < 4.0, "took %.2f s", took);
+    CHECK_CONTAINS(ddpc_last_error(), "MASTER_ADDR=127.0.0.1");
+    CHECK_CONTAINS(ddpc_last_error(), port);
+    CHECK_CONTAINS(ddpc_last_error(), "DDPC_CONNECT_TIMEOUT");
+}
+
+/* Ranks 0 and 1 of 3 come; 2 never does. */
+static void missing_body(int rank, int world, void *arg) {
+    t_set_rank_env(rank, 3, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "1.5", 1);
+    ddpc_comm *c;
+    double t0 = ddpc_now();
+    CHECK_STATUS(ddpc_comm_init_env(&c), DDPC_ERR_TIMEOUT);
+    CHECK(ddpc_now() - t0 < 5.0);
+    CHECK_CONTAINS(ddpc_last_error(), "ranks 2 of 3 never arrived");
+}
+
+TEST_T(comm_connect_timeout_names_missing, 20) {
+    g_port = t_free_port();
+    t_run_ranks(2, 15, missing_body, NULL);
+}
+
+/* ------------------------------------------------------------ mismatches */
+
+typedef struct {
+    int which;
+} mm_arg;
+
+static void mismatch_body(int rank, int world, void *arg) {
+    int which = ((mm_arg *)arg)->which;
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t buf[64] = {0}, out[64 * 8];
+    sum_check(c, world * (world - 1) / 2); /* one good one first */
+    ddpc_status s;
+    const char *mine = "", *theirs = "";
+    switch (which) {
+    case 0: /* op */
+        s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, rank == 1 ? DDPC_MAX : DDPC_SUM);
+        mine = rank == 1 ? "max" : "sum";
+        theirs = rank == 1 ? "sum" : "max";
+        break;
+    case 1: /* count */
+        s = ddpc_allreduce(c, buf, out, rank == 1 ? 9 : 8, DDPC_INT32, DDPC_SUM);
+        mine = rank == 1 ? "count=9" : "count=8";
+        theirs = rank == 1 ? "count=8" : "count=9";
+        break;
+    case 2: /* dtype */
+        s = ddpc_allreduce(c, buf, out, 8, rank == 1 ? DDPC_FLOAT32 : DDPC_INT32, DDPC_SUM);
+        mine = rank == 1 ? "float32" : "int32";
+        theirs = rank == 1 ? "int32" : "float32";
+        break;
+    case 3: /* root */
+        s = ddpc_broadcast(c, buf, buf, 8, DDPC_INT32, rank == 1 ? 1 : 0);
+        mine = rank == 1 ? "root=1" : "root=0";
+        theirs = rank == 1 ? "root=0" : "root=1";
+        break;
+    default: /* kind */
+        if (rank == 1) s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
+        else s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, DDPC_SUM);
+        mine = rank == 1 ? "allgather" : "allreduce";
+        theirs = rank == 1 ? "allreduce" : "allgather";
+        break;
+    }
+    /* the odd one out names both calls; the others fail too (naming what
+     * they saw: the mismatch, or the odd one giving up), none hangs */
+    if (rank == 1) {
+        CHECK_STATUS(s, DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), mine);
+        CHECK_CONTAINS(ddpc_last_error(), theirs);
+        CHECK_CONTAINS(ddpc_last_error(), "this rank (1)");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), theirs);
+    } else {
+        CHECK_MSG(s == DDPC_ERR_MISMATCH || s == DDPC_ERR_PEER_LOST || (which == 3 && s == DDPC_OK),
+                  "rank %d: %s (%s)", rank, ddpc_status_str(s), ddpc_last_error());
+        if (s == DDPC_ERR_MISMATCH) CHECK_CONTAINS(ddpc_last_error(), "mismatch");
+    }
+    /* the communicator stays failed */
+    if (s != DDPC_OK) CHECK_EQ(ddpc_barrier(c), s);
+    else CHECK(ddpc_barrier(c) != DDPC_OK);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+static void run_mismatch(int which, int world) {
+    mm_arg a = {which};
+    g_port = t_free_port();
+    t_run_ranks(world, 25, mismatch_body, &a);
+}
+
+TEST_T(comm_mismatch_op, 30) { run_mismatch(0, 2); }
+TEST_T(comm_mismatch_count, 30) { run_mismatch(1, 3); }
+TEST_T(comm_mismatch_dtype, 30) { run_mismatch(2, 2); }
+TEST_T(comm_mismatch_root, 30) { run_mismatch(3, 3); }
+TEST_T(comm_mismatch_kind, 30) { run_mismatch(4, 4); }
+
+static void p2p_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t a[100], b[100];
+    for (int i = 0; i < 100; i++) a[i] = rank * 1000 + i;
+    if (rank == 0) {
+        CHECK_OK(ddpc_send(c, a, 100, DDPC_INT32, 1));
+        CHECK_OK(ddpc_recv(c, b, 100, DDPC_INT32, 1));
+        for (int i = 0; i < 100; i++) CHECK_EQ(b[i], 1000 + i);
+        CHECK_OK(ddpc_send(c, a, 10, DDPC_INT32, 1)); /* receiver expects 11 */
+    } else {
+        CHECK_OK(ddpc_recv(c, b, 100, DDPC_INT32, 0));
+        for (int i = 0; i < 100; i++) CHECK_EQ(b[i], i);
+        CHECK_OK(ddpc_send(c, a, 100, DDPC_INT32, 0));
+        CHECK_STATUS(ddpc_recv(c, b, 11, DDPC_INT32, 0), DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), "count=10");
+    }
+    CHECK_STATUS(ddpc_send(c, a, 1, DDPC_INT32, rank), DDPC_ERR_INVALID_ARG);
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_send_recv, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, p2p_body, NULL);
+}
+
+/* ------------------------------------------------------------ interfaces */
+
+TEST(comm_ifname_syntax) {
+    CHECK(ddpc__ifname_match("eth,enp", "eth0"));
+    CHECK(ddpc__ifname_match("eth,enp", "enp3s0"));
+    CHECK(!ddpc__ifname_match("eth,enp", "lo"));
+    CHECK(!ddpc__ifname_match("^eth", "eth1"));
+    CHECK(ddpc__ifname_match("^eth", "lo"));
+    CHECK(ddpc__ifname_match("=eth0", "eth0"));
+    CHECK(!ddpc__ifname_match("=eth0", "eth01"));
+    CHECK(!ddpc__ifname_match("^=eth0", "eth0"));
+    CHECK(ddpc__ifname_match("^=eth0", "eth01"));
+    CHECK(ddpc__ifname_match("=lo,=eth0", "lo"));
+}
+
+static void iface_body(int rank, int world, void *arg) {
+    const char *spec = arg;
+    char var[64];
+    snprintf(var, sizeof var, "%s", spec);
+    char *eq = strchr(var, ':');
+    *eq = '\0';
+    setenv(var, eq + 1, 1);
+    ddpc_comm *c = env_comm(rank, world);
+    sum_check(c, 1);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+static void run_iface(const char *spec) {
+    g_port = t_free_port();
+    t_run_ranks(2, 20, iface_body, (void *)spec);
+}
+
+TEST_T(comm_iface_by_ip, 30) {
+    run_iface("DDPC_IF_IP:127.0.0.1");
+    run_iface("HCCL_IF_IP:127.0.0.1");
+}
+
+TEST_T(comm_iface_by_name, 30) {
+    run_iface("DDPC_SOCKET_IFNAME:lo");
+    run_iface("HCCL_SOCKET_IFNAME:=lo");
+}
+
+TEST_T(comm_iface_errors, 30) {
+    char ip[64], ifn[64];
+    clear_env();
+    setenv("DDPC_IF_IP", "198.18.7.7", 1);
+    CHECK_STATUS(ddpc__choose_ip("127.0.0.1", ip, sizeof ip, ifn, sizeof ifn), DDPC_ERR_NOT_FOUND);
+    CHECK_CONTAINS(ddpc_last_error(), "DDPC_IF_IP=198.18.7.7");
+    CHECK_CONTAINS(ddpc_last_error(), "lo");
+    setenv("DDPC_IF_IP", "not-an-ip", 1);
+    CHECK_STATUS(ddpc__choose_ip("127.0.0.1", ip, sizeof ip, ifn, sizeof ifn), DDPC_ERR_ENV);
+    CHECK_CONTAINS(ddpc_last_error(), "DDPC_IF_IP='not-an-ip'");
+    unsetenv("DDPC_IF_IP");
+    setenv("HCCL_SOCKET_IFNAME", "=nosuchif0", 1);
+    CHECK_STATUS(ddpc__choose_ip("127.0.0.1", ip, sizeof ip, ifn, sizeof ifn), DDPC_ERR_NOT_FOUND);
+    CHECK_CONTAINS(ddpc_last_error(), "HCCL_SOCKET_IFNAME==nosuchif0");
+    unsetenv("HCCL_SOCKET_IFNAME");
+    CHECK_OK(ddpc__choose_ip("127.0.0.1", ip, sizeof ip, ifn, sizeof ifn));
+    CHECK_STR(ip, "127.0.0.1");
+    CHECK_STR(ifn, "lo");
+    /* through init_env: a one-line error naming the variable */
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    char port[16];
+    snprintf(port, sizeof port, "%d", t_free_port());
+    setenv("MASTER_PORT", port, 1);
+    setenv("DDPC_SOCKET_IFNAME", "nosuch", 1);
+    bad_env(DDPC_ERR_NOT_FOUND, "DDPC_SOCKET_IFNAME=nosuch");
+}
+
+TEST_T(comm_iface_ipv6, 30) {
+    char ip[64], ifn[64];
+    clear_env();
+    setenv("DDPC_IF_IP", "::1", 1);
+    if (ddpc__choose_ip("::1", ip, sizeof ip, ifn, sizeof ifn) != DDPC_OK) SKIP("no ::1 here: %s", ddpc_last_error());
+    unsetenv("DDPC_IF_IP");
+    run_iface("DDPC_IF_IP:::1");
+}
