@@ -65,14 +65,15 @@ void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float 
 
 /* ------------------------------------------------------------ Conv2d */
 
-/* col (C*k*k, OH*OW) from one sample x (C, H, W); out-of-image taps are 0.
- * Row (c, ki, kj) of col, column (oh, ow) holds x[c, oh*s-p+ki, ow*s-p+kj]. */
+/* Columns [0, OH*OW) of col, row stride ld, from one sample x (C, H, W);
+ * out-of-image taps are 0. Row (c, ki, kj), column (oh, ow) holds
+ * x[c, oh*s-p+ki, ow*s-p+kj]. */
 static void im2col(const float *x, int C, int H, int W, int k, int s, int p, int OH, int OW,
-                   float *col) {
+                   float *col, size_t ld) {
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
-                float *row = col + ((size_t)(c * k + ki) * k + kj) * OH * OW;
+                float *row = col + (size_t)((c * k + ki) * k + kj) * ld;
                 for (int oh = 0; oh < OH; oh++) {
                     int ih = oh * s - p + ki;
                     float *dst = row + (size_t)oh * OW;
@@ -81,6 +82,15 @@ static void im2col(const float *x, int C, int H, int W, int k, int s, int p, int
                         continue;
                     }
                     const float *src = x + ((size_t)c * H + ih) * W;
+                    if (s == 1) { /* a shifted copy with zero edges */
+                        int lo = p - kj, hi = W + p - kj; /* ow range whose iw is inside */
+                        if (lo < 0) lo = 0;
+                        if (hi > OW) hi = OW;
+                        for (int ow = 0; ow < lo && ow < OW; ow++) dst[ow] = 0.0f;
+                        if (hi > lo) memcpy(dst + lo, src + lo - p + kj, (size_t)(hi - lo) * sizeof(float));
+                        for (int ow = hi > lo ? hi : lo; ow < OW; ow++) dst[ow] = 0.0f;
+                        continue;
+                    }
                     for (int ow = 0; ow < OW; ow++) {
                         int iw = ow * s - p + kj;
                         dst[ow] = (iw >= 0 && iw < W) ? src[iw] : 0.0f;
@@ -89,13 +99,13 @@ static void im2col(const float *x, int C, int H, int W, int k, int s, int p, int
             }
 }
 
-/* The adjoint of im2col: dx (C, H, W) += scatter of dcol. */
-static void col2im(const float *dcol, int C, int H, int W, int k, int s, int p, int OH, int OW,
-                   float *dx) {
+/* The adjoint of im2col: dx (C, H, W) += scatter of columns [0, OH*OW) of dcol. */
+static void col2im(const float *dcol, size_t ld, int C, int H, int W, int k, int s, int p, int OH,
+                   int OW, float *dx) {
     for (int c = 0; c < C; c++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
-                const float *row = dcol + ((size_t)(c * k + ki) * k + kj) * OH * OW;
+                const float *row = dcol + (size_t)((c * k + ki) * k + kj) * ld;
                 for (int oh = 0; oh < OH; oh++) {
                     int ih = oh * s - p + ki;
                     if (ih < 0 || ih >= H) continue;
@@ -110,62 +120,63 @@ static void col2im(const float *dcol, int C, int H, int W, int k, int s, int p, 
 }
 
 /*
- * Per sample b: col_b = im2col(x_b) (C*k*k, OH*OW), kept for backward;
- * y_b (OC, OH*OW) = W (OC, C*k*k) @ col_b + b.
+ * The whole batch as one product, so the sgemm is large:
+ * 1. col (C*k*k, B*P), P = OH*OW: sample b's im2col in columns [b*P, (b+1)*P)
+ * 2. tmp (OC, B*P) = W (OC, C*k*k) @ col
+ * 3. y[b, o, :] = tmp[o, b*P : (b+1)*P] + bias[o]
  */
 void nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
     const ddpc_param *W = &m->params[L->p_weight];
-    int OC = L->out_c, ohw = L->out_h * L->out_w, ckk = L->in_c * L->k * L->k;
-    for (int b = 0; b < B; b++) {
-        float *col = L->col + (size_t)b * ckk * ohw;
-        float *yb = y + (size_t)b * L->out_n;
+    int OC = L->out_c, P = L->out_h * L->out_w, ckk = L->in_c * L->k * L->k;
+    size_t ld = (size_t)B * P;
+    for (int b = 0; b < B; b++)
         im2col(x + (size_t)b * L->in_n, L->in_c, L->in_h, L->in_w, L->k, L->stride, L->pad,
-               L->out_h, L->out_w, col);
-        float beta = 0.0f;
-        if (L->has_bias) {
-            const float *bias = m->params[L->p_bias].data;
-            for (int o = 0; o < OC; o++) {
-                float *r = yb + (size_t)o * ohw;
-                for (int i = 0; i < ohw; i++) r[i] = bias[o];
-            }
-            beta = 1.0f;
+               L->out_h, L->out_w, L->col + (size_t)b * P, ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, (int)ld, ckk, 1.0f, W->data, ckk,
+                L->col, (int)ld, 0.0f, L->tmp, (int)ld);
+    const float *bias = L->has_bias ? m->params[L->p_bias].data : NULL;
+    for (int b = 0; b < B; b++)
+        for (int o = 0; o < OC; o++) {
+            const float *src = L->tmp + (size_t)o * ld + (size_t)b * P;
+            float *dst = y + (size_t)b * L->out_n + (size_t)o * P;
+            float bo = bias ? bias[o] : 0.0f;
+            for (int i = 0; i < P; i++) dst[i] = src[i] + bo;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, OC, ohw, ckk, 1.0f, W->data, ckk,
-                    col, ohw, beta, yb, ohw);
-    }
 }
 
 /*
- * dW (OC, C*k*k) += sum_b g_b (OC, OH*OW) @ col_b^T; db += sums of g over
- * batch and positions; then dx_b = col2im(W^T @ g_b) when dx is wanted.
+ * 1. tmp (OC, B*P) = g rearranged channel-major; db[o] += sum of row o
+ * 2. dW (OC, C*k*k) += tmp @ col^T
+ * 3. when dx is wanted: dcol = W^T @ tmp, then dx_b = col2im(dcol's block b)
  */
 void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B) {
     const ddpc_param *W = &m->params[L->p_weight];
-    int OC = L->out_c, ohw = L->out_h * L->out_w, ckk = L->in_c * L->k * L->k;
+    int OC = L->out_c, P = L->out_h * L->out_w, ckk = L->in_c * L->k * L->k;
+    size_t ld = (size_t)B * P;
     for (int b = 0; b < B; b++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, ckk, ohw, 1.0f,
-                    g + (size_t)b * L->out_n, ohw, L->col + (size_t)b * ckk * ohw, ohw, 1.0f,
-                    W->grad, ckk);
+        for (int o = 0; o < OC; o++)
+            memcpy(L->tmp + (size_t)o * ld + (size_t)b * P, g + (size_t)b * L->out_n + (size_t)o * P,
+                   (size_t)P * sizeof(float));
     if (L->has_bias) {
         float *db = m->params[L->p_bias].grad;
-        for (int b = 0; b < B; b++)
-            for (int o = 0; o < OC; o++) {
-                const float *r = g + (size_t)b * L->out_n + (size_t)o * ohw;
-                float s = 0.0f;
-                for (int i = 0; i < ohw; i++) s += r[i];
-                db[o] += s;
-            }
-        nn_fire(m, L->p_bias);
+        for (int o = 0; o < OC; o++) {
+            const float *r = L->tmp + (size_t)o * ld;
+            float s = 0.0f;
+            for (size_t i = 0; i < ld; i++) s += r[i];
+            db[o] += s;
+        }
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, ckk, (int)ld, 1.0f, L->tmp, (int)ld,
+                L->col, (int)ld, 1.0f, W->grad, ckk);
+    if (L->has_bias) nn_fire(m, L->p_bias);
     nn_fire(m, L->p_weight);
     if (!dx) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)ld, OC, 1.0f, W->data, ckk,
+                L->tmp, (int)ld, 0.0f, L->dcol, (int)ld);
     memset(dx, 0, (size_t)B * L->in_n * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, ohw, OC, 1.0f, W->data, ckk,
-                    g + (size_t)b * L->out_n, ohw, 0.0f, L->dcol, ohw);
-        col2im(L->dcol, L->in_c, L->in_h, L->in_w, L->k, L->stride, L->pad, L->out_h, L->out_w,
-               dx + (size_t)b * L->in_n);
-    }
+    for (int b = 0; b < B; b++)
+        col2im(L->dcol + (size_t)b * P, ld, L->in_c, L->in_h, L->in_w, L->k, L->stride, L->pad,
+               L->out_h, L->out_w, dx + (size_t)b * L->in_n);
 }
 
 /* -------------------------------------------------------------- ReLU */

@@ -277,7 +277,8 @@ ddpc_status ddpc_model_build(ddpc_model *m) {
         if (L->kind == LAYER_CONV2D) {
             size_t colsz = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
             if (!(L->col = alloc_floats(B * colsz))) goto nomem;
-            if (L->need_dx && !(L->dcol = alloc_floats(colsz))) goto nomem;
+            if (L->need_dx && !(L->dcol = alloc_floats(B * colsz))) goto nomem;
+            if (!(L->tmp = alloc_floats(B * L->out_n))) goto nomem;
         }
         if (L->kind == LAYER_MAXPOOL2D && !(L->argmax = malloc(B * L->out_n * sizeof(int32_t))))
             goto nomem;
@@ -353,6 +354,7 @@ void ddpc_model_free(ddpc_model *m) {
         free(L->dbuf);
         free(L->col);
         free(L->dcol);
+        free(L->tmp);
         free(L->argmax);
         free(L->mask);
     }

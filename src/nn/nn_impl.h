@@ -40,8 +40,9 @@ typedef struct nn_layer {
 
     float *buf;               /* (max_batch, out_n) owned output buffer; NULL for Flatten */
     float *dbuf;              /* (max_batch, in_n) owned d loss / d input, when need_dx */
-    float *col;               /* Conv2d: (max_batch, in_c*k*k, out_h*out_w) im2col of the input */
-    float *dcol;              /* Conv2d: (in_c*k*k, out_h*out_w) scratch for backward */
+    float *col;               /* Conv2d: (in_c*k*k, B*out_h*out_w) im2col of the whole batch */
+    float *dcol;              /* Conv2d: (in_c*k*k, B*out_h*out_w) its gradient, when need_dx */
+    float *tmp;               /* Conv2d: (out_c, B*out_h*out_w) output or gradient, channel-major */
     int32_t *argmax;          /* MaxPool2d: (max_batch, out_n) index of the max within the sample */
     float *mask;              /* Dropout: (max_batch, out_n) 0 or 1/(1-p) */
 

@@ -663,3 +663,62 @@ TEST(nn_linear_matches_reference) {
         ddpc_model_free(m);
     }
 }
+
+/* Conv2d and MaxPool2d forward against direct loops in double, over strides,
+ * paddings and kernel sizes (gradient checks alone would accept a forward
+ * pass and a backward pass that are wrong in the same way). */
+TEST(nn_conv_pool_match_reference) {
+    static const int cfg[][7] = {/* C, H, W, OC, k, stride, pad */
+                                 {1, 28, 28, 4, 3, 1, 1}, {3, 7, 9, 5, 3, 2, 1}, {2, 6, 6, 3, 2, 1, 2},
+                                 {4, 5, 5, 2, 5, 1, 1}};
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        int C = cfg[ci][0], H = cfg[ci][1], W = cfg[ci][2], OC = cfg[ci][3], k = cfg[ci][4], s = cfg[ci][5],
+            p = cfg[ci][6], B = 3;
+        int OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+        ddpc_model *m;
+        CHECK_OK(ddpc_model_create(C, H, W, B, 40 + ci, &m));
+        CHECK_OK(ddpc_model_add_conv2d(m, C, OC, k, s, p, 1));
+        CHECK_OK(ddpc_model_add_maxpool2d(m, 2, 2));
+        CHECK_OK(ddpc_model_build(m));
+        const ddpc_param *Wt = ddpc_model_param(m, 0), *bias = ddpc_model_param(m, 1);
+        size_t nin = (size_t)B * C * H * W;
+        float *x = malloc(nin * sizeof(float));
+        double *conv = malloc((size_t)B * OC * OH * OW * sizeof(double));
+        ddpc_rng r;
+        ddpc_rng_seed(&r, ci);
+        fill_randn(&r, x, nin, 1.0f);
+        for (int b = 0; b < B; b++)
+            for (int o = 0; o < OC; o++)
+                for (int i = 0; i < OH; i++)
+                    for (int j = 0; j < OW; j++) {
+                        double acc = bias->data[o];
+                        for (int c = 0; c < C; c++)
+                            for (int u = 0; u < k; u++)
+                                for (int v = 0; v < k; v++) {
+                                    int ih = i * s - p + u, iw = j * s - p + v;
+                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                    acc += (double)x[((b * C + c) * H + ih) * W + iw] *
+                                           Wt->data[((o * C + c) * k + u) * k + v];
+                                }
+                        conv[((b * OC + o) * OH + i) * OW + j] = acc;
+                    }
+        const float *out;
+        CHECK_OK(ddpc_model_forward(m, x, B, &out));
+        int PH = (OH - 2) / 2 + 1, PW = (OW - 2) / 2 + 1;
+        CHECK_EQ(ddpc_model_out_features(m), (size_t)OC * PH * PW);
+        for (int b = 0; b < B; b++)
+            for (int o = 0; o < OC; o++)
+                for (int i = 0; i < PH; i++)
+                    for (int j = 0; j < PW; j++) {
+                        double mx = -1e300;
+                        for (int u = 0; u < 2; u++)
+                            for (int v = 0; v < 2; v++)
+                                mx = fmax(mx, conv[((b * OC + o) * OH + 2 * i + u) * OW + 2 * j + v]);
+                        float got = out[((b * OC + o) * PH + i) * PW + j];
+                        CHECK_MSG(fabs(got - mx) < 1e-4, "cfg %zu out[%d,%d,%d,%d] = %g want %g", ci, b, o, i, j, got, mx);
+                    }
+        free(x);
+        free(conv);
+        ddpc_model_free(m);
+    }
+}
