@@ -86,6 +86,7 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline,
  * the next batch whenever fewer than `prefetch` are ready; exits on quit. */
 static void *producer(void *arg) {
     ddpc_loader *l = arg;
+    pthread_setname_np(pthread_self(), "ddpc-data"); /* shows in top -H, gdb */
     pthread_mutex_lock(&l->mu);
     while (!l->quit) {
         if (!l->active || l->cancel || l->produced >= l->nb ||
