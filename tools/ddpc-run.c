@@ -709,10 +709,13 @@ static char *key(job *J, const char *fmt, ...) {
  * signals. Returns the stop signal received so far (0 if none). */
 static void handle_signals(job *J);
 
-/* Waits (in slices, handling signals) for keys k(0..n-1) built by fn until
- * timeout_s. Returns 0 when all exist, 1 on timeout, -1 on a store error
- * or a stop signal. missing (may be NULL) gets the list of absent ones. */
-static int wait_nodes(job *J, const char *what, int gen, double timeout_s, char *missing, size_t mlen) {
+/* Waits (in slices, handling signals) until the key "what/<r>" (or
+ * "gen<gen>/what/<r>" when gen >= 0) exists for every node r, at most
+ * timeout_s. Returns 0 when all exist, 1 on timeout, -1 on a store error or
+ * (when interruptible) a stop signal. missing (may be NULL) gets the list
+ * of the nodes whose key is absent. */
+static int wait_nodes(job *J, const char *what, int gen, double timeout_s, int interruptible, char *missing,
+                      size_t mlen) {
     int n = J->o->nnodes;
     char **keys = calloc((size_t)n, sizeof *keys);
     if (!keys) return -1;
@@ -725,7 +728,7 @@ static int wait_nodes(job *J, const char *what, int gen, double timeout_s, char 
     int rc = 1;
     for (;;) {
         handle_signals(J);
-        if (J->got_signal) {
+        if (J->got_signal && interruptible) {
             rc = -1;
             break;
         }
@@ -778,6 +781,9 @@ static int join_job(job *J) {
             o->master_addr, o->store_port, o->join_timeout, ddpc_last_error());
         return 1;
     }
+    /* a store that stops answering (node 0's launcher hung) counts as lost
+     * within the heartbeat timeout, not DDPC_STORE_TIMEOUT */
+    ddpc_store_set_timeout(J->store, o->hb_timeout > o->join_timeout ? o->join_timeout : o->hb_timeout);
     char want[128], me[320];
     snprintf(want, sizeof want, "nnodes=%d nproc_per_node=%d max_restarts=%d", o->nnodes, o->nproc,
              o->max_restarts);
@@ -811,7 +817,7 @@ static int join_job(job *J) {
     free(got);
     if (o->nnodes > 1) {
         char missing[1024];
-        int rc = wait_nodes(J, "node", -1, o->join_timeout, missing, sizeof missing);
+        int rc = wait_nodes(J, "node", -1, o->join_timeout, 1, missing, sizeof missing);
         if (rc == 1) {
             say("nodes %s of %d never joined within %g s (run id '%s', store at %s:%d); start them "
                 "with --nnodes=%d --node-rank=R --master-addr=%s, or raise --join-timeout / "
@@ -1141,7 +1147,7 @@ static void finish_job(job *J) {
     if (o->node_rank != 0) return;
     char missing[1024];
     double limit = o->grace + o->monitor_interval + 2;
-    if (wait_nodes(J, "exit", -1, limit, missing, sizeof missing) == 1)
+    if (wait_nodes(J, "exit", -1, limit, 0, missing, sizeof missing) == 1)
         say("nodes %s did not confirm the end of the job within %.0f s", missing, limit);
 }
 
@@ -1221,7 +1227,7 @@ int main(int argc, char **argv) {
         if (o.nnodes > 1 && J.gen > 0) { /* every node has stopped: start together */
             ddpc_store_set(J.store, key(&J, "gen%d/start/%d", J.gen, o.node_rank), "", 0);
             char missing[1024];
-            int w = wait_nodes(&J, "start", J.gen, o.join_timeout, missing, sizeof missing);
+            int w = wait_nodes(&J, "start", J.gen, o.join_timeout, 1, missing, sizeof missing);
             if (w != 0) {
                 if (w == 1) say("nodes %s did not come back for restart %d within %g s", missing, J.gen, o.join_timeout);
                 rc = J.got_signal ? 128 + J.got_signal : 1;

@@ -389,6 +389,54 @@ TEST_T(run_forwards_signals, 60) {
     }
 }
 
+TEST_T(run_signal_to_one_node_stops_all_nodes, 60) {
+    const char *d = tmpdir();
+    char body[512];
+    snprintf(body, sizeof body,
+             "trap 'echo \"rank $RANK got TERM\"; exit 0' TERM\n"
+             "touch %s/ready.$RANK\n"
+             "sleep 30 & wait\n",
+             d);
+    const char *sc = script(d, "sig.sh", body);
+    int port = free_port_pair();
+    double t0 = ddpc_now();
+    int rc = run(30,
+                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
+                 "p1=$!; %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
+                 "p0=$!; for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.3 ] && break; sleep 0.05; done; "
+                 "kill -TERM $p0; wait $p0; r0=$?; wait $p1; echo \"rc0=$r0 rc1=$?\"",
+                 R(), port, sc, R(), port, sc, d, d);
+    CHECK_EQ(rc, 0);
+    CHECK(ddpc_now() - t0 < 10);
+    CHECK_CONTAINS(out, "rc0=143 rc1=1");
+    for (int r = 0; r < 4; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "[%d]: rank %d got TERM", r, r);
+        CHECK_CONTAINS(out, want);
+    }
+    CHECK_CONTAINS(out, "node 0's launcher got SIGTERM");
+}
+
+TEST_T(run_starts_ddpc_programs, 90) {
+    char bench[4096];
+    snprintf(bench, sizeof bench, "%s", t_bin("ddpc-bench"));
+    if (access(bench, X_OK) != 0) SKIP("%s is not built", bench);
+    /* the communicator finds the launcher's store through DDPC_STORE_ADDR/PORT */
+    int rc = run(60, "%s --standalone --nproc-per-node=3 %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1", R(), bench);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
+    int port = free_port_pair();
+    rc = run(60,
+             "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1 & "
+             "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1; "
+             "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+             R(), port, bench, R(), port, bench);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "rc0=0 rc1=0");
+    CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
+    CHECK(strstr(out, "#wrong") == NULL || strstr(out, "Out of bounds values : 0 OK") != NULL);
+}
+
 TEST_T(run_leaves_no_orphans, 60) {
     const char *d = tmpdir();
     char marker[64], body[1024];
