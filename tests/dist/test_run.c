@@ -183,8 +183,8 @@ TEST_T(run_standalone_and_store_port, 30) {
     snprintf(want, sizeof want, "SP=%d", sp);
     CHECK_CONTAINS(out, want);
     /* the store's port in use is a clear error naming it */
-    CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d sleep 3 & sleep 0.5; %s --master-port=%d "
-                     "--store-port=%d true; echo rc=$?; kill %%1; wait",
+    CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d sleep 3 & p=$!; sleep 0.5; %s --master-port=%d "
+                     "--store-port=%d true; echo rc=$?; kill $p; wait",
                  R(), mp, sp, R(), mp, sp), 0);
     snprintf(want, sizeof want, "cannot host the job's store at 127.0.0.1:%d", sp);
     CHECK_CONTAINS(out, want);
@@ -563,10 +563,10 @@ TEST_T(run_node_that_never_arrives, 30) {
 TEST_T(run_refuses_a_second_job_with_the_same_run_id, 30) {
     int port = free_port_pair();
     int rc = run(20,
-                 "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & sleep 0.3; "
+                 "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & p=$!; sleep 0.3; "
                  "%s --nnodes=3 --node-rank=1 --master-port=%d --run-id=same true; echo rc2=$?; "
                  "%s --nnodes=2 --node-rank=0 --master-port=%d --store-port=%d --run-id=same true; echo rc3=$?; "
-                 "kill %%1; wait",
+                 "kill $p; wait",
                  R(), port, R(), port, R(), port, port + 1);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "refusing to join: run id 'same'");
