@@ -105,8 +105,9 @@ ddpc_status ddpc_model_add_dropout(ddpc_model *m, float p);
 ddpc_status ddpc_model_build(ddpc_model *m);
 
 /* The models of ddpc-train, built: "linear" Flatten+Linear(784, 10);
- * "mlp" Flatten, 784-512-512-10 with ReLU; "cnn" Conv(1,32,3,pad 1), ReLU,
- * MaxPool 2, Conv(32,64,3,pad 1), ReLU, MaxPool 2, Flatten, Linear(3136,10).
+ * "mlp" Flatten, 784-512-512-10 with ReLU; "cnn" Conv(1,16,3,pad 1), ReLU,
+ * MaxPool 2, Conv(16,32,3,pad 1), ReLU, MaxPool 2, Flatten, Linear(1568,128),
+ * ReLU, Linear(128,10).
  * Input (1, 28, 28), classes 10. An unknown name is an error naming it. */
 ddpc_status ddpc_model_preset(const char *name, int max_batch, uint64_t seed, ddpc_model **out);
 

@@ -327,14 +327,16 @@ ddpc_status ddpc_model_preset(const char *name, int max_batch, uint64_t seed, dd
         ADD(ddpc_model_add_relu(m));
         ADD(ddpc_model_add_linear(m, 512, 10, 1));
     } else {
-        ADD(ddpc_model_add_conv2d(m, 1, 32, 3, 1, 1, 1));
+        ADD(ddpc_model_add_conv2d(m, 1, 16, 3, 1, 1, 1));
         ADD(ddpc_model_add_relu(m));
         ADD(ddpc_model_add_maxpool2d(m, 2, 2));
-        ADD(ddpc_model_add_conv2d(m, 32, 64, 3, 1, 1, 1));
+        ADD(ddpc_model_add_conv2d(m, 16, 32, 3, 1, 1, 1));
         ADD(ddpc_model_add_relu(m));
         ADD(ddpc_model_add_maxpool2d(m, 2, 2));
         ADD(ddpc_model_add_flatten(m));
-        ADD(ddpc_model_add_linear(m, 64 * 7 * 7, 10, 1));
+        ADD(ddpc_model_add_linear(m, 32 * 7 * 7, 128, 1));
+        ADD(ddpc_model_add_relu(m));
+        ADD(ddpc_model_add_linear(m, 128, 10, 1));
     }
     ADD(ddpc_model_build(m));
 #undef ADD

@@ -329,9 +329,9 @@ static void on_ready(void *ctx, int i) {
 TEST(nn_grad_hook_order) {
     ddpc_model *m;
     CHECK_OK(ddpc_model_preset("cnn", 2, 1, &m));
-    CHECK_EQ(ddpc_model_num_params(m), 6);
-    const char *names[6] = {"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias"};
-    for (int i = 0; i < 6; i++) CHECK_STR(ddpc_model_param(m, i)->name, names[i]);
+    CHECK_EQ(ddpc_model_num_params(m), 8);
+    const char *names[8] = {"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias", "9.weight", "9.bias"};
+    for (int i = 0; i < 8; i++) CHECK_STR(ddpc_model_param(m, i)->name, names[i]);
     hook_log h = {.n = 0, .m = m};
     ddpc_model_set_grad_hook(m, on_ready, &h);
     float x[2 * 784];
@@ -341,13 +341,13 @@ TEST(nn_grad_hook_order) {
     CHECK_OK(ddpc_model_forward(m, x, 2, &out));
     CHECK_OK(ddpc_cross_entropy(out, y, 2, 10, ddpc_model_output_grad(m), NULL, NULL));
     CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
-    CHECK_EQ(h.n, 6);
-    int want[6] = {5, 4, 3, 2, 1, 0};
-    for (int i = 0; i < 6; i++) CHECK_EQ(h.order[i], want[i]);
+    CHECK_EQ(h.n, 8);
+    int want[8] = {7, 6, 5, 4, 3, 2, 1, 0};
+    for (int i = 0; i < 8; i++) CHECK_EQ(h.order[i], want[i]);
     /* offsets tile the blocks in registration order */
     size_t n, at = 0;
     ddpc_model_grad_block(m, &n);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         CHECK_EQ(ddpc_model_param(m, i)->offset, at);
         at += ddpc_model_param(m, i)->numel;
     }
