@@ -67,7 +67,7 @@ typedef struct ddpc_dataset {
  * Loads one split of MNIST or Fashion-MNIST. dir holds
  * {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the names both datasets
  * use; "train-images.idx3-ubyte" with a dot is accepted too). split is
- * "train" or "test". Where both the raw file and its .gz exist, the raw file
+ * "train" or "test" ("t10k" also means test). Where both the raw file and its .gz exist, the raw file
  * is read (as torchvision does once it has extracted the archives).
  * Images must be a 3-D ubyte IDX, labels a 1-D ubyte IDX, with the same
  * number of samples, at least one. Errors name the file and what is wrong.

@@ -745,6 +745,19 @@ TEST(data_loader_args) {
     unsetenv("DDPC_DATA_TIMEOUT");
     ddpc_loader_free(NULL);
     ddpc_sampler_free(s);
+    /* an empty shard (drop_last with more replicas than samples): no batches */
+    CHECK_OK(ddpc_sampler_create(5, 8, 7, 1, 0, 1, &s));
+    CHECK_EQ(ddpc_sampler_len(s), 0);
+    for (int pf = 0; pf < 3; pf += 2) {
+        CHECK_OK(ddpc_loader_create(ds, s, 4, 0, 0.5f, 0.5f, pf, &l));
+        CHECK_EQ(ddpc_loader_num_batches(l), 0);
+        CHECK_OK(ddpc_loader_start_epoch(l, 3));
+        b = (const ddpc_batch *)1;
+        CHECK_OK(ddpc_loader_next(l, &b));
+        CHECK(b == NULL);
+        ddpc_loader_free(l);
+    }
+    ddpc_sampler_free(s);
     ddpc_dataset_free(ds);
 }
 
