@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -727,23 +728,25 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
         *wout = w;
         return DDPC_OK;
     }
-    ddpc_status st = ddpc_work_wait(w, 0);
+    ddpc_status st = ddpc_work_wait(w, INFINITY); /* the operation itself is bounded */
     ddpc_work_free(w);
     return st;
 }
 
-/* timeout_s > 0: that long; 0: no limit; < 0: the comm's exec timeout. */
+/* Waits for w: timeout_s > 0: that long; 0: not at all; < 0: the comm's
+ * exec timeout (none when that is 0); INFINITY: no limit. 1 when done. */
 static int wait_done(struct ddpc_work *w, double timeout_s) {
-    double limit = timeout_s < 0 ? w->timeout : timeout_s;
-    double deadline = ddpc_deadline_in(limit);
+    double limit = timeout_s < 0 ? (w->timeout > 0 ? w->timeout : INFINITY) : timeout_s;
+    double deadline = ddpc_now() + limit;
     pthread_mutex_lock(&w->mu);
     while (!w->done) {
-        if (limit > 0) {
-            if (ddpc_expired(deadline)) break;
+        if (!isinf(limit)) {
+            if (ddpc_now() >= deadline) break;
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             double left = deadline - ddpc_now();
             if (left > 1) left = 1;
+            if (left < 0) left = 0;
             ts.tv_sec += (time_t)left;
             ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
             if (ts.tv_nsec >= 1000000000L) {
@@ -763,8 +766,8 @@ static int wait_done(struct ddpc_work *w, double timeout_s) {
 ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
     if (!w) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
     if (!wait_done(w, timeout_s))
-        return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running)",
-                        timeout_s < 0 ? w->timeout : timeout_s);
+        return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
+                        "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);
     if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
     return DDPC_OK;
 }
@@ -781,7 +784,7 @@ ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
 
 void ddpc_work_free(ddpc_work *w) {
     if (!w) return;
-    wait_done(w, 0);
+    wait_done(w, INFINITY); /* the operation itself is bounded by DDPC_TIMEOUT */
     work_release(w);
 }
 
