@@ -553,7 +553,8 @@ static int rng_unhex(const char *s, ddpc_rng *r) {
 /*
  * 1. List the tensors: parameters, then optimizer state blocks.
  * 2. Build the header JSON, padded with spaces to a multiple of 8.
- * 3. Write length, header, data into path.tmp.PID; fsync; rename over path.
+ * 3. Write length, header, data into path.tmp.PID; fsync; rename over path;
+ *    fsync the directory.
  */
 ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
                                  const ddpc_ckpt_meta *meta) {
@@ -633,8 +634,19 @@ ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const dd
     if (close(fd) != 0 && s == DDPC_OK) s = ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint save: close %s", tmp);
     if (s == DDPC_OK && rename(tmp, path) != 0)
         s = ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint save: rename %s to %s", tmp, path);
-    if (s != DDPC_OK) unlink(tmp);
-    else DDPC_INFO(NN, "checkpoint: wrote %s (%d tensors, %" PRIu64 " bytes of data)", path, nt, off);
+    if (s != DDPC_OK) {
+        unlink(tmp);
+    } else {
+        /* make the rename itself durable: fsync the directory (best effort) */
+        char *slash = strrchr(tmp, '/');
+        if (slash) *slash = 0;
+        int dfd = open(slash ? (slash == tmp ? "/" : tmp) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        DDPC_INFO(NN, "checkpoint: wrote %s (%d tensors, %" PRIu64 " bytes of data)", path, nt, off);
+    }
 done:
     free(tmp);
     free(h.p);
