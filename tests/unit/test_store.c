@@ -528,3 +528,32 @@ TEST(store_stop_with_clients_connected_and_waiting) {
     ddpc_store_close(idle);
     close(half);
 }
+
+TEST_T(store_random_frames_fuzz, 60) {
+    int port;
+    ddpc_store_server *s = start(&port);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    unsigned char f[600];
+    for (int iter = 0; iter < 300; iter++) {
+        int fd = raw_connect(port);
+        raw_handshake(fd);
+        size_t len = 0;
+        for (int frames = 0; frames < 3; frames++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            len = 1 + (size_t)(x % 500);
+            for (size_t i = 0; i < len + 4; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                f[i] = (unsigned char)x;
+            }
+            put_u32(f, (uint32_t)len);
+            f[4] = (unsigned char)(1 + f[4] % (OP_COUNT + 1)); /* mostly real ops, with bad fields */
+            if (ddpc_sock_write_full(fd, f, len + 4, ddpc_deadline_in(1), -1) != DDPC_OK) break;
+        }
+        char buf[256];
+        ddpc_sock_read_full(fd, buf, sizeof buf, ddpc_deadline_in(0.02), -1); /* whatever comes */
+        close(fd);
+        if (iter % 50 == 0) good_client_works(port);
+    }
+    good_client_works(port);
+    ddpc_store_server_stop(s);
+}
