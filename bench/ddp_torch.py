@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""The seed's program in PyTorch 1.13, for bench/ddp_peers.sh: init_process_group
+(gloo, env://), a model wrapped in DistributedDataParallel, DistributedSampler +
+DataLoader with ToTensor + Normalize((0.5,), (0.5,)), SGD, set_epoch each epoch.
+Start it with torchrun's environment (ddpc-run: Debian 12's torchrun fails under
+Python 3.11). The IDX files are read with gzip + numpy (no torchvision on Debian).
+
+Rank 0 prints one JSON line: model, world size, seconds per epoch (median),
+samples/s, test accuracy, peak RSS of each rank (MiB).
+"""
+import argparse, json, os, resource, statistics, sys, time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_torch import load, model  # noqa: E402  (same data reading and models)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--model", default="linear")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=0.01)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group(backend="gloo", init_method="env://")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    xtr, ytr = load(a.data, "train")
+    xte, yte = load(a.data, "test")
+    dataset = TensorDataset(xtr, ytr)
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=a.batch_size, sampler=sampler)
+    m = DDP(model(a.model))
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(m.parameters(), lr=a.lr)
+    epoch_secs, samples = [], 0
+    for epoch in range(a.epochs):
+        sampler.set_epoch(epoch)
+        t0 = time.perf_counter()
+        for batch_idx, (data, target) in enumerate(loader):
+            optimizer.zero_grad()
+            loss = criterion(m(data), target)
+            loss.backward()
+            optimizer.step()
+            samples += data.shape[0]
+        epoch_secs.append(time.perf_counter() - t0)
+    m.eval()
+    with torch.no_grad():
+        acc = (m(xte).argmax(1) == yte).float().mean().item()
+    rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0])
+    all_rss = [torch.zeros(1) for _ in range(world)]
+    dist.all_gather(all_rss, rss)
+    if rank == 0:
+        print(json.dumps({"peer": "pytorch-gloo", "model": a.model, "world_size": world,
+                          "batch_size": a.batch_size, "epochs": a.epochs,
+                          "epoch_seconds": statistics.median(epoch_secs),
+                          "samples_per_s": samples * world / sum(epoch_secs),
+                          "test_accuracy": acc, "peak_rss_mib": [round(float(r), 1) for r in all_rss]}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
