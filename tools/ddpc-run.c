@@ -112,11 +112,15 @@ static void usage(FILE *f) {
 "                         workers (default 5; also DDPC_KILL_GRACE)\n"
 "  --run-id=ID            job id shared by all nodes (default \"none\")\n"
 "  --rdzv-id=ID           same as --run-id\n"
+"  --rdzv-endpoint=H[:P]  node 0's host and the launchers' store port (as\n"
+"                         --master-addr=H --store-port=P)\n"
+"  --rdzv-backend=B       c10d or static: accepted for torchrun's command lines\n"
+"  --start-method=M       spawn, fork or forkserver: accepted, workers are always exec'd\n"
 "  --log-dir=DIR          write DIR/<run-id>/attempt_<restart>/<rank>/{stdout,stderr}.log\n"
 "                         (with neither --redirects nor --tee: both streams, teed)\n"
-"  --redirects=SPEC       streams to the log files only: 0 none, 1 stdout,\n"
+"  -r, --redirects=SPEC   streams to the log files only: 0 none, 1 stdout,\n"
 "                         2 stderr, 3 both, or per local rank \"0:3,1:2\"\n"
-"  --tee=SPEC             streams to the log files and the console (same SPEC)\n"
+"  -t, --tee=SPEC         streams to the log files and the console (same SPEC)\n"
 "  --no-python            run PROGRAM as it is even when it ends in .py\n"
 "  -m, --module           PROGRAM is a Python module: run \"python3 -u -m PROGRAM\"\n"
 "  --env                  print the environment variables ddpc reads (Markdown)\n"
@@ -211,6 +215,12 @@ static void parse_args(int argc, char **argv, opts *o) {
             o->module = 1;
             continue;
         }
+        /* torchrun's short forms -r SPEC and -t SPEC */
+        char longform[64];
+        if ((!strcmp(a, "-r") || !strcmp(a, "-t")) && i + 1 < argc) {
+            snprintf(longform, sizeof longform, "--%s", a[1] == 'r' ? "redirects" : "tee");
+            a = longform;
+        }
         if (a[1] != '-') die_usage("unknown option %s", a);
         /* normalise: --a_b=c -> name "a-b", value "c" */
         char name[64];
@@ -231,7 +241,7 @@ static void parse_args(int argc, char **argv, opts *o) {
                                           "master-port", "store-port", "max-restarts",
                                           "monitor-interval", "heartbeat-timeout", "join-timeout",
                                           "grace", "run-id", "rdzv-id", "log-dir", "redirects", "tee",
-                                          NULL};
+                                          "rdzv-endpoint", "rdzv-backend", "start-method", NULL};
             int k = 0;
             while (known[k] && strcmp(known[k], name)) k++;
             if (!known[k]) die_usage("unknown option --%s", name);
@@ -286,6 +296,18 @@ static void parse_args(int argc, char **argv, opts *o) {
                       (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
                     die_usage("--%s='%s': use letters, digits, '-', '_' and '.'", name, val);
             snprintf(o->run_id, sizeof o->run_id, "%s", val);
+        } else if (!strcmp(name, "rdzv-endpoint")) { /* HOST[:PORT]: where node 0's store is */
+            const char *colon = strrchr(val, ':');
+            size_t hl = colon ? (size_t)(colon - val) : strlen(val);
+            if (hl == 0 || hl >= sizeof o->master_addr) die_usage("--rdzv-endpoint='%s' is not HOST[:PORT]", val);
+            snprintf(o->master_addr, sizeof o->master_addr, "%.*s", (int)hl, val);
+            if (colon) o->store_port = (int)parse_int_opt(name, colon + 1, 1, 65535);
+        } else if (!strcmp(name, "rdzv-backend")) {
+            if (strcmp(val, "c10d") && strcmp(val, "static"))
+                die_usage("--rdzv-backend=%s: only c10d and static (both mean ddpc-run's own store) are supported", val);
+        } else if (!strcmp(name, "start-method")) {
+            if (strcmp(val, "spawn") && strcmp(val, "fork") && strcmp(val, "forkserver"))
+                die_usage("--start-method=%s is not spawn, fork or forkserver", val);
         } else if (!strcmp(name, "log-dir")) {
             if (!*val || strlen(val) >= sizeof o->log_dir - 64) die_usage("--log-dir='%s' is not usable", val);
             snprintf(o->log_dir, sizeof o->log_dir, "%s", val);

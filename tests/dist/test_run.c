@@ -182,6 +182,14 @@ TEST_T(run_standalone_and_store_port, 30) {
     CHECK_EQ(run(10, "DDPC_LAUNCHER_STORE_PORT=%d %s --master-port=%d %s", sp, R(), mp, sc), 0);
     snprintf(want, sizeof want, "SP=%d", sp);
     CHECK_CONTAINS(out, want);
+    /* torchrun's rendezvous spelling: --rdzv-endpoint=HOST:PORT is the store */
+    sp = free_port_pair();
+    CHECK_EQ(run(10, "%s --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=abc --master-port=%d "
+                     "--start_method=spawn %s", R(), sp, mp, sc), 0);
+    snprintf(want, sizeof want, "SP=%d", sp);
+    CHECK_CONTAINS(out, want);
+    CHECK_CONTAINS(out, "ID=abc");
+    CHECK_EQ(run(10, "%s --rdzv-backend=etcd true", R()), 2);
     /* the store's port in use is a clear error naming it */
     CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d sleep 3 & p=$!; sleep 0.5; %s --master-port=%d "
                      "--store-port=%d true; echo rc=$?; kill $p; wait",
@@ -532,7 +540,7 @@ TEST_T(run_log_dir_redirects_and_tee, 60) {
         CHECK(access(path, F_OK) != 0); /* stderr was not redirected or teed */
     }
     /* tee per local rank: rank 0 tees stderr, rank 1 tees both */
-    rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/b --tee=0:2,1:3 --run-id=r2 %s", R(), d, sc);
+    rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/b -t 0:2,1:3 --run-id=r2 %s", R(), d, sc);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "[0]: out of 0");
     CHECK_CONTAINS(out, "[1]: out of 1");
