@@ -8,6 +8,7 @@
  * in layers.c use cblas_sgemm. Summation order differs from sgemm's only in
  * rounding.
  */
+#include <math.h>
 #include <string.h>
 
 #include "nn/nn_impl.h"
@@ -200,6 +201,49 @@ void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
     for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
 }
 
+/* Adam/AdamW over n elements (see adam_step in optim.c); the same
+ * operations in the same order as the scalar loop (no fused multiply-add),
+ * so both give the same bits. */
+static void adam_scalar(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t i0,
+                        size_t n) {
+    for (size_t i = i0; i < n; i++) {
+        float gi = g[i];
+        if (a->decoupled) w[i] *= a->decay;
+        else if (a->wd != 0.0f) gi += a->wd * w[i];
+        ma[i] = ma[i] * a->b1 + (1.0f - a->b1) * gi;
+        va[i] = va[i] * a->b2 + (1.0f - a->b2) * gi * gi;
+        float denom = sqrtf(va[i]) / a->bc2_sqrt + a->eps;
+        w[i] -= a->step_size * (ma[i] / denom);
+    }
+}
+
+__attribute__((target("avx2"))) static void adam_avx2(const nn_adam_args *a, float *w, const float *g, float *ma,
+                                                      float *va, size_t n) {
+    __m256 b1 = _mm256_set1_ps(a->b1), c1 = _mm256_set1_ps(1.0f - a->b1);
+    __m256 b2 = _mm256_set1_ps(a->b2), c2 = _mm256_set1_ps(1.0f - a->b2);
+    __m256 wd = _mm256_set1_ps(a->wd), decay = _mm256_set1_ps(a->decay), eps = _mm256_set1_ps(a->eps);
+    __m256 bc2 = _mm256_set1_ps(a->bc2_sqrt), step = _mm256_set1_ps(a->step_size);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 wv = _mm256_loadu_ps(w + i), gv = _mm256_loadu_ps(g + i);
+        if (a->decoupled) wv = _mm256_mul_ps(wv, decay);
+        else if (a->wd != 0.0f) gv = _mm256_add_ps(gv, _mm256_mul_ps(wd, wv));
+        __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(ma + i), b1), _mm256_mul_ps(c1, gv));
+        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(va + i), b2), _mm256_mul_ps(_mm256_mul_ps(c2, gv), gv));
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), bc2), eps);
+        wv = _mm256_sub_ps(wv, _mm256_mul_ps(step, _mm256_div_ps(m, denom)));
+        _mm256_storeu_ps(ma + i, m);
+        _mm256_storeu_ps(va + i, v);
+        _mm256_storeu_ps(w + i, wv);
+    }
+    adam_scalar(a, w, g, ma, va, i, n);
+}
+
+void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
+    if (nn_have_skinny()) adam_avx2(a, w, g, ma, va, n);
+    else adam_scalar(a, w, g, ma, va, 0, n);
+}
+
 void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N) {
     fwd_n(x, W, y, B, K, N);
 }
@@ -211,6 +255,17 @@ void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int 
 #else /* not x86: always sgemm */
 
 int nn_have_skinny(void) { return 0; }
+void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        if (a->decoupled) w[i] *= a->decay;
+        else if (a->wd != 0.0f) gi += a->wd * w[i];
+        ma[i] = ma[i] * a->b1 + (1.0f - a->b1) * gi;
+        va[i] = va[i] * a->b2 + (1.0f - a->b2) * gi * gi;
+        float denom = sqrtf(va[i]) / a->bc2_sqrt + a->eps;
+        w[i] -= a->step_size * (ma[i] / denom);
+    }
+}
 void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
     for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
 }

@@ -97,6 +97,16 @@ void nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B);
 int nn_have_skinny(void);
 void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N);
 void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N);
+/* One Adam/AdamW update of n elements (kernels.c), vectorised where the CPU
+ * allows, bit-identical to the scalar loop. */
+typedef struct nn_adam_args {
+    float b1, b2, eps, wd;
+    float step_size;   /* lr / (1 - b1^t) */
+    float bc2_sqrt;    /* sqrt(1 - b2^t) */
+    int decoupled;     /* AdamW: w *= decay first, no wd in the gradient */
+    float decay;       /* 1 - lr*wd */
+} nn_adam_args;
+void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n);
 /* w (n) -= lr * (g + wd * w), vectorised where the CPU allows. */
 void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
 

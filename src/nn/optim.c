@@ -130,17 +130,8 @@ static void adam_step(ddpc_optim *p) {
     double bc1 = 1.0 - pow((double)b1, t), bc2 = 1.0 - pow((double)b2, t);
     float step_size = (float)(lr / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
-    int decoupled = o->kind == DDPC_OPTIM_ADAMW;
-    float decay = 1.0f - lr * wd;
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        if (decoupled) w[i] *= decay;
-        else if (wd != 0.0f) gi += wd * w[i];
-        ma[i] = ma[i] * b1 + (1.0f - b1) * gi;      /* exp_avg.mul_(b1).add_(g, alpha=1 - b1) */
-        va[i] = va[i] * b2 + (1.0f - b2) * gi * gi; /* exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2) */
-        float denom = sqrtf(va[i]) / bc2_sqrt + eps;
-        w[i] -= step_size * (ma[i] / denom);
-    }
+    nn_adam_args a = {b1, b2, eps, wd, step_size, bc2_sqrt, o->kind == DDPC_OPTIM_ADAMW, 1.0f - lr * wd};
+    nn_adam(&a, w, g, ma, va, n);
 }
 
 ddpc_status ddpc_optim_step(ddpc_optim *o) {
