@@ -33,8 +33,11 @@
  *   bfloat16 sum; the others (and send/recv): float32, int32, uint8.
  * Forced algorithms (ring, rhd, tree) run the collectives that have a
  * choice of algorithm (allreduce, broadcast, reduce, allgather,
- * reduce-scatter) over every dtype, op and count; in-place variants, all
- * roots, async, barrier and send/recv run under auto.
+ * reduce-scatter) at every count, over every dtype with sum and every op
+ * with int8, float16 and float32 (the kernels are the algorithm's
+ * neighbours, not its choice; auto covers every dtype x op); at 1<<20 only
+ * float32 sum and bfloat16 sum. In-place variants, all roots, async,
+ * barrier and send/recv run under auto.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -432,9 +435,13 @@ static void matrix(ctx *x, int forced) {
         if (forced && !has_algo_choice(coll)) continue;
         for (int t = 0; t < DDPC_DTYPE_COUNT; t++) {
             int nops = is_reducing(coll) ? DDPC_OP_COUNT : 1;
+            if (forced && t != DDPC_INT8 && t != DDPC_FLOAT16 && t != DDPC_FLOAT32) nops = 1;
             for (int op = 0; op < nops; op++) {
                 for (int ci = 0; ci < nc; ci++) {
                     if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
+                    if (forced && counts[ci] == BIG && op != DDPC_SUM) continue;
+                    if (forced && counts[ci] == BIG && is_reducing(coll) && t != DDPC_FLOAT32 &&
+                        t != DDPC_BFLOAT16) continue;
                     combo k = {coll, (ddpc_dtype)t, (ddpc_op)op, counts[ci],
                                (int)(idx++ % x->world), 0};
                     run_one(x, &k);
