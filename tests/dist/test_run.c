@@ -596,7 +596,8 @@ TEST_T(run_notices_a_dead_launcher, 60) {
                  "%s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
                  "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
                  "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; sleep 0.05; done; "
-                 "kill -9 $p1; wait $p0; echo rc0=$?",
+                 "kill -9 $p1; t0=$(date +%%s%%N); wait $p0; r0=$?; t1=$(date +%%s%%N); "
+                 "echo rc0=$r0 ms=$(( (t1 - t0) / 1000000 ))",
                  R(), port, sc, R(), port, sc, d, d);
     double dt = ddpc_now() - t0;
     CHECK_EQ(rc, 0);
@@ -604,6 +605,11 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     CHECK_CONTAINS(out, "node 1's launcher");
     CHECK_CONTAINS(out, "sent no heartbeat");
     CHECK(dt < 15);
+    /* noticed within monitor-interval + heartbeat-timeout (1.1 s), workers
+     * stopped at once (they exit on SIGTERM): allow 3 s on a loaded machine */
+    const char *ms = strstr(out, "ms=");
+    CHECK(ms != NULL);
+    CHECK_MSG(atoi(ms + 3) >= 900 && atoi(ms + 3) < 3000, "node 0 took %d ms to stop", atoi(ms + 3));
     /* node 0's launcher is killed: node 1 loses the store at once */
     port = free_port_pair();
     rc = run(30,
