@@ -4,8 +4,9 @@
 #   bench/allreduce_peers.sh [ROUNDS]        (from the repository root, after `make`)
 #
 # 2 ranks on this machine, float32 sum allreduce, sizes 8 B .. 64 MiB (x2):
-#   ddpc     build/bin/ddpc-bench allreduce (2 processes with torchrun's
-#            variables, or ddpc-run when it is built)
+#   ddpc     build/bin/ddpc-bench allreduce, started by ddpc-run --standalone
+#            --nproc-per-node=2 (or as 2 processes with torchrun's variables
+#            when ddpc-run is not built)
 #   mpi      OpenMPI's MPI_Allreduce forced onto TCP: mpirun --mca pml ob1
 #            --mca btl tcp,self, running bench/mpi_allreduce.c
 #   gloo     PyTorch's gloo backend (bench/gloo_allreduce.py, /usr/bin/python3)
@@ -21,7 +22,7 @@ set -eu
 
 ROUNDS=${1:-3}
 ITERS=${ITERS:-30}
-SIZES="-b 8 -e 64M -f 2"
+SIZES=${SIZES:-"-b 8 -e 64M -f 2"}
 BIN=${DDPC_BIN:-build/bin}
 OUT=${OUT:-build/bench/peers}
 PY=/usr/bin/python3
@@ -54,10 +55,16 @@ two_ranks() {
 }
 
 run_ddpc() {
-    two_ranks "$1" "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum
+    if [ -x "$BIN/ddpc-run" ]; then
+        MASTER_ADDR=127.0.0.1 timeout "$TIMEOUT" "$BIN/ddpc-run" --standalone --nproc-per-node=2 \
+            "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum > "$1" 2>&1 ||
+            { echo "allreduce_peers: ddpc-run ddpc-bench failed:" >&2; cat "$1" >&2; exit 1; }
+    else
+        two_ranks "$1" "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum
+    fi
 }
 run_mpi() {
-    timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to none \
+    timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np 2 \
         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
         "$OUT/mpi_allreduce" $SIZES -n "$ITERS" -w 5 > "$1" 2>&1
 }
@@ -83,6 +90,8 @@ for t in tools:
     for i in range(1, rounds + 1):
         for line in open(f"{out}/{t}.{i}.txt"):
             f = line.split()
+            if f and f[0].startswith("[") and f[0].endswith("]:"):  # ddpc-run's "[rank]: "
+                f = f[1:]
             if len(f) == 9 and f[0].isdigit():
                 if f[8] != "0":
                     sys.exit(f"{t} round {i}: {f[8]} wrong values at size {f[0]}")
