@@ -244,6 +244,36 @@ void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *
     else adam_scalar(a, w, g, ma, va, 0, n);
 }
 
+/* y = max(x, 0); dx = g where y > 0, else 0. */
+__attribute__((target("avx2"))) static void relu_fwd_avx2(const float *x, float *y, size_t n) {
+    __m256 z = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_max_ps(_mm256_loadu_ps(x + i), z));
+    for (; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__attribute__((target("avx2"))) static void relu_bwd_avx2(const float *y, const float *g, float *dx, size_t n) {
+    __m256 z = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pos = _mm256_cmp_ps(_mm256_loadu_ps(y + i), z, _CMP_GT_OQ);
+        _mm256_storeu_ps(dx + i, _mm256_and_ps(pos, _mm256_loadu_ps(g + i)));
+    }
+    for (; i < n; i++) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+
+int nn_relu_fast(const float *x, float *y, size_t n) {
+    if (!nn_have_skinny()) return 0;
+    relu_fwd_avx2(x, y, n);
+    return 1;
+}
+
+int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) {
+    if (!nn_have_skinny()) return 0;
+    relu_bwd_avx2(y, g, dx, n);
+    return 1;
+}
+
 void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N) {
     fwd_n(x, W, y, B, K, N);
 }
@@ -255,6 +285,8 @@ void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int 
 #else /* not x86: always sgemm */
 
 int nn_have_skinny(void) { return 0; }
+int nn_relu_fast(const float *x, float *y, size_t n) { return 0; }
+int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) { return 0; }
 void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];

@@ -182,11 +182,13 @@ void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, i
 /* -------------------------------------------------------------- ReLU */
 
 void nn_relu_forward(const float *x, float *y, size_t n) {
+    if (nn_relu_fast(x, y, n)) return;
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 /* dx = g where the output was positive, else 0 (PyTorch: gradient 0 at 0). */
 void nn_relu_backward(const float *y, const float *g, float *dx, size_t n) {
+    if (nn_relu_backward_fast(y, g, dx, n)) return;
     for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
 }
 

@@ -107,6 +107,9 @@ typedef struct nn_adam_args {
     float decay;       /* 1 - lr*wd */
 } nn_adam_args;
 void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n);
+/* Vectorised ReLU passes; return 0 (doing nothing) where the CPU lacks AVX2. */
+int nn_relu_fast(const float *x, float *y, size_t n);
+int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n);
 /* w (n) -= lr * (g + wd * w), vectorised where the CPU allows. */
 void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
 

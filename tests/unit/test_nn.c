@@ -762,3 +762,29 @@ TEST(nn_adam_vector_path) {
         ddpc_model_free(m);
     }
 }
+
+/* ReLU forward and backward element by element, n = 37 (vector body and tail). */
+TEST(nn_relu_values) {
+    enum { N = 37 };
+    ddpc_model *m;
+    CHECK_OK(ddpc_model_create(1, 1, N, 1, 0, &m));
+    CHECK_OK(ddpc_model_add_linear(m, N, N, 0));
+    CHECK_OK(ddpc_model_add_relu(m));
+    CHECK_OK(ddpc_model_build(m));
+    const ddpc_param *W = ddpc_model_param(m, 0);
+    memset(W->data, 0, W->numel * sizeof(float));
+    for (int i = 0; i < N; i++) W->data[i * N + i] = 1.0f; /* identity */
+    float x[N], g[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(i % 5) - 2.0f + (i == 7 ? -0.0f : 0.0f); /* -2..2, zeros included */
+        g[i] = (float)i + 1;
+    }
+    const float *out;
+    CHECK_OK(ddpc_model_forward(m, x, 1, &out));
+    for (int i = 0; i < N; i++) CHECK_NEAR(out[i], x[i] > 0 ? x[i] : 0, 0);
+    ddpc_model_zero_grad(m);
+    CHECK_OK(ddpc_model_backward(m, g));
+    /* dW[i][i] = g[i] * x[i] where x[i] > 0, else 0 */
+    for (int i = 0; i < N; i++) CHECK_NEAR(W->grad[i * N + i], x[i] > 0 ? g[i] * x[i] : 0, 1e-6);
+    ddpc_model_free(m);
+}
