@@ -443,6 +443,19 @@ TEST_T(run_starts_ddpc_programs, 90) {
     CHECK_CONTAINS(out, "rc0=0 rc1=0");
     CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
     CHECK(strstr(out, "#wrong") == NULL || strstr(out, "Out of bounds values : 0 OK") != NULL);
+
+    /* a restart: rank 1 fails before joining in attempt 0 while rank 0 is in
+     * bootstrap; attempt 1 rendezvouses afresh under its own generation */
+    const char *d = tmpdir();
+    char body[4608];
+    snprintf(body, sizeof body,
+             "if [ \"$DDPC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 0.3; exit 9; fi\n"
+             "exec %s allreduce -b 8 -e 1K -f 8 -n 2 -w 1\n", bench);
+    const char *sc = script(d, "flaky_bench.sh", body);
+    rc = run(60, "%s --standalone --nproc-per-node=2 --max-restarts=1 --grace=1 %s", R(), sc);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "restart 1 of at most 1");
+    CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
 }
 
 TEST_T(run_leaves_no_orphans, 60) {
