@@ -969,7 +969,7 @@ static int run_generation(job *J, char **outcome) {
     for (int i = 0; i < o->nproc; i++)
         if (worker_spawn(J, &J->w[i]) != 0) {
             *outcome = xasprintf("abort\nnode %d could not start its workers", o->node_rank);
-            publish_outcome(J, *outcome);
+            free(publish_outcome(J, *outcome ? *outcome : "abort\n"));
             stop_workers(J);
             break;
         }
