@@ -3,7 +3,7 @@
 # Idempotent: does nothing when they are all present.
 set -euo pipefail
 need=(build-essential pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist iproute2)
-[ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libopenblas0 hyperfine)
+[ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libopenblas0 hyperfine time)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
