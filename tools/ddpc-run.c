@@ -727,8 +727,10 @@ static char *key(job *J, const char *fmt, ...) {
     return buf;
 }
 
-/* Checks the signalfd without blocking; handles SIGCHLD and the stop
- * signals. Returns the stop signal received so far (0 if none). */
+/* Drains the signalfd without blocking. The first SIGINT/SIGTERM/SIGHUP is
+ * forwarded to every worker and recorded in J->got_signal (SIGKILL follows
+ * after the grace period); a second one kills the workers at once. SIGCHLD
+ * only wakes the loop: reap() does the waiting. */
 static void handle_signals(job *J);
 
 /* Waits (in slices, handling signals) until the key "what/<r>" (or
