@@ -267,7 +267,10 @@ static void f32_to_half(void *restrict d, const float *restrict s, size_t n, ddp
 /* Half types: per chunk, widen both operands, combine in float32, round once. */
 static void half_reduce(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
                         ddpc_op op) {
-    float fa[CHUNK], fb[CHUNK];
+    /* fb sits 64 bytes off a 4 KiB multiple from fa: loads of fb[i] would
+     * otherwise falsely depend on the stores to fa[i] (4K aliasing). */
+    float buf[2 * CHUNK + 16];
+    float *fa = buf, *fb = buf + CHUNK + 16;
     const uint16_t *pa = a, *pb = b;
     uint16_t *pd = dst;
     for (size_t i = 0; i < count; i += CHUNK) {
