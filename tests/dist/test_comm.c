@@ -728,3 +728,84 @@ TEST_T(comm_iface_ipv6, 30) {
     unsetenv("DDPC_IF_IP");
     run_iface("DDPC_IF_IP:::1");
 }
+
+/* ------------------------------------------------------------ exec timeout */
+
+static void exec_timeout_body(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    unsetenv("DDPC_TIMEOUT");
+    setenv("HCCL_EXEC_TIMEOUT", "0.5", 1); /* the HCCL alias */
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    int32_t x = 1, y = 0;
+    if (rank == 0) {
+        double t0 = ddpc_now();
+        CHECK_STATUS(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM), DDPC_ERR_TIMEOUT);
+        double took = ddpc_now() - t0;
+        CHECK_MSG(took > 0.4 && took < 2.0, "timed out after %.2f s", took);
+        CHECK_CONTAINS(ddpc_last_error(), "DDPC_TIMEOUT");
+        CHECK_CONTAINS(ddpc_last_error(), "rank 1");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "timed out");
+    } else {
+        ddpc_sleep(2.0);
+        /* rank 0 gave up: this rank learns it, at once (the first call may
+         * still complete from the data rank 0 sent before it gave up) */
+        double t0 = ddpc_now();
+        ddpc_status s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        if (s == DDPC_OK) {
+            CHECK_EQ(y, 2);
+            s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        }
+        CHECK(s != DDPC_OK);
+        CHECK(ddpc_now() - t0 < 2.0);
+        CHECK_CONTAINS(ddpc_last_error(), "rank 0");
+    }
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_exec_timeout, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, exec_timeout_body, NULL);
+}
+
+/* ------------------------------------------------------------ INFO log, base port */
+
+static void info_body(int rank, int world, void *arg) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ddpc-test-info-%d-%d.log", (int)getppid(), rank);
+    FILE *f = freopen(path, "w", stderr);
+    CHECK(f != NULL);
+    setenv("DDPC_DEBUG", "INFO", 1);
+    char base[16];
+    snprintf(base, sizeof base, "%d", *(int *)arg);
+    setenv("HCCL_IF_BASE_PORT", base, 1);
+    ddpc_comm *c = env_comm(rank, world);
+    sum_check(c, world * (world - 1) / 2);
+    CHECK_OK(ddpc_comm_destroy(c));
+    fflush(stderr);
+    char buf[16384];
+    FILE *r = fopen(path, "r");
+    size_t n = fread(buf, 1, sizeof buf - 1, r);
+    buf[n] = '\0';
+    fclose(r);
+    unlink(path);
+    CHECK_CONTAINS(buf, "DDPC_TIMEOUT=20 (DDPC_TIMEOUT)");
+    CHECK_CONTAINS(buf, "DDPC_ALGO=auto (default)");
+    CHECK_CONTAINS(buf, "DDPC_IF_BASE_PORT=");
+    CHECK_CONTAINS(buf, "(HCCL_IF_BASE_PORT)");
+    CHECK_CONTAINS(buf, "listening on 127.0.0.1 (interface lo");
+    /* data ports come from the base range */
+    char want[64];
+    snprintf(want, sizeof want, "listening on 127.0.0.1:%d", *(int *)arg + rank);
+    char want2[64];
+    snprintf(want2, sizeof want2, "listening on 127.0.0.1:%d", *(int *)arg + 1 - rank);
+    CHECK_MSG(strstr(buf, want) || strstr(buf, want2), "no '%s' in the log: %s", want, buf);
+}
+
+TEST_T(comm_info_log_and_base_port, 30) {
+    g_port = t_free_port();
+    int base = t_free_port();
+    if (base > 65000) base = 40000;
+    t_run_ranks(2, 25, info_body, &base);
+}
