@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,10 +362,13 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
     DDPC_CHECK(drive(e, &moved));
     if (moved || !block) return DDPC_OK;
 
-    /* 1. spin: cheap retries catch a reply that is microseconds away */
+    /* 1. spin: cheap retries catch a reply that is microseconds away; each
+     * retry yields the core, so that a peer waiting for this core (ranks
+     * outnumbering cores) runs instead of watching this rank spin */
     if (c->spin_s > 0) {
         double until = ddpc_now() + c->spin_s;
         do {
+            sched_yield();
             DDPC_CHECK(drive(e, &moved));
             if (moved) return DDPC_OK;
             if (is_aborted(c))
