@@ -414,6 +414,8 @@ static ddpc_status job_rank(long *rank, long *size, int *fallback) {
             return ddpc_err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", sets[i][0], *rank, sets[i][1],
                             *size);
         *fallback = i;
+        ddpc_log_set_rank((int)*rank);
+        DDPC_INFO(INIT, "rank %ld of %ld (from %s and %s)", *rank, *size, sets[i][0], sets[i][1]);
         return DDPC_OK;
     }
     return ddpc_err(DDPC_ERR_ENV,
@@ -446,6 +448,7 @@ ddpc_status ddpc_comm_init_env(ddpc_comm **out) {
         const char *host = ddpc_env_str("DDPC_STORE_ADDR", NULL);
         snprintf(prefix, sizeof prefix, "gen%ld/ddpc/comm%d/", restart, k);
         snprintf(who, sizeof who, "DDPC_STORE_ADDR=%s DDPC_STORE_PORT=%ld", host, port);
+        DDPC_INFO(INIT, "store: %s (the launcher's), keys under gen%ld/", who, restart);
         return comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
     }
     const char *src;
@@ -454,6 +457,7 @@ ddpc_status ddpc_comm_init_env(ddpc_comm **out) {
     DDPC_CHECK(ddpc_env_long("MASTER_PORT", 1, 65535, &port));
     snprintf(prefix, sizeof prefix, "ddpc/comm%d/", k);
     snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
+    DDPC_INFO(INIT, "store: %s (MASTER_ADDR from %s; rank 0 hosts it)", who, src);
     return comm_create((int)rank, (int)size, host, (int)port, 1, NULL, prefix, who, out);
 }
 
