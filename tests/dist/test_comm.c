@@ -809,3 +809,36 @@ TEST_T(comm_info_log_and_base_port, 30) {
     if (base > 65000) base = 40000;
     t_run_ranks(2, 25, info_body, &base);
 }
+
+/* ------------------------------------------------------------ clean close */
+
+static void early_destroy_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    sum_check(c, world * (world - 1) / 2);
+    if (rank == 2) { /* done early: a goodbye, not a crash */
+        CHECK_OK(ddpc_comm_destroy(c));
+        return;
+    }
+    ddpc_sleep(0.3); /* rank 2 is gone by now */
+    int32_t v[1000];
+    for (int it = 0; it < 20; it++) {
+        for (int i = 0; i < 1000; i++) v[i] = rank == 0 ? it * i : -1;
+        if (rank == 0) CHECK_OK(ddpc_send(c, v, 1000, DDPC_INT32, 1));
+        else {
+            CHECK_OK(ddpc_recv(c, v, 1000, DDPC_INT32, 0));
+            for (int i = 0; i < 1000; i++) CHECK_EQ(v[i], it * i);
+        }
+    }
+    /* a collective needs rank 2: named as gone, not a hang */
+    double t0 = ddpc_now();
+    ddpc_status s = ddpc_barrier(c);
+    CHECK(s == DDPC_ERR_MISMATCH || s == DDPC_ERR_PEER_LOST);
+    CHECK(ddpc_now() - t0 < 3.0);
+    CHECK_CONTAINS(ddpc_last_error(), "rank 2");
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_peer_destroyed_early_is_not_a_crash, 30) {
+    g_port = t_free_port();
+    t_run_ranks(3, 25, early_destroy_body, NULL);
+}
