@@ -9,6 +9,8 @@
 #            when ddpc-run is not built)
 #   mpi      OpenMPI's MPI_Allreduce forced onto TCP: mpirun --mca pml ob1
 #            --mca btl tcp,self, running bench/mpi_allreduce.c
+#   ddpc pinned  the same as 2 processes with torchrun's variables, rank r
+#            pinned to core r (taskset), the binding mpirun applies by default
 #   gloo     PyTorch's gloo backend (bench/gloo_allreduce.py, /usr/bin/python3)
 # Each tool runs ROUNDS times (default 3), interleaved (ddpc, mpi, gloo,
 # ddpc, ...). All three time alike: warm-up, barrier, then each call timed
@@ -37,16 +39,19 @@ free_port() {
     $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# Runs "$@" as 2 ranks with torchrun's variables, rank 0's stdout to $1.
+# Runs "$@" as 2 ranks with torchrun's variables, rank 0's stdout to $1;
+# with PIN=1, rank r runs on core r (taskset), as mpirun binds by default.
 two_ranks() {
     out=$1; shift
     port=$(free_port)
     pids=
     for r in 1 0; do
         if [ $r = 0 ]; then dst=$out; else dst=$out.rank1; fi
+        pin=
+        [ "${PIN:-0}" = 1 ] && pin="taskset -c $r"
         RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
             MASTER_PORT=$port GLOO_SOCKET_IFNAME=lo \
-            timeout "$TIMEOUT" "$@" > "$dst" 2>&1 &
+            timeout "$TIMEOUT" $pin "$@" > "$dst" 2>&1 &
         pids="$pids $!"
     done
     fail=0
@@ -63,6 +68,9 @@ run_ddpc() {
         two_ranks "$1" "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum
     fi
 }
+run_ddpc_pinned() {
+    PIN=1 two_ranks "$1" "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum
+}
 run_mpi() {
     timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np 2 \
         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
@@ -74,7 +82,7 @@ run_gloo() {
 
 i=1
 while [ $i -le "$ROUNDS" ]; do
-    for tool in ddpc mpi gloo; do
+    for tool in ddpc ddpc_pinned mpi gloo; do
         echo "round $i/$ROUNDS: $tool" >&2
         run_$tool "$OUT/$tool.$i.txt"
     done
@@ -84,7 +92,7 @@ done
 $PY - "$OUT" "$ROUNDS" <<'EOF'
 import statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-tools = ["ddpc", "mpi", "gloo"]
+tools = ["ddpc", "ddpc_pinned", "mpi", "gloo"]
 data = {}  # tool -> size -> [(time_us, busbw)]
 for t in tools:
     for i in range(1, rounds + 1):
@@ -99,23 +107,25 @@ for t in tools:
 med = {t: {s: (statistics.median(v[0] for v in vs), statistics.median(v[1] for v in vs))
            for s, vs in data[t].items()} for t in tools}
 sizes = sorted(med["ddpc"])
-print(f"2 ranks, float32 sum allreduce, medians of {rounds} interleaved rounds")
-print("| size (B) | ddpc us | ddpc GB/s | MPI-TCP us | MPI-TCP GB/s | gloo us | gloo GB/s "
-      "| time ddpc/MPI | busbw ddpc/MPI | time ddpc/gloo | busbw ddpc/gloo |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+names = {"ddpc": "ddpc", "ddpc_pinned": "ddpc pinned", "mpi": "MPI-TCP", "gloo": "gloo"}
+print(f"2 ranks, float32 sum allreduce, medians of {rounds} interleaved rounds "
+      "(time us / busbw GB/s; ratios ddpc/peer: time lower is better, busbw higher is better)")
+print("| size (B) | " + " | ".join(f"{names[t]} us | {names[t]} GB/s" for t in tools) +
+      " | time ddpc/MPI | busbw ddpc/MPI | busbw ddpc/gloo | time pinned/MPI | busbw pinned/MPI |")
+print("|---:" * (1 + 2 * len(tools) + 5) + "|")
+def r(a, b):
+    return f"{a / b:.2f}" if b else "-"
 for s in sizes:
-    d, m, g = med["ddpc"][s], med["mpi"].get(s), med["gloo"].get(s)
-    if not m or not g:
+    if not all(s in med[t] for t in tools):
         continue
-    def r(a, b):
-        return f"{a / b:.2f}" if b else "-"
-    print(f"| {s} | {d[0]:.1f} | {d[1]:.3f} | {m[0]:.1f} | {m[1]:.3f} | {g[0]:.1f} | {g[1]:.3f} "
-          f"| {r(d[0], m[0])} | {r(d[1], m[1])} | {r(d[0], g[0])} | {r(d[1], g[1])} |")
+    d, p, m, g = (med[t][s] for t in tools)
+    print(f"| {s} | " + " | ".join(f"{med[t][s][0]:.1f} | {med[t][s][1]:.3f}" for t in tools) +
+          f" | {r(d[0], m[0])} | {r(d[1], m[1])} | {r(d[1], g[1])} | {r(p[0], m[0])} | {r(p[1], m[1])} |")
 print()
 for s, name in ((8, "8 B"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB")):
-    if s in med["ddpc"] and s in med["mpi"] and s in med["gloo"]:
-        d, m, g = med["ddpc"][s], med["mpi"][s], med["gloo"][s]
-        print(f"{name:>6}: ddpc {d[0]:9.1f} us {d[1]:7.3f} GB/s | MPI-TCP {m[0]:9.1f} us {m[1]:7.3f} GB/s"
-              f" | gloo {g[0]:9.1f} us {g[1]:7.3f} GB/s | time ddpc/MPI {d[0] / m[0]:.2f}"
-              f" busbw ddpc/MPI {d[1] / m[1] if m[1] else 0:.2f} busbw ddpc/gloo {d[1] / g[1] if g[1] else 0:.2f}")
+    if all(s in med[t] for t in tools):
+        d, p, m, g = (med[t][s] for t in tools)
+        print(f"{name:>6}: " + " | ".join(f"{names[t]} {med[t][s][0]:.1f} us {med[t][s][1]:.3f} GB/s" for t in tools))
+        print(f"{'':>6}  time ddpc/MPI {r(d[0], m[0])}, pinned/MPI {r(p[0], m[0])}; busbw ddpc/MPI {r(d[1], m[1])}, "
+              f"pinned/MPI {r(p[1], m[1])}, ddpc/gloo {r(d[1], g[1])}, pinned/gloo {r(p[1], g[1])}")
 EOF
