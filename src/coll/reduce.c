@@ -26,8 +26,10 @@
 #define CHUNK 1024
 
 /* Hot loops get an AVX2 clone next to the baseline (SSE2) one; the loader
- * picks the clone the CPU supports (ifunc). */
-#if defined(HAVE_X86) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+ * picks the clone the CPU supports (ifunc). Not under ThreadSanitizer: its
+ * instrumented resolvers would run before the TSan runtime and crash. */
+#if defined(HAVE_X86) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__)
 #define VEC __attribute__((target_clones("avx2", "default")))
 #else
 #define VEC
