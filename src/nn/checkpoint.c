@@ -807,7 +807,12 @@ ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *op
     }
     for (int i = 0; i < h.nt; i++) {
         if (used[i]) continue;
-        if (!optim && !strncmp(h.t[i].name, "optim.", 6)) continue; /* weights only */
+        if (!strncmp(h.t[i].name, "optim.", 6)) {
+            if (!optim) continue; /* weights only */
+            s = ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is optimizer state that this %s optimizer does not keep%s",
+                         path, h.t[i].name, okind, ddpc_optim_num_state(optim) == 0 ? " (it has no momentum)" : "");
+            goto done;
+        }
         s = ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' matches nothing in the model (%s)", path,
                      h.t[i].name, m->desc);
         goto done;

@@ -151,6 +151,16 @@ TEST(ckpt_mismatch_named) {
     make("mlp", DDPC_OPTIM_ADAM, 1, &mlp2, &adam);
     CHECK_STATUS(ddpc_checkpoint_load(path, mlp2, adam, NULL), DDPC_ERR_MISMATCH);
     CHECK_CONTAINS(ddpc_last_error(), "holds sgd optimizer state, the optimizer is adam");
+    /* SGD without momentum keeps no state: the file's momentum is named */
+    ddpc_model *mlp3;
+    ddpc_optim *plain;
+    CHECK_OK(ddpc_model_preset("mlp", 4, 1, &mlp3));
+    ddpc_optim_options po = ddpc_optim_options_default(DDPC_OPTIM_SGD);
+    CHECK_OK(ddpc_optim_create(mlp3, &po, &plain));
+    CHECK_STATUS(ddpc_checkpoint_load(path, mlp3, plain, NULL), DDPC_ERR_MISMATCH);
+    CHECK_CONTAINS(ddpc_last_error(), "tensor 'optim.1.weight.momentum' is optimizer state that this sgd optimizer does not keep (it has no momentum)");
+    ddpc_optim_free(plain);
+    ddpc_model_free(mlp3);
     /* a smaller model: the file's extra tensors are named */
     ddpc_model *small;
     CHECK_OK(ddpc_model_create(1, 28, 28, 1, 0, &small));
