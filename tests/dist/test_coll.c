@@ -26,7 +26,8 @@
  *     dtype (an implementation may multiply by 1/world instead of dividing);
  *   - data-movement collectives: the hash's raw bytes, compared bytewise.
  * Every receive buffer has guard elements after it that must stay untouched,
- * and reduce's non-root receive buffers must stay untouched entirely.
+ * reduce's non-root receive buffers must stay untouched entirely, and an
+ * out-of-place call must leave its send buffer as it was.
  *
  * Subset at count 1<<20 (every other count covers every dtype and op):
  *   reducing collectives: float32 sum, float32 avg, int32 sum, int64 max,
@@ -345,6 +346,13 @@ static void run_one(ctx *x, const combo *k) {
     default: break;
     }
 
+    /* out of place, the send buffer must come back unchanged */
+    unsigned char *snap = NULL;
+    if (!k->inplace) {
+        snap = xmalloc(sn * es);
+        memcpy(snap, sbuf, sn * es);
+    }
+
     /* 3. the call */
     ddpc_status s = DDPC_OK;
     switch (k->coll) {
@@ -400,6 +408,12 @@ static void run_one(ctx *x, const combo *k) {
     }
     if (k->inplace) check_untouched(x, k, sbuf, bn * es, (bn + GUARD) * es, "guard after buffer");
     else check_untouched(x, k, rbuf, rn * es, (rn + GUARD) * es, "guard after receive buffer");
+    if (snap && memcmp(snap, sbuf, sn * es) != 0) {
+        size_t i = 0;
+        while (snap[i] == sbuf[i]) i++;
+        report(x, k, "the send buffer was modified (byte %zu)", i);
+    }
+    free(snap);
     free(sbuf);
     if (!k->inplace) free(rbuf);
 }
