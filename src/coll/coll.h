@@ -24,7 +24,9 @@
 #define DDPC_SMALL_BYTES (64u << 10)
 
 /* In-flight chunks per direction in the pipelined algorithms. */
+#ifndef DDPC_WINDOW
 #define DDPC_WINDOW 4
+#endif
 
 /*
  * One ring: nsteps steps; at step s this rank sends block sblk[s] (from

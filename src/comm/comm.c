@@ -84,11 +84,11 @@ static ddpc_srv_ref *srv_wrap(ddpc_store_server *s) {
     return r;
 }
 
-/* This host's identity: hostname + kernel boot id (two containers with one
- * hostname are told apart by the boot id only if they are separate VMs; on
- * one kernel they are one host, which is what shared memory needs). */
+/* This host's identity: hostname, kernel boot id and network namespace, so
+ * that "nodes" simulated in network namespaces of one kernel count as
+ * separate hosts, as their launcher's LOCAL_RANK does. */
 static void host_id(char *buf, size_t len) {
-    char name[64] = "?", boot[64] = "";
+    char name[64] = "?", boot[64] = "", ns[64] = "";
     gethostname(name, sizeof name);
     name[sizeof name - 1] = '\0';
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -97,7 +97,9 @@ static void host_id(char *buf, size_t len) {
         fclose(f);
         boot[strcspn(boot, "\n")] = '\0';
     }
-    snprintf(buf, len, "%s/%s", name, boot);
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    snprintf(buf, len, "%s/%.40s/%s", name, boot, ns);
     for (char *p = buf; *p; p++)
         if (*p == ' ') *p = '_';
 }
