@@ -221,12 +221,14 @@ void ddpc__reduce_use_simd(int enable) {
     simd_state = -1;
 }
 
-static int use_f16c(void) {
+/* Bit 0: AVX + F16C (half conversions); bit 1: also AVX2 (fused kernels). */
+static int simd_bits(void) {
     int s = __atomic_load_n(&simd_state, __ATOMIC_RELAXED);
     if (s < 0) {
 #ifdef HAVE_X86
         __builtin_cpu_init();
         s = simd_allowed && __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+        if (s && __builtin_cpu_supports("avx2")) s |= 2;
 #else
         s = 0;
 #endif
@@ -234,6 +236,7 @@ static int use_f16c(void) {
     }
     return s;
 }
+static int use_f16c(void) { return simd_bits() & 1; }
 
 static void h2f(float *restrict d, const uint16_t *restrict s, size_t n) {
 #ifdef HAVE_X86
@@ -267,8 +270,75 @@ static void f32_to_half(void *restrict d, const float *restrict s, size_t n, ddp
 /* ------------------------------------------------------------- public API */
 
 /* Half types: per chunk, widen both operands, combine in float32, round once. */
+#ifdef HAVE_X86
+/* Fused float16 / bfloat16 kernels, 8 elements per step: widen both
+ * operands in registers, combine in float32, round back (nearest even), so
+ * the data crosses memory once. Semantics are the float32 kernels' (max/min:
+ * NaN in either operand gives NaN). d may be a or b: every vector is loaded
+ * before it is stored. Returns the number of elements done (a multiple of
+ * 8); the caller does the tail. */
+#define HALF_AVX __attribute__((target("avx2,f16c"), always_inline)) static inline
+HALF_AVX __m256 ld_h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+HALF_AVX void st_h(uint16_t *p, __m256 v) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+HALF_AVX __m256 ld_b(const uint16_t *p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+HALF_AVX void st_b(uint16_t *p, __m256 v) {
+    __m256i x = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    r = _mm256_blendv_epi8(r, q, nan);
+    /* 32 -> 16 bits: pack within lanes, then gather the two lanes' halves */
+    __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(pk));
+}
+HALF_AVX __m256 vmax(__m256 x, __m256 y) {
+    __m256 r = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, y, _CMP_GT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+HALF_AVX __m256 vmin(__m256 x, __m256 y) {
+    __m256 r = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, y, _CMP_LT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+#define FUSED(LD, ST, EXPR)                                                              \
+    for (i = 0; i + 8 <= n; i += 8) {                                                    \
+        __m256 x = LD(a + i), y = LD(b + i);                                             \
+        ST(d + i, EXPR);                                                                 \
+    }
+#define FUSED_OPS(LD, ST)                                                                \
+    switch (op) {                                                                        \
+    case DDPC_PROD: FUSED(LD, ST, _mm256_mul_ps(x, y)); break;                           \
+    case DDPC_MAX: FUSED(LD, ST, vmax(x, y)); break;                                     \
+    case DDPC_MIN: FUSED(LD, ST, vmin(x, y)); break;                                     \
+    default: FUSED(LD, ST, _mm256_add_ps(x, y)); break;                                  \
+    }
+__attribute__((target("avx2,f16c"))) static size_t half_fused(uint16_t *d, const uint16_t *a,
+                                                              const uint16_t *b, size_t n,
+                                                              ddpc_dtype t, ddpc_op op) {
+    size_t i = 0;
+    if (t == DDPC_FLOAT16) FUSED_OPS(ld_h, st_h)
+    else FUSED_OPS(ld_b, st_b)
+    return i;
+}
+#endif
+
 static void half_reduce(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
                         ddpc_op op) {
+#ifdef HAVE_X86
+    if (simd_bits() & 2) {
+        size_t done = half_fused(dst, a, b, count, t, op);
+        dst = (uint16_t *)dst + done;
+        a = (const uint16_t *)a + done;
+        b = (const uint16_t *)b + done;
+        count -= done;
+    }
+#endif
     /* fb sits 64 bytes off a 4 KiB multiple from fa: loads of fb[i] would
      * otherwise falsely depend on the stores to fa[i] (4K aliasing). */
     float buf[2 * CHUNK + 16];

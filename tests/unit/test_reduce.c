@@ -219,6 +219,36 @@ TEST(reduce_every_dtype_op_count_portable_half) {
     ddpc__reduce_use_simd(1);
 }
 
+/* Every float16 / bfloat16 value as the first operand, against random bit
+ * patterns (large, tiny, subnormal, inf, NaN: every rounding and overflow
+ * case of the narrowing) as the second, for every op. */
+static void every_half_value(void) {
+    enum { N = 65536 };
+    uint16_t *a = malloc(N * 2), *b = malloc(N * 2), *d = malloc(N * 2), *ref = malloc(N * 2);
+    CHECK(a && b && d && ref);
+    for (int t = DDPC_FLOAT16; t <= DDPC_BFLOAT16; t++)
+        for (int op = 0; op < DDPC_OP_COUNT; op++) {
+            for (uint32_t i = 0; i < N; i++) {
+                a[i] = (uint16_t)i;
+                b[i] = (uint16_t)rnd();
+            }
+            reference(ref, a, b, N, (ddpc_dtype)t, (ddpc_op)op);
+            ddpc_reduce3(d, a, b, N, (ddpc_dtype)t, (ddpc_op)op);
+            expect_equal(d, ref, N, (ddpc_dtype)t, (ddpc_op)op, "reduce3(every half value)");
+            ddpc_reduce_inplace(a, b, N, (ddpc_dtype)t, (ddpc_op)op);
+            expect_equal(a, ref, N, (ddpc_dtype)t, (ddpc_op)op, "inplace(every half value)");
+        }
+    free(a), free(b), free(d), free(ref);
+}
+
+TEST(reduce_half_every_value) { every_half_value(); }
+
+TEST(reduce_half_every_value_portable) {
+    ddpc__reduce_use_simd(0);
+    every_half_value();
+    ddpc__reduce_use_simd(1);
+}
+
 TEST(reduce_wraps_and_nan) {
     int8_t a8[3] = {127, -128, 100}, b8[3] = {1, -1, 3};
     ddpc_reduce_inplace(a8, b8, 3, DDPC_INT8, DDPC_SUM);
