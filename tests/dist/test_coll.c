@@ -4,7 +4,7 @@
  * and 8, each result checked element by element against a reference this
  * file computes itself; every root of the rooted collectives; in-place
  * variants; DDPC_ALGO=ring/rhd/tree forced; several async operations
- * outstanding; barrier; send/recv.
+ * outstanding; barrier; send/recv; collectives on split communicators.
  *
  * One TEST per (world size, algorithm): the ranks are forked processes
  * (t_run_ranks, with a deadline) that bootstrap once and loop over every
@@ -694,6 +694,48 @@ static void p2p(ctx *x) {
     free(ws);
 }
 
+/* ------------------------------------------------------------ split */
+
+/*
+ * Collectives on sub-communicators: ranks split by parity, ordered by key
+ * -rank (so new ranks run backwards), then a few collectives of each kind
+ * checked on each half; the halves run concurrently.
+ */
+static void split_pass(ctx *x) {
+    combo k0 = {C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0};
+    ddpc_comm *sub = NULL;
+    ddpc_status s = ddpc_comm_split(x->c, x->rank % 2, -x->rank, &sub);
+    if (s != DDPC_OK) call_failed(x, &k0, "comm_split", s);
+    int want_rank = 0, want_size = 0;
+    for (int r = x->rank % 2; r < x->world; r += 2) {
+        want_size++;
+        if (r > x->rank) want_rank++;
+    }
+    if (!sub || ddpc_comm_size(sub) != want_size || ddpc_comm_rank(sub) != want_rank) {
+        report(x, &k0, "split: got rank %d of %d, want %d of %d", sub ? ddpc_comm_rank(sub) : -1,
+               sub ? ddpc_comm_size(sub) : -1, want_rank, want_size);
+        ddpc_comm_destroy(sub);
+        return;
+    }
+    ctx y = {.c = sub, .rank = want_rank, .world = want_size, .algo = "auto(split)", .salt = x->salt};
+    static const ddpc_dtype ts[] = {DDPC_INT8, DDPC_FLOAT16, DDPC_FLOAT32};
+    for (int coll = 0; coll < C_NCOLL; coll++)
+        for (int ti = 0; ti < 3; ti++)
+            for (size_t n = 7; n <= 4097; n += 4090) {
+                combo k = {coll, ts[ti], is_reducing(coll) ? DDPC_MAX : DDPC_SUM, n,
+                           want_size - 1, 0};
+                run_one(&y, &k);
+                if (is_reducing(coll)) {
+                    k.op = DDPC_AVG;
+                    run_one(&y, &k);
+                }
+            }
+    x->ops += y.ops;
+    x->fails += y.fails;
+    s = ddpc_comm_destroy(sub);
+    if (s != DDPC_OK) call_failed(x, &k0, "destroying the split communicator", s);
+}
+
 /* ------------------------------------------------------------ the jobs */
 
 static double wall(void) {
@@ -724,6 +766,7 @@ static void rank_main(int rank, int world, void *arg) {
         for (int round = 0; round < 3; round++) async_batch(&x, round);
         barrier_rounds(&x, j->shared);
         p2p(&x);
+        if (world >= 3) split_pass(&x);
     }
     double t2 = wall();
     s = ddpc_comm_destroy(x.c);
