@@ -597,6 +597,41 @@ static void async_batch(ctx *x, int round) {
     }
 }
 
+/* Many outstanding at once, as DDP's buckets: 48 allreduces of different
+ * sizes and dtypes issued back to back, then waited in issue order. */
+static void async_many(ctx *x) {
+    enum { M = 48 };
+    static const ddpc_dtype ts[] = {DDPC_INT32, DDPC_FLOAT32, DDPC_BFLOAT16, DDPC_UINT64};
+    void *sb[M], *rb[M];
+    uint64_t salts[M];
+    ddpc_work *wk[M];
+    for (int i = 0; i < M; i++) {
+        ddpc_dtype t = ts[i % 4];
+        size_t n = (size_t)(i * 37 % 301) + 1, es = ddpc_dtype_size(t);
+        combo k = {C_ALLREDUCE, t, DDPC_SUM, n, 0, 0};
+        sb[i] = xmalloc(n * es);
+        rb[i] = xmalloc(n * es);
+        x->salt = salts[i] = mix64(x->salt + 0x99 + (uint64_t)i);
+        for (size_t j = 0; j < n; j++) put_red(sb[i], j, t, DDPC_SUM, hv(salts[i], x->rank, j));
+        ddpc_status s = ddpc_allreduce_async(x->c, sb[i], rb[i], n, t, DDPC_SUM, &wk[i]);
+        x->ops++;
+        if (s != DDPC_OK) call_failed(x, &k, "allreduce_async (48 outstanding)", s);
+    }
+    for (int i = 0; i < M; i++) {
+        ddpc_dtype t = ts[i % 4];
+        size_t n = (size_t)(i * 37 % 301) + 1;
+        combo k = {C_ALLREDUCE, t, DDPC_SUM, n, 0, 0};
+        ddpc_status s = ddpc_work_wait(wk[i], 60);
+        if (s != DDPC_OK) call_failed(x, &k, "work_wait (48 outstanding)", s);
+        ddpc_work_free(wk[i]);
+        x->salt = salts[i];
+        for (size_t j = 0; j < n; j++)
+            if (!check_red_elem(x, &k, rb[i], j, j)) break;
+        free(sb[i]);
+        free(rb[i]);
+    }
+}
+
 /* ------------------------------------------------------------ barrier */
 
 /*
@@ -764,6 +799,7 @@ static void rank_main(int rank, int world, void *arg) {
     if (!forced) {
         all_roots(&x);
         for (int round = 0; round < 3; round++) async_batch(&x, round);
+        async_many(&x);
         barrier_rounds(&x, j->shared);
         p2p(&x);
         if (world >= 3) split_pass(&x);
