@@ -31,7 +31,8 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, si
     ddpc__blocks(count, n, boff, bcnt);
     ddpc_ring rg = {.nsteps = ns, .nred = n - 1, .sblk = blk, .rblk = blk + ns,
                     .ssrc = ptr, .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns,
-                    .boff = boff, .bcnt = bcnt, .esize = ddpc_dtype_size(t), .t = t, .op = op};
+                    .boff = boff, .bcnt = bcnt, .esize = ddpc_dtype_size(t), .t = t, .op = op,
+                    .direct = send != recv};
     for (int s = 0; s < n - 1; s++) {
         rg.sblk[s] = ((r - s) % n + n) % n;
         rg.rblk[s] = ((r - s - 1) % n + n) % n;
@@ -167,7 +168,7 @@ ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, siz
     }
     ddpc_ring rg = {.nsteps = ns, .nred = ns, .sblk = blk, .rblk = blk + ns, .ssrc = ptr,
                     .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns, .boff = boff,
-                    .bcnt = bcnt, .esize = es, .t = t, .op = op};
+                    .bcnt = bcnt, .esize = es, .t = t, .op = op, .direct = 1};
     for (int s = 0; s < ns; s++) {
         rg.sblk[s] = ((r - s - 1) % n + n) % n;
         rg.rblk[s] = ((r - s - 2) % n + n) % n;

@@ -47,6 +47,8 @@ typedef struct ddpc_ring {
     size_t esize;
     ddpc_dtype t;
     ddpc_op op;
+    int direct; /* reducing steps receive straight into rdst and combine
+                 * there (rdst must not alias rloc); else via scratch slots */
 } ddpc_ring;
 
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg);

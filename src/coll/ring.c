@@ -8,6 +8,8 @@
  * of task t - m, which brought (and, when reducing, combined) the same
  * chunk one step earlier. So every link carries chunks in both directions
  * at once, and reduction of one chunk overlaps the arrival of the next.
+ * Out of place, reducing steps receive straight into the destination and
+ * combine there; in place they go through DDPC_WINDOW scratch slots.
  */
 #include <string.h>
 
@@ -42,7 +44,7 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
     size_t T = (size_t)rg->nsteps * m;
 
     char *slots = NULL;
-    if (rg->nred > 0) {
+    if (rg->nred > 0 && !rg->direct) {
         slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
         if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for ring buffers");
     }
@@ -54,7 +56,8 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
             int s = (int)(nr / m);
             size_t off, cnt;
             chunk_of(rg, rg->rblk[s], nr % m, ce, &off, &cnt);
-            char *dst = s < rg->nred ? slots + (nr % DDPC_WINDOW) * ce * es : rg->rdst[s] + off * es;
+            char *dst = s < rg->nred && !rg->direct ? slots + (nr % DDPC_WINDOW) * ce * es
+                                                    : rg->rdst[s] + off * es;
             ddpc__post_recv(e, &rreq[nr % DDPC_WINDOW], prev, dst, cnt * es);
             nr++;
         }
@@ -74,8 +77,12 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
             if (s < rg->nred) {
                 size_t off, cnt;
                 chunk_of(rg, rg->rblk[s], nrd % m, ce, &off, &cnt);
-                ddpc_reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
-                             slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
+                if (rg->direct)
+                    ddpc_reduce_inplace(rg->rdst[s] + off * es, rg->rloc[s] + off * es, cnt, rg->t,
+                                        rg->op);
+                else
+                    ddpc_reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
+                                 slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
             }
             nrd++;
         }
