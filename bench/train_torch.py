@@ -1,8 +1,13 @@
 #!/usr/bin/python3
 """The peer of ddpc-train for bench/train_peers.sh: the same models in PyTorch
-(1.13, one thread), the seed's transforms (ToTensor + Normalize((0.5,), (0.5,))),
+(1.13, --threads threads, one by default), the seed's transforms (ToTensor + Normalize((0.5,), (0.5,))),
 a TensorDataset + DataLoader (default workers, shuffle) over the IDX files read
 with gzip + numpy (torchvision is not installed on Debian 12).
+
+torch.set_num_threads does not reach OpenBLAS's own thread pool (with
+libopenblas0-pthread, PyTorch's sgemm runs on every core even after
+set_num_threads(1)), so OPENBLAS_NUM_THREADS is set to --threads before torch
+is imported: "one thread" then means one thread everywhere.
 
 Prints one JSON line: model, batch size, samples/s and seconds of the training
 epochs (the loop over the DataLoader: batching, forward, loss, backward, SGD
@@ -11,8 +16,8 @@ step), test accuracy, and which BLAS library the process mapped.
 import argparse, gzip, json, os, struct, sys, time
 
 import numpy as np
-import torch
-import torch.nn as nn
+
+torch = nn = None  # imported in main(), after OPENBLAS_NUM_THREADS is set
 
 
 def read_idx(path):
@@ -66,8 +71,13 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    torch.set_num_threads(1)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)
+    global torch, nn
+    import torch
+    import torch.nn as nn
+    torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     xtr, ytr = load(a.data, "train")
     xte, yte = load(a.data, "test")
