@@ -164,11 +164,13 @@ static void comm_free(ddpc_comm *c) {
     free(c);
 }
 
-/* Steps 2–5 of the bootstrap (see the top of the file). st is the
- * communicator's prefixed view of the store (borrowed). */
-static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
-    double deadline = ddpc_deadline_in(c->connect_timeout);
+/* Steps 2–5 of the bootstrap (see the top of the file), before deadline.
+ * st is the communicator's prefixed view of the store (borrowed).
+ * *store_gone = 1 when it failed because the store's connection was lost
+ * before any peer was connected (the caller may reconnect and retry). */
+static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int *store_gone) {
     const ddpc_transport *tp = &ddpc_transport_tcp;
+    *store_gone = 0;
     ddpc_listener *lis = NULL;
     char myhost[128], val[512];
     ddpc_status s = DDPC_OK;
@@ -193,6 +195,7 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
         s = ddpc_err(DDPC_ERR_ENV, "RANK=%d is already taken by another process (%.*s)", c->rank,
                      (int)alen, (char *)actual);
     free(actual);
+    if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
     if (s != DDPC_OK) goto fail;
 
     const char **keys = NULL;
@@ -242,6 +245,7 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
             }
             if (nmiss > 32) snprintf(list + used, sizeof list - used, " and %d more", nmiss - 32);
             if (s != DDPC_OK) snprintf(why, sizeof why, " (then the store went away: %s)", ddpc_last_error());
+            if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
             s = ddpc_err(DDPC_ERR_TIMEOUT, "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
                          c->rank, list, c->size, c->connect_timeout, why);
         }
@@ -251,6 +255,7 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st) {
         void *v = NULL;
         size_t vl = 0;
         s = ddpc_store_get(st, keys[r], 1.0, &v, &vl);
+        if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
         if (s != DDPC_OK) break;
         char txt[512];
         snprintf(txt, sizeof txt, "%.*s", (int)vl, (char *)v);
@@ -369,17 +374,43 @@ static ddpc_status comm_create(int rank, int size, const char *host, int port, i
     }
     s = ddpc__choose_ip(host, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname);
     if (s != DDPC_OK) goto fail;
-    s = ddpc_store_connect(host, port, c->connect_timeout, &root);
-    if (s != DDPC_OK) {
-        s = ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
-                     "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s", rank,
-                     who, c->connect_timeout, ddpc_last_error());
-        goto fail;
+    double deadline = ddpc_deadline_in(c->connect_timeout);
+    char first_err[1024] = "";
+    for (int attempt = 0;; attempt++) {
+        double left = deadline - ddpc_now();
+        s = ddpc_store_connect(host, port, left > 0.001 ? left : 0.001, &root);
+        /* reset during the handshake: a store closing down (see below) */
+        for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc_expired(deadline); k++) {
+            ddpc_sleep(0.02);
+            left = deadline - ddpc_now();
+            s = ddpc_store_connect(host, port, left > 0.001 ? left : 0.001, &root);
+        }
+        if (s != DDPC_OK) {
+            if (first_err[0]) { /* the retry found no store: report the first failure */
+                s = ddpc_err(DDPC_ERR_TIMEOUT, "%s", first_err);
+                goto fail;
+            }
+            s = ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                         "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s", rank,
+                         who, c->connect_timeout, ddpc_last_error());
+            goto fail;
+        }
+        s = ddpc_store_prefixed(root, prefix, &st);
+        if (s != DDPC_OK) goto fail;
+        int store_gone = 0;
+        s = bootstrap(c, st, deadline, &store_gone);
+        if (s == DDPC_OK) break;
+        /* a store that vanished under a rank that does not host it: most
+         * likely rank 0's previous communicator's, about to be replaced by
+         * the next one on the same port. Reconnect while time remains. */
+        if (!store_gone || c->srv || attempt >= 20 || ddpc_expired(deadline)) goto fail;
+        if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", ddpc_last_error());
+        DDPC_INFO(INIT, "rank %d: lost the store during bootstrap (%s); reconnecting", rank, ddpc_last_error());
+        ddpc_store_close(st);
+        ddpc_store_close(root);
+        st = root = NULL;
+        ddpc_sleep(0.05);
     }
-    s = ddpc_store_prefixed(root, prefix, &st);
-    if (s != DDPC_OK) goto fail;
-    s = bootstrap(c, st);
-    if (s != DDPC_OK) goto fail;
     ddpc_store_close(st);
     ddpc_store_close(root);
     *out = c;

@@ -842,3 +842,19 @@ TEST_T(comm_peer_destroyed_early_is_not_a_crash, 30) {
     g_port = t_free_port();
     t_run_ranks(3, 25, early_destroy_body, NULL);
 }
+
+/* ------------------------------------------------------------ re-init */
+
+static void reinit_body(int rank, int world, void *arg) {
+    for (int round = 0; round < 6; round++) {
+        if (rank == 0 && round % 2) ddpc_sleep(0.05); /* others reach the old store first */
+        ddpc_comm *c = env_comm(rank, world);
+        sum_check(c, world * (world - 1) / 2);
+        CHECK_OK(ddpc_comm_destroy(c));
+    }
+}
+
+TEST_T(comm_reinit_same_port, 40) {
+    g_port = t_free_port();
+    t_run_ranks(3, 35, reinit_body, NULL);
+}
