@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,6 +276,10 @@ ddpc_status ddpc_model_build(ddpc_model *m) {
             if (L->need_dx && !(L->dbuf = alloc_floats(B * L->in_n))) goto nomem;
         }
         if (L->kind == LAYER_CONV2D) {
+            if (B * L->out_h * L->out_w > (size_t)INT32_MAX ||
+                B * L->in_c * L->k * L->k * L->out_h * L->out_w > ((size_t)1 << 40))
+                return ddpc_err(DDPC_ERR_INVALID_ARG, "layer %d Conv2d: max_batch %d makes its im2col buffer too large",
+                                i, m->max_batch);
             size_t colsz = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
             if (!(L->col = alloc_floats(B * colsz))) goto nomem;
             if (L->need_dx && !(L->dcol = alloc_floats(B * colsz))) goto nomem;
