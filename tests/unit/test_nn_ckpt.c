@@ -3,6 +3,7 @@
  * format read back by PyTorch (json + struct + torch.frombuffer). */
 #include <math.h>
 #include <stdint.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,27 @@
 
 static char g_dir[] = "/tmp/ddpc-ckpt-XXXXXX";
 
+/* Removes this test process's scratch directory (flat: files only); tests
+ * call it when they pass, so a failure leaves its files to look at. */
+static void remove_dir(void) {
+    DIR *d = opendir(g_dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(g_dir);
+}
+
 static const char *tmp_path(const char *name) {
     static char buf[256];
-    if (g_dir[sizeof g_dir - 2] == 'X') CHECK(mkdtemp(g_dir) != NULL);
+    if (g_dir[sizeof g_dir - 2] == 'X') {
+        CHECK(mkdtemp(g_dir) != NULL);
+    }
     snprintf(buf, sizeof buf, "%s/%s", g_dir, name);
     return buf;
 }
@@ -92,6 +111,7 @@ TEST(ckpt_roundtrip_resumes_exactly) {
         ddpc_model_free(b);
         ddpc_model_free(c);
     }
+    remove_dir();
 }
 
 TEST(ckpt_weights_only_and_dropout_rng) {
@@ -124,6 +144,7 @@ TEST(ckpt_weights_only_and_dropout_rng) {
     ddpc_optim_free(o);
     ddpc_model_free(a);
     ddpc_model_free(b);
+    remove_dir();
 }
 
 TEST(ckpt_mismatch_named) {
@@ -178,6 +199,7 @@ TEST(ckpt_mismatch_named) {
     ddpc_model_free(mlp);
     ddpc_model_free(lin);
     ddpc_model_free(cnn);
+    remove_dir();
 }
 
 /* Writes a file: 8-byte length of hdr (or hl_override when >= 0), hdr, then
@@ -280,6 +302,7 @@ TEST(ckpt_malformed_files) {
         if (s != DDPC_OK) CHECK(strlen(ddpc_last_error()) > 0);
     }
     ddpc_model_free(m);
+    remove_dir();
 }
 
 TEST(ckpt_atomic_replace) {
@@ -308,6 +331,7 @@ TEST(ckpt_atomic_replace) {
     CHECK_CONTAINS(ddpc_last_error(), "/nonexistent-dir/x.safetensors.tmp");
     ddpc_optim_free(o);
     ddpc_model_free(m);
+    remove_dir();
 }
 
 /* PyTorch reads the file with json + struct + torch.frombuffer (Debian has
@@ -362,4 +386,5 @@ TEST_T(ckpt_read_by_pytorch, 120) {
     CHECK_CONTAINS(out, "optim.9.bias.exp_avg_sq [10]");
     ddpc_optim_free(o);
     ddpc_model_free(m);
+    remove_dir();
 }

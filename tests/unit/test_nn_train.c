@@ -1,6 +1,7 @@
 /* test_nn_train.c — ddpc-train end to end on the real Fashion-MNIST files:
  * bad options, a short run that learns, metrics and checkpoints, and resume
  * giving the same parameters as training straight through. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,28 @@
 
 static char g_dir[] = "/tmp/ddpc-train-XXXXXX";
 
+/* Removes this test process's scratch directory (flat: files only); tests
+ * call it when they pass, so a failure leaves its files to look at. */
+static void remove_dir(void) {
+    DIR *d = opendir(g_dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(g_dir);
+}
+
 static const char *tmp_path(const char *name) {
     static char buf[4][256];
     static int k;
-    if (g_dir[sizeof g_dir - 2] == 'X') CHECK(mkdtemp(g_dir) != NULL);
+    if (g_dir[sizeof g_dir - 2] == 'X') {
+        CHECK(mkdtemp(g_dir) != NULL);
+    }
     char *b = buf[k++ % 4];
     snprintf(b, 256, "%s/%s", g_dir, name);
     return b;
@@ -109,6 +128,7 @@ TEST_T(train_learns_and_writes_metrics, 300) {
     snprintf(args, sizeof args, "--model mlp --epochs 3 --resume %s", ckpt);
     CHECK_EQ(train(args, out, sizeof out), 1);
     CHECK_CONTAINS(out, "tensor '1.weight' has shape [10, 784], the model's has [512, 784]");
+    remove_dir();
 }
 
 /* 2 epochs straight == 1 epoch, stop, resume for the 2nd (SGD with momentum,
@@ -148,4 +168,5 @@ TEST_T(train_resume_matches_straight_run, 300) {
     ddpc_optim_free(ob);
     ddpc_model_free(ma);
     ddpc_model_free(mb);
+    remove_dir();
 }
