@@ -71,9 +71,10 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--blas-threads", type=int, default=0, help="OPENBLAS_NUM_THREADS (default: --threads)")
     a = ap.parse_args()
-    os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(a.blas_threads or a.threads)
     global torch, nn
     import torch
     import torch.nn as nn
@@ -103,7 +104,8 @@ def main():
         acc = (m(xte).argmax(1) == yte).float().mean().item()
     print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "model": a.model, "batch_size": a.batch_size,
                       "epochs": a.epochs, "samples_per_s": samples / secs, "seconds": secs, "cpu_seconds": cpu, "test_accuracy": acc,
-                      "threads": torch.get_num_threads(), "blas": blas_library()}))
+                      "threads": torch.get_num_threads(), "blas_threads": a.blas_threads or a.threads,
+                      "blas": blas_library()}))
 
 
 if __name__ == "__main__":
