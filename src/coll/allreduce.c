@@ -1,6 +1,7 @@
 /*
- * allreduce.c — allreduce (ring, recursive doubling, tree) and
- * reduce-scatter (ring).
+ * allreduce.c — allreduce (ring; recursive doubling for small messages and
+ * recursive halving + doubling for large ones; tree) and reduce-scatter
+ * (ring).
  *
  * Every variant leaves bit-identical results on all ranks: the ring reduces
  * each block on one rank and copies it round; recursive doubling combines
@@ -108,6 +109,85 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
     return DDPC_OK;
 }
 
+/* Real rank of group member g after the fold (see rhd_allreduce). */
+static int unfold(int g, int rem) { return g < rem ? g * 2 + 1 : g + rem; }
+
+/*
+ * Recursive halving, then doubling (Rabenseifner), for large messages: the
+ * same fold to p = 2^k ranks as below, then
+ *   1. reduce-scatter by halving: at distance m = p/2, p/4, ..., 1 each rank
+ *      keeps the half of its current range that contains its own block,
+ *      sends the other half to its partner and combines the partner's copy
+ *      of the kept half; afterwards member g owns block g;
+ *   2. allgather by doubling: at distance 1, 2, ..., p/2 partners swap the
+ *      ranges they own.
+ * Each block is reduced on one rank only, so all ranks end bit-identical.
+ */
+static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                    ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    int n = c->size, r = c->rank;
+    size_t es = ddpc_dtype_size(t), nbytes = count * es;
+    if (recv != send) memcpy(recv, send, nbytes);
+    char *buf = recv;
+    char *tmp = ddpc__scratch(c, nbytes);
+    if (!tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", nbytes);
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    int rem = n - p, g;
+    size_t *boff = malloc(sizeof(size_t) * 2 * (size_t)p);
+    if (!boff) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
+    size_t *bcnt = boff + p;
+    ddpc__blocks(count, p, boff, bcnt);
+    ddpc_req q[2];
+    ddpc_status s = DDPC_OK;
+#define RANGE_OFF(a) (boff[(a)] * es)
+#define RANGE_LEN(a, m) ((boff[(a) + (m)-1] + bcnt[(a) + (m)-1] - boff[(a)]) * es)
+    /* 0. fold the extra ranks in */
+    if (r < 2 * rem) {
+        if (r % 2 == 0) {
+            ddpc__post_send(e, &q[0], r + 1, buf, nbytes);
+            if ((s = ddpc__wait(e, &q[0])) != DDPC_OK) goto out;
+            g = -1;
+        } else {
+            ddpc__post_recv(e, &q[0], r - 1, tmp, nbytes);
+            if ((s = ddpc__wait(e, &q[0])) != DDPC_OK) goto out;
+            ddpc_reduce3(buf, tmp, buf, count, t, op);
+            g = r / 2;
+        }
+    } else {
+        g = r - rem;
+    }
+    if (g >= 0) {
+        /* 1. reduce-scatter by recursive halving */
+        for (int m = p / 2; m >= 1; m /= 2) {
+            int keep = g & ~(m - 1), give = (g ^ m) & ~(m - 1), partner = unfold(g ^ m, rem);
+            ddpc__post_send(e, &q[0], partner, buf + RANGE_OFF(give), RANGE_LEN(give, m));
+            ddpc__post_recv(e, &q[1], partner, tmp, RANGE_LEN(keep, m));
+            if ((s = ddpc__wait_all(e, q, 2)) != DDPC_OK) goto out;
+            ddpc_reduce_inplace(buf + RANGE_OFF(keep), tmp, RANGE_LEN(keep, m) / es, t, op);
+        }
+        /* 2. allgather by recursive doubling */
+        for (int m = 1; m < p; m *= 2) {
+            int mine = g & ~(m - 1), theirs = (g ^ m) & ~(m - 1), partner = unfold(g ^ m, rem);
+            ddpc__post_send(e, &q[0], partner, buf + RANGE_OFF(mine), RANGE_LEN(mine, m));
+            ddpc__post_recv(e, &q[1], partner, buf + RANGE_OFF(theirs), RANGE_LEN(theirs, m));
+            if ((s = ddpc__wait_all(e, q, 2)) != DDPC_OK) goto out;
+        }
+    }
+#undef RANGE_OFF
+#undef RANGE_LEN
+    /* 3. hand the result back to the folded ranks */
+    if (r < 2 * rem) {
+        if (r % 2 == 1) ddpc__post_send(e, &q[0], r - 1, buf, nbytes);
+        else ddpc__post_recv(e, &q[0], r + 1, buf, nbytes);
+        s = ddpc__wait(e, &q[0]);
+    }
+out:
+    free(boff);
+    return s;
+}
+
 /* Tree: binomial reduce to rank 0, then binomial broadcast. */
 static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
                                   ddpc_dtype t, ddpc_op op) {
@@ -131,7 +211,12 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
     switch (algo) {
     case DDPC_ALGO_RING: return ring_allreduce(e, send, recv, count, t, op);
     case DDPC_ALGO_TREE: return tree_allreduce(e, send, recv, count, t, op);
-    default: return rhd_allreduce(e, send, recv, count, t, op);
+    default:
+        /* latency-bound: whole vectors (log2 n rounds); bandwidth-bound:
+         * halving then doubling (2 log2 n rounds, ~2x the data in all) */
+        if (nbytes > DDPC_SMALL_BYTES && count >= (size_t)c->size)
+            return halving_doubling(e, send, recv, count, t, op);
+        return rhd_allreduce(e, send, recv, count, t, op);
     }
 }
 
