@@ -143,6 +143,8 @@ static ddpc_comm *comm_alloc(int rank, int size) {
         free(c);
         return NULL;
     }
+    /* every peer talks TCP; a shared-memory transport would be picked per
+     * peer after the bootstrap, for peers whose host id equals this rank's */
     for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc_transport_tcp;
     return c;
 }
