@@ -403,7 +403,7 @@ static void killed_body(int rank, int world, void *arg) {
     setenv("DDPC_TIMEOUT", "60", 1);
     ddpc_comm *c = env_comm(rank, world);
     setenv("DDPC_TIMEOUT", "60", 1);
-    size_t n = 4u << 20;
+    size_t n = world > 4 ? 1u << 20 : 4u << 20;
     float *x = calloc(n, sizeof(float));
     for (int it = 0; it < 1000; it++) {
         if (rank == 2 && it == 3) {
@@ -429,11 +429,11 @@ static void killed_body(int rank, int world, void *arg) {
     CHECK_MSG(0, "rank %d never saw rank 2 die", rank);
 }
 
-TEST_T(comm_rank_killed_mid_collective, 40) {
+static void run_killed(int world) {
     g_port = t_free_port();
-    int st[4];
-    t_run_ranks_status(4, 30, killed_body, NULL, st);
-    for (int r = 0; r < 4; r++) {
+    int st[16];
+    t_run_ranks_status(world, 30, killed_body, NULL, st);
+    for (int r = 0; r < world; r++) {
         if (r == 2) {
             CHECK(st[r] != -1 && WIFSIGNALED(st[r]));
             continue;
@@ -442,6 +442,9 @@ TEST_T(comm_rank_killed_mid_collective, 40) {
         CHECK_MSG(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed", r);
     }
 }
+
+TEST_T(comm_rank_killed_mid_collective, 40) { run_killed(4); }
+TEST_T(comm_rank_killed_mid_collective_w8, 40) { run_killed(8); }
 
 /* ------------------------------------------------------------ bad environments */
 
