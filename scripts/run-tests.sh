@@ -6,10 +6,13 @@ bins=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do bins+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 pass=0 fail=0 skip=0 broken=()
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for b in "${bins[@]}"; do
   echo "== ${b##*/}"
-  out=$("$b" "$@" 2>&1 | tee /dev/stderr | tail -n 1)
+  "$b" "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
+  out=$(tail -n 1 "$log")
   if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
     pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2])); skip=$((skip + BASH_REMATCH[3]))
     [ "${BASH_REMATCH[1]}${BASH_REMATCH[2]}${BASH_REMATCH[3]}" = 000 ] && continue
