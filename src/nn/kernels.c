@@ -17,12 +17,14 @@
 #include <immintrin.h>
 
 int nn_have_skinny(void) {
-    static int have = -1;
-    if (have < 0) {
+    static int have = -1; /* computed once; racing threads store the same value */
+    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+    if (h < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
     }
-    return have;
+    return h;
 }
 
 __attribute__((target("avx2,fma"))) static inline float hsum(__m256 v) {
