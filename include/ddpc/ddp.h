@@ -68,6 +68,10 @@ ddpc_status ddpc_ddp_sync(ddpc_ddp *d);
 ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
 
 int ddpc_ddp_num_buckets(const ddpc_ddp *d);
+/* Buckets whose allreduce has been issued and not yet waited for: right
+ * after a backward (before ddpc_ddp_sync) every bucket whose gradients are
+ * final is in flight. */
+int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */
 void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
 

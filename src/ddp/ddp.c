@@ -210,9 +210,11 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
     if (opts) d->opt = *opts;
     else ddpc_ddp_options_default(&d->opt);
     if (!(d->opt.first_bucket_mb > 0) || !(d->opt.bucket_mb > 0)) {
+        ddpc_status s = ddpc_err(DDPC_ERR_INVALID_ARG,
+                                 "DDP: bucket sizes must be > 0 MB (got %g and %g)",
+                                 d->opt.first_bucket_mb, d->opt.bucket_mb);
         free(d);
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: bucket sizes must be > 0 MB (got %g and %g)",
-                        d->opt.first_bucket_mb, d->opt.bucket_mb);
+        return s;
     }
     size_t n;
     d->grads = ddpc_model_grad_block(m, &n);
@@ -267,6 +269,12 @@ ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n) {
 }
 
 int ddpc_ddp_num_buckets(const ddpc_ddp *d) { return d->nbuckets; }
+
+int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d) {
+    int n = 0;
+    for (int b = 0; b < d->nbuckets; b++) n += d->buckets[b].work != NULL;
+    return n;
+}
 
 void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count) {
     *first = d->buckets[b].first;

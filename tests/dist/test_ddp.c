@@ -160,6 +160,22 @@ static void bucket_rank(int rank, int world, void *arg) {
         end = first;
     }
     CHECK_EQ(end, 0);
+    /* backward issues every bucket's allreduce as its gradients become final,
+     * before sync is called; under no_sync it issues none */
+    float x[2 * IN];
+    int32_t y[2];
+    for (int i = 0; i < 2; i++) sample(i + rank * 2, x + i * IN, y + i);
+    for (int pass = 0; pass < 2; pass++) {
+        ddpc_ddp_set_sync(d, pass == 1);
+        const float *logits;
+        CHECK_OK(ddpc_model_forward(m, x, 2, &logits));
+        CHECK_OK(ddpc_cross_entropy(logits, y, 2, OUT, ddpc_model_output_grad(m), NULL, NULL));
+        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
+        CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), pass == 1 ? ddpc_ddp_num_buckets(d) : 0);
+        CHECK_OK(ddpc_ddp_sync(d));
+        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
+    }
     /* layers: 2.bias (4), 2.weight (64), 0.bias (16), 0.weight (320):
      * first bucket <= 20 floats -> {2.bias}; then up to 100 -> {2.weight, 0.bias}; {0.weight} */
     CHECK_EQ(ddpc_ddp_num_buckets(d), 3);
@@ -168,7 +184,7 @@ static void bucket_rank(int rank, int world, void *arg) {
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
-TEST(ddp_bucket_layout) {
+TEST(ddp_bucket_layout_and_overlap) {
     int port = t_free_port();
     t_run_ranks(2, 30, bucket_rank, &port);
 }
