@@ -74,6 +74,21 @@ int t_free_port(void) {
     return ntohs(a.sin_port);
 }
 
+/* LeakSanitizer's entry point when the binary is built with
+ * -fsanitize=address (or leak); a null weak reference otherwise. */
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+/* Tests and ranks end with _exit, which skips LeakSanitizer's exit-time
+ * check; this runs it where a test or a rank has finished cleanly, so a
+ * leak fails the test. No-op without LeakSanitizer or with detect_leaks=0. */
+static void leak_check(void) {
+    if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
+        fprintf(stderr, "  [pid %d] LeakSanitizer found leaks (report above)\n", (int)getpid());
+        fflush(stderr);
+        _exit(1);
+    }
+}
+
 void t_set_rank_env(int rank, int world, int port) {
     char b[32];
     snprintf(b, sizeof b, "%d", rank);
@@ -110,6 +125,7 @@ void t_run_ranks_status(int world, double timeout_s, t_rank_fn fn, void *arg, in
         if (pids[r] == 0) {
             fn(r, world, arg);
             fflush(NULL);
+            leak_check();
             _exit(0);
         }
     }
@@ -214,6 +230,7 @@ static int run_one(const t_case *c, double *secs) {
         setpgid(0, 0);
         c->fn();
         fflush(NULL);
+        leak_check();
         _exit(0);
     }
     setpgid(pid, pid);
