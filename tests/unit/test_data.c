@@ -367,7 +367,7 @@ TEST(data_mnist_bad_datasets) {
 /* Random corruptions never crash: each load either fails with a message
  * naming the file, or succeeds with a size that matches the file. */
 TEST_T(data_idx_fuzz, 120) {
-    unsigned char good[2048], buf[2100];
+    unsigned char good[2048], buf[2100] = {0}; /* "append" writes bytes past the image */
     int dims[3] = {4, 5, 6};
     size_t n = make_idx(good, DDPC_IDX_UBYTE, 3, dims, 120);
     int ndims[2] = {10, 7};
