@@ -30,7 +30,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests test install uninstall clean help headers-check
+.PHONY: all lib tools examples tests test check-san install uninstall clean help headers-check
 all: lib tools examples tests
 
 help:
@@ -39,6 +39,7 @@ help:
 	@echo "make test T=name  run the tests whose name contains 'name' (T=\"a b\": either)"
 	@echo "make $(BUILD)/tests/unit/test_base   build one test binary; run it with a filter as argument"
 	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
+	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
 	@echo "make clean"
@@ -75,6 +76,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/l
 # prints one closing line for all of them.
 test: all
 	DDPC_BIN=$(abspath $(BUILD)/bin) scripts/run-tests.sh $(TEST_BIN) -- $(T)
+
+# The suite under AddressSanitizer + UndefinedBehaviorSanitizer (leaks
+# included), then under ThreadSanitizer; any report fails the run.
+check-san:
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(MAKE) SAN=address,undefined test
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(MAKE) SAN=thread test
 
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \
