@@ -51,7 +51,7 @@ torch_() {
   echo "$(field epoch_seconds <"$tmp/t.out") $(field samples_per_s <"$tmp/t.out") $(field test_accuracy <"$tmp/t.out") $(peak_rss "$tmp/t.out")"
 }
 
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ) $(nproc --all) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 configs=("linear 32 $EPOCHS_LINEAR 1" "linear 32 $EPOCHS_LINEAR 2" "mlp 128 $EPOCHS_MLP 1" "mlp 128 $EPOCHS_MLP 2")
 for r in $(seq 1 "$RUNS"); do
   for c in "${configs[@]}"; do

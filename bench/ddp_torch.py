@@ -17,7 +17,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_torch import load, model  # noqa: E402  (same data reading and models)
+import train_torch  # noqa: E402  (the same data reading and models)
+from train_torch import load, model  # noqa: E402
+
+train_torch.torch, train_torch.nn = torch, nn  # it imports torch lazily, in its own main()
 
 
 def main():
