@@ -103,4 +103,8 @@ uninstall:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+# keep the objects of tests and tools (make would delete them as intermediates,
+# and rebuild them all after any library change)
+.SECONDARY:
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/obj/%.d,$(TOOL_SRC) $(EX_SRC))
