@@ -89,6 +89,20 @@ static void leak_check(void) {
     }
 }
 
+int t_free_port_pair(void) {
+    for (int i = 0; i < 50; i++) {
+        int p = t_free_port();
+        if (p >= 65535) continue;
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(p + 1)),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+        if (s >= 0) close(s);
+        if (ok) return p;
+    }
+    t_fail(__FILE__, __LINE__, "no pair of free ports P, P+1 on 127.0.0.1");
+}
+
 void t_set_rank_env(int rank, int world, int port) {
     char b[32];
     snprintf(b, sizeof b, "%d", rank);

@@ -83,6 +83,8 @@ void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn)
 
 /* A TCP port free on 127.0.0.1 right now. */
 int t_free_port(void);
+/* A port P free on 127.0.0.1 with P+1 free too (ddpc-run's store port). */
+int t_free_port_pair(void);
 /* Sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1,
  * MASTER_PORT=port in this process. */
 void t_set_rank_env(int rank, int world, int port);

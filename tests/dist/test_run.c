@@ -55,18 +55,6 @@ static int run(double timeout_s, const char *fmt, ...) {
     return t_run_cmd(cmd, timeout_s, out, sizeof out);
 }
 
-/* A port P free on 127.0.0.1 with P+1 free too (ddpc-run's store port). */
-static int free_port_pair(void) {
-    for (int i = 0; i < 50; i++) {
-        int p = t_free_port(), fd, got;
-        if (p >= 65535) continue;
-        if (ddpc_sock_listen("127.0.0.1", p + 1, 1, &fd, &got) != DDPC_OK) continue;
-        close(fd);
-        return p;
-    }
-    t_fail(__FILE__, __LINE__, "no pair of free ports");
-}
-
 static const char *R(void) {
     static char b[4096];
     snprintf(b, sizeof b, "%s", t_bin("ddpc-run"));
@@ -108,7 +96,7 @@ TEST_T(run_workers_see_their_environment, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     for (int n = 1; n <= 8; n++) {
-        int port = free_port_pair();
+        int port = t_free_port_pair();
         int rc = run(20, "TORCHELASTIC_USE_AGENT_STORE=True RANK=77 %s --nproc-per-node=%d --master-port=%d "
                      "--max-restarts=0 --run-id=job%d %s a 'b c'",
                      R(), n, port, n, sc);
@@ -125,7 +113,7 @@ TEST_T(run_workers_see_their_environment, 60) {
         else CHECK(strstr(out, "OMP_NUM_THREADS") == NULL);
     }
     /* a value the user set is kept */
-    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(), free_port_pair(), sc);
+    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(), t_free_port_pair(), sc);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "OMP=3 OB=1");
 }
@@ -171,19 +159,19 @@ TEST_T(run_standalone_and_store_port, 30) {
     CHECK_EQ(run(10, "%s --standalone --nproc-per-node=2 %s", R(), sc), 0);
     CHECK_CONTAINS(out, "[1]: R=1 L=1 W=2");
     CHECK(strstr(out, "MP=29500") == NULL); /* a free port, not the default */
-    int mp = free_port_pair(), sp = free_port_pair();
+    int mp = t_free_port_pair(), sp = t_free_port_pair();
     CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d %s", R(), mp, sp, sc), 0);
     char want[64];
     snprintf(want, sizeof want, "MP=%d", mp);
     CHECK_CONTAINS(out, want);
     snprintf(want, sizeof want, "SP=%d", sp);
     CHECK_CONTAINS(out, want);
-    sp = free_port_pair();
+    sp = t_free_port_pair();
     CHECK_EQ(run(10, "DDPC_LAUNCHER_STORE_PORT=%d %s --master-port=%d %s", sp, R(), mp, sc), 0);
     snprintf(want, sizeof want, "SP=%d", sp);
     CHECK_CONTAINS(out, want);
     /* torchrun's rendezvous spelling: --rdzv-endpoint=HOST:PORT is the store */
-    sp = free_port_pair();
+    sp = t_free_port_pair();
     CHECK_EQ(run(10, "%s --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=abc --master-port=%d "
                      "--start_method=spawn %s", R(), sp, mp, sc), 0);
     snprintf(want, sizeof want, "SP=%d", sp);
@@ -202,7 +190,7 @@ TEST_T(run_standalone_and_store_port, 30) {
 TEST_T(run_two_nodes_on_loopback, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     int rc = run(30,
                  "%s --nnodes=2 --node-rank=1 --nproc-per-node=3 --master-port=%d --run-id=two %s & "
                  "%s --nnodes=2 --node_rank=0 --nproc_per_node=3 --master_port=%d --run_id=two %s; r0=$?; "
@@ -303,7 +291,7 @@ TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
 TEST_T(run_failure_on_one_node_stops_the_other, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     double t0 = ddpc_now();
     int rc = run(30,
                  "export FAIL_RANK=3; %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
@@ -346,7 +334,7 @@ TEST_T(run_restarts, 60) {
     CHECK_CONTAINS(out, "(restart 1)");
 
     /* two nodes restart together, with log files per attempt */
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     rc = run(40,
              "%s --nnodes=2 --node-rank=1 --nproc-per-node=1 --master-port=%d --max-restarts=2 "
              "--monitor-interval=0.1 --log-dir=%s/logs %s & "
@@ -406,7 +394,7 @@ TEST_T(run_signal_to_one_node_stops_all_nodes, 60) {
              "sleep 30 & wait\n",
              d);
     const char *sc = script(d, "sig.sh", body);
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     double t0 = ddpc_now();
     int rc = run(30,
                  "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
@@ -433,7 +421,7 @@ TEST_T(run_starts_ddpc_programs, 90) {
     int rc = run(60, "%s --standalone --nproc-per-node=3 %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1", R(), bench);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     rc = run(60,
              "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1 & "
              "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1; "
@@ -566,7 +554,7 @@ TEST_T(run_log_dir_redirects_and_tee, 60) {
 }
 
 TEST_T(run_node_that_never_arrives, 30) {
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     double t0 = ddpc_now();
     int rc = run(20, "%s --nnodes=3 --node-rank=0 --master-port=%d --join-timeout=1 true", R(), port);
     double dt = ddpc_now() - t0;
@@ -582,7 +570,7 @@ TEST_T(run_node_that_never_arrives, 30) {
 }
 
 TEST_T(run_refuses_a_second_job_with_the_same_run_id, 30) {
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     int rc = run(20,
                  "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & p=$!; sleep 0.3; "
                  "%s --nnodes=3 --node-rank=1 --master-port=%d --run-id=same true; echo rc2=$?; "
@@ -601,7 +589,7 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     char body[256];
     snprintf(body, sizeof body, "touch %s/flag.$RANK; trap 'exit 0' TERM; sleep 30 & wait\n", d);
     const char *sc = script(d, "up.sh", body);
-    int port = free_port_pair();
+    int port = t_free_port_pair();
     /* node 1's launcher is killed: node 0 stops its workers within
      * monitor-interval + heartbeat-timeout */
     double t0 = ddpc_now();
@@ -624,7 +612,7 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     CHECK(ms != NULL);
     CHECK_MSG(atoi(ms + 3) >= 900 && atoi(ms + 3) < 3000, "node 0 took %d ms to stop", atoi(ms + 3));
     /* node 0's launcher is killed: node 1 loses the store at once */
-    port = free_port_pair();
+    port = t_free_port_pair();
     rc = run(30,
              "rm -f %s/flag.*; %s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 %s & "
              "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 %s & "

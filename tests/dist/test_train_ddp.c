@@ -71,9 +71,8 @@ static double last_test_acc(const char *text) {
 
 TEST_T(train_ddp_two_processes_learn, 120) {
     need_data();
-    int port = t_free_port();
-    int rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s --epochs 1 --log-every 0 2>&1",
-                 t_bin("ddpc-run"), port, t_bin("ddpc-train"));
+    int rc = run(100, "%s --standalone --nproc-per-node=2 %s --epochs 1 --log-every 0 2>&1",
+                 t_bin("ddpc-run"), t_bin("ddpc-train"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
     double acc = last_test_acc(out);
@@ -85,18 +84,17 @@ TEST_T(train_ddp_resume_matches_straight_run, 240) {
     const char *straight = tmp("straight.st"), *resumed = tmp("resumed.st");
     const char *common = "--epochs %d --max-batches 40 --momentum 0.9 --lr 0.02 --log-every 0";
     char args[256];
-    int port = t_free_port();
     snprintf(args, sizeof args, common, 4);
-    int rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s %s --checkpoint %s 2>&1",
-                 t_bin("ddpc-run"), port, t_bin("ddpc-train"), args, straight);
+    int rc = run(100, "%s --standalone --nproc-per-node=2 %s %s --checkpoint %s 2>&1",
+                 t_bin("ddpc-run"), t_bin("ddpc-train"), args, straight);
     CHECK_MSG(rc == 0, "straight run: rc=%d: %s", rc, out);
     snprintf(args, sizeof args, common, 2);
-    rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s %s --checkpoint %s 2>&1",
-             t_bin("ddpc-run"), port, t_bin("ddpc-train"), args, resumed);
+    rc = run(100, "%s --standalone --nproc-per-node=2 %s %s --checkpoint %s 2>&1",
+             t_bin("ddpc-run"), t_bin("ddpc-train"), args, resumed);
     CHECK_MSG(rc == 0, "first half: rc=%d: %s", rc, out);
     snprintf(args, sizeof args, common, 4);
-    rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s %s --resume %s --checkpoint %s 2>&1",
-             t_bin("ddpc-run"), port, t_bin("ddpc-train"), args, resumed, resumed);
+    rc = run(100, "%s --standalone --nproc-per-node=2 %s %s --resume %s --checkpoint %s 2>&1",
+             t_bin("ddpc-run"), t_bin("ddpc-train"), args, resumed, resumed);
     CHECK_MSG(rc == 0, "second half: rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "resumed from");
     same_params(straight, resumed, 1e-6);
@@ -106,9 +104,8 @@ TEST_T(train_ddp_resume_matches_straight_run, 240) {
 
 /* One node with 4 processes; the reference for the two-node runs. */
 static void one_node_four(const char *ckpt, double *acc) {
-    int port = t_free_port();
-    int rc = run(100, "%s --nproc-per-node=4 --master-port=%d %s --epochs 1 --max-batches 60 --log-every 0 "
-                 "--checkpoint %s 2>&1", t_bin("ddpc-run"), port, t_bin("ddpc-train"), ckpt);
+    int rc = run(100, "%s --standalone --nproc-per-node=4 %s --epochs 1 --max-batches 60 --log-every 0 "
+                 "--checkpoint %s 2>&1", t_bin("ddpc-run"), t_bin("ddpc-train"), ckpt);
     CHECK_MSG(rc == 0, "1 node x 4: rc=%d: %s", rc, out);
     *acc = last_test_acc(out);
     CHECK(*acc > 0);
@@ -119,7 +116,7 @@ TEST_T(train_ddp_two_nodes_loopback_match_one_node, 240) {
     const char *one = tmp("one.st"), *two = tmp("two.st");
     double acc1, acc2;
     one_node_four(one, &acc1);
-    int port = t_free_port();
+    int port = t_free_port_pair();
     int rc = run(150,
                  "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s --epochs 1 "
                  "--max-batches 60 --log-every 0 >/dev/null 2>&1 & "
@@ -181,9 +178,8 @@ TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
 TEST_T(train_ddp_example_runs, 120) {
     need_data();
     /* the seed's program, one epoch's worth of its output from rank 0 */
-    int port = t_free_port();
-    int rc = run(100, "%s --nproc-per-node=2 --master-port=%d %s 2>&1",
-                 t_bin("ddpc-run"), port, t_bin("ddp_mnist"));
+    int rc = run(100, "%s --standalone --nproc-per-node=2 %s 2>&1",
+                 t_bin("ddpc-run"), t_bin("ddp_mnist"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: Epoch: 0 | Batch: 0 | Loss: ");
     CHECK_CONTAINS(out, "[0]: Epoch: 9 | Batch: 900 | Loss: ");
