@@ -18,22 +18,13 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, si
                                   ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
-    int ns = 2 * (n - 1);
-    size_t *boff = malloc(sizeof(size_t) * (size_t)n * 2);
-    int *blk = malloc(sizeof(int) * (size_t)ns * 2);
-    const char **ptr = malloc(sizeof(char *) * (size_t)ns * 3);
-    if (!boff || !blk || !ptr) {
-        free(boff);
-        free(blk);
-        free(ptr);
-        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the ring plan");
-    }
-    size_t *bcnt = boff + n;
-    ddpc__blocks(count, n, boff, bcnt);
-    ddpc_ring rg = {.nsteps = ns, .nred = n - 1, .sblk = blk, .rblk = blk + ns,
-                    .ssrc = ptr, .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns,
-                    .boff = boff, .bcnt = bcnt, .esize = ddpc_dtype_size(t), .t = t, .op = op,
-                    .direct = send != recv};
+    ddpc_ring rg;
+    DDPC_CHECK(ddpc__ring_plan(e, &rg, n, 2 * (n - 1), count, 0));
+    rg.nred = n - 1;
+    rg.esize = ddpc_dtype_size(t);
+    rg.t = t;
+    rg.op = op;
+    rg.direct = send != recv;
     for (int s = 0; s < n - 1; s++) {
         rg.sblk[s] = ((r - s) % n + n) % n;
         rg.rblk[s] = ((r - s - 1) % n + n) % n;
@@ -50,9 +41,7 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, si
         rg.rloc[S] = NULL;
     }
     ddpc_status s = ddpc__ring_run(e, &rg);
-    free(boff);
-    free(blk);
-    free(ptr);
+    ddpc__ring_free(&rg);
     return s;
 }
 
@@ -235,25 +224,19 @@ ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, siz
         return DDPC_OK;
     }
     int ns = n - 1;
-    size_t *boff = malloc(sizeof(size_t) * (size_t)n * 2);
-    int *blk = malloc(sizeof(int) * (size_t)ns * 2);
-    const char **ptr = malloc(sizeof(char *) * (size_t)ns * 3);
     char *acc = malloc(count * es * (size_t)n + 1);
-    if (!boff || !blk || !ptr || !acc) {
-        free(boff);
-        free(blk);
-        free(ptr);
+    if (!acc) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for reduce_scatter");
+    ddpc_ring rg;
+    ddpc_status ps = ddpc__ring_plan(e, &rg, n, ns, count, 1);
+    if (ps != DDPC_OK) {
         free(acc);
-        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for reduce_scatter");
+        return ps;
     }
-    size_t *bcnt = boff + n;
-    for (int b = 0; b < n; b++) {
-        boff[b] = (size_t)b * count;
-        bcnt[b] = count;
-    }
-    ddpc_ring rg = {.nsteps = ns, .nred = ns, .sblk = blk, .rblk = blk + ns, .ssrc = ptr,
-                    .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns, .boff = boff,
-                    .bcnt = bcnt, .esize = es, .t = t, .op = op, .direct = 1};
+    rg.nred = ns;
+    rg.esize = es;
+    rg.t = t;
+    rg.op = op;
+    rg.direct = 1;
     for (int s = 0; s < ns; s++) {
         rg.sblk[s] = ((r - s - 1) % n + n) % n;
         rg.rblk[s] = ((r - s - 2) % n + n) % n;
@@ -263,9 +246,7 @@ ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, siz
     }
     ddpc_status s = ddpc__ring_run(e, &rg);
     if (s == DDPC_OK) memmove(recv, acc + (size_t)r * count * es, count * es);
-    free(boff);
-    free(blk);
-    free(ptr);
+    ddpc__ring_free(&rg);
     free(acc);
     return s;
 }

@@ -55,6 +55,13 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg);
 /* Block b of count elements over n ranks: count/n each, the first count%n
  * one more. */
 void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt);
+/* Zeroes rg and gives it, in one allocation, the plan arrays of a ring of
+ * n ranks and nsteps steps, with blocks of `count` elements each when equal,
+ * else count split as ddpc__blocks does. The caller fills the steps and the
+ * element type; ddpc__ring_free releases the arrays. */
+ddpc_status ddpc__ring_plan(ddpc_exec *e, ddpc_ring *rg, int n, int nsteps, size_t count,
+                            int equal);
+void ddpc__ring_free(ddpc_ring *rg);
 
 /* Binomial trees rooted at root. tree_bcast: root's buf is sent to every
  * rank's buf. tree_reduce: acc starts as a copy of send (made here) and ends

@@ -15,23 +15,11 @@ ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t n
     if ((const void *)own != send) memmove(own, send, nbytes);
     if (n == 1) return DDPC_OK;
     int ns = n - 1;
-    size_t *boff = malloc(sizeof(size_t) * (size_t)n * 2);
-    int *blk = malloc(sizeof(int) * (size_t)ns * 2);
-    const char **ptr = malloc(sizeof(char *) * (size_t)ns * 3);
-    if (!boff || !blk || !ptr) {
-        free(boff);
-        free(blk);
-        free(ptr);
-        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the ring plan");
-    }
-    size_t *bcnt = boff + n;
-    for (int b = 0; b < n; b++) {
-        boff[b] = (size_t)b * nbytes;
-        bcnt[b] = nbytes;
-    }
-    ddpc_ring rg = {.nsteps = ns, .nred = 0, .sblk = blk, .rblk = blk + ns, .ssrc = ptr,
-                    .rdst = (char **)(ptr + ns), .rloc = ptr + 2 * ns, .boff = boff,
-                    .bcnt = bcnt, .esize = 1, .t = DDPC_UINT8, .op = DDPC_SUM};
+    ddpc_ring rg;
+    DDPC_CHECK(ddpc__ring_plan(e, &rg, n, ns, nbytes, 1));
+    rg.esize = 1;
+    rg.t = DDPC_UINT8;
+    rg.op = DDPC_SUM;
     for (int s = 0; s < ns; s++) {
         rg.sblk[s] = ((r - s) % n + n) % n;
         rg.rblk[s] = ((r - s - 1) % n + n) % n;
@@ -40,9 +28,7 @@ ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t n
         rg.rloc[s] = NULL;
     }
     ddpc_status s = ddpc__ring_run(e, &rg);
-    free(boff);
-    free(blk);
-    free(ptr);
+    ddpc__ring_free(&rg);
     return s;
 }
 

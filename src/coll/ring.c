@@ -11,6 +11,7 @@
  * Out of place, reducing steps receive straight into the destination and
  * combine there; in place they go through DDPC_WINDOW scratch slots.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -22,6 +23,37 @@ void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt) {
         boff[b] = (size_t)b * q + ((size_t)b < rem ? (size_t)b : rem);
     }
 }
+
+ddpc_status ddpc__ring_plan(ddpc_exec *e, ddpc_ring *rg, int n, int nsteps, size_t count,
+                            int equal) {
+    memset(rg, 0, sizeof *rg);
+    size_t ns = (size_t)nsteps;
+    /* pointers first, then sizes, then ints: each part stays aligned */
+    char *mem = malloc(3 * ns * sizeof(char *) + 2 * (size_t)n * sizeof(size_t) +
+                       2 * ns * sizeof(int) + 1);
+    if (!mem) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the ring plan");
+    const char **ptr = (const char **)mem;
+    size_t *boff = (size_t *)(ptr + 3 * ns), *bcnt = boff + n;
+    int *blk = (int *)(bcnt + n);
+    if (equal)
+        for (int b = 0; b < n; b++) {
+            boff[b] = (size_t)b * count;
+            bcnt[b] = count;
+        }
+    else
+        ddpc__blocks(count, n, boff, bcnt);
+    rg->nsteps = nsteps;
+    rg->ssrc = ptr;
+    rg->rdst = (char **)(ptr + ns);
+    rg->rloc = ptr + 2 * ns;
+    rg->boff = boff;
+    rg->bcnt = bcnt;
+    rg->sblk = blk;
+    rg->rblk = blk + ns;
+    return DDPC_OK;
+}
+
+void ddpc__ring_free(ddpc_ring *rg) { free((void *)rg->ssrc); }
 
 /* Element range of chunk j of block b. */
 static void chunk_of(const ddpc_ring *rg, int b, size_t j, size_t ce, size_t *off, size_t *cnt) {
