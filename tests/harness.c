@@ -4,6 +4,7 @@
  *   ddpc-tests [-l] [-j N] [FILTER...]   run the tests whose names contain a FILTER
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -217,6 +218,42 @@ int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen) {
     }
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return WEXITSTATUS(st);
+}
+
+static char tmp_dir[] = "/tmp/ddpc-test-XXXXXX";
+static int tmp_made; /* tmp_dir exists */
+
+const char *t_tmp_dir(void) {
+    if (!tmp_made) {
+        if (!mkdtemp(tmp_dir)) t_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+        tmp_made = 1;
+    }
+    return tmp_dir;
+}
+
+const char *t_tmp_path(const char *name) {
+    static char bufs[8][512];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", t_tmp_dir(), name);
+    return b;
+}
+
+void t_tmp_remove(void) {
+    if (!tmp_made) return;
+    DIR *d = opendir(tmp_dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(tmp_dir);
+    tmp_made = 0;
+    memcpy(tmp_dir + sizeof tmp_dir - 7, "XXXXXX", 6);
 }
 
 const char *t_bin(const char *name) {

@@ -102,6 +102,12 @@ void t_run_ranks_status(int world, double timeout_s, t_rank_fn fn, void *arg, in
  * out (NUL-terminated, truncated to outlen). Returns the exit code, 128+sig
  * when killed by a signal, or -1 when the deadline passed (then killed). */
 int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen);
+/* A scratch directory of this test process, made on first use; a path in
+ * it (one of 8 rotating buffers); removing it and its files (flat), which
+ * tests do when they pass, so a failure leaves its files to look at. */
+const char *t_tmp_dir(void);
+const char *t_tmp_path(const char *name);
+void t_tmp_remove(void);
 /* Path of a built tool: $DDPC_BIN/name, else build/bin/name. One of 8
  * rotating static buffers, so several can be used in one printf. */
 const char *t_bin(const char *name);

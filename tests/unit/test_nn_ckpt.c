@@ -3,7 +3,6 @@
  * format read back by PyTorch (json + struct + torch.frombuffer). */
 #include <math.h>
 #include <stdint.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,36 +11,6 @@
 
 #include "ddpc/nn.h"
 #include "test.h"
-
-static int g_made; /* g_dir exists */
-static char g_dir[] = "/tmp/ddpc-ckpt-XXXXXX";
-
-/* Removes this test process's scratch directory (flat: files only); tests
- * call it when they pass, so a failure leaves its files to look at. */
-static void remove_dir(void) {
-    if (!g_made) return;
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-static const char *tmp_path(const char *name) {
-    static char buf[256];
-    if (!g_made) {
-        CHECK(mkdtemp(g_dir) != NULL);
-        g_made = 1;
-    }
-    snprintf(buf, sizeof buf, "%s/%s", g_dir, name);
-    return buf;
-}
 
 /* A few SGD-with-momentum steps on random data, so parameters and state are
  * non-trivial. */
@@ -89,7 +58,7 @@ TEST(ckpt_roundtrip_resumes_exactly) {
         /* a: 3 steps, save, 2 more. b: load, 2 more. c: 5 straight. All equal. */
         train_steps(a, oa, 3, 10);
         ddpc_ckpt_meta meta = {7, 3}, got;
-        const char *path = tmp_path("rt.safetensors");
+        const char *path = t_tmp_path("rt.safetensors");
         CHECK_OK(ddpc_checkpoint_save(path, a, oa, &meta));
         CHECK_OK(ddpc_checkpoint_load(path, b, ob, &got));
         CHECK_EQ(got.epoch, 7);
@@ -114,7 +83,7 @@ TEST(ckpt_roundtrip_resumes_exactly) {
         ddpc_model_free(b);
         ddpc_model_free(c);
     }
-    remove_dir();
+    t_tmp_remove();
 }
 
 TEST(ckpt_weights_only_and_dropout_rng) {
@@ -130,7 +99,7 @@ TEST(ckpt_weights_only_and_dropout_rng) {
     float x[16] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8};
     const float *out;
     CHECK_OK(ddpc_model_forward(a, x, 2, &out)); /* advances a's dropout stream */
-    const char *path = tmp_path("w.safetensors");
+    const char *path = t_tmp_path("w.safetensors");
     CHECK_OK(ddpc_checkpoint_save(path, a, NULL, NULL));
     CHECK_OK(ddpc_checkpoint_load(path, b, NULL, NULL));
     float oa[16];
@@ -147,7 +116,7 @@ TEST(ckpt_weights_only_and_dropout_rng) {
     ddpc_optim_free(o);
     ddpc_model_free(a);
     ddpc_model_free(b);
-    remove_dir();
+    t_tmp_remove();
 }
 
 TEST(ckpt_mismatch_named) {
@@ -157,7 +126,7 @@ TEST(ckpt_mismatch_named) {
     make("linear", DDPC_OPTIM_SGD, 1, &lin, &olin);
     make("cnn", DDPC_OPTIM_ADAM, 1, &cnn, &ocnn);
     train_steps(mlp, omlp, 1, 1);
-    const char *path = tmp_path("mlp.safetensors");
+    const char *path = t_tmp_path("mlp.safetensors");
     CHECK_OK(ddpc_checkpoint_save(path, mlp, omlp, NULL));
     float before[7850];
     size_t n;
@@ -202,13 +171,13 @@ TEST(ckpt_mismatch_named) {
     ddpc_model_free(mlp);
     ddpc_model_free(lin);
     ddpc_model_free(cnn);
-    remove_dir();
+    t_tmp_remove();
 }
 
 /* Writes a file: 8-byte length of hdr (or hl_override when >= 0), hdr, then
  * ndata bytes of zeros. */
 static const char *write_raw(const char *name, const char *hdr, long long hl_override, size_t ndata) {
-    const char *path = tmp_path(name);
+    const char *path = t_tmp_path(name);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
     uint64_t hl = hl_override >= 0 ? (uint64_t)hl_override : strlen(hdr);
@@ -241,7 +210,7 @@ TEST(ckpt_malformed_files) {
         CHECK(ddpc_model_param(m, 0)->data[0] == 0.0f);
     }
     {
-        const char *p = tmp_path("short.st");
+        const char *p = t_tmp_path("short.st");
         FILE *f = fopen(p, "wb");
         CHECK(f != NULL);
         fwrite("\x10\0\0", 1, 3, f);
@@ -249,7 +218,7 @@ TEST(ckpt_malformed_files) {
         CHECK_STATUS(ddpc_checkpoint_load(p, m, NULL, NULL), DDPC_ERR_IO);
         CHECK_CONTAINS(ddpc_last_error(), "3 bytes is too short");
     }
-    CHECK_STATUS(ddpc_checkpoint_load(tmp_path("nonexistent"), m, NULL, NULL), DDPC_ERR_NOT_FOUND);
+    CHECK_STATUS(ddpc_checkpoint_load(t_tmp_path("nonexistent"), m, NULL, NULL), DDPC_ERR_NOT_FOUND);
     BAD("empty.st", "", -1, 0, DDPC_ERR_IO, "header length 0");
     BAD("hugelen.st", good, 1LL << 40, 12, DDPC_ERR_IO, "impossible");
     BAD("truncated.st", good, -1, 11, DDPC_ERR_IO, "truncated");
@@ -305,14 +274,14 @@ TEST(ckpt_malformed_files) {
         if (s != DDPC_OK) CHECK(strlen(ddpc_last_error()) > 0);
     }
     ddpc_model_free(m);
-    remove_dir();
+    t_tmp_remove();
 }
 
 TEST(ckpt_atomic_replace) {
     ddpc_model *m;
     ddpc_optim *o;
     make("linear", DDPC_OPTIM_SGD, 1, &m, &o);
-    const char *p = tmp_path("atomic.safetensors");
+    const char *p = t_tmp_path("atomic.safetensors");
     char path[256];
     snprintf(path, sizeof path, "%s", p);
     CHECK_OK(ddpc_checkpoint_save(path, m, o, NULL));
@@ -326,7 +295,7 @@ TEST(ckpt_atomic_replace) {
     CHECK(st1.st_ino != st2.st_ino); /* replaced by rename, not rewritten in place */
     /* no temporary left behind */
     char cmd[512], out[256];
-    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp || true", g_dir);
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp || true", t_tmp_dir());
     CHECK_EQ(t_run_cmd(cmd, 10, out, sizeof out), 0);
     CHECK_EQ(atoi(out), 0);
     /* a directory that does not exist: an error naming the temporary */
@@ -334,7 +303,7 @@ TEST(ckpt_atomic_replace) {
     CHECK_CONTAINS(ddpc_last_error(), "/nonexistent-dir/x.safetensors.tmp");
     ddpc_optim_free(o);
     ddpc_model_free(m);
-    remove_dir();
+    t_tmp_remove();
 }
 
 /* PyTorch reads the file with json + struct + torch.frombuffer (Debian has
@@ -347,12 +316,12 @@ TEST_T(ckpt_read_by_pytorch, 120) {
     ddpc_optim *o;
     make("cnn", DDPC_OPTIM_ADAMW, 5, &m, &o);
     train_steps(m, o, 2, 4);
-    const char *p = tmp_path("torch.safetensors");
+    const char *p = t_tmp_path("torch.safetensors");
     char path[256];
     snprintf(path, sizeof path, "%s", p);
     ddpc_ckpt_meta meta = {2, 2};
     CHECK_OK(ddpc_checkpoint_save(path, m, o, &meta));
-    const char *py_path = tmp_path("read.py");
+    const char *py_path = t_tmp_path("read.py");
     char py[256];
     snprintf(py, sizeof py, "%s", py_path);
     FILE *f = fopen(py, "w");
@@ -389,5 +358,5 @@ TEST_T(ckpt_read_by_pytorch, 120) {
     CHECK_CONTAINS(out, "optim.9.bias.exp_avg_sq [10]");
     ddpc_optim_free(o);
     ddpc_model_free(m);
-    remove_dir();
+    t_tmp_remove();
 }

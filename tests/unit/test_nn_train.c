@@ -1,7 +1,6 @@
 /* test_nn_train.c — ddpc-train end to end on the real Fashion-MNIST files:
  * bad options, a short run that learns, metrics and checkpoints, and resume
  * giving the same parameters as training straight through. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,38 +10,6 @@
 #include "test.h"
 
 #define DATA "/usr/share/datasets/fashion-mnist"
-
-static int g_made; /* g_dir exists */
-static char g_dir[] = "/tmp/ddpc-train-XXXXXX";
-
-/* Removes this test process's scratch directory (flat: files only); tests
- * call it when they pass, so a failure leaves its files to look at. */
-static void remove_dir(void) {
-    if (!g_made) return;
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    rmdir(g_dir);
-}
-
-static const char *tmp_path(const char *name) {
-    static char buf[4][256];
-    static int k;
-    if (!g_made) {
-        CHECK(mkdtemp(g_dir) != NULL);
-        g_made = 1;
-    }
-    char *b = buf[k++ % 4];
-    snprintf(b, 256, "%s/%s", g_dir, name);
-    return b;
-}
 
 static void need_data(void) {
     if (access(DATA "/train-images-idx3-ubyte.gz", R_OK) != 0 && access(DATA "/train-images-idx3-ubyte", R_OK) != 0)
@@ -92,7 +59,7 @@ static double json_field(const char *line, const char *key) {
 
 TEST_T(train_learns_and_writes_metrics, 300) {
     need_data();
-    const char *metrics = tmp_path("m.jsonl"), *ckpt = tmp_path("c.safetensors");
+    const char *metrics = t_tmp_path("m.jsonl"), *ckpt = t_tmp_path("c.safetensors");
     char args[1024], out[16384];
     snprintf(args, sizeof args, "--epochs 2 --max-batches 400 --log-every 100 --metrics %s --checkpoint %s", metrics, ckpt);
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
@@ -131,14 +98,14 @@ TEST_T(train_learns_and_writes_metrics, 300) {
     snprintf(args, sizeof args, "--model mlp --epochs 3 --resume %s", ckpt);
     CHECK_EQ(train(args, out, sizeof out), 1);
     CHECK_CONTAINS(out, "tensor '1.weight' has shape [10, 784], the model's has [512, 784]");
-    remove_dir();
+    t_tmp_remove();
 }
 
 /* 2 epochs straight == 1 epoch, stop, resume for the 2nd (SGD with momentum,
  * so the optimizer state matters): bit-identical parameters. */
 TEST_T(train_resume_matches_straight_run, 300) {
     need_data();
-    const char *a = tmp_path("a.safetensors"), *b = tmp_path("b.safetensors");
+    const char *a = t_tmp_path("a.safetensors"), *b = t_tmp_path("b.safetensors");
     const char *common = "--model mlp --batch-size 16 --max-batches 40 --momentum 0.9 --lr 0.05 --log-every 0 --seed 3";
     char args[1024], out[8192];
     snprintf(args, sizeof args, "%s --epochs 2 --checkpoint %s", common, a);
@@ -171,5 +138,5 @@ TEST_T(train_resume_matches_straight_run, 300) {
     ddpc_optim_free(ob);
     ddpc_model_free(ma);
     ddpc_model_free(mb);
-    remove_dir();
+    t_tmp_remove();
 }
