@@ -256,6 +256,33 @@ void t_tmp_remove(void) {
     memcpy(tmp_dir + sizeof tmp_dir - 7, "XXXXXX", 6);
 }
 
+void t_netns_pair(const char *tag, int subnet, char a[32], char b[32]) {
+    if (geteuid() != 0) t_skip("needs root to create network namespaces");
+    int id = (int)getpid() % 100000;
+    char va[32], vb[32], cmd[2048], out[4096];
+    snprintf(a, 32, "ddpc%sA%d", tag, id);
+    snprintf(b, 32, "ddpc%sB%d", tag, id);
+    snprintf(va, sizeof va, "d%sa%d", tag, id);
+    snprintf(vb, sizeof vb, "d%sb%d", tag, id);
+    snprintf(cmd, sizeof cmd,
+             "set -e; ip netns add %s; ip netns add %s; ip link add %s type veth peer name %s; "
+             "ip link set %s netns %s; ip link set %s netns %s; "
+             "ip -n %s addr add 198.18.%d.1/24 dev %s; ip -n %s addr add 198.18.%d.2/24 dev %s; "
+             "ip -n %s link set %s up; ip -n %s link set %s up; ip -n %s link set lo up; "
+             "ip -n %s link set lo up 2>&1",
+             a, b, va, vb, va, a, vb, b, a, subnet, va, b, subnet, vb, a, va, b, vb, a, b);
+    if (t_run_cmd(cmd, 20, out, sizeof out) != 0) {
+        t_netns_del(a, b);
+        t_skip("cannot set up network namespaces (%s)", out);
+    }
+}
+
+void t_netns_del(const char *a, const char *b) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ip netns del %s; ip netns del %s", a, b);
+    t_run_cmd(cmd, 10, NULL, 0);
+}
+
 const char *t_bin(const char *name) {
     static char bufs[8][4096]; /* several may appear in one printf */
     static int next;

@@ -108,6 +108,13 @@ int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen);
 const char *t_tmp_dir(void);
 const char *t_tmp_path(const char *name);
 void t_tmp_remove(void);
+/* Two test "hosts": network namespaces a and b joined by a veth pair, at
+ * 198.18.<subnet>.1 and .2 (the range reserved for network benchmarking),
+ * loopback up in each. Skips the test, saying why, when not root or when
+ * ip netns fails. tag (a letter or two) keeps names apart between tests.
+ * t_netns_del removes both (and so the veth pair). */
+void t_netns_pair(const char *tag, int subnet, char a[32], char b[32]);
+void t_netns_del(const char *a, const char *b);
 /* Path of a built tool: $DDPC_BIN/name, else build/bin/name. One of 8
  * rotating static buffers, so several can be used in one printf. */
 const char *t_bin(const char *name);

@@ -207,23 +207,9 @@ TEST_T(run_two_nodes_on_loopback, 60) {
 }
 
 TEST_T(run_two_nodes_in_network_namespaces, 60) {
-    if (geteuid() != 0) SKIP("needs root to create network namespaces");
-    char a[32], b[32], va[32], vb[32];
-    int id = (int)getpid() % 100000;
-    snprintf(a, sizeof a, "ddpcA%d", id);
-    snprintf(b, sizeof b, "ddpcB%d", id);
-    snprintf(va, sizeof va, "dva%d", id);
-    snprintf(vb, sizeof vb, "dvb%d", id);
-    int rc = run(20,
-                 "set -e; ip netns add %s; ip netns add %s; ip link add %s type veth peer name %s; "
-                 "ip link set %s netns %s; ip link set %s netns %s; "
-                 "ip -n %s addr add 198.18.7.1/24 dev %s; ip -n %s addr add 198.18.7.2/24 dev %s; "
-                 "ip -n %s link set %s up; ip -n %s link set %s up; ip -n %s link set lo up; ip -n %s link set lo up",
-                 a, b, va, vb, va, a, vb, b, a, va, b, vb, a, va, b, vb, a, b);
-    if (rc != 0) {
-        run(10, "ip netns del %s; ip netns del %s", a, b);
-        SKIP("cannot set up network namespaces (%s)", out);
-    }
+    char a[32], b[32];
+    t_netns_pair("R", 7, a, b);
+    int rc;
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     rc = run(40,
@@ -234,7 +220,7 @@ TEST_T(run_two_nodes_in_network_namespaces, 60) {
              b, R(), sc, a, R(), sc);
     static char saved[sizeof out];
     snprintf(saved, sizeof saved, "%s", out);
-    run(10, "ip netns del %s; ip netns del %s", a, b);
+    t_netns_del(a, b);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, saved);
     CHECK_CONTAINS(saved, "rc0=0 rc1=0");
     for (int r = 0; r < 4; r++) {

@@ -135,25 +135,9 @@ TEST_T(train_ddp_two_nodes_loopback_match_one_node, 240) {
 
 TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
     need_data();
-    if (geteuid() != 0) SKIP("needs root to create network namespaces");
-    char a[32], b[32], va[32], vb[32];
-    int id = (int)getpid() % 100000;
-    snprintf(a, sizeof a, "ddpcTA%d", id);
-    snprintf(b, sizeof b, "ddpcTB%d", id);
-    snprintf(va, sizeof va, "dta%d", id);
-    snprintf(vb, sizeof vb, "dtb%d", id);
-    int rc = run(20,
-                 "set -e; ip netns add %s; ip netns add %s; ip link add %s type veth peer name %s; "
-                 "ip link set %s netns %s; ip link set %s netns %s; "
-                 "ip -n %s addr add 198.18.9.1/24 dev %s; ip -n %s addr add 198.18.9.2/24 dev %s; "
-                 "ip -n %s link set %s up; ip -n %s link set %s up; ip -n %s link set lo up; ip -n %s link set lo up",
-                 a, b, va, vb, va, a, vb, b, a, va, b, vb, a, va, b, vb, a, b);
-    if (rc != 0) {
-        static char why[sizeof out];
-        snprintf(why, sizeof why, "%s", out);
-        run(10, "ip netns del %s; ip netns del %s", a, b);
-        SKIP("cannot set up network namespaces (%s)", why);
-    }
+    char a[32], b[32];
+    t_netns_pair("T", 9, a, b);
+    int rc;
     const char *one = tmp("one_ns.st"), *two = tmp("two_ns.st");
     double acc1;
     one_node_four(one, &acc1);
@@ -166,7 +150,7 @@ TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
              b, t_bin("ddpc-run"), t_bin("ddpc-train"), a, t_bin("ddpc-run"), t_bin("ddpc-train"), two);
     static char saved[sizeof out];
     snprintf(saved, sizeof saved, "%s", out);
-    run(10, "ip netns del %s; ip netns del %s", a, b);
+    t_netns_del(a, b);
     CHECK_MSG(rc == 0, "2 nodes x 2 in namespaces: rc=%d: %s", rc, saved);
     CHECK_CONTAINS(saved, "rc0=0 rc1=0");
     CHECK_NEAR(last_test_acc(saved), acc1, 1e-9);
