@@ -68,7 +68,8 @@ static void usage(FILE *f) {
             "  --log-every N       print 'Epoch: E | Batch: B | Loss: L' every N batches (default 100; 0 off)\n"
             "  --checkpoint FILE   safetensors checkpoint written at each epoch end (atomically)\n"
             "  --resume FILE       continue from a checkpoint (model, optimizer, epoch, step)\n"
-            "  --metrics FILE      append one JSON line per epoch\n"
+            "  --metrics FILE      append one JSON line per epoch (rank 0: loss, accuracy, samples/s,\n"
+            "                      seconds per step phase: data, forward, backward, sync, step)\n"
             "  --threads N         OpenBLAS threads (default DDPC_THREADS, else CPUs / local ranks)\n"
             "  --prefetch N        batches the loader thread keeps ready (default 2; 0 inline)\n"
             "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
@@ -298,13 +299,21 @@ static void progress_bar(size_t done, size_t total, double loss, double secs) {
 /* The epoch's sums: [0] loss * samples, [1] correct, [2] samples. */
 typedef struct epoch_sums { double v[3]; } epoch_sums;
 
+/* Seconds this rank spent in each phase of the epoch's steps (as PyTorch
+ * DDP's logging data splits a step), written to --metrics. */
+enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_N };
+static const char *const phase_name[PH_N] = {"data", "forward", "backward", "sync", "step"};
+typedef struct phases { double s[PH_N]; } phases;
+
 /*
  * One training epoch: for each batch, zero_grad, forward, loss, backward,
  * sync_grads, step. Accumulates the loss and accuracy sums of this rank.
  */
-static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double *secs) {
+static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double *secs,
+                               phases *ph) {
     const options *o = &t->o;
     memset(s, 0, sizeof *s);
+    memset(ph, 0, sizeof *ph);
     ddpc_model_train(t->m, 1);
     DDPC_CHECK(ddpc_loader_start_epoch(t->train, epoch));
     size_t total = ddpc_loader_num_batches(t->train);
@@ -315,17 +324,28 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     double t0 = ddpc_now(), last_bar = 0;
     for (size_t bi = 0; bi < total; bi++) {
         const ddpc_batch *b;
+        double c0 = ddpc_now();
         DDPC_CHECK(ddpc_loader_next(t->train, &b));
         if (!b) break;
         const float *logits;
         float loss;
         int correct;
+        double c1 = ddpc_now();
         ddpc_model_zero_grad(t->m);
         DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, &logits));
         DDPC_CHECK(ddpc_cross_entropy(logits, b->y, b->size, (int)K, dlogits, &loss, &correct));
+        double c2 = ddpc_now();
         DDPC_CHECK(ddpc_model_backward(t->m, dlogits));
+        double c3 = ddpc_now();
         DDPC_CHECK(sync_grads(t));
+        double c4 = ddpc_now();
         DDPC_CHECK(ddpc_optim_step(t->opt));
+        double c5 = ddpc_now();
+        ph->s[PH_DATA] += c1 - c0;
+        ph->s[PH_FORWARD] += c2 - c1;
+        ph->s[PH_BACKWARD] += c3 - c2;
+        ph->s[PH_SYNC] += c4 - c3;
+        ph->s[PH_STEP] += c5 - c4;
         t->step++;
         if (!isfinite(loss))
             return ddpc_err(DDPC_ERR_INVALID_ARG, "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
@@ -386,8 +406,9 @@ static ddpc_status run(trainer *t) {
         printf("nothing to do: the checkpoint has %" PRIu64 " of %d epochs done\n", t->start_epoch, o->epochs);
     for (uint64_t epoch = t->start_epoch; epoch < (uint64_t)o->epochs; epoch++) {
         epoch_sums tr, te;
+        phases ph;
         double secs = 0;
-        DDPC_CHECK(train_epoch(t, epoch, &tr, &secs));
+        DDPC_CHECK(train_epoch(t, epoch, &tr, &secs, &ph));
         DDPC_CHECK(reduce_sums(t, tr.v, 3));
         double te0 = ddpc_now();
         DDPC_CHECK(evaluate(t, &te));
@@ -400,11 +421,17 @@ static ddpc_status run(trainer *t) {
                    epoch, loss, 100 * train_acc, 100 * test_acc, sps, secs);
             fflush(stdout);
             if (t->metrics) {
+                char phs[256];
+                size_t used = 0;
+                for (int k = 0; k < PH_N; k++)
+                    used += (size_t)snprintf(phs + used, sizeof phs - used, "%s\"%s\": %.4f",
+                                             k ? ", " : "", phase_name[k], ph.s[k]);
                 fprintf(t->metrics,
                         "{\"epoch\": %" PRIu64 ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
                         "\"test_loss\": %.6f, \"samples_per_s\": %.1f, \"seconds\": %.4f, \"eval_seconds\": %.4f, "
-                        "\"step\": %" PRIu64 ", \"model\": \"%s\", \"world_size\": %d}\n",
-                        epoch, loss, train_acc, test_acc, test_loss, sps, secs, eval_secs, t->step, o->model, t->world);
+                        "\"step\": %" PRIu64 ", \"model\": \"%s\", \"world_size\": %d, \"phase_seconds\": {%s}}\n",
+                        epoch, loss, train_acc, test_acc, test_loss, sps, secs, eval_secs, t->step, o->model, t->world,
+                        phs);
                 fflush(t->metrics);
             }
             if (o->checkpoint) {
