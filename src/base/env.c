@@ -22,6 +22,8 @@ const ddpc_env_var ddpc_env_table[] = {
     {"DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", "1836", "seconds one collective may wait on its peers (0 = no limit)"},
     {"DDPC_BUFFSIZE", "HCCL_BUFFSIZE", "200", "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the user buffers, with no staging buffer"},
     {"DDPC_SOCKBUF", NULL, "4194304", "bytes of TCP send and receive buffer per socket (0 = OS default)"},
+    {"DDPC_SHM", NULL, "1", "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with a warning where it cannot be had; 0: TCP between all ranks"},
+    {"DDPC_SHM_BYTES", NULL, "1048576", "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: 28 pairs, 56 rings); every rank must set the same"},
     {"DDPC_ALGO", NULL, "auto", "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree"},
     {"DDPC_CHUNK", NULL, "262144", "bytes per pipelined chunk of ring algorithms"},
     {"DDPC_SPIN_US", NULL, "50", "microseconds a waiting collective retries its sockets before sleeping in poll"},

@@ -6,14 +6,20 @@
  * Bootstrap, in order:
  *   1. rank 0 hosts the store unless a launcher does (DDPC_STORE_ADDR);
  *   2. choose the address to listen on (iface.c) and listen there;
- *   3. publish "peer/<rank>" = {size, host id, address, port} under the
- *      communicator's key prefix and wait for every rank's entry (bounded by
- *      DDPC_CONNECT_TIMEOUT; the error lists the ranks that never came);
+ *   3. publish "peer/<rank>" = {size, host id, address, port, DDPC_SHM,
+ *      DDPC_SHM_BYTES} under the communicator's key prefix and wait for
+ *      every rank's entry (bounded by DDPC_CONNECT_TIMEOUT; the error lists
+ *      the ranks that never came);
  *   4. connect to every lower rank, accept every higher one (a full mesh:
  *      any algorithm can talk to any peer, and every rank sees a dead peer's
  *      sockets close); each connection opens with a hello {magic, version,
  *      communicator id, rank};
- *   5. ranks with the same host id form the local group.
+ *   5. ranks with the same host id form the local group; a pair in it whose
+ *      ranks both publish DDPC_SHM=1 and the same DDPC_SHM_BYTES upgrades
+ *      its connection to shared memory (transport.h: ddpc_shm_offer), the
+ *      TCP socket staying as its doorbell. Both ends decide from the same
+ *      published entries, so they always agree; where shared memory cannot
+ *      be had, the pair stays on TCP with a warning.
  * The algorithms live in src/coll; the socket driving in progress.c.
  */
 #include <errno.h>
@@ -113,6 +119,10 @@ static ddpc_status read_settings(ddpc_comm *c) {
     c->chunk = (size_t)chunk;
     DDPC_CHECK(ddpc_env_long("DDPC_SPIN_US", 0, 10000000, &spin));
     c->spin_s = (double)spin * 1e-6;
+    long shm;
+    DDPC_CHECK(ddpc_env_long("DDPC_SHM", 0, 1, &shm));
+    c->shm = (int)shm;
+    DDPC_CHECK(ddpc_env_long("DDPC_SHM_BYTES", 4096, 1L << 30, &c->shm_bytes));
     const char *src, *algo = ddpc_env_str("DDPC_ALGO", &src);
     if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
     else if (!strcmp(algo, "ring")) c->algo = DDPC_ALGO_RING;
@@ -143,8 +153,8 @@ static ddpc_comm *comm_alloc(int rank, int size) {
         free(c);
         return NULL;
     }
-    /* every peer talks TCP; a shared-memory transport would be picked per
-     * peer after the bootstrap, for peers whose host id equals this rank's */
+    /* every peer starts on TCP; same-host peers may move to shared memory
+     * at the end of the bootstrap (setup_shm) */
     for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc_transport_tcp;
     return c;
 }
@@ -164,6 +174,114 @@ static void comm_free(ddpc_comm *c) {
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->err_mu);
     free(c);
+}
+
+/* Whether this rank and peer p move to shared memory: same host, both
+ * DDPC_SHM=1, the same DDPC_SHM_BYTES (from the published entries, so both
+ * ends decide alike). Warns, once per pair, where the settings differ. */
+static int shm_pair(const ddpc_comm *c, int p) {
+    const ddpc_peer *pe = &c->peers[p];
+    if (p == c->rank || strcmp(pe->host, c->peers[c->rank].host) != 0) return 0;
+    if (!c->shm || !pe->shm) {
+        if (c->shm)
+            DDPC_WARN(SHM, "rank %d: rank %d on this host has DDPC_SHM=0 (this rank: 1); using TCP to it",
+                      c->rank, p);
+        return 0;
+    }
+    if (pe->shm_bytes != c->shm_bytes) {
+        DDPC_WARN(SHM, "rank %d: rank %d on this host has DDPC_SHM_BYTES=%ld, this rank %ld; using TCP "
+                  "to it (set the same value on every rank)", c->rank, p, pe->shm_bytes, c->shm_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* Step 5's upgrade of same-host connections to shared memory, in three
+ * rounds so that no rank waits on one that waits on it: offers to higher
+ * ranks (small writes that never block), then answers to the lower ranks'
+ * offers, then the answers to this rank's own offers. */
+static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
+    if (!c->shm || c->local_size < 2) return DDPC_OK;
+    ddpc_shm_pending **pend = calloc((size_t)c->size, sizeof *pend);
+    char *use = calloc((size_t)c->size, 1);
+    if (!pend || !use) {
+        free(pend);
+        free(use);
+        return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+    }
+    for (int p = 0; p < c->size; p++) use[p] = (char)shm_pair(c, p);
+    ddpc_status s = DDPC_OK;
+    int p = -1; /* the peer being set up */
+    for (int round = 0; round < 3 && s == DDPC_OK; round++) {
+        int lo = round == 1 ? 0 : c->rank + 1, hi = round == 1 ? c->rank : c->size;
+        for (p = lo; p < hi && s == DDPC_OK; p++) {
+            if (!use[p]) continue;
+            ddpc_peer *pe = &c->peers[p];
+            ddpc_conn *sc = NULL;
+            char who[32];
+            snprintf(who, sizeof who, "rank %d", p);
+            if (round == 0) {
+                s = ddpc_shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &pend[p]);
+            } else if (round == 1) {
+                s = ddpc_shm_join(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &sc);
+            } else {
+                s = ddpc_shm_finish(pend[p], pe->conn, who, deadline, c->abort_fd, &sc);
+                pend[p] = NULL;
+            }
+            if (s != DDPC_OK) break;
+            if (sc) { /* sc has its own copy of the socket */
+                pe->tp->close(pe->conn);
+                pe->conn = sc;
+                pe->tp = &ddpc_transport_shm;
+            }
+        }
+    }
+    if (s != DDPC_OK)
+        s = ddpc_err_wrap(s, "rank %d: setting up shared memory with rank %d", c->rank, p);
+    for (int q = 0; q < c->size; q++) ddpc_shm_pending_free(pend[q]);
+    free(pend);
+    free(use);
+    return s;
+}
+
+/* Appends "a-b" or "a" for the run [a, b] to buf. */
+static void append_run(char *buf, size_t len, size_t *used, int a, int b) {
+    int n = a == b ? snprintf(buf + *used, len - *used, "%s%d", *used ? "," : "", a)
+                   : snprintf(buf + *used, len - *used, "%s%d-%d", *used ? "," : "", a, b);
+    if (n > 0 && (size_t)n < len - *used) *used += (size_t)n;
+}
+
+/* Logs, at INFO, which transport each peer uses:
+ * "rank 0: shm to ranks 1-3; tcp to ranks 4,5". */
+static void log_transports(const ddpc_comm *c) {
+    if (!ddpc_log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->size < 2) return;
+    static const ddpc_transport *const tps[2] = {&ddpc_transport_shm, &ddpc_transport_tcp};
+    char line[1024];
+    int used = snprintf(line, sizeof line, "rank %d:", c->rank), parts = 0;
+    for (int t = 0; t < 2; t++) {
+        char list[900];
+        size_t lu = 0;
+        int start = -1;
+        for (int r = 0; r <= c->size; r++) {
+            int in = r < c->size && r != c->rank && c->peers[r].tp == tps[t];
+            if (in && start < 0) start = r;
+            if (!in && start >= 0) {
+                append_run(list, sizeof list, &lu, start, r - 1);
+                start = -1;
+            }
+        }
+        if (!lu) continue;
+        int n = snprintf(line + used, sizeof line - (size_t)used, "%s %s to ranks %s", parts++ ? ";" : "",
+                         tps[t]->name, list);
+        if (n > 0 && (size_t)n < sizeof line - (size_t)used) used += n;
+    }
+    DDPC_INFO(INIT, "%s", line);
+}
+
+const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
+    if (!c || peer < 0 || peer >= c->size) return NULL;
+    if (peer == c->rank) return "self";
+    return c->peers[peer].tp->name;
 }
 
 /* Steps 2–5 of the bootstrap (see the top of the file), before deadline.
@@ -187,7 +305,8 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
         if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
     }
     /* 3. publish and read everyone's entry */
-    snprintf(val, sizeof val, "v1 %d %d %s %s", c->size, port, c->ip, myhost);
+    snprintf(val, sizeof val, "v2 %d %d %s %s %d %ld", c->size, port, c->ip, myhost, c->shm,
+             c->shm_bytes);
     char key[64];
     snprintf(key, sizeof key, "peer/%d", c->rank);
     void *actual = NULL;
@@ -264,7 +383,8 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
         free(v);
         ddpc_peer *pe = &c->peers[r];
         int psize = 0;
-        if (sscanf(txt, "v1 %d %d %63s %127s", &psize, &pe->port, pe->ip, pe->host) != 4)
+        if (sscanf(txt, "v2 %d %d %63s %127s %d %ld", &psize, &pe->port, pe->ip, pe->host, &pe->shm,
+                   &pe->shm_bytes) != 6)
             s = ddpc_err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
         else if (psize != c->size)
             s = ddpc_err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
@@ -322,7 +442,7 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
     tp->close_listener(lis);
     lis = NULL;
 
-    /* 5. topology */
+    /* 5. topology, shared memory */
     c->local_rank = 0;
     c->local_size = 0;
     for (int r = 0; r < c->size; r++) {
@@ -330,8 +450,11 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
         if (r < c->rank) c->local_rank++;
         c->local_size++;
     }
+    s = setup_shm(c, deadline);
+    if (s != DDPC_OK) return s;
     DDPC_INFO(INIT, "rank %d of %d ready: local rank %d of %d, listening on %s:%d (%s)", c->rank,
               c->size, c->local_rank, c->local_size, c->ip, port, c->ifname[0] ? c->ifname : "?");
+    log_transports(c);
     return DDPC_OK;
 fail:
     tp->close_listener(lis);

@@ -97,6 +97,8 @@ typedef struct ddpc_peer {
     char host[128]; /* host id the peer published */
     char ip[64];
     int port;
+    int shm;          /* the peer's DDPC_SHM, as published */
+    long shm_bytes;   /* the peer's DDPC_SHM_BYTES */
 } ddpc_peer;
 
 struct ddpc_work;
@@ -112,6 +114,8 @@ struct ddpc_comm {
     int algo;               /* DDPC_ALGO_* */
     size_t chunk;           /* bytes per pipelined chunk */
     double spin_s;          /* seconds to spin before sleeping in poll */
+    int shm;                /* DDPC_SHM: same-host peers over shared memory */
+    long shm_bytes;         /* DDPC_SHM_BYTES: ring bytes per direction per pair */
     char ip[64];            /* the address this rank listens on */
     char ifname[64];
 
@@ -216,5 +220,8 @@ ddpc_status ddpc__choose_ip(const char *peer_host, char *ip, size_t iplen, char 
                             size_t iflen);
 /* Matches an interface name against an HCCL_SOCKET_IFNAME-style spec. */
 int ddpc__ifname_match(const char *spec, const char *name);
+/* The transport this rank uses to peer: "tcp", "shm", "self" for its own
+ * rank, NULL when peer is out of range (for tests and logs). */
+const char *ddpc__peer_transport(const ddpc_comm *c, int peer);
 
 #endif /* DDPC_COMM_COMM_H */

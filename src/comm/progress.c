@@ -8,6 +8,8 @@
  * so messages on one connection never interleave. A wait first retries the
  * transfers (for DDPC_SPIN_US), then sleeps in poll() on every connection
  * with work plus the abort eventfd, bounded by the operation's deadline.
+ * Shared-memory connections are armed first (transport.h), so that their
+ * peers ring the doorbell socket that poll() watches.
  *
  * Idle connections are watched too, so that a peer that dies while this rank
  * waits on someone else is noticed at once: when one becomes readable we
@@ -258,8 +260,10 @@ static ddpc_status peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h);
 
 static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) {
     ddpc_peer *pe = &e->c->peers[peer];
-    /* did it leave a failure notice (naming the rank it lost) before closing? */
-    if (s == DDPC_ERR_PEER_LOST && !pe->rq && !pe->rx_future) {
+    /* did it leave a failure notice (naming the rank it lost) before closing?
+     * (readable where its stream is at a message boundary: no receive from
+     * it begun; a send that failed first must not hide the notice) */
+    if (s == DDPC_ERR_PEER_LOST && (!pe->rq || pe->rq->x.done == 0) && !pe->rx_future) {
         ddpc_hdr h;
         size_t got = 0;
         int eof = 0;
@@ -350,7 +354,8 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
     else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL &&
              !(e->fp.kind != DDPC_K_SEND && h.kind != DDPC_K_SEND && h.seq > e->fp.seq))
         return peer_failed(e, p, &h);
-    else pe->rx_future = 1; /* data, or a failure in a later operation: for later */
+    else if (got > 0) pe->rx_future = 1; /* data, or a failure in a later operation: for later */
+    /* got == 0 without EOF: nothing after all (a transport's late doorbell) */
     return DDPC_OK;
 }
 
@@ -376,22 +381,34 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
         } while (ddpc_now() < until);
     }
 
-    /* 2. sleep in poll on the busy connections, the idle ones and abort */
+    /* 2. sleep in poll on the busy connections, the idle ones and abort;
+     * a transport with arm (shm) is told first, and may already be ready */
     struct pollfd pf_small[17];
     int pidx_small[17];
+    short ready_small[17];
     struct pollfd *pf = pf_small;
     int *pidx = pidx_small;
+    short *ready = ready_small;
     if (c->size + 1 > 17) {
         pf = malloc(sizeof *pf * (size_t)(c->size + 1));
         pidx = malloc(sizeof *pidx * (size_t)(c->size + 1));
-        if (!pf || !pidx) {
+        ready = malloc(sizeof *ready * (size_t)(c->size + 1));
+        if (!pf || !pidx || !ready) {
             free(pf);
             free(pidx);
+            free(ready);
             return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for poll");
         }
     }
-    int n = 0;
+    ddpc_status s = DDPC_OK;
+    int ms = ddpc_deadline_ms(e->deadline, 0);
+    if (ms == 0) {
+        s = timed_out(e);
+        goto out;
+    }
+    int n = 0, nready = 0;
     pf[n] = (struct pollfd){c->abort_fd, POLLIN, 0};
+    ready[n] = 0;
     pidx[n++] = -1;
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
@@ -403,18 +420,30 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
         if (!ev) continue;
         int fd = pe->tp->poll_fd(pe->conn);
         if (fd < 0) continue;
+        ready[n] = 0;
+        if (pe->tp->arm) {
+            if (pe->tp->arm(pe->conn, ev)) {
+                ready[n] = POLLIN;
+                nready++;
+            }
+            ev = POLLIN; /* the doorbell; the socket is always writable */
+        }
         pf[n] = (struct pollfd){fd, ev, 0};
         pidx[n++] = p;
     }
-    ddpc_status s = DDPC_OK;
-    int ms = ddpc_deadline_ms(e->deadline, 0);
-    if (ms == 0) {
-        s = timed_out(e);
-        goto out;
+    int k = poll(pf, (nfds_t)n, nready ? 0 : ms);
+    int poll_errno = errno;
+    for (int i = 1; i < n; i++) {
+        ddpc_peer *pe = &c->peers[pidx[i]];
+        if (!pe->tp->arm) continue;
+        pe->tp->arm(pe->conn, 0);
+        if (k >= 0 && ready[i]) {
+            if (!pf[i].revents) k++;
+            pf[i].revents |= ready[i];
+        }
     }
-    int k = poll(pf, (nfds_t)n, ms);
-    if (k < 0 && errno != EINTR) {
-        s = ddpc__fail(e, DDPC_ERR_SYSTEM, "poll: %s", strerror(errno));
+    if (k < 0 && poll_errno != EINTR) {
+        s = ddpc__fail(e, DDPC_ERR_SYSTEM, "poll: %s", strerror(poll_errno));
         goto out;
     }
     if (k > 0) {
@@ -432,6 +461,7 @@ out:
     if (pf != pf_small) {
         free(pf);
         free(pidx);
+        free(ready);
     }
     return s;
 }

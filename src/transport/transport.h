@@ -39,7 +39,8 @@ void ddpc_xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen);
 
 typedef struct ddpc_transport {
     const char *name;
-    /* Listens on ip (numeric IPv4 or IPv6). base_port > 0: the first free
+    /* Listen, accept, connect: NULL where connections are made otherwise
+     * (shm). Listens on ip (numeric IPv4 or IPv6). base_port > 0: the first free
      * port in [base_port, base_port + 1023]; 0: any free port. *port gets
      * the bound port. */
     ddpc_status (*listen)(const char *ip, int base_port, ddpc_listener **out, int *port);
@@ -66,6 +67,14 @@ typedef struct ddpc_transport {
     /* The descriptor to poll() for readiness (POLLIN: bytes or EOF to
      * receive; POLLOUT: room to send), or -1 when the transport has none. */
     int (*poll_fd)(const ddpc_conn *c);
+    /* Optional (NULL for TCP, whose descriptor is its readiness). Before
+     * sleeping in poll() until c is ready for events (POLLIN, POLLOUT),
+     * the waiter calls arm(c, events): 1 = ready already (or the peer is
+     * gone): do not sleep; 0 = armed: the peer will make poll_fd readable
+     * (POLLIN; ask for nothing else, the descriptor is always writable)
+     * once c may be ready. After the wait, arm(c, 0) disarms. Readable
+     * without c being ready is possible (a late doorbell); retry. */
+    int (*arm)(ddpc_conn *c, short events);
     /* Makes every later transfer fail and the peer see this side as gone.
      * Thread-safe, idempotent. */
     void (*shutdown)(ddpc_conn *c);
@@ -75,5 +84,33 @@ typedef struct ddpc_transport {
 /* TCP over IPv4 or IPv6: non-blocking sockets, TCP_NODELAY, DDPC_SOCKBUF
  * send and receive buffers. */
 extern const ddpc_transport ddpc_transport_tcp;
+
+/* Shared memory between two processes of one host: two byte rings of
+ * DDPC_SHM_BYTES in a POSIX shared-memory segment, the pair's TCP socket
+ * kept as doorbell and liveness channel. No listen/accept/connect: a pair
+ * upgrades its established TCP connection tcp (borrowed) in three steps,
+ * the lower rank calling offer then finish, the higher one join between:
+ *   offer:  creates the segment and sends its name, or a refusal when it
+ *           cannot (warned; *pending = NULL);
+ *   join:   reads the offer, maps the segment and answers; *out = the shm
+ *           connection, or NULL when either side could not (warned);
+ *   finish: reads the answer and removes the segment's name; *out as for
+ *           join. Consumes pending (NULL included) on every path.
+ * The offers to higher ranks never block, so a rank can make all of them
+ * before joining its lower ranks' and finishing its own. *out holds its
+ * own duplicate of tcp's socket: the caller closes tcp either way. A
+ * status other than DDPC_OK is a failure of the TCP exchange itself (peer
+ * lost, deadline, abort_fd, a corrupt message); shared memory being
+ * unavailable never is. peer names the other side in warnings. */
+extern const ddpc_transport ddpc_transport_shm;
+typedef struct ddpc_shm_pending ddpc_shm_pending;
+ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                           int abort_fd, ddpc_shm_pending **pending);
+ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                          int abort_fd, ddpc_conn **out);
+ddpc_status ddpc_shm_finish(ddpc_shm_pending *pending, ddpc_conn *tcp, const char *peer,
+                            double deadline, int abort_fd, ddpc_conn **out);
+/* Unmaps and removes an offered segment that will not be finished. NULL harmless. */
+void ddpc_shm_pending_free(ddpc_shm_pending *pending);
 
 #endif /* DDPC_TRANSPORT_H */

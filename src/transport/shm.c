@@ -1,0 +1,574 @@
+/*
+ * shm.c — the shared-memory transport: two ranks of one host move their
+ * bytes through a segment holding two single-producer/single-consumer byte
+ * rings, one per direction, and keep the TCP connection they bootstrapped
+ * over as doorbell and liveness channel.
+ *
+ * Set-up, over the pair's TCP connection (comm.c drives it, after the hello):
+ *   1. the lower rank (ddpc_shm_offer) creates a segment under an
+ *      unguessable name (O_CREAT|O_EXCL, mode 0600), reserves its pages
+ *      (posix_fallocate: a full /dev/shm is an error now, never a SIGBUS
+ *      later), maps it and sends {magic, version, capacity, name} -- or a
+ *      refusal saying why;
+ *   2. the higher rank (ddpc_shm_join) opens and maps it, checks its size,
+ *      owner and headers, and answers yes or no (saying why);
+ *   3. the lower rank (ddpc_shm_finish) reads the answer and removes the
+ *      name, on every path, so nothing is left in /dev/shm even when a rank
+ *      is killed later.
+ * A local failure is a warning and the pair stays on TCP; only a failure of
+ * the TCP exchange itself (peer lost, deadline, abort) is an error.
+ *
+ * Transfers. send copies what fits into the outgoing ring and publishes head
+ * (release); recv copies out and publishes tail (release); peek copies
+ * without consuming. No system call on that path. A side that cannot move
+ * arms before its progress loop sleeps in poll() on the socket (see arm in
+ * transport.h): it sets its "sleeping" flag, fences, and re-checks the ring.
+ * The other side, after publishing, fences and, if the flag is set, clears
+ * it and writes one doorbell byte to the socket. Either the sleeper sees the
+ * new head/tail or the publisher sees the flag (both fences are sequentially
+ * consistent), so no wake-up is lost. The socket also brings EOF when the
+ * peer closes, crashes or is killed; shutdown() shuts it down and marks the
+ * rings, so the peer sees this side as gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+
+#define SHM_MAGIC 0x53504444u /* "DDPS" */
+#define SHM_VERSION 1u
+#define SHM_DATA_OFF 4096     /* both ring headers fit below; the data starts page aligned */
+
+/* A side's state in the rings' gone flags. What is sent to a side that shut
+ * down is dropped, as a TCP socket shut down for reading takes it, and so is
+ * what is sent to one that closed while its last bytes are still unread, as
+ * TCP takes the first send after a FIN: the sender goes on to read those
+ * (a goodbye, a failure notice naming the rank really lost). After that,
+ * and to a killed peer, sending is an error, as TCP's reset. */
+enum { GONE_NO = 0, GONE_SHUT = 1, GONE_CLOSED = 2 };
+
+/* One direction. Fields written by different sides live on different cache
+ * lines; the sleeping flags are written by both (set by the waiter, cleared
+ * by the side that wakes it). */
+typedef struct shm_ring {
+    _Alignas(64) uint32_t magic; /* constant after creation */
+    uint32_t version;
+    uint64_t capacity;           /* data bytes */
+    _Alignas(64) uint64_t head;  /* bytes written so far (producer) */
+    _Alignas(64) uint64_t tail;  /* bytes read so far (consumer) */
+    _Alignas(64) uint32_t cons_sleeping; /* the consumer waits for data */
+    _Alignas(64) uint32_t prod_sleeping; /* the producer waits for room */
+    _Alignas(64) uint32_t prod_gone;     /* the producer: GONE_SHUT or GONE_CLOSED */
+    uint32_t cons_gone;                  /* the consumer: GONE_SHUT or GONE_CLOSED */
+} shm_ring;
+
+_Static_assert(2 * sizeof(shm_ring) <= SHM_DATA_OFF, "ring headers overflow the header page");
+
+/* The offer (step 1) and the answer (step 2), sent over the TCP connection. */
+typedef struct shm_offer_msg {
+    uint32_t magic, version;
+    uint32_t ok;       /* 1: a segment is offered; 0: refused (stay on TCP) */
+    int32_t pid;       /* the creator's, for messages */
+    uint64_t capacity; /* data bytes of each ring */
+    char name[64];     /* "/ddpc-<pid>-<32 hex digits>" */
+    char why[160];     /* refused: the reason */
+} shm_offer_msg;
+
+typedef struct shm_answer_msg {
+    uint32_t magic, version;
+    uint32_t ok; /* 1: mapped, the pair uses shared memory */
+    uint32_t pad;
+    char why[160];
+} shm_answer_msg;
+
+struct ddpc_conn {
+    int fd;                /* the pair's TCP socket (owned): doorbell and liveness */
+    char *base;            /* the mapping (owned) */
+    size_t len;
+    shm_ring *tx, *rx;     /* the ring this side writes / reads */
+    char *txd, *rxd;       /* their data */
+    uint64_t cap;
+    uint64_t tx_head;      /* this side's copy of tx->head */
+    uint64_t rx_tail;      /* this side's copy of rx->tail */
+    int peer_eof;          /* the socket said EOF or reset (driving thread only) */
+    int shut;              /* atomic: shutdown() was called */
+};
+
+/* The creator's segment between offer and finish. */
+struct ddpc_shm_pending {
+    char name[64];
+    char *base;
+    size_t len;
+    uint64_t cap;
+};
+
+/* ------------------------------------------------------------ segments */
+
+static size_t seg_len(uint64_t cap) { return SHM_DATA_OFF + 2 * (size_t)cap; }
+
+/* Capacity of each ring for a DDPC_SHM_BYTES value: a multiple of 64, so
+ * the second ring's data stays cache-line aligned. */
+static uint64_t ring_cap(size_t bytes) { return ((uint64_t)bytes + 63) & ~(uint64_t)63; }
+
+static void random_name(char name[64]) {
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        /* no entropy source (very old kernel): O_EXCL still makes the name ours */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30), b = (uint64_t)(uintptr_t)name;
+        memcpy(r, &a, 8);
+        memcpy(r + 8, &b, 8);
+    }
+    int n = snprintf(name, 64, "/ddpc-%d-", (int)getpid());
+    for (int i = 0; i < 16 && n + 2 < 64; i++, n += 2) snprintf(name + n, 3, "%02x", r[i]);
+}
+
+static void rings_init(char *base, uint64_t cap) {
+    memset(base, 0, SHM_DATA_OFF);
+    for (int i = 0; i < 2; i++) {
+        shm_ring *r = (shm_ring *)base + i;
+        r->magic = SHM_MAGIC;
+        r->version = SHM_VERSION;
+        r->capacity = cap;
+    }
+}
+
+/* Makes, reserves and maps a segment of two rings of cap bytes into p. On
+ * failure writes the reason into why and leaves nothing behind. */
+static int seg_create(uint64_t cap, struct ddpc_shm_pending *p, char *why, size_t wlen) {
+    size_t len = seg_len(cap);
+    int fd = -1;
+    for (int tries = 0; tries < 8; tries++) {
+        random_name(p->name);
+        fd = shm_open(p->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        snprintf(why, wlen, "shm_open(%s): %s", p->name, strerror(errno));
+        return -1;
+    }
+    int err = 0;
+    const char *what = "ftruncate";
+    if (ftruncate(fd, (off_t)len) != 0) err = errno;
+    if (!err) {
+        what = "posix_fallocate";
+        do err = posix_fallocate(fd, 0, (off_t)len);
+        while (err == EINTR);
+    }
+    void *m = MAP_FAILED;
+    if (!err) {
+        what = "mmap";
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) err = errno;
+    }
+    close(fd);
+    if (err) {
+        snprintf(why, wlen, "%s of %zu bytes for %s: %s", what, len, p->name, strerror(err));
+        shm_unlink(p->name);
+        return -1;
+    }
+    p->base = m;
+    p->len = len;
+    p->cap = cap;
+    rings_init(p->base, cap);
+    return 0;
+}
+
+/* Opens and maps the segment an offer names; checks name, owner, size and
+ * headers. Returns the mapping or NULL with the reason in why. */
+static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
+    if (strncmp(o->name, "/ddpc-", 6) != 0 || !memchr(o->name, '\0', sizeof o->name) ||
+        strchr(o->name + 1, '/')) {
+        snprintf(why, wlen, "the offered segment name is malformed");
+        return NULL;
+    }
+    size_t len = seg_len(o->capacity);
+    int fd = shm_open(o->name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, wlen, "shm_open(%s): %s", o->name, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (size_t)st.st_size != len) {
+        snprintf(why, wlen, "%s is not the segment offered (size %lld, want %zu; owner %d)", o->name,
+                 (long long)st.st_size, len, (int)st.st_uid);
+        close(fd);
+        return NULL;
+    }
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int err = errno;
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(why, wlen, "mmap of %zu bytes of %s: %s", len, o->name, strerror(err));
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        const shm_ring *r = (const shm_ring *)m + i;
+        if (r->magic != SHM_MAGIC || r->version != SHM_VERSION || r->capacity != o->capacity) {
+            snprintf(why, wlen, "%s has a bad ring header (magic 0x%x version %u capacity %llu)", o->name,
+                     r->magic, r->version, (unsigned long long)r->capacity);
+            munmap(m, len);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+/* A connection over mapping base (ownership transferred); creator = 1 for
+ * the side that writes ring 0. Takes a duplicate of tcp's socket. */
+static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t cap, int creator,
+                             ddpc_conn **out) {
+    int fd = fcntl(ddpc_transport_tcp.poll_fd(tcp), F_DUPFD_CLOEXEC, 0);
+    ddpc_conn *c = fd >= 0 ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        munmap(base, len);
+        return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "shm: no descriptor or memory for a connection");
+    }
+    shm_ring *r = (shm_ring *)base;
+    c->fd = fd;
+    c->base = base;
+    c->len = len;
+    c->cap = cap;
+    c->tx = creator ? &r[0] : &r[1];
+    c->rx = creator ? &r[1] : &r[0];
+    c->txd = base + SHM_DATA_OFF + (creator ? 0 : cap);
+    c->rxd = base + SHM_DATA_OFF + (creator ? cap : 0);
+    *out = c;
+    return DDPC_OK;
+}
+
+/* ------------------------------------------------------------ set-up */
+
+ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                           int abort_fd, ddpc_shm_pending **pending) {
+    *pending = NULL;
+    shm_offer_msg o;
+    memset(&o, 0, sizeof o);
+    o.magic = SHM_MAGIC;
+    o.version = SHM_VERSION;
+    o.pid = (int32_t)getpid();
+    o.capacity = ring_cap(ring_bytes);
+    struct ddpc_shm_pending *p = calloc(1, sizeof *p);
+    if (!p) snprintf(o.why, sizeof o.why, "out of memory");
+    else if (seg_create(o.capacity, p, o.why, sizeof o.why) != 0) {
+        free(p);
+        p = NULL;
+    }
+    if (p) {
+        o.ok = 1;
+        snprintf(o.name, sizeof o.name, "%s", p->name);
+    }
+    ddpc_status s = ddpc_transport_tcp.send_full(tcp, &o, sizeof o, deadline, abort_fd);
+    if (s != DDPC_OK) {
+        ddpc_shm_pending_free(p);
+        return ddpc_err_wrap(s, "sending a shared-memory offer");
+    }
+    if (!p)
+        DDPC_WARN(SHM, "no shared memory with %s on this host (%s); using TCP to it "
+                  "(DDPC_SHM=0 uses TCP without trying)", peer, o.why);
+    *pending = p;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                          int abort_fd, ddpc_conn **out) {
+    *out = NULL;
+    shm_offer_msg o;
+    DDPC_CHECK(ddpc_transport_tcp.recv_full(tcp, &o, sizeof o, deadline, abort_fd));
+    if (o.magic != SHM_MAGIC || o.version != SHM_VERSION)
+        return ddpc_err(DDPC_ERR_PROTOCOL, "unexpected shared-memory offer (magic 0x%x version %u)",
+                        o.magic, o.version);
+    o.name[sizeof o.name - 1] = '\0';
+    o.why[sizeof o.why - 1] = '\0';
+    shm_answer_msg a;
+    memset(&a, 0, sizeof a);
+    a.magic = SHM_MAGIC;
+    a.version = SHM_VERSION;
+    char *m = NULL;
+    if (!o.ok) snprintf(a.why, sizeof a.why, "the peer offered none: %.130s", o.why);
+    else if (o.capacity != ring_cap(ring_bytes))
+        snprintf(a.why, sizeof a.why, "the peer's rings hold %llu bytes, this rank's DDPC_SHM_BYTES=%zu",
+                 (unsigned long long)o.capacity, ring_bytes);
+    else m = seg_open(&o, a.why, sizeof a.why);
+    a.ok = m != NULL;
+    ddpc_status s = ddpc_transport_tcp.send_full(tcp, &a, sizeof a, deadline, abort_fd);
+    if (s != DDPC_OK) {
+        if (m) munmap(m, seg_len(o.capacity));
+        return ddpc_err_wrap(s, "answering a shared-memory offer");
+    }
+    if (!m) {
+        if (o.ok) /* the creator's side warned itself when it refused */
+            DDPC_WARN(SHM, "no shared memory with %s on this host (%s); using TCP to it "
+                      "(DDPC_SHM=0 uses TCP without trying)", peer, a.why);
+        return DDPC_OK;
+    }
+    return conn_make(tcp, m, seg_len(o.capacity), o.capacity, 0, out);
+}
+
+ddpc_status ddpc_shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
+                            int abort_fd, ddpc_conn **out) {
+    *out = NULL;
+    shm_answer_msg a;
+    ddpc_status s = ddpc_transport_tcp.recv_full(tcp, &a, sizeof a, deadline, abort_fd);
+    if (p) shm_unlink(p->name); /* both sides have it mapped, or never will */
+    if (s == DDPC_OK && (a.magic != SHM_MAGIC || a.version != SHM_VERSION))
+        s = ddpc_err(DDPC_ERR_PROTOCOL, "unexpected shared-memory answer (magic 0x%x version %u)",
+                     a.magic, a.version);
+    if (s != DDPC_OK || !p || !a.ok) {
+        a.why[sizeof a.why - 1] = '\0';
+        if (s == DDPC_OK && p)
+            DDPC_WARN(SHM, "no shared memory with %s on this host (%s said: %s); using TCP to it "
+                      "(DDPC_SHM=0 uses TCP without trying)", peer, peer, a.why);
+        ddpc_shm_pending_free(p);
+        return s == DDPC_OK ? DDPC_OK : ddpc_err_wrap(s, "reading the answer to a shared-memory offer");
+    }
+    s = conn_make(tcp, p->base, p->len, p->cap, 1, out);
+    free(p);
+    return s;
+}
+
+void ddpc_shm_pending_free(ddpc_shm_pending *p) {
+    if (!p) return;
+    shm_unlink(p->name); /* ENOENT when finish removed it already */
+    munmap(p->base, p->len);
+    free(p);
+}
+
+/* ------------------------------------------------------------ doorbell */
+
+/* One byte on the socket: wakes the peer sleeping in poll(). Never blocks;
+ * at most two bells are ever unread (one per flag), so EAGAIN does not
+ * happen, and a dead peer is noticed by the next transfer. */
+static void ring_bell(ddpc_conn *c) {
+    char b = 0;
+    while (send(c->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINTR) {
+    }
+}
+
+/* Drops the doorbell bytes waiting on the socket; 1 when the peer is gone
+ * (EOF or an error: it closed, crashed, was killed, or this side shut down). */
+static int drain_bells(ddpc_conn *c) {
+    char buf[64];
+    while (!c->peer_eof) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) continue;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        c->peer_eof = 1;
+    }
+    return c->peer_eof;
+}
+
+/* After publishing: wake the other side if it sleeps on flag. */
+static void wake_if_sleeping(ddpc_conn *c, uint32_t *flag) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(flag, __ATOMIC_RELAXED) && __atomic_exchange_n(flag, 0, __ATOMIC_ACQ_REL))
+        ring_bell(c);
+}
+
+static int is_shut(const ddpc_conn *c) { return __atomic_load_n(&c->shut, __ATOMIC_ACQUIRE); }
+
+/* ------------------------------------------------------------ transfers */
+
+/* Copies up to n bytes between the unmoved part of x and a ring's data
+ * (cap bytes, logical position pos, wrapping); advances x->done. */
+static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n, int to_ring) {
+    size_t moved = 0, skip = x->done;
+    int i = 0;
+    while (i < x->niov && skip >= x->iov[i].iov_len) skip -= x->iov[i++].iov_len;
+    while (moved < n && i < x->niov) {
+        char *p = (char *)x->iov[i].iov_base + skip;
+        size_t len = x->iov[i].iov_len - skip;
+        if (len > n - moved) len = n - moved;
+        size_t off = (size_t)((pos + moved) % cap);
+        size_t first = cap - off < len ? (size_t)(cap - off) : len;
+        if (to_ring) {
+            memcpy(data + off, p, first);
+            memcpy(data, p + first, len - first);
+        } else {
+            memcpy(p, data + off, first);
+            memcpy(p + first, data, len - first);
+        }
+        moved += len;
+        skip += len;
+        if (skip == x->iov[i].iov_len) {
+            i++;
+            skip = 0;
+        }
+    }
+    x->done += moved;
+    return moved;
+}
+
+static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+    if (moved) *moved = 0;
+    if (is_shut(c)) return ddpc_err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
+    uint32_t gone = __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE);
+    if (gone == GONE_SHUT ||
+        (gone == GONE_CLOSED && __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) != c->rx_tail)) {
+        if (moved) *moved = x->total - x->done;
+        x->done = x->total;
+        return DDPC_OK;
+    }
+    if (gone || c->peer_eof) return ddpc_err(DDPC_ERR_PEER_LOST, "send: the peer closed the connection");
+    if (x->done >= x->total) return DDPC_OK;
+    uint64_t tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
+    size_t room = (size_t)(c->cap - (c->tx_head - tail));
+    if (room == 0) return DDPC_OK;
+    size_t n = copy_xfer(x, c->txd, c->cap, c->tx_head, room, 1);
+    c->tx_head += n;
+    __atomic_store_n(&c->tx->head, c->tx_head, __ATOMIC_RELEASE);
+    wake_if_sleeping(c, &c->tx->cons_sleeping);
+    if (moved) *moved = n;
+    return DDPC_OK;
+}
+
+static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+    if (moved) *moved = 0;
+    if (is_shut(c)) return ddpc_err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
+    if (x->done >= x->total) return DDPC_OK;
+    /* gone first, head second: what the peer wrote before it left is read */
+    int gone = c->peer_eof || __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE);
+    uint64_t head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
+    size_t avail = (size_t)(head - c->rx_tail);
+    if (avail == 0) return gone ? ddpc_err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
+    size_t n = copy_xfer(x, c->rxd, c->cap, c->rx_tail, avail, 0);
+    c->rx_tail += n;
+    __atomic_store_n(&c->rx->tail, c->rx_tail, __ATOMIC_RELEASE);
+    wake_if_sleeping(c, &c->rx->prod_sleeping);
+    if (moved) *moved = n;
+    return DDPC_OK;
+}
+
+static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, int *eof) {
+    *got = 0;
+    *eof = 0;
+    int gone = drain_bells(c) || is_shut(c) || __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE);
+    uint64_t head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
+    size_t avail = (size_t)(head - c->rx_tail);
+    if (avail == 0) {
+        *eof = gone;
+        return DDPC_OK;
+    }
+    ddpc_xfer x;
+    ddpc_xfer_init(&x, buf, len < avail ? len : avail, NULL, 0);
+    *got = copy_xfer(&x, c->rxd, c->cap, c->rx_tail, x.total, 0);
+    return DDPC_OK;
+}
+
+/* Ready for events already (no need to sleep)? */
+static int ready(ddpc_conn *c, short events) {
+    if (c->peer_eof || is_shut(c)) return 1;
+    if ((events & POLLIN) && (__atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) != c->rx_tail ||
+                              __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE)))
+        return 1;
+    if ((events & POLLOUT) && (c->tx_head - __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE) < c->cap ||
+                               __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE)))
+        return 1;
+    return 0;
+}
+
+static int shm_arm(ddpc_conn *c, short events) {
+    if (!events) { /* awake again: the peer need not ring */
+        __atomic_store_n(&c->rx->cons_sleeping, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->tx->prod_sleeping, 0, __ATOMIC_RELAXED);
+        return 0;
+    }
+    if (drain_bells(c) || is_shut(c)) return 1;
+    if (events & POLLIN) __atomic_store_n(&c->rx->cons_sleeping, 1, __ATOMIC_RELAXED);
+    if (events & POLLOUT) __atomic_store_n(&c->tx->prod_sleeping, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return ready(c, events);
+}
+
+/* Sleeps until c may be ready for events, deadline, or abort_fd. */
+static ddpc_status wait_conn(ddpc_conn *c, short events, double deadline, int abort_fd, const char *what) {
+    if (shm_arm(c, events)) {
+        shm_arm(c, 0);
+        return DDPC_OK;
+    }
+    struct pollfd pf[2] = {{c->fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
+    int ms = ddpc_deadline_ms(deadline, 0);
+    int k = ms == 0 ? 0 : poll(pf, abort_fd >= 0 ? 2 : 1, ms);
+    int err = errno;
+    shm_arm(c, 0);
+    if (k < 0 && err != EINTR) return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "poll");
+    if (k > 0 && abort_fd >= 0 && pf[1].revents) return ddpc_err(DDPC_ERR_ABORTED, "aborted while %s", what);
+    if (k == 0 && ddpc_expired(deadline)) return ddpc_err(DDPC_ERR_TIMEOUT, "timed out %s", what);
+    return DDPC_OK;
+}
+
+static ddpc_status shm_send_full(ddpc_conn *c, const void *buf, size_t len, double deadline,
+                                 int abort_fd) {
+    ddpc_xfer x;
+    ddpc_xfer_init(&x, (void *)buf, len, NULL, 0);
+    while (x.done < x.total) {
+        size_t mv = 0;
+        DDPC_CHECK(shm_send(c, &x, &mv));
+        if (!mv) DDPC_CHECK(wait_conn(c, POLLOUT, deadline, abort_fd, "writing to peer"));
+    }
+    return DDPC_OK;
+}
+
+static ddpc_status shm_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline, int abort_fd) {
+    ddpc_xfer x;
+    ddpc_xfer_init(&x, buf, len, NULL, 0);
+    while (x.done < x.total) {
+        size_t mv = 0;
+        DDPC_CHECK(shm_recv(c, &x, &mv));
+        if (!mv) DDPC_CHECK(wait_conn(c, POLLIN, deadline, abort_fd, "reading from peer"));
+    }
+    return DDPC_OK;
+}
+
+static int shm_poll_fd(const ddpc_conn *c) { return c->fd; }
+
+/* Marks this side gone in both rings (release: after everything it wrote). */
+static void mark_gone(ddpc_conn *c, uint32_t how) {
+    __atomic_store_n(&c->tx->prod_gone, how, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->rx->cons_gone, how, __ATOMIC_RELEASE);
+}
+
+static void shm_shutdown(ddpc_conn *c) {
+    __atomic_store_n(&c->shut, 1, __ATOMIC_RELEASE);
+    mark_gone(c, GONE_SHUT);
+    shutdown(c->fd, SHUT_RDWR); /* the peer's poll sees EOF; so does this side's */
+}
+
+static void shm_close(ddpc_conn *c) {
+    if (!c) return;
+    mark_gone(c, GONE_CLOSED);
+    munmap(c->base, c->len);
+    close(c->fd);
+    free(c);
+}
+
+const ddpc_transport ddpc_transport_shm = {
+    .name = "shm",
+    .listen = NULL, /* set up over an established TCP connection: ddpc_shm_offer/join/finish */
+    .accept = NULL,
+    .connect = NULL,
+    .close_listener = NULL,
+    .send = shm_send,
+    .recv = shm_recv,
+    .peek = shm_peek,
+    .send_full = shm_send_full,
+    .recv_full = shm_recv_full,
+    .poll_fd = shm_poll_fd,
+    .arm = shm_arm,
+    .shutdown = shm_shutdown,
+    .close = shm_close,
+};
