@@ -25,6 +25,7 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, si
     rg.t = t;
     rg.op = op;
     rg.direct = send != recv;
+    rg.finish = 1;
     for (int s = 0; s < n - 1; s++) {
         rg.sblk[s] = ((r - s) % n + n) % n;
         rg.rblk[s] = ((r - s - 1) % n + n) % n;
@@ -155,6 +156,8 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
             ddpc__post_recv(e, &q[1], partner, tmp, RANGE_LEN(keep, m));
             if ((s = ddpc__wait_all(e, q, 2)) != DDPC_OK) goto out;
             ddpc_reduce_inplace(buf + RANGE_OFF(keep), tmp, RANGE_LEN(keep, m) / es, t, op);
+            if (m == 1) /* block g is final: finish it while it is in cache */
+                ddpc_reduce_finish(buf + RANGE_OFF(keep), RANGE_LEN(keep, m) / es, t, op, n);
         }
         /* 2. allgather by recursive doubling */
         for (int m = 1; m < p; m *= 2) {
@@ -197,16 +200,22 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
     int algo = c->algo;
     if (algo == DDPC_ALGO_AUTO)
         algo = (nbytes <= DDPC_SMALL_BYTES || count < (size_t)c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
+    /* the ring and halving-doubling finish (AVG: divide) each block as it
+     * completes; the others finish the whole vector at the end */
+    ddpc_status s;
     switch (algo) {
     case DDPC_ALGO_RING: return ring_allreduce(e, send, recv, count, t, op);
-    case DDPC_ALGO_TREE: return tree_allreduce(e, send, recv, count, t, op);
+    case DDPC_ALGO_TREE: s = tree_allreduce(e, send, recv, count, t, op); break;
     default:
         /* latency-bound: whole vectors (log2 n rounds); bandwidth-bound:
          * halving then doubling (2 log2 n rounds, ~2x the data in all) */
         if (nbytes > DDPC_SMALL_BYTES && count >= (size_t)c->size)
             return halving_doubling(e, send, recv, count, t, op);
-        return rhd_allreduce(e, send, recv, count, t, op);
+        s = rhd_allreduce(e, send, recv, count, t, op);
+        break;
     }
+    if (s == DDPC_OK) ddpc_reduce_finish(recv, count, t, op, c->size);
+    return s;
 }
 
 /*

@@ -49,6 +49,8 @@ typedef struct ddpc_ring {
     ddpc_op op;
     int direct; /* reducing steps receive straight into rdst and combine
                  * there (rdst must not alias rloc); else via scratch slots */
+    int finish; /* the last reducing step also applies ddpc_reduce_finish (AVG's
+                 * division) to each chunk it completes, while it is in cache */
 } ddpc_ring;
 
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg);
@@ -70,6 +72,9 @@ ddpc_status ddpc__tree_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root);
 ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *tmp, size_t count,
                               ddpc_dtype t, ddpc_op op, int root);
 
+/* The reductions. ddpc__allreduce leaves recv finished (AVG divided by the
+ * world size); reduce-scatter and reduce leave AVG as a sum, which the
+ * caller finishes with ddpc_reduce_finish. */
 ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
                             ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,

@@ -33,7 +33,8 @@ static ddpc_status run_half(ddpc_exec *e) {
         s = ddpc__reduce_scatter(e, in, out, a->count, DDPC_FLOAT32, a->op);
     }
     if (s == DDPC_OK && lands) {
-        ddpc_reduce_finish(out, out_count, DDPC_FLOAT32, a->op, n);
+        if (a->kind != DDPC_K_ALLREDUCE) /* ddpc__allreduce finishes its own */
+            ddpc_reduce_finish(out, out_count, DDPC_FLOAT32, a->op, n);
         ddpc_from_float32(a->recv, out, out_count, a->dtype);
     }
     free(in);
@@ -57,7 +58,8 @@ ddpc_status ddpc__run(ddpc_exec *e) {
             s = ddpc__reduce(e, a->send, a->recv, a->count, a->dtype, a->op, a->root);
         else
             s = ddpc__reduce_scatter(e, a->send, a->recv, a->count, a->dtype, a->op);
-        if (s == DDPC_OK && (a->kind != DDPC_K_REDUCE || c->rank == a->root))
+        if (s == DDPC_OK && (a->kind == DDPC_K_REDUCE_SCATTER ||
+                             (a->kind == DDPC_K_REDUCE && c->rank == a->root)))
             ddpc_reduce_finish(a->recv, a->count, a->dtype, a->op, c->size);
         return s;
     case DDPC_K_BROADCAST: return ddpc__broadcast(e, a->send, a->recv, nb, a->root);

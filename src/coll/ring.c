@@ -115,6 +115,8 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
                 else
                     ddpc_reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
                                  slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
+                if (rg->finish && s == rg->nred - 1)
+                    ddpc_reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, n);
             }
             nrd++;
         }
