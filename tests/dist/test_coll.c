@@ -39,6 +39,10 @@
  * neighbours, not its choice; auto covers every dtype x op); at 1<<20 only
  * float32 sum and bfloat16 sum. In-place variants, all roots, async,
  * barrier and send/recv run under auto.
+ *
+ * Transports: ranks of one host use shared memory unless DDPC_SHM=0; a
+ * subset runs again over TCP (DDPC_SHM=0) and over 4 KiB rings
+ * (DDPC_SHM_BYTES=4096, smaller than the messages).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -850,6 +854,28 @@ COLL_TEST(3, tree, 150)
 COLL_TEST(4, tree, 180)
 COLL_TEST(5, tree, 200)
 COLL_TEST(8, tree, 300)
+
+/* The ranks of one host use shared memory by default (every test above);
+ * these runs set one variable for all ranks: DDPC_SHM=0 keeps TCP's
+ * coverage, and 4 KiB rings (smaller than most messages above) make every
+ * large transfer wrap the ring and wait for room. */
+#define COLL_TEST_ENV(W, ALGO, TAG, VAR, VAL, SECS)                                      \
+    TEST_T(coll_w##W##_##ALGO##_##TAG, SECS) {                                           \
+        setenv(VAR, VAL, 1);                                                             \
+        run_job(W, #ALGO, (SECS) - 5);                                                   \
+    }
+
+COLL_TEST_ENV(2, auto, tcp, "DDPC_SHM", "0", 120)
+COLL_TEST_ENV(3, auto, tcp, "DDPC_SHM", "0", 150)
+COLL_TEST_ENV(4, ring, tcp, "DDPC_SHM", "0", 180)
+COLL_TEST_ENV(5, rhd, tcp, "DDPC_SHM", "0", 200)
+COLL_TEST_ENV(4, tree, tcp, "DDPC_SHM", "0", 180)
+COLL_TEST_ENV(2, auto, shm4k, "DDPC_SHM_BYTES", "4096", 120)
+COLL_TEST_ENV(3, auto, shm4k, "DDPC_SHM_BYTES", "4096", 150)
+COLL_TEST_ENV(4, ring, shm4k, "DDPC_SHM_BYTES", "4096", 180)
+COLL_TEST_ENV(5, rhd, shm4k, "DDPC_SHM_BYTES", "4096", 200)
+COLL_TEST_ENV(4, tree, shm4k, "DDPC_SHM_BYTES", "4096", 180)
+COLL_TEST_ENV(8, ring, shm4k, "DDPC_SHM_BYTES", "4096", 300)
 
 /* ------------------------------------------------------------ ddpc-bench */
 

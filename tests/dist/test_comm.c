@@ -1,11 +1,20 @@
 /* test_comm.c — communicators: bootstrap (env, URL, unique id), queries,
  * split, async ordering, abort, timeouts, a killed rank, bad environments,
- * mismatches, interface choice; plus smoke tests of each collective. */
+ * mismatches, interface choice; plus smoke tests of each collective.
+ * Ranks of one host use shared memory unless DDPC_SHM=0: every communicator
+ * made by env_comm checks that its peers use the transport the environment
+ * asks for and that no segment of its own is left in /dev/shm; the shm
+ * section checks fallbacks, small rings and namespace "nodes". */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,23 +26,106 @@
 
 static int g_port;
 
-/* Sets the rank's environment (short timeouts) and creates the communicator. */
+/* ------------------------------------------------------------ shm helpers */
+
+/* Each rank's pid, in memory shared with the test process (NULL: not kept). */
+static pid_t *g_pids;
+
+static void pids_init(void) {
+    g_pids = mmap(NULL, sizeof(pid_t) * 256, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(g_pids != MAP_FAILED);
+    memset(g_pids, 0, sizeof(pid_t) * 256);
+}
+
+/* Entries in /dev/shm named like a segment of process pid (or of any
+ * process: pid 0) -- "ddpc-<pid>-<random>". */
+static int shm_segments(pid_t pid) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    char pre[32];
+    if (pid) snprintf(pre, sizeof pre, "ddpc-%d-", (int)pid);
+    else snprintf(pre, sizeof pre, "ddpc");
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, pre, strlen(pre))) n++;
+    closedir(d);
+    return n;
+}
+
+/* After a run: no rank left a segment behind (killed ones included). */
+static void check_no_segments_left(int world) {
+    for (int r = 0; r < world && g_pids; r++)
+        if (g_pids[r]) CHECK_MSG(shm_segments(g_pids[r]) == 0, "rank %d (pid %d) left a segment in /dev/shm", r, (int)g_pids[r]);
+}
+
+static int shm_wanted(void) {
+    const char *v = getenv("DDPC_SHM");
+    return !(v && !strcmp(v, "0"));
+}
+
+/* Peers in the same block of per_node ranks must use same_host, the others
+ * tcp. */
+static void check_transports(ddpc_comm *c, const char *same_host, int per_node) {
+    int me = ddpc_comm_rank(c);
+    for (int p = 0; p < ddpc_comm_size(c); p++) {
+        const char *want = p == me ? "self" : p / per_node == me / per_node ? same_host : "tcp";
+        const char *got = ddpc__peer_transport(c, p);
+        CHECK_MSG(got && !strcmp(got, want), "rank %d talks to rank %d over %s, want %s", me, p,
+                  got ? got : "(null)", want);
+    }
+}
+
+/* A file this rank's stderr goes to until slurp_log reads it back and
+ * restores stderr (so that a failed check on the log is seen). */
+static int g_stderr = -1;
+
+static void log_to_file(const char *tag, int rank) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/ddpc-test-%s-%d-%d.log", tag, (int)getppid(), rank);
+    fflush(stderr);
+    g_stderr = dup(2);
+    CHECK(freopen(path, "w", stderr) != NULL);
+}
+
+static const char *slurp_log(const char *tag, int rank) {
+    static char buf[65536];
+    char path[128];
+    fflush(stderr);
+    snprintf(path, sizeof path, "/tmp/ddpc-test-%s-%d-%d.log", tag, (int)getppid(), rank);
+    FILE *r = fopen(path, "r");
+    CHECK(r != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, r);
+    buf[n] = '\0';
+    fclose(r);
+    unlink(path);
+    if (g_stderr >= 0) dup2(g_stderr, 2);
+    return buf;
+}
+
+/* Sets the rank's environment (short timeouts) and creates the communicator;
+ * checks that same-host peers use shared memory unless DDPC_SHM=0, and that
+ * the segments it made are gone from /dev/shm already. */
 static ddpc_comm *env_comm(int rank, int world) {
     t_set_rank_env(rank, world, g_port);
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     setenv("DDPC_TIMEOUT", "20", 1);
+    if (g_pids) g_pids[rank] = getpid();
     ddpc_comm *c = NULL;
     CHECK_OK(ddpc_comm_init_env(&c));
     CHECK_EQ(ddpc_comm_rank(c), rank);
     CHECK_EQ(ddpc_comm_size(c), world);
+    check_transports(c, shm_wanted() ? "shm" : "tcp", world);
+    CHECK_EQ(shm_segments(getpid()), 0);
     return c;
 }
 
 /* ------------------------------------------------------------ allreduce smoke */
 
-static void allreduce_body(int rank, int world, void *arg) {
+/* Allreduces at every interesting count (up to 1<<20 floats, larger than
+ * any shared-memory ring in these tests), sum out of place, max in place. */
+static void allreduce_checks(ddpc_comm *c, int rank, int world) {
     size_t counts[] = {0, 1, 7, 4097, (size_t)world - 1, 100000, 1u << 20};
-    ddpc_comm *c = env_comm(rank, world);
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         size_t n = counts[ci];
         float *x = malloc(sizeof(float) * (n + 1)), *y = malloc(sizeof(float) * (n + 1));
@@ -49,12 +141,19 @@ static void allreduce_body(int rank, int world, void *arg) {
         free(x);
         free(y);
     }
+}
+
+static void allreduce_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    allreduce_checks(c, rank, world);
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
 static void run_world(int world, t_rank_fn fn, double secs) {
     g_port = t_free_port();
+    pids_init();
     t_run_ranks(world, secs, fn, NULL);
+    check_no_segments_left(world);
 }
 
 TEST_T(comm_allreduce_w1, 30) { run_world(1, allreduce_body, 25); }
@@ -140,7 +239,9 @@ static void all_colls_body(int rank, int world, void *arg) {
 
 static void run_all(int world, const char *algo) {
     g_port = t_free_port();
+    pids_init();
     t_run_ranks(world, 100, all_colls_body, (void *)algo);
+    check_no_segments_left(world);
 }
 
 TEST_T(comm_colls_w1, 30) { run_all(1, NULL); }
@@ -431,8 +532,10 @@ static void killed_body(int rank, int world, void *arg) {
 
 static void run_killed(int world) {
     g_port = t_free_port();
+    pids_init();
     int st[16];
     t_run_ranks_status(world, 30, killed_body, NULL, st);
+    check_no_segments_left(world);
     for (int r = 0; r < world; r++) {
         if (r == 2) {
             CHECK(st[r] != -1 && WIFSIGNALED(st[r]));
@@ -445,6 +548,15 @@ static void run_killed(int world) {
 
 TEST_T(comm_rank_killed_mid_collective, 40) { run_killed(4); }
 TEST_T(comm_rank_killed_mid_collective_w8, 40) { run_killed(8); }
+TEST_T(comm_rank_killed_mid_collective_tcp, 40) {
+    setenv("DDPC_SHM", "0", 1); /* TCP keeps its coverage */
+    run_killed(4);
+}
+TEST_T(comm_rank_killed_mid_collective_shm_small_ring, 40) {
+    setenv("DDPC_SHM", "1", 1);
+    setenv("DDPC_SHM_BYTES", "4096", 1); /* killed while the rings wrap and fill */
+    run_killed(4);
+}
 
 /* ------------------------------------------------------------ bad environments */
 
@@ -860,4 +972,160 @@ static void reinit_body(int rank, int world, void *arg) {
 TEST_T(comm_reinit_same_port, 40) {
     g_port = t_free_port();
     t_run_ranks(3, 35, reinit_body, NULL);
+}
+
+/* ------------------------------------------------------------ shared memory */
+
+/* arg: the transport expected between the ranks ("shm" or "tcp"); the INFO
+ * line that says so is checked too. */
+static void transport_body(int rank, int world, void *arg) {
+    const char *want = arg;
+    log_to_file("transport", rank);
+    setenv("DDPC_DEBUG", "INFO", 1);
+    setenv("DDPC_DEBUG_SUBSYS", "INIT,SHM", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    check_transports(c, want, world);
+    allreduce_checks(c, rank, world);
+    CHECK_OK(ddpc_comm_destroy(c));
+    const char *log = slurp_log("transport", rank);
+    char line[64];
+    if (rank == 0) snprintf(line, sizeof line, "rank 0: %s to ranks 1-%d\n", want, world - 1);
+    else snprintf(line, sizeof line, "rank %d: %s to ranks 0", rank, want);
+    CHECK_CONTAINS(log, line);
+    CHECK(!strstr(log, "WARN"));
+}
+
+TEST_T(comm_shm_between_ranks_of_one_host, 40) {
+    setenv("DDPC_SHM", "1", 1);
+    g_port = t_free_port();
+    pids_init();
+    t_run_ranks(4, 35, transport_body, "shm");
+    check_no_segments_left(4);
+}
+
+TEST_T(comm_shm_off_is_tcp_everywhere, 40) {
+    setenv("DDPC_SHM", "0", 1);
+    g_port = t_free_port();
+    t_run_ranks(4, 35, transport_body, "tcp");
+}
+
+/* Rings of 4 KiB: every message larger than a ring wraps it many times and
+ * waits for room (flow control); every collective, every algorithm. */
+TEST_T(comm_shm_ring_smaller_than_messages, 110) {
+    setenv("DDPC_SHM", "1", 1);
+    setenv("DDPC_SHM_BYTES", "4096", 1);
+    run_world(3, allreduce_body, 50);
+    run_all(4, "ring");
+    run_all(3, "rhd");
+    run_all(3, "tree");
+}
+
+TEST_T(comm_shm_w8_on_two_cores, 60) {
+    setenv("DDPC_SHM", "1", 1);
+    run_world(8, allreduce_body, 55);
+}
+
+/* Rank 1 has DDPC_SHM=0 and rank 2 other DDPC_SHM_BYTES: the pairs with
+ * them use TCP (with a warning on the ranks that wanted shm), 0-3 shm. */
+static void differ_body(int rank, int world, void *arg) {
+    log_to_file("differ", rank);
+    setenv("DDPC_SHM", rank == 1 ? "0" : "1", 1);
+    setenv("DDPC_SHM_BYTES", rank == 2 ? "8192" : "4096", 1);
+    t_set_rank_env(rank, world, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    setenv("DDPC_TIMEOUT", "20", 1);
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    for (int p = 0; p < world; p++) {
+        const char *want = p == rank ? "self" : (p == 0 || p == 3) && (rank == 0 || rank == 3) ? "shm" : "tcp";
+        CHECK_STR(ddpc__peer_transport(c, p), want);
+    }
+    allreduce_checks(c, rank, world);
+    CHECK_OK(ddpc_comm_destroy(c));
+    const char *log = slurp_log("differ", rank);
+    if (rank != 1) CHECK_CONTAINS(log, "rank 1 on this host has DDPC_SHM=0");
+    if (rank == 0 || rank == 3) CHECK_CONTAINS(log, "rank 2 on this host has DDPC_SHM_BYTES=8192");
+    if (rank == 2) CHECK_CONTAINS(log, "has DDPC_SHM_BYTES=4096, this rank 8192");
+    if (rank == 1) CHECK(!strstr(log, "WARN"));
+}
+
+TEST_T(comm_shm_settings_that_differ_fall_back_to_tcp, 40) {
+    g_port = t_free_port();
+    t_run_ranks(4, 35, differ_body, NULL);
+}
+
+/* A /dev/shm too small for one segment: a warning naming the reason and
+ * DDPC_SHM=0, TCP between every pair, collectives as usual, nothing left. */
+static void full_body(int rank, int world, void *arg) {
+    log_to_file("full", rank);
+    setenv("DDPC_SHM", "1", 1);
+    setenv("DDPC_DEBUG", "INFO", 1);
+    setenv("DDPC_DEBUG_SUBSYS", "INIT,SHM", 1);
+    t_set_rank_env(rank, world, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    setenv("DDPC_TIMEOUT", "20", 1);
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    check_transports(c, "tcp", world);
+    allreduce_checks(c, rank, world);
+    CHECK_OK(ddpc_comm_destroy(c));
+    const char *log = slurp_log("full", rank);
+    CHECK_CONTAINS(log, "tcp to ranks");
+    if (rank < world - 1) { /* the creators say why (the last rank only joins) */
+        CHECK_CONTAINS(log, "no shared memory with rank");
+        CHECK_CONTAINS(log, "posix_fallocate");
+        CHECK_CONTAINS(log, "DDPC_SHM=0");
+    }
+}
+
+TEST_T(comm_shm_full_dev_shm_falls_back_to_tcp, 40) {
+    /* a private /dev/shm of 64 KiB for this test's processes only */
+    if (geteuid() != 0) SKIP("needs root to mount a small /dev/shm");
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k,mode=1777") != 0)
+        SKIP("cannot mount a private /dev/shm: %s", strerror(errno));
+    CHECK_EQ(shm_segments(0), 0);
+    g_port = t_free_port();
+    t_run_ranks(3, 35, full_body, NULL);
+    CHECK_EQ(shm_segments(0), 0); /* the literal count: only this test's ranks write here */
+}
+
+/* Two network-namespace "nodes" of two ranks each (different host ids):
+ * shm within a node, TCP across. */
+static char g_ns[2][32];
+static int g_subnet = 11;
+
+static void netns_body(int rank, int world, void *arg) {
+    char path[96];
+    snprintf(path, sizeof path, "/var/run/netns/%s", g_ns[rank / 2]);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK_MSG(fd >= 0 && setns(fd, CLONE_NEWNET) == 0, "entering %s: %s", path, strerror(errno));
+    close(fd);
+    t_set_rank_env(rank, world, g_port);
+    char master[32], b[16];
+    snprintf(master, sizeof master, "198.18.%d.1", g_subnet);
+    setenv("MASTER_ADDR", master, 1);
+    snprintf(b, sizeof b, "%d", rank % 2);
+    setenv("LOCAL_RANK", b, 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("DDPC_SHM", "1", 1);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    setenv("DDPC_TIMEOUT", "20", 1);
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_EQ(ddpc_comm_local_rank(c), rank % 2);
+    CHECK_EQ(ddpc_comm_local_size(c), 2);
+    check_transports(c, "shm", 2);
+    allreduce_checks(c, rank, world);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_shm_within_namespace_nodes_tcp_between, 60) {
+    t_netns_pair("S", g_subnet, g_ns[0], g_ns[1]);
+    g_port = t_free_port();
+    int st[4];
+    t_run_ranks_status(4, 45, netns_body, NULL, st);
+    t_netns_del(g_ns[0], g_ns[1]);
+    for (int r = 0; r < 4; r++)
+        CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed (status %d)", r, st[r]);
 }
