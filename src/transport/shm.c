@@ -169,7 +169,7 @@ static int seg_create(uint64_t cap, struct ddpc_shm_pending *p, char *why, size_
     void *m = MAP_FAILED;
     if (!err) {
         what = "mmap";
-        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED) err = errno;
     }
     close(fd);
@@ -206,7 +206,7 @@ static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
         close(fd);
         return NULL;
     }
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     int err = errno;
     close(fd);
     if (m == MAP_FAILED) {
