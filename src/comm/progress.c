@@ -68,6 +68,8 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     }
 }
 
+static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
+
 ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     ddpc_comm *c = e->c;
     char what[640], desc[160], full[1024];
@@ -86,19 +88,34 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     snprintf(c->last_err, sizeof c->last_err, "%s", full);
     pthread_mutex_unlock(&c->err_mu);
     DDPC_WARN(COLL, "%s", full);
-    /* tell every peer why, where the stream is at a message boundary, so
-     * ranks that only see this one close can name the rank really lost */
+    /* tell every peer why, at a message boundary of its stream, so ranks
+     * that only see this one close can name the rank really lost: a message
+     * half sent is finished first (a peer reads on while its operation
+     * lasts; a full shared-memory ring is the usual case), all of it within
+     * a quarter of a second so that a peer that does not read costs little */
     ddpc_hdr note = e->fp;
     note.flags = DDPC_F_FAIL;
     note.nbytes = (uint64_t)s;
     note.rsvd = (uint32_t)(s == DDPC_ERR_MISMATCH ? e->culprit : e->lost);
+    double note_by = ddpc_deadline_in(0.25);
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
-        if (pe->conn && p != e->lost && (!pe->sq || pe->sq->x.done == 0)) {
-            ddpc_xfer x;
-            ddpc_xfer_init(&x, &note, sizeof note, NULL, 0);
-            pe->tp->send(pe->conn, &x, NULL);
+        int at_boundary = !pe->sq || pe->sq->x.done == 0;
+        if (pe->conn && p != e->lost && !at_boundary && !is_aborted(c)) {
+            ddpc_xfer *x = &pe->sq->x;
+            size_t off = x->done;
+            at_boundary = 1;
+            for (int i = 0; i < x->niov && at_boundary; i++) {
+                size_t len = x->iov[i].iov_len;
+                if (off < len &&
+                    pe->tp->send_full(pe->conn, (char *)x->iov[i].iov_base + off, len - off, note_by,
+                                      c->abort_fd) != DDPC_OK)
+                    at_boundary = 0;
+                off = off > len ? off - len : 0;
+            }
         }
+        if (pe->conn && p != e->lost && at_boundary)
+            pe->tp->send_full(pe->conn, &note, sizeof note, note_by, c->abort_fd);
         pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
         if (pe->conn) pe->tp->shutdown(pe->conn);
     }
@@ -318,8 +335,6 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
     }
     return DDPC_OK;
 }
-
-static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
 
 static ddpc_status timed_out(ddpc_exec *e) {
     ddpc_comm *c = e->c;

@@ -18,17 +18,18 @@
  * A local failure is a warning and the pair stays on TCP; only a failure of
  * the TCP exchange itself (peer lost, deadline, abort) is an error.
  *
- * Transfers. send copies what fits into the outgoing ring and publishes head
- * (release); recv copies out and publishes tail (release); peek copies
- * without consuming. No system call on that path. A side that cannot move
- * arms before its progress loop sleeps in poll() on the socket (see arm in
- * transport.h): it sets its "sleeping" flag, fences, and re-checks the ring.
- * The other side, after publishing, fences and, if the flag is set, clears
- * it and writes one doorbell byte to the socket. Either the sleeper sees the
- * new head/tail or the publisher sees the flag (both fences are sequentially
- * consistent), so no wake-up is lost. The socket also brings EOF when the
- * peer closes, crashes or is killed; shutdown() shuts it down and marks the
- * rings, so the peer sees this side as gone.
+ * Transfers. send copies what fits into the outgoing ring and publishes head;
+ * recv copies out and publishes tail; peek copies without consuming; the
+ * reader of head or tail acquires what its writer released. No system call
+ * on that path. A side that cannot move arms before its progress loop sleeps
+ * in poll() on the socket (see arm in transport.h): it sets its "sleeping"
+ * flag and re-checks the ring. The other side, after publishing, checks the
+ * flag and, if it is set, clears it and writes one doorbell byte to the
+ * socket. Either the sleeper sees the new head/tail or the publisher sees
+ * the flag (each side stores, then loads the other's variable, all four
+ * sequentially consistent), so no wake-up is lost. The socket also brings
+ * EOF when the peer closes, crashes or is killed; shutdown() shuts it down
+ * and marks the rings, so the peer sees this side as gone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -372,10 +373,11 @@ static int drain_bells(ddpc_conn *c) {
     return c->peer_eof;
 }
 
-/* After publishing: wake the other side if it sleeps on flag. */
+/* After publishing head or tail (a seq_cst store): wake the other side if
+ * it sleeps on flag. seq_cst on both sides' store-then-load, not fences:
+ * ThreadSanitizer does not model fences. */
 static void wake_if_sleeping(ddpc_conn *c, uint32_t *flag) {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(flag, __ATOMIC_RELAXED) && __atomic_exchange_n(flag, 0, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) && __atomic_exchange_n(flag, 0, __ATOMIC_ACQ_REL))
         ring_bell(c);
 }
 
@@ -430,7 +432,7 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (room == 0) return DDPC_OK;
     size_t n = copy_xfer(x, c->txd, c->cap, c->tx_head, room, 1);
     c->tx_head += n;
-    __atomic_store_n(&c->tx->head, c->tx_head, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->tx->head, c->tx_head, __ATOMIC_SEQ_CST);
     wake_if_sleeping(c, &c->tx->cons_sleeping);
     if (moved) *moved = n;
     return DDPC_OK;
@@ -447,7 +449,7 @@ static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (avail == 0) return gone ? ddpc_err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
     size_t n = copy_xfer(x, c->rxd, c->cap, c->rx_tail, avail, 0);
     c->rx_tail += n;
-    __atomic_store_n(&c->rx->tail, c->rx_tail, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->rx->tail, c->rx_tail, __ATOMIC_SEQ_CST);
     wake_if_sleeping(c, &c->rx->prod_sleeping);
     if (moved) *moved = n;
     return DDPC_OK;
@@ -469,13 +471,14 @@ static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
     return DDPC_OK;
 }
 
-/* Ready for events already (no need to sleep)? */
+/* Ready for events already (no need to sleep)? After the sleeping flags'
+ * seq_cst stores: seq_cst loads of head and tail. */
 static int ready(ddpc_conn *c, short events) {
     if (c->peer_eof || is_shut(c)) return 1;
-    if ((events & POLLIN) && (__atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) != c->rx_tail ||
+    if ((events & POLLIN) && (__atomic_load_n(&c->rx->head, __ATOMIC_SEQ_CST) != c->rx_tail ||
                               __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE)))
         return 1;
-    if ((events & POLLOUT) && (c->tx_head - __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE) < c->cap ||
+    if ((events & POLLOUT) && (c->tx_head - __atomic_load_n(&c->tx->tail, __ATOMIC_SEQ_CST) < c->cap ||
                                __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE)))
         return 1;
     return 0;
@@ -488,9 +491,8 @@ static int shm_arm(ddpc_conn *c, short events) {
         return 0;
     }
     if (drain_bells(c) || is_shut(c)) return 1;
-    if (events & POLLIN) __atomic_store_n(&c->rx->cons_sleeping, 1, __ATOMIC_RELAXED);
-    if (events & POLLOUT) __atomic_store_n(&c->tx->prod_sleeping, 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (events & POLLIN) __atomic_store_n(&c->rx->cons_sleeping, 1, __ATOMIC_SEQ_CST);
+    if (events & POLLOUT) __atomic_store_n(&c->tx->prod_sleeping, 1, __ATOMIC_SEQ_CST);
     return ready(c, events);
 }
 
