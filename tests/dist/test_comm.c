@@ -1081,7 +1081,7 @@ static void full_body(int rank, int world, void *arg) {
 TEST_T(comm_shm_full_dev_shm_falls_back_to_tcp, 40) {
     /* a private /dev/shm of 64 KiB for this test's processes only */
     if (geteuid() != 0) SKIP("needs root to mount a small /dev/shm");
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k,mode=1777") != 0)
         SKIP("cannot mount a private /dev/shm: %s", strerror(errno));
     CHECK_EQ(shm_segments(0), 0);
