@@ -12,8 +12,9 @@
  *         optimizer step
  *
  * Buckets are ranges of the model's gradient block, formed as PyTorch does:
- * parameters in reverse registration order, a first bucket of about
- * first_bucket_mb, then buckets of up to bucket_mb. A bucket's allreduce is
+ * parameters in reverse registration order, each joining the open bucket,
+ * which closes once it holds at least first_bucket_mb (the first) or
+ * bucket_mb (the others). A bucket's allreduce is
  * issued (async) as soon as backward has made its last gradient final, so
  * communication overlaps the rest of backward. Every rank issues the buckets
  * in the same order.

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,10 @@ struct ddpc_work {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
+    int started;    /* taken off the queue (under c->mu) */
     ddpc_status st;
     double timeout; /* the comm's exec timeout, for wait(-1) */
+    double spin_s;  /* the comm's spin before a wait sleeps */
     int refs;       /* atomic: the caller's and the queue's */
     char err[1024];
     struct ddpc_work *next;
@@ -110,6 +113,24 @@ static void host_id(char *buf, size_t len) {
         if (*p == ' ') *p = '_';
 }
 
+/* How long a waiting rank retries before it sleeps, unless DDPC_SPIN_US says.
+ * While this host's ranks do not outnumber its CPUs, a sleeping rank's core
+ * halts, and waking it costs tens of microseconds a message (more under a
+ * hypervisor): spin up to 1 ms. Where they outnumber them, a spinning rank
+ * takes time from one that has work: 50 us. Each retry yields the core. */
+static void choose_spin(ddpc_comm *c) {
+    if (c->spin_s >= 0) return;
+    long local = c->local_size, lws;
+    if (ddpc_env_isset("LOCAL_WORLD_SIZE") &&
+        ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1L << 20, &lws) == DDPC_OK && lws > local)
+        local = lws; /* a sub-communicator's host may hold more of the job's ranks */
+    cpu_set_t set;
+    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    c->spin_s = local <= cpus ? 1e-3 : 50e-6;
+    DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits spin %g us before sleeping "
+              "(DDPC_SPIN_US)", c->rank, local, cpus, c->spin_s * 1e6);
+}
+
 /* Reads the settings every communicator needs. */
 static ddpc_status read_settings(ddpc_comm *c) {
     DDPC_CHECK(ddpc_env_double("DDPC_CONNECT_TIMEOUT", 0.001, 1e9, &c->connect_timeout));
@@ -117,8 +138,11 @@ static ddpc_status read_settings(ddpc_comm *c) {
     long chunk, spin;
     DDPC_CHECK(ddpc_env_long("DDPC_CHUNK", 4096, 1L << 30, &chunk));
     c->chunk = (size_t)chunk;
-    DDPC_CHECK(ddpc_env_long("DDPC_SPIN_US", 0, 10000000, &spin));
-    c->spin_s = (double)spin * 1e-6;
+    c->spin_s = -1; /* unset: chosen once the host's ranks are known (choose_spin) */
+    if (ddpc_env_isset("DDPC_SPIN_US")) {
+        DDPC_CHECK(ddpc_env_long("DDPC_SPIN_US", 0, 10000000, &spin));
+        c->spin_s = (double)spin * 1e-6;
+    }
     long shm;
     DDPC_CHECK(ddpc_env_long("DDPC_SHM", 0, 1, &shm));
     c->shm = (int)shm;
@@ -450,6 +474,7 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
         if (r < c->rank) c->local_rank++;
         c->local_size++;
     }
+    choose_spin(c);
     s = setup_shm(c, deadline);
     if (s != DDPC_OK) return s;
     DDPC_INFO(INIT, "rank %d of %d ready: local rank %d of %d, listening on %s:%d (%s)", c->rank,
@@ -808,10 +833,26 @@ static void work_complete(struct ddpc_work *w, ddpc_status st) {
     pthread_mutex_lock(&w->mu);
     w->st = st;
     if (st != DDPC_OK) snprintf(w->err, sizeof w->err, "%s", ddpc_last_error());
-    w->done = 1;
+    __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     work_release(w);
+}
+
+/* Takes the queue's head and runs it on this thread; c->mu is held on entry
+ * and on return, and no operation is executing. */
+static void run_head(ddpc_comm *c) {
+    struct ddpc_work *w = c->qhead;
+    c->qhead = w->next;
+    if (!c->qhead) c->qtail = NULL;
+    w->started = 1;
+    c->busy = 1;
+    pthread_mutex_unlock(&c->mu);
+    ddpc_status st = execute(c, &w->a);
+    work_complete(w, st);
+    pthread_mutex_lock(&c->mu);
+    c->busy = 0;
+    pthread_cond_broadcast(&c->cv);
 }
 
 /* The progress thread: runs queued operations in order until stopped and
@@ -825,19 +866,25 @@ static void *worker(void *arg) {
             pthread_cond_wait(&c->cv, &c->mu);
             continue;
         }
-        struct ddpc_work *w = c->qhead;
-        c->qhead = w->next;
-        if (!c->qhead) c->qtail = NULL;
-        c->busy = 1;
-        pthread_mutex_unlock(&c->mu);
-        ddpc_status st = execute(c, &w->a);
-        work_complete(w, st);
-        pthread_mutex_lock(&c->mu);
-        c->busy = 0;
-        pthread_cond_broadcast(&c->cv);
+        run_head(c);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
+}
+
+/* A thread that waits for w without a limit of its own runs the queue up to
+ * w itself when no operation is executing, instead of sleeping while the
+ * progress thread wakes to do it: the last bucket of a DDP step costs two
+ * thread hand-offs less. Order is kept (only the head runs, one at a time). */
+static void run_inline(struct ddpc_work *w) {
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done) return; /* w->c may be gone once w is done */
+    ddpc_comm *c = w->c;
+    pthread_mutex_lock(&c->mu);
+    while (!w->started && !c->busy && c->qhead) run_head(c);
+    pthread_mutex_unlock(&c->mu);
 }
 
 ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wout) {
@@ -865,6 +912,7 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
     w->a = *a;
     w->refs = 2;
     w->timeout = c->exec_timeout;
+    w->spin_s = c->spin_s;
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -900,6 +948,9 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
 static int wait_done(struct ddpc_work *w, double timeout_s) {
     double limit = timeout_s < 0 ? (w->timeout > 0 ? w->timeout : INFINITY) : timeout_s;
     double deadline = ddpc_now() + limit;
+    double spin_until = ddpc_now() + (w->spin_s < limit ? w->spin_s : limit);
+    while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && ddpc_now() < spin_until)
+        sched_yield(); /* as the progress loop does: a sleeping core is slow to wake */
     pthread_mutex_lock(&w->mu);
     while (!w->done) {
         if (!isinf(limit)) {
@@ -927,6 +978,7 @@ static int wait_done(struct ddpc_work *w, double timeout_s) {
 
 ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
     if (!w) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
+    if (timeout_s < 0 || isinf(timeout_s)) run_inline(w); /* bounded as the operation is */
     if (!wait_done(w, timeout_s))
         return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
                         "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);

@@ -156,8 +156,12 @@ static ddpc_status check_params(ddpc_ddp *d) {
     return s;
 }
 
-/* Buckets over parameters in reverse order: the first up to first_bucket_mb,
- * the rest up to bucket_mb; a parameter larger than a bucket gets its own. */
+/* Buckets over parameters in reverse order, as PyTorch's reducer forms them
+ * (compute_bucket_assignment_by_size): a parameter joins the open bucket,
+ * and the bucket closes once it holds at least its limit, first_bucket_mb for
+ * the first and bucket_mb for the rest. The bucket that holds the last
+ * layers' gradients thus starts its allreduce while earlier layers' backward
+ * runs; a parameter larger than the limit closes a bucket on its own. */
 static ddpc_status form_buckets(ddpc_ddp *d) {
     int np = ddpc_model_num_params(d->model);
     d->buckets = calloc((size_t)(np > 0 ? np : 1), sizeof *d->buckets);
@@ -165,14 +169,10 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
     d->marked = calloc((size_t)(np > 0 ? np : 1), 1);
     if (!d->buckets || !d->param_bucket || !d->marked)
         return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
-    size_t cap = (size_t)(d->opt.first_bucket_mb * 1048576.0 / sizeof(float));
+    double limit = d->opt.first_bucket_mb * 1048576.0; /* bytes */
     bucket *cur = NULL;
     for (int i = np - 1; i >= 0; i--) {
         const ddpc_param *p = ddpc_model_param(d->model, i);
-        if (cur && cur->count + p->numel > cap && cur->count > 0) {
-            cur = NULL;
-            cap = (size_t)(d->opt.bucket_mb * 1048576.0 / sizeof(float));
-        }
         if (!cur) {
             cur = &d->buckets[d->nbuckets++];
             cur->first = p->offset + p->numel; /* lowered as parameters join */
@@ -185,6 +185,10 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
         cur->count += p->numel;
         cur->nparams++;
         d->param_bucket[i] = (int)(cur - d->buckets);
+        if ((double)cur->count * sizeof(float) >= limit) {
+            cur = NULL;
+            limit = d->opt.bucket_mb * 1048576.0;
+        }
     }
     if (d->opt.compress != DDPC_COMPRESS_NONE)
         for (int b = 0; b < d->nbuckets; b++) {

@@ -49,7 +49,7 @@ static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *c
     if (comm) {
         ddpc_ddp_options o;
         ddpc_ddp_options_default(&o);
-        o.first_bucket_mb = 300.0 * 4 / 1048576; /* 300 floats: several buckets */
+        o.first_bucket_mb = 60.0 * 4 / 1048576; /* 60 floats: two buckets */
         o.bucket_mb = 400.0 * 4 / 1048576;
         o.compress = a->compress;
         CHECK_OK(ddpc_ddp_create(comm, m, &o, &ddp));
@@ -176,10 +176,31 @@ static void bucket_rank(int rank, int world, void *arg) {
         CHECK_OK(ddpc_ddp_sync(d));
         CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
     }
-    /* layers: 2.bias (4), 2.weight (64), 0.bias (16), 0.weight (320):
-     * first bucket <= 20 floats -> {2.bias}; then up to 100 -> {2.weight, 0.bias}; {0.weight} */
-    CHECK_EQ(ddpc_ddp_num_buckets(d), 3);
+    /* parameters, last first: 2.bias (4 floats), 2.weight (64), 0.bias (16),
+     * 0.weight (320); a bucket closes once it holds at least its limit */
+    CHECK_EQ(ddpc_ddp_num_buckets(d), 2);
     ddpc_ddp_destroy(d);
+    /* the layouts PyTorch 1.13 gives for the same sizes and limits:
+     * torch.distributed._compute_bucket_assignment_by_size(params, [first, rest], ...)
+     * [80, 400] bytes -> [[0, 1], [2, 3]]; [16, 400] -> [[0], [1, 2, 3]];
+     * [16, 64] -> [[0], [1], [2], [3]] */
+    static const struct {
+        double first_b, rest_b;
+        int n;
+        size_t counts[4];
+    } want[] = {{80, 400, 2, {68, 336}}, {16, 400, 2, {4, 400}}, {16, 64, 4, {4, 64, 16, 320}}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        o.first_bucket_mb = want[k].first_b / 1048576;
+        o.bucket_mb = want[k].rest_b / 1048576;
+        CHECK_OK(ddpc_ddp_create(c, m, &o, &d));
+        CHECK_EQ(ddpc_ddp_num_buckets(d), want[k].n);
+        for (int b = 0; b < want[k].n && b < ddpc_ddp_num_buckets(d); b++) {
+            size_t first, count;
+            ddpc_ddp_bucket_range(d, b, &first, &count);
+            CHECK_EQ(count, want[k].counts[b]);
+        }
+        ddpc_ddp_destroy(d);
+    }
     ddpc_model_free(m);
     CHECK_OK(ddpc_comm_destroy(c));
 }
