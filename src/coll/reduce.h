@@ -32,9 +32,10 @@ void ddpc_reduce_inplace(void *dst, const void *src, size_t count, ddpc_dtype t,
 void ddpc_reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
                   ddpc_op op);
 
-/* AVG: buf[i] /= nranks (integers truncate toward zero, like torch; float16
- * and bfloat16 divide in float32 and round once). Other ops, or nranks <= 1:
- * nothing. */
+/* AVG: buf[i] /= nranks (integers truncate toward zero, like torch; float32
+ * and float64 multiply by 1/nranks, as NCCL does, within one ulp of the
+ * quotient; float16 and bfloat16 divide in float32 and round once). Other
+ * ops, or nranks <= 1: nothing. */
 void ddpc_reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int nranks);
 
 /* float16 / bfloat16 / float32 (also float64 and the integer types, by C
