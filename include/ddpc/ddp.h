@@ -16,8 +16,9 @@
  * which closes once it holds at least first_bucket_mb (the first) or
  * bucket_mb (the others). A bucket's allreduce is
  * issued (async) as soon as backward has made its last gradient final, so
- * communication overlaps the rest of backward. Every rank issues the buckets
- * in the same order.
+ * communication overlaps the rest of backward; the last bucket, which backward
+ * completes as it ends, is reduced by ddpc_ddp_sync on the calling thread.
+ * Every rank issues the buckets in the same order.
  */
 #ifndef DDPC_DDP_H
 #define DDPC_DDP_H
@@ -71,7 +72,7 @@ ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
 int ddpc_ddp_num_buckets(const ddpc_ddp *d);
 /* Buckets whose allreduce has been issued and not yet waited for: right
  * after a backward (before ddpc_ddp_sync) every bucket whose gradients are
- * final is in flight. */
+ * final is in flight, except the last, which ddpc_ddp_sync reduces. */
 int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */
 void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);

@@ -51,25 +51,50 @@ ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
     return DDPC_OK;
 }
 
-/* Starts bucket b's allreduce (compressing first when asked). */
-static ddpc_status issue(ddpc_ddp *d, int b) {
+static ddpc_dtype packed_dtype(const ddpc_ddp *d) {
+    return d->opt.compress == DDPC_COMPRESS_FP16 ? DDPC_FLOAT16 : DDPC_BFLOAT16;
+}
+
+/* Starts bucket b's allreduce (compressing first when asked); with now set,
+ * runs it on this thread and returns when it is done. */
+static ddpc_status issue(ddpc_ddp *d, int b, int now) {
     bucket *bk = &d->buckets[b];
     float *g = d->grads + bk->first;
-    if (d->opt.compress == DDPC_COMPRESS_NONE)
-        return ddpc_allreduce_async(d->comm, g, g, bk->count, DDPC_FLOAT32, DDPC_AVG, &bk->work);
-    ddpc_dtype t = d->opt.compress == DDPC_COMPRESS_FP16 ? DDPC_FLOAT16 : DDPC_BFLOAT16;
-    ddpc_from_float32(bk->packed, g, bk->count, t);
-    return ddpc_allreduce_async(d->comm, bk->packed, bk->packed, bk->count, t, DDPC_SUM,
-                                &bk->work);
+    void *buf = g;
+    ddpc_dtype t = DDPC_FLOAT32;
+    ddpc_op op = DDPC_AVG;
+    if (d->opt.compress != DDPC_COMPRESS_NONE) {
+        t = packed_dtype(d);
+        op = DDPC_SUM;
+        buf = bk->packed;
+        ddpc_from_float32(bk->packed, g, bk->count, t);
+    }
+    if (now) return ddpc_allreduce(d->comm, buf, buf, bk->count, t, op);
+    return ddpc_allreduce_async(d->comm, buf, buf, bk->count, t, op, &bk->work);
+}
+
+/* After bucket b's allreduce: a compressed bucket is decompressed and
+ * averaged back into the gradient block. */
+static void finish(ddpc_ddp *d, int b) {
+    if (d->opt.compress == DDPC_COMPRESS_NONE) return;
+    bucket *bk = &d->buckets[b];
+    float *g = d->grads + bk->first;
+    ddpc_to_float32(g, bk->packed, bk->count, packed_dtype(d));
+    float inv = 1.0f / (float)d->world;
+    for (size_t k = 0; k < bk->count; k++) g[k] *= inv;
 }
 
 /* Issues, in bucket order, every ready bucket whose predecessors are issued:
- * all ranks then issue the same allreduces in the same order. */
+ * all ranks then issue the same allreduces in the same order. The last
+ * bucket is left to ddpc_ddp_sync: it becomes ready as backward ends, so no
+ * computation is left to overlap it with, and the calling thread reducing it
+ * itself saves the hand-off to the progress thread and back (two thread
+ * switches, and on a host whose cores are all busy, a preempted rank). */
 static void issue_ready(ddpc_ddp *d) {
-    while (d->next_issue < d->nbuckets && d->buckets[d->next_issue].ready) {
+    while (d->next_issue < d->nbuckets - 1 && d->buckets[d->next_issue].ready) {
         int b = d->next_issue++;
         if (d->failed == DDPC_OK) {
-            ddpc_status s = issue(d, b);
+            ddpc_status s = issue(d, b, 0);
             if (s != DDPC_OK) d->failed = s;
         }
     }
@@ -254,13 +279,13 @@ ddpc_status ddpc_ddp_sync(ddpc_ddp *d) {
         ddpc_work_free(bk->work);
         bk->work = NULL;
         if (s == DDPC_OK) s = w;
-        if (w == DDPC_OK && d->opt.compress != DDPC_COMPRESS_NONE) {
-            ddpc_dtype t = d->opt.compress == DDPC_COMPRESS_FP16 ? DDPC_FLOAT16 : DDPC_BFLOAT16;
-            float *g = d->grads + bk->first;
-            ddpc_to_float32(g, bk->packed, bk->count, t);
-            float inv = 1.0f / (float)d->world;
-            for (size_t k = 0; k < bk->count; k++) g[k] *= inv;
-        }
+        if (w == DDPC_OK) finish(d, b);
+    }
+    int last = d->nbuckets - 1; /* issue_ready leaves it to here */
+    if (s == DDPC_OK && last >= 0 && d->next_issue == last) {
+        d->next_issue++;
+        s = issue(d, last, 1);
+        if (s == DDPC_OK) finish(d, last);
     }
     d->in_round = 0;
     d->failed = DDPC_OK;
