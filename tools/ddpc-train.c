@@ -46,7 +46,7 @@ typedef struct options {
     const char *resume;      /* read before training */
     const char *metrics;     /* one JSON line per epoch */
     int threads;             /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
-    int prefetch;            /* batches the loader keeps ready */
+    int prefetch;            /* batches the loader keeps ready; -1 = by spare CPUs */
     long max_batches;        /* training batches per epoch; 0 = all */
     int progress;            /* -1 auto (a terminal), 0 off, 1 on */
     ddpc_ddp_options ddp;    /* buckets and compression */
@@ -71,7 +71,8 @@ static void usage(FILE *f) {
             "  --metrics FILE      append one JSON line per epoch (rank 0: loss, accuracy, samples/s,\n"
             "                      seconds per step phase: data, forward, backward, sync, step)\n"
             "  --threads N         OpenBLAS threads (default DDPC_THREADS, else CPUs / local ranks)\n"
-            "  --prefetch N        batches the loader thread keeps ready (default 2; 0 inline)\n"
+            "  --prefetch N        batches the loader thread keeps ready (0: decoded inline; default 2\n"
+            "                      while a CPU is left over (CPUs > local ranks x threads), else 0)\n"
             "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
             "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal)\n"
             "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
@@ -118,7 +119,7 @@ static void parse_options(int argc, char **argv, options *o) {
     o->batch_size = 32;
     o->opt = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o->log_every = 100;
-    o->prefetch = 2;
+    o->prefetch = -1;
     o->progress = -1;
     ddpc_ddp_options_default(&o->ddp);
     float lr = 0, wd = 0, momentum = 0;
@@ -202,6 +203,7 @@ typedef struct trainer {
     ddpc_sampler *sampler;     /* this rank's shard of the training set */
     ddpc_sampler *test_sampler; /* this rank's shard of the test set, in order */
     ddpc_loader *train, *test;
+    int prefetch;              /* batches the loaders keep ready (0: inline) */
     ddpc_model *m;
     ddpc_optim *opt;
     uint64_t start_epoch;      /* epochs already done (from --resume) */
@@ -227,12 +229,15 @@ static ddpc_status setup(trainer *t) {
         DDPC_CHECK(ddpc_env_long("DDPC_THREADS", 1, 1024, &v));
         threads = (int)v;
     }
-    if (!threads) {
-        long local = 1;
-        if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local));
-        threads = ddpc_nn_default_threads((int)local);
-    }
+    long local = 1;
+    if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local));
+    if (!threads) threads = ddpc_nn_default_threads((int)local);
     ddpc_nn_set_threads(threads);
+    /* a loader thread pays where a CPU is left over for it; where the ranks'
+     * BLAS threads take every CPU it only takes turns with them (a context
+     * switch or two a batch, and a preempted rank the others wait for) */
+    int prefetch = t->prefetch = o->prefetch >= 0 ? o->prefetch
+                                   : sysconf(_SC_NPROCESSORS_ONLN) > local * threads ? 2 : 0;
 
     DDPC_CHECK(ddpc_mnist_load(o->data, "train", &t->train_ds));
     DDPC_CHECK(ddpc_mnist_load(o->data, "test", &t->test_ds));
@@ -240,10 +245,10 @@ static ddpc_status setup(trainer *t) {
         return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28", o->data,
                         t->train_ds->rows, t->train_ds->cols);
     DDPC_CHECK(ddpc_sampler_create((size_t)t->train_ds->n, t->world, t->rank, 1, o->seed, 0, &t->sampler));
-    DDPC_CHECK(ddpc_loader_create(t->train_ds, t->sampler, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->train));
+    DDPC_CHECK(ddpc_loader_create(t->train_ds, t->sampler, o->batch_size, 0, 0.5f, 0.5f, prefetch, &t->train));
     /* the test set in shards r, r+world, ... (padding is skipped when evaluating) */
     DDPC_CHECK(ddpc_sampler_create((size_t)t->test_ds->n, t->world, t->rank, 0, 0, 0, &t->test_sampler));
-    DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, o->batch_size, 0, 0.5f, 0.5f, o->prefetch, &t->test));
+    DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, o->batch_size, 0, 0.5f, 0.5f, prefetch, &t->test));
     DDPC_CHECK(ddpc_model_preset(o->model, o->batch_size, o->seed, &t->m));
     DDPC_CHECK(ddpc_optim_create(t->m, &o->opt, &t->opt));
     if (o->resume) {
@@ -268,7 +273,8 @@ static ddpc_status setup(trainer *t) {
         if (op->kind == DDPC_OPTIM_SGD && op->momentum != 0)
             printf(" momentum %g%s", (double)op->momentum, op->nesterov ? " nesterov" : "");
         if (op->weight_decay != 0) printf(" weight decay %g", (double)op->weight_decay);
-        printf("; seed %" PRIu64 "; %d BLAS thread(s)\n", o->seed, ddpc_nn_threads());
+        printf("; seed %" PRIu64 "; %d BLAS thread(s); prefetch %d\n", o->seed, ddpc_nn_threads(),
+               t->prefetch);
         fflush(stdout);
     }
     return DDPC_OK;
