@@ -78,6 +78,9 @@ static void usage(FILE *f) {
             "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
             "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
             "  --compress NAME     gradient allreduce in none | fp16 | bf16 (default none)\n"
+            "  --overlap MODE      auto | on | off: buckets reduced by the progress thread while backward\n"
+            "                      runs (on), or by backward's thread (off); auto: off where all ranks\n"
+            "                      share this host and its CPUs (default auto)\n"
             "Under ddpc-run (or torchrun, mpirun, srun) each process trains its shard with DDP.\n"
             "  --help\n");
 }
@@ -177,7 +180,9 @@ static void parse_options(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--max-batches")) o->max_batches = opt_long(name, val, 0, 1L << 40);
         else if (!strcmp(name, "--bucket-mb")) o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5);
         else if (!strcmp(name, "--first-bucket-mb")) o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5);
-        else if (!strcmp(name, "--compress")) {
+        else if (!strcmp(name, "--overlap")) {
+            if (ddpc_overlap_parse(val, &o->ddp.overlap) != DDPC_OK) bad_option("--overlap: %s", ddpc_last_error());
+        } else if (!strcmp(name, "--compress")) {
             if (ddpc_compress_parse(val, &o->ddp.compress) != DDPC_OK) bad_option("--compress: %s", ddpc_last_error());
         }
         else bad_option("unknown option '%s'", name);
@@ -273,8 +278,10 @@ static ddpc_status setup(trainer *t) {
         if (op->kind == DDPC_OPTIM_SGD && op->momentum != 0)
             printf(" momentum %g%s", (double)op->momentum, op->nesterov ? " nesterov" : "");
         if (op->weight_decay != 0) printf(" weight decay %g", (double)op->weight_decay);
-        printf("; seed %" PRIu64 "; %d BLAS thread(s); prefetch %d\n", o->seed, ddpc_nn_threads(),
+        printf("; seed %" PRIu64 "; %d BLAS thread(s); prefetch %d", o->seed, ddpc_nn_threads(),
                t->prefetch);
+        if (t->ddp) printf("; DDP overlap %s", ddpc_ddp_overlaps(t->ddp) ? "on" : "off");
+        putchar('\n');
         fflush(stdout);
     }
     return DDPC_OK;

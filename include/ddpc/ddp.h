@@ -19,6 +19,13 @@
  * communication overlaps the rest of backward; the last bucket, which backward
  * completes as it ends, is reduced by ddpc_ddp_sync on the calling thread.
  * Every rank issues the buckets in the same order.
+ *
+ * Overlap needs a CPU for the progress thread to run on, or time on a wire
+ * to hide. Where all ranks share one host and its CPUs are all taken by the
+ * ranks' compute, the progress thread could only take turns with backward,
+ * at the cost of thread switches and of ranks waiting on each other's
+ * preempted threads; there (DDPC_OVERLAP_AUTO) each bucket is reduced by
+ * backward's own thread as soon as it is full, in the same order.
  */
 #ifndef DDPC_DDP_H
 #define DDPC_DDP_H
@@ -36,10 +43,19 @@ typedef enum ddpc_compress {
     DDPC_COMPRESS_BF16,      /* compress to bfloat16 before, decompress after */
 } ddpc_compress;
 
+/* Who reduces a bucket that backward fills before its end. */
+typedef enum ddpc_overlap {
+    DDPC_OVERLAP_AUTO = 0,  /* ON, but OFF where every rank is on this host and the
+                             * host's ranks x BLAS threads take all of its CPUs */
+    DDPC_OVERLAP_ON,        /* the progress thread, while backward goes on */
+    DDPC_OVERLAP_OFF,       /* backward's own thread, at once, then backward goes on */
+} ddpc_overlap;
+
 typedef struct ddpc_ddp_options {
     double first_bucket_mb;  /* size of the first bucket; default 1 */
     double bucket_mb;        /* size of the other buckets; default 25 */
     ddpc_compress compress;  /* default DDPC_COMPRESS_NONE */
+    ddpc_overlap overlap;    /* default DDPC_OVERLAP_AUTO */
     int broadcast_params;    /* 1 (default): copy rank 0's parameters to all ranks at create */
 } ddpc_ddp_options;
 
@@ -49,6 +65,8 @@ typedef struct ddpc_ddp ddpc_ddp;
 void ddpc_ddp_options_default(ddpc_ddp_options *o);
 /* "none", "fp16"/"float16", "bf16"/"bfloat16". */
 ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out);
+/* "auto", "on", "off". */
+ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out);
 
 /* Collective over c. Checks that every rank's model has the same parameters
  * (names and shapes; a mismatch is DDPC_ERR_MISMATCH naming the first
@@ -71,9 +89,12 @@ ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
 
 int ddpc_ddp_num_buckets(const ddpc_ddp *d);
 /* Buckets whose allreduce has been issued and not yet waited for: right
- * after a backward (before ddpc_ddp_sync) every bucket whose gradients are
- * final is in flight, except the last, which ddpc_ddp_sync reduces. */
+ * after a backward (before ddpc_ddp_sync) with overlap, every bucket whose
+ * gradients are final is in flight, except the last, which ddpc_ddp_sync
+ * reduces; without overlap none is (all but the last are already reduced). */
 int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
+/* 1 when buckets overlap backward (the options' overlap, resolved). */
+int ddpc_ddp_overlaps(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */
 void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
 

@@ -1,6 +1,7 @@
 /* ddp.c — the reducer: parameter broadcast, gradient buckets allreduced while
  * backward runs, averaging, no_sync accumulation, fp16/bf16 compression. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,6 +32,7 @@ struct ddpc_ddp {
     int next_issue;      /* buckets [0, next_issue) have been issued this round */
     int in_round;        /* a backward has started marking since the last sync */
     int sync;            /* 0 under no_sync */
+    int overlap;         /* buckets go to the progress thread (else: reduced at once) */
     ddpc_status failed;  /* first error seen by the hook, reported by sync */
 };
 
@@ -38,7 +40,28 @@ void ddpc_ddp_options_default(ddpc_ddp_options *o) {
     o->first_bucket_mb = 1.0;
     o->bucket_mb = 25.0;
     o->compress = DDPC_COMPRESS_NONE;
+    o->overlap = DDPC_OVERLAP_AUTO;
     o->broadcast_params = 1;
+}
+
+ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out) {
+    if (s && !strcasecmp(s, "auto")) *out = DDPC_OVERLAP_AUTO;
+    else if (s && !strcasecmp(s, "on")) *out = DDPC_OVERLAP_ON;
+    else if (s && !strcasecmp(s, "off")) *out = DDPC_OVERLAP_OFF;
+    else return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown overlap '%s' (auto, on, off)", s ? s : "(null)");
+    return DDPC_OK;
+}
+
+/* DDPC_OVERLAP_AUTO: off only where every rank is on this host (no wire time
+ * to hide) and its ranks' BLAS threads take every CPU this process may use
+ * (no CPU for a progress thread to run on). */
+static int resolve_overlap(const ddpc_ddp *d) {
+    if (d->opt.overlap != DDPC_OVERLAP_AUTO) return d->opt.overlap == DDPC_OVERLAP_ON;
+    int local = ddpc_comm_local_size(d->comm);
+    if (local < ddpc_comm_size(d->comm)) return 1;
+    cpu_set_t set;
+    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return (long)local * ddpc_nn_threads() < cpus;
 }
 
 ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
@@ -85,7 +108,8 @@ static void finish(ddpc_ddp *d, int b) {
 }
 
 /* Issues, in bucket order, every ready bucket whose predecessors are issued:
- * all ranks then issue the same allreduces in the same order. The last
+ * all ranks then issue the same allreduces in the same order (without
+ * overlap each is reduced here, on backward's thread). The last
  * bucket is left to ddpc_ddp_sync: it becomes ready as backward ends, so no
  * computation is left to overlap it with, and the calling thread reducing it
  * itself saves the hand-off to the progress thread and back (two thread
@@ -94,7 +118,8 @@ static void issue_ready(ddpc_ddp *d) {
     while (d->next_issue < d->nbuckets - 1 && d->buckets[d->next_issue].ready) {
         int b = d->next_issue++;
         if (d->failed == DDPC_OK) {
-            ddpc_status s = issue(d, b, 0);
+            ddpc_status s = issue(d, b, !d->overlap);
+            if (s == DDPC_OK && !d->overlap) finish(d, b);
             if (s != DDPC_OK) d->failed = s;
         }
     }
@@ -238,6 +263,14 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
     d->sync = 1;
     if (opts) d->opt = *opts;
     else ddpc_ddp_options_default(&d->opt);
+    if (d->opt.overlap != DDPC_OVERLAP_AUTO && d->opt.overlap != DDPC_OVERLAP_ON &&
+        d->opt.overlap != DDPC_OVERLAP_OFF) {
+        ddpc_status s = ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: overlap must be auto, on or off (got %d)",
+                                 (int)d->opt.overlap);
+        free(d);
+        return s;
+    }
+    d->overlap = resolve_overlap(d);
     if (!(d->opt.first_bucket_mb > 0) || !(d->opt.bucket_mb > 0)) {
         ddpc_status s = ddpc_err(DDPC_ERR_INVALID_ARG,
                                  "DDP: bucket sizes must be > 0 MB (got %g and %g)",
@@ -258,8 +291,9 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
         return s;
     }
     ddpc_model_set_grad_hook(m, on_grad_ready, d);
-    DDPC_INFO(DDP, "DDP over %d ranks: %zu gradients in %d buckets (%.2f MB first, %.2f MB rest)",
-              d->world, n, d->nbuckets, d->opt.first_bucket_mb, d->opt.bucket_mb);
+    DDPC_INFO(DDP, "DDP over %d ranks: %zu gradients in %d buckets (%.2f MB first, %.2f MB rest); "
+              "buckets %s", d->world, n, d->nbuckets, d->opt.first_bucket_mb, d->opt.bucket_mb,
+              d->overlap ? "overlap backward (progress thread)" : "reduced by backward's thread");
     *out = d;
     return DDPC_OK;
 }
@@ -298,6 +332,8 @@ ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n) {
 }
 
 int ddpc_ddp_num_buckets(const ddpc_ddp *d) { return d->nbuckets; }
+
+int ddpc_ddp_overlaps(const ddpc_ddp *d) { return d->overlap; }
 
 int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d) {
     int n = 0;

@@ -32,6 +32,7 @@ typedef struct {
     int port;
     int micro;              /* micro-batches per step (no_sync for all but the last) */
     ddpc_compress compress;
+    ddpc_overlap overlap;
     const char *out;        /* rank 0 writes its final parameters here */
 } run_arg;
 
@@ -52,8 +53,11 @@ static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *c
         o.first_bucket_mb = 60.0 * 4 / 1048576; /* 60 floats: two buckets */
         o.bucket_mb = 400.0 * 4 / 1048576;
         o.compress = a->compress;
+        o.overlap = a->overlap;
         CHECK_OK(ddpc_ddp_create(comm, m, &o, &ddp));
         CHECK(ddpc_ddp_num_buckets(ddp) >= 2);
+        if (a->overlap != DDPC_OVERLAP_AUTO)
+            CHECK_EQ(ddpc_ddp_overlaps(ddp), a->overlap == DDPC_OVERLAP_ON);
     }
     ddpc_optim_options oo = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     oo.lr = 0.1f;
@@ -107,13 +111,14 @@ static size_t read_params(const char *path, float *p, size_t cap) {
 }
 
 /* Runs world ranks with DDP and one process at batch world*B; compares. */
-static void equivalence(int world, int micro, ddpc_compress compress, double tol) {
+static void equivalence(int world, int micro, ddpc_compress compress, ddpc_overlap overlap,
+                        double tol) {
     char dist[64], ref[64];
     snprintf(dist, sizeof dist, "/tmp/ddpc_ddp_%d_dist.bin", (int)getpid());
     snprintf(ref, sizeof ref, "/tmp/ddpc_ddp_%d_ref.bin", (int)getpid());
-    run_arg a = {t_free_port(), micro, compress, dist};
+    run_arg a = {t_free_port(), micro, compress, overlap, dist};
     t_run_ranks(world, 60, ddp_rank, &a);
-    run_arg r = {0, micro, DDPC_COMPRESS_NONE, ref};
+    run_arg r = {0, micro, DDPC_COMPRESS_NONE, overlap, ref};
     train(0, 1, world * B, &r, NULL);
     static float pd[4096], pr[4096];
     size_t nd = read_params(dist, pd, 4096), nr = read_params(ref, pr, 4096);
@@ -130,13 +135,30 @@ static void equivalence(int world, int micro, ddpc_compress compress, double tol
               world, worst, tol);
 }
 
-TEST_T(ddp_equivalence_2_ranks, 90) { equivalence(2, 1, DDPC_COMPRESS_NONE, 1e-5); }
-TEST_T(ddp_equivalence_3_ranks, 90) { equivalence(3, 1, DDPC_COMPRESS_NONE, 1e-5); }
-TEST_T(ddp_equivalence_4_ranks, 90) { equivalence(4, 1, DDPC_COMPRESS_NONE, 1e-5); }
-TEST_T(ddp_no_sync_accumulation, 90) { equivalence(2, MICRO, DDPC_COMPRESS_NONE, 1e-5); }
+/* Each with buckets reduced by the progress thread (overlap on) and by
+ * backward's thread (off); auto picks one of them for this host. */
+TEST_T(ddp_equivalence_2_ranks, 90) {
+    equivalence(2, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_ON, 1e-5);
+    equivalence(2, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_OFF, 1e-5);
+}
+TEST_T(ddp_equivalence_3_ranks, 90) {
+    equivalence(3, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_ON, 1e-5);
+    equivalence(3, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_OFF, 1e-5);
+}
+TEST_T(ddp_equivalence_4_ranks, 90) { equivalence(4, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_AUTO, 1e-5); }
+TEST_T(ddp_no_sync_accumulation, 90) {
+    equivalence(2, MICRO, DDPC_COMPRESS_NONE, DDPC_OVERLAP_ON, 1e-5);
+    equivalence(2, MICRO, DDPC_COMPRESS_NONE, DDPC_OVERLAP_OFF, 1e-5);
+}
 /* float16 keeps 11 bits: after 5 steps the parameters stay within ~1e-2. */
-TEST_T(ddp_compress_fp16, 90) { equivalence(2, 1, DDPC_COMPRESS_FP16, 2e-2); }
-TEST_T(ddp_compress_bf16, 90) { equivalence(3, 1, DDPC_COMPRESS_BF16, 5e-2); }
+TEST_T(ddp_compress_fp16, 90) {
+    equivalence(2, 1, DDPC_COMPRESS_FP16, DDPC_OVERLAP_ON, 2e-2);
+    equivalence(2, 1, DDPC_COMPRESS_FP16, DDPC_OVERLAP_OFF, 2e-2);
+}
+TEST_T(ddp_compress_bf16, 90) {
+    equivalence(3, 1, DDPC_COMPRESS_BF16, DDPC_OVERLAP_OFF, 5e-2);
+    equivalence(3, 1, DDPC_COMPRESS_BF16, DDPC_OVERLAP_ON, 5e-2);
+}
 
 /* The buckets cover the gradient block exactly, in reverse order. */
 static void bucket_rank(int rank, int world, void *arg) {
@@ -148,6 +170,7 @@ static void bucket_rank(int rank, int world, void *arg) {
     ddpc_ddp_options_default(&o);
     o.first_bucket_mb = 20.0 * 4 / 1048576;
     o.bucket_mb = 100.0 * 4 / 1048576;
+    o.overlap = DDPC_OVERLAP_ON;
     ddpc_ddp *d;
     CHECK_OK(ddpc_ddp_create(c, m, &o, &d));
     size_t n, end;
@@ -180,6 +203,36 @@ static void bucket_rank(int rank, int world, void *arg) {
     /* parameters, last first: 2.bias (4 floats), 2.weight (64), 0.bias (16),
      * 0.weight (320); a bucket closes once it holds at least its limit */
     CHECK_EQ(ddpc_ddp_num_buckets(d), 2);
+    ddpc_ddp_destroy(d);
+    /* without overlap, backward itself has reduced every bucket but the last
+     * when it returns: bucket 0 is the same on every rank, the last is not
+     * (each rank saw other samples) until sync */
+    o.overlap = DDPC_OVERLAP_OFF;
+    CHECK_OK(ddpc_ddp_create(c, m, &o, &d));
+    CHECK_EQ(ddpc_ddp_overlaps(d), 0);
+    {
+        const float *logits;
+        float *g = ddpc_model_grad_block(m, &n);
+        ddpc_model_zero_grad(m);
+        CHECK_OK(ddpc_model_forward(m, x, 2, &logits));
+        CHECK_OK(ddpc_cross_entropy(logits, y, 2, OUT, ddpc_model_output_grad(m), NULL, NULL));
+        CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
+        size_t f0, c0, fl, cl;
+        ddpc_ddp_bucket_range(d, 0, &f0, &c0);
+        ddpc_ddp_bucket_range(d, ddpc_ddp_num_buckets(d) - 1, &fl, &cl);
+        float mine[2] = {0, 0}, all[2 * 2];
+        for (size_t k = 0; k < c0; k++) mine[0] += g[f0 + k] * (float)(k + 1);
+        for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
+        CHECK_OK(ddpc_allgather(c, mine, all, 2, DDPC_FLOAT32));
+        CHECK_MSG(all[0] == all[2], "bucket 0 not reduced by backward: %g vs %g", all[0], all[2]);
+        CHECK_MSG(all[1] != all[3], "the last bucket was reduced before sync: %g", all[1]);
+        CHECK_OK(ddpc_ddp_sync(d));
+        mine[1] = 0;
+        for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
+        CHECK_OK(ddpc_allgather(c, mine, all, 2, DDPC_FLOAT32));
+        CHECK_MSG(all[1] == all[3], "the last bucket differs after sync: %g vs %g", all[1], all[3]);
+    }
     ddpc_ddp_destroy(d);
     /* the layouts PyTorch 1.13 gives for the same sizes and limits:
      * torch.distributed._compute_bucket_assignment_by_size(params, [first, rest], ...)
@@ -254,10 +307,17 @@ TEST(ddp_metric_sums) {
     t_run_ranks(3, 30, metrics_rank, &port);
 }
 
-TEST(ddp_compress_parse) {
+TEST(ddp_compress_and_overlap_parse) {
     ddpc_compress c;
     CHECK_OK(ddpc_compress_parse("bf16", &c));
     CHECK_EQ(c, DDPC_COMPRESS_BF16);
     CHECK_STATUS(ddpc_compress_parse("int4", &c), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "int4");
+    ddpc_overlap o;
+    CHECK_OK(ddpc_overlap_parse("OFF", &o));
+    CHECK_EQ(o, DDPC_OVERLAP_OFF);
+    CHECK_OK(ddpc_overlap_parse("auto", &o));
+    CHECK_EQ(o, DDPC_OVERLAP_AUTO);
+    CHECK_STATUS(ddpc_overlap_parse("sometimes", &o), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "sometimes");
 }
