@@ -135,30 +135,20 @@ static void equivalence(int world, int micro, ddpc_compress compress, ddpc_overl
               world, worst, tol);
 }
 
-/* Each with buckets reduced by the progress thread (overlap on) and by
- * backward's thread (off); auto picks one of them for this host. */
-TEST_T(ddp_equivalence_2_ranks, 90) {
-    equivalence(2, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_ON, 1e-5);
-    equivalence(2, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_OFF, 1e-5);
+/* With buckets reduced by the progress thread (overlap on), then by
+ * backward's thread (off); auto picks one of the two for this host. */
+static void equivalence_both(int world, int micro, ddpc_compress compress, double tol) {
+    equivalence(world, micro, compress, DDPC_OVERLAP_ON, tol);
+    equivalence(world, micro, compress, DDPC_OVERLAP_OFF, tol);
 }
-TEST_T(ddp_equivalence_3_ranks, 90) {
-    equivalence(3, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_ON, 1e-5);
-    equivalence(3, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_OFF, 1e-5);
-}
+
+TEST_T(ddp_equivalence_2_ranks, 90) { equivalence_both(2, 1, DDPC_COMPRESS_NONE, 1e-5); }
+TEST_T(ddp_equivalence_3_ranks, 90) { equivalence_both(3, 1, DDPC_COMPRESS_NONE, 1e-5); }
 TEST_T(ddp_equivalence_4_ranks, 90) { equivalence(4, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_AUTO, 1e-5); }
-TEST_T(ddp_no_sync_accumulation, 90) {
-    equivalence(2, MICRO, DDPC_COMPRESS_NONE, DDPC_OVERLAP_ON, 1e-5);
-    equivalence(2, MICRO, DDPC_COMPRESS_NONE, DDPC_OVERLAP_OFF, 1e-5);
-}
+TEST_T(ddp_no_sync_accumulation, 90) { equivalence_both(2, MICRO, DDPC_COMPRESS_NONE, 1e-5); }
 /* float16 keeps 11 bits: after 5 steps the parameters stay within ~1e-2. */
-TEST_T(ddp_compress_fp16, 90) {
-    equivalence(2, 1, DDPC_COMPRESS_FP16, DDPC_OVERLAP_ON, 2e-2);
-    equivalence(2, 1, DDPC_COMPRESS_FP16, DDPC_OVERLAP_OFF, 2e-2);
-}
-TEST_T(ddp_compress_bf16, 90) {
-    equivalence(3, 1, DDPC_COMPRESS_BF16, DDPC_OVERLAP_OFF, 5e-2);
-    equivalence(3, 1, DDPC_COMPRESS_BF16, DDPC_OVERLAP_ON, 5e-2);
-}
+TEST_T(ddp_compress_fp16, 90) { equivalence_both(2, 1, DDPC_COMPRESS_FP16, 2e-2); }
+TEST_T(ddp_compress_bf16, 90) { equivalence_both(3, 1, DDPC_COMPRESS_BF16, 5e-2); }
 
 /* The buckets cover the gradient block exactly, in reverse order. */
 static void bucket_rank(int rank, int world, void *arg) {
