@@ -298,8 +298,19 @@ TEST(reduce_finish_avg) {
                     continue;
                 }
                 double x = get_f(orig, i, (ddpc_dtype)t), got = get_f(buf, i, (ddpc_dtype)t), want;
-                if (t == DDPC_FLOAT64) want = x / nr;
-                else if (t == DDPC_FLOAT32) want = (float)x / (float)nr;
+                /* float32 and float64 multiply by 1/nr (as NCCL does): that
+                 * product exactly, and within one ulp of the quotient */
+                if (t == DDPC_FLOAT64) {
+                    want = x * (1.0 / nr);
+                    double q = x / nr;
+                    CHECK(isnan(q) || got == q || got == nextafter(q, INFINITY) ||
+                          got == nextafter(q, -INFINITY));
+                } else if (t == DDPC_FLOAT32) {
+                    want = (float)x * (1.0f / (float)nr);
+                    float q = (float)x / (float)nr, g = (float)got;
+                    CHECK(isnan(q) || g == q || g == nextafterf(q, INFINITY) ||
+                          g == nextafterf(q, -INFINITY));
+                }
                 else if (t == DDPC_FLOAT16) want = ddpc_half_to_float(ddpc_float_to_half((float)x / (float)nr));
                 else want = ddpc_bf16_to_float(ddpc_float_to_bf16((float)x / (float)nr));
                 if (isnan(want)) CHECK(isnan(got));
