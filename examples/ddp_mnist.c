@@ -42,8 +42,8 @@ int main(int argc, char **argv) {
     TRY(ddpc_mnist_load(data, "train", &dataset));
     ddpc_sampler *sampler; /* DistributedSampler(dataset) */
     TRY(ddpc_sampler_create((size_t)dataset->n, world, rank, 1, 0, 0, &sampler));
-    ddpc_loader *loader; /* DataLoader(dataset, batch_size=32, sampler=sampler) */
-    TRY(ddpc_loader_create(dataset, sampler, 32, 0, 0.5f, 0.5f, 2, &loader));
+    ddpc_loader *loader; /* DataLoader(dataset, batch_size=32, sampler=sampler): num_workers=0 */
+    TRY(ddpc_loader_create(dataset, sampler, 32, 0, 0.5f, 0.5f, 0, &loader));
 
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.lr = 0.01f; /* optim.SGD(model.parameters(), lr=0.01) */
