@@ -15,6 +15,9 @@
  *   3. the lower rank (ddpc_shm_finish) reads the answer and removes the
  *      name, on every path, so nothing is left in /dev/shm even when a rank
  *      is killed later.
+ * A rank killed between steps 1 and 3 (milliseconds) leaves its name behind;
+ * the first offer of each process removes such names of processes that are
+ * gone (sweep_stale).
  * A local failure is a warning and the pair stays on TCP; only a failure of
  * the TCP exchange itself (peer lost, deadline, abort) is an error.
  *
@@ -31,9 +34,12 @@
  * EOF when the peer closes, crashes or is killed; shutdown() shuts it down
  * and marks the rings, so the peer sees this side as gone.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +150,34 @@ static void rings_init(char *base, uint64_t cap) {
         r->capacity = cap;
     }
 }
+
+/* Removes the segments in /dev/shm that a process of this user made and
+ * did not live to remove ("ddpc-<pid>-<32 hex digits>", <pid> gone). A pid
+ * taken again by another process keeps its name there; one of another pid
+ * namespace sharing this /dev/shm would lose a name in the milliseconds it
+ * exists, and that pair would fall back to TCP with a warning. */
+static void sweep_stale(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid, end = 0;
+        if (sscanf(e->d_name, "ddpc-%d-%n", &pid, &end) != 1 || end == 0 || pid <= 0 ||
+            pid == (int)getpid() || strlen(e->d_name + end) != 32 ||
+            strspn(e->d_name + end, "0123456789abcdef") != 32)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        if (shm_unlink(name) == 0)
+            DDPC_INFO(SHM, "removed /dev%s, left by process %d, which is gone", name, pid);
+    }
+    closedir(d);
+}
+static pthread_once_t sweep_once = PTHREAD_ONCE_INIT;
 
 /* Makes, reserves and maps a segment of two rings of cap bytes into p. On
  * failure writes the reason into why and leaves nothing behind. */
@@ -262,6 +296,7 @@ ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, 
     o.version = SHM_VERSION;
     o.pid = (int32_t)getpid();
     o.capacity = ring_cap(ring_bytes);
+    pthread_once(&sweep_once, sweep_stale);
     struct ddpc_shm_pending *p = calloc(1, sizeof *p);
     if (!p) snprintf(o.why, sizeof o.why, "out of memory");
     else if (seg_create(o.capacity, p, o.why, sizeof o.why) != 0) {

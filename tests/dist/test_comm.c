@@ -1003,6 +1003,58 @@ TEST_T(comm_shm_between_ranks_of_one_host, 40) {
     check_no_segments_left(4);
 }
 
+/* Makes /dev/shm/<name> (a segment's name as shm.c spells it, or not). */
+static void make_shm_name(const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "/%s", name);
+    int fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK_MSG(fd >= 0, "shm_open(%s): %s", path, strerror(errno));
+    close(fd);
+}
+
+static int shm_name_exists(const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    return access(path, F_OK) == 0;
+}
+
+static void two_rank_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    allreduce_checks(c, rank, world);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+/* A segment left by a process that is gone (killed between creating it and
+ * its peer's answer) is removed by the next process that offers one; a live
+ * process's, and names not spelt as segments are, stay. */
+TEST_T(comm_shm_stale_segments_of_dead_processes_removed, 40) {
+    setenv("DDPC_SHM", "1", 1);
+    pid_t dead = fork();
+    CHECK(dead >= 0);
+    if (dead == 0) _exit(0);
+    CHECK(waitpid(dead, NULL, 0) == dead);
+    char stale[64], live[64], odd[64];
+    const char *hex = "0123456789abcdef0123456789abcdef";
+    snprintf(stale, sizeof stale, "ddpc-%d-%s", (int)dead, hex);
+    snprintf(live, sizeof live, "ddpc-%d-%s", (int)getpid(), hex);
+    snprintf(odd, sizeof odd, "ddpc-%d-notasegment", (int)dead);
+    make_shm_name(stale);
+    make_shm_name(live);
+    make_shm_name(odd);
+    g_port = t_free_port();
+    t_run_ranks(2, 35, two_rank_body, NULL);
+    int stale_left = shm_name_exists(stale), live_left = shm_name_exists(live), odd_left = shm_name_exists(odd);
+    char path[128];
+    const char *names[] = {stale, live, odd};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "/%s", names[i]);
+        shm_unlink(path);
+    }
+    CHECK_MSG(!stale_left, "/dev/shm/%s (pid %d is gone) is still there", stale, (int)dead);
+    CHECK_MSG(live_left, "/dev/shm/%s of a live process was removed", live);
+    CHECK_MSG(odd_left, "/dev/shm/%s (not a segment's name) was removed", odd);
+}
+
 TEST_T(comm_shm_off_is_tcp_everywhere, 40) {
     setenv("DDPC_SHM", "0", 1);
     g_port = t_free_port();
