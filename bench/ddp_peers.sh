@@ -5,7 +5,7 @@
 #   - the seed's program: Linear(784, 10), SGD lr 0.01, batch 32, EPOCHS_LINEAR
 #     (10) epochs, with 1 and 2 processes: seconds per epoch (median over the
 #     epochs), test accuracy after the last epoch, peak RSS per process;
-#   - the MLP (784-512-512-10, ReLU), batch 128, EPOCHS_MLP (2) epochs, with 1
+#   - the MLP (784-512-512-10, ReLU), batch 128, EPOCHS_MLP (3) epochs, with 1
 #     and 2 processes: samples/s over all processes.
 # ddpc's side is ddpc-train (the example's loop, plus an evaluation after each
 # epoch that is not timed); PyTorch's is bench/ddp_torch.py. One BLAS thread
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 EPOCHS_LINEAR=${EPOCHS_LINEAR:-10}
-EPOCHS_MLP=${EPOCHS_MLP:-2}
+EPOCHS_MLP=${EPOCHS_MLP:-3}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 PY=${PY:-/usr/bin/python3}
 make -s build/bin/ddpc-train build/bin/ddpc-run >/dev/null
