@@ -3,21 +3,25 @@
 #
 #   bench/allreduce_peers.sh [ROUNDS]        (from the repository root, after `make`)
 #
-# 2 ranks on this machine, float32 sum allreduce, sizes 8 B .. 64 MiB (x2):
+# 2 ranks on this machine, float32 sum allreduce, sizes 8 B .. 64 MiB (x2),
+# each transport beside its like:
 #   ddpc     build/bin/ddpc-bench allreduce, started by ddpc-run --standalone
 #            --nproc-per-node=2 (or as 2 processes with torchrun's variables
-#            when ddpc-run is not built)
-#   mpi      OpenMPI's MPI_Allreduce forced onto TCP: mpirun --mca pml ob1
-#            --mca btl tcp,self, running bench/mpi_allreduce.c
-#   ddpc pinned  the same as 2 processes with torchrun's variables, rank r
-#            pinned to core r (taskset), the binding mpirun applies by default
-#   gloo     PyTorch's gloo backend (bench/gloo_allreduce.py, /usr/bin/python3)
-# Each tool runs ROUNDS times (default 3), interleaved (ddpc, mpi, gloo,
-# ddpc, ...). All three time alike: warm-up, barrier, then each call timed
+#            when ddpc-run is not built): shared memory between the two ranks
+#   mpi_sm   OpenMPI's MPI_Allreduce over its shared-memory transport:
+#            mpirun --mca pml ob1 --mca btl vader,self, running bench/mpi_allreduce.c
+#   ddpc_tcp the same as ddpc with DDPC_SHM=0: TCP over loopback
+#   mpi_tcp  OpenMPI forced onto TCP: mpirun --mca pml ob1 --mca btl tcp,self
+#   gloo     PyTorch's gloo backend (bench/gloo_allreduce.py, /usr/bin/python3),
+#            TCP over loopback
+# mpirun binds rank r to core r by default; ddpc-run does not pin.
+# Each tool runs ROUNDS times (default 3), interleaved (ddpc, mpi_sm,
+# ddpc_tcp, mpi_tcp, gloo, ddpc, ...). All three time alike: warm-up, barrier, then each call timed
 # on its own; a row's time is the median over iterations of the maximum over
 # ranks, and every size's result is checked. The summary gives, per size,
 # the median over rounds of each tool's time and busbw and the ratios
-# ddpc/peer (time ratio: lower is better; busbw ratio: higher is better).
+# ddpc/peer over the same kind of transport (time ratio: lower is better;
+# busbw ratio: higher is better).
 # Everything talks over 127.0.0.1 only. Raw tables go to $OUT (default
 # build/bench/peers/).
 set -eu
@@ -39,19 +43,16 @@ free_port() {
     $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# Runs "$@" as 2 ranks with torchrun's variables, rank 0's stdout to $1;
-# with PIN=1, rank r runs on core r (taskset), as mpirun binds by default.
+# Runs "$@" as 2 ranks with torchrun's variables, rank 0's stdout to $1.
 two_ranks() {
     out=$1; shift
     port=$(free_port)
     pids=
     for r in 1 0; do
         if [ $r = 0 ]; then dst=$out; else dst=$out.rank1; fi
-        pin=
-        [ "${PIN:-0}" = 1 ] && pin="taskset -c $r"
         RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
             MASTER_PORT=$port GLOO_SOCKET_IFNAME=lo \
-            timeout "$TIMEOUT" $pin "$@" > "$dst" 2>&1 &
+            timeout "$TIMEOUT" "$@" > "$dst" 2>&1 &
         pids="$pids $!"
     done
     fail=0
@@ -68,21 +69,22 @@ run_ddpc() {
         two_ranks "$1" "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum
     fi
 }
-run_ddpc_pinned() {
-    PIN=1 two_ranks "$1" "$BIN/ddpc-bench" allreduce $SIZES -n "$ITERS" -w 5 -d float32 -o sum
+run_ddpc_tcp() { DDPC_SHM=0 run_ddpc "$1"; }
+mpi() {
+    out=$1; shift
+    timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 "$@" \
+        --mca oob_tcp_if_include lo "$OUT/mpi_allreduce" $SIZES -n "$ITERS" -w 5 > "$out" 2>&1 ||
+        { echo "allreduce_peers: mpirun failed:" >&2; cat "$out" >&2; exit 1; }
 }
-run_mpi() {
-    timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np 2 \
-        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-        "$OUT/mpi_allreduce" $SIZES -n "$ITERS" -w 5 > "$1" 2>&1
-}
+run_mpi_sm() { mpi "$1" --mca btl vader,self; }
+run_mpi_tcp() { mpi "$1" --mca btl tcp,self --mca btl_tcp_if_include lo; }
 run_gloo() {
     two_ranks "$1" $PY bench/gloo_allreduce.py $SIZES -n "$ITERS" -w 5
 }
 
 i=1
 while [ $i -le "$ROUNDS" ]; do
-    for tool in ddpc ddpc_pinned mpi gloo; do
+    for tool in ddpc mpi_sm ddpc_tcp mpi_tcp gloo; do
         echo "round $i/$ROUNDS: $tool" >&2
         run_$tool "$OUT/$tool.$i.txt"
     done
@@ -92,7 +94,7 @@ done
 $PY - "$OUT" "$ROUNDS" <<'EOF'
 import statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-tools = ["ddpc", "ddpc_pinned", "mpi", "gloo"]
+tools = ["ddpc", "mpi_sm", "ddpc_tcp", "mpi_tcp", "gloo"]
 data = {}  # tool -> size -> [(time_us, busbw)]
 for t in tools:
     for i in range(1, rounds + 1):
@@ -107,25 +109,26 @@ for t in tools:
 med = {t: {s: (statistics.median(v[0] for v in vs), statistics.median(v[1] for v in vs))
            for s, vs in data[t].items()} for t in tools}
 sizes = sorted(med["ddpc"])
-names = {"ddpc": "ddpc", "ddpc_pinned": "ddpc pinned", "mpi": "MPI-TCP", "gloo": "gloo"}
-print(f"2 ranks, float32 sum allreduce, medians of {rounds} interleaved rounds "
-      "(time us / busbw GB/s; ratios ddpc/peer: time lower is better, busbw higher is better)")
-print("| size (B) | " + " | ".join(f"{names[t]} us | {names[t]} GB/s" for t in tools) +
-      " | time ddpc/MPI | busbw ddpc/MPI | busbw ddpc/gloo | time pinned/MPI | busbw pinned/MPI |")
-print("|---:" * (1 + 2 * len(tools) + 5) + "|")
+names = {"ddpc": "ddpc shm", "mpi_sm": "MPI shm", "ddpc_tcp": "ddpc TCP", "mpi_tcp": "MPI TCP",
+         "gloo": "gloo"}
+pairs = [("ddpc", "mpi_sm"), ("ddpc_tcp", "mpi_tcp"), ("ddpc_tcp", "gloo")]
 def r(a, b):
     return f"{a / b:.2f}" if b else "-"
+print(f"2 ranks, float32 sum allreduce, medians of {rounds} interleaved rounds "
+      "(time us / busbw GB/s; ratios ddpc/peer: time lower is better, busbw higher is better)")
+print("| size (B) | " + " | ".join(f"{names[t]} us | {names[t]} GB/s" for t in tools) + " | " +
+      " | ".join(f"time {names[a]}/{names[b]} | busbw {names[a]}/{names[b]}" for a, b in pairs) + " |")
+print("|---:" * (1 + 2 * len(tools) + 2 * len(pairs)) + "|")
 for s in sizes:
     if not all(s in med[t] for t in tools):
         continue
-    d, p, m, g = (med[t][s] for t in tools)
-    print(f"| {s} | " + " | ".join(f"{med[t][s][0]:.1f} | {med[t][s][1]:.3f}" for t in tools) +
-          f" | {r(d[0], m[0])} | {r(d[1], m[1])} | {r(d[1], g[1])} | {r(p[0], m[0])} | {r(p[1], m[1])} |")
+    print(f"| {s} | " + " | ".join(f"{med[t][s][0]:.1f} | {med[t][s][1]:.3f}" for t in tools) + " | " +
+          " | ".join(f"{r(med[a][s][0], med[b][s][0])} | {r(med[a][s][1], med[b][s][1])}" for a, b in pairs) +
+          " |")
 print()
 for s, name in ((8, "8 B"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB")):
     if all(s in med[t] for t in tools):
-        d, p, m, g = (med[t][s] for t in tools)
         print(f"{name:>6}: " + " | ".join(f"{names[t]} {med[t][s][0]:.1f} us {med[t][s][1]:.3f} GB/s" for t in tools))
-        print(f"{'':>6}  time ddpc/MPI {r(d[0], m[0])}, pinned/MPI {r(p[0], m[0])}; busbw ddpc/MPI {r(d[1], m[1])}, "
-              f"pinned/MPI {r(p[1], m[1])}, ddpc/gloo {r(d[1], g[1])}, pinned/gloo {r(p[1], g[1])}")
+        print(f"{'':>6}  " + ", ".join(f"{names[a]}/{names[b]}: time {r(med[a][s][0], med[b][s][0])}, "
+                                      f"busbw {r(med[a][s][1], med[b][s][1])}" for a, b in pairs))
 EOF
