@@ -242,7 +242,7 @@ static ddpc_status setup(trainer *t) {
      * BLAS threads take every CPU it only takes turns with them (a context
      * switch or two a batch, and a preempted rank the others wait for) */
     int prefetch = t->prefetch = o->prefetch >= 0 ? o->prefetch
-                                   : sysconf(_SC_NPROCESSORS_ONLN) > local * threads ? 2 : 0;
+                                   : ddpc_cpu_count() > local * threads ? 2 : 0;
 
     DDPC_CHECK(ddpc_mnist_load(o->data, "train", &t->train_ds));
     DDPC_CHECK(ddpc_mnist_load(o->data, "test", &t->test_ds));

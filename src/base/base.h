@@ -87,4 +87,10 @@ int ddpc_expired(double deadline);
 /* Sleeps for seconds (restarting on EINTR). */
 void ddpc_sleep(double seconds);
 
+/* ------------------------------------------------------ this host */
+
+/* CPUs this process may run on (its affinity mask; else the online CPUs; at
+ * least 1): what its ranks, BLAS threads and helper threads share. */
+long ddpc_cpu_count(void);
+
 #endif /* DDPC_BASE_H */

@@ -124,8 +124,7 @@ static void choose_spin(ddpc_comm *c) {
     if (ddpc_env_isset("LOCAL_WORLD_SIZE") &&
         ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1L << 20, &lws) == DDPC_OK && lws > local)
         local = lws; /* a sub-communicator's host may hold more of the job's ranks */
-    cpu_set_t set;
-    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    long cpus = ddpc_cpu_count();
     c->spin_s = local <= cpus ? 1e-3 : 50e-6;
     DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits spin %g us before sleeping "
               "(DDPC_SPIN_US)", c->rank, local, cpus, c->spin_s * 1e6);

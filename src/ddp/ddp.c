@@ -1,7 +1,6 @@
 /* ddp.c — the reducer: parameter broadcast, gradient buckets allreduced while
  * backward runs, averaging, no_sync accumulation, fp16/bf16 compression. */
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -59,9 +58,7 @@ static int resolve_overlap(const ddpc_ddp *d) {
     if (d->opt.overlap != DDPC_OVERLAP_AUTO) return d->opt.overlap == DDPC_OVERLAP_ON;
     int local = ddpc_comm_local_size(d->comm);
     if (local < ddpc_comm_size(d->comm)) return 1;
-    cpu_set_t set;
-    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    return (long)local * ddpc_nn_threads() < cpus;
+    return (long)local * ddpc_nn_threads() < ddpc_cpu_count();
 }
 
 ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
@@ -103,8 +100,7 @@ static void finish(ddpc_ddp *d, int b) {
     bucket *bk = &d->buckets[b];
     float *g = d->grads + bk->first;
     ddpc_to_float32(g, bk->packed, bk->count, packed_dtype(d));
-    float inv = 1.0f / (float)d->world;
-    for (size_t k = 0; k < bk->count; k++) g[k] *= inv;
+    ddpc_reduce_finish(g, bk->count, DDPC_FLOAT32, DDPC_AVG, d->world);
 }
 
 /* Issues, in bucket order, every ready bucket whose predecessors are issued:

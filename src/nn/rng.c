@@ -3,7 +3,6 @@
  * OpenBLAS thread count.
  */
 #include <cblas.h>
-#include <unistd.h>
 
 #include "nn/nn_impl.h"
 
@@ -47,8 +46,7 @@ void ddpc_nn_set_threads(int n) {
 int ddpc_nn_threads(void) { return openblas_get_num_threads(); }
 
 int ddpc_nn_default_threads(int ranks_per_node) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1) cpus = 1;
+    long cpus = ddpc_cpu_count();
     if (ranks_per_node < 1) ranks_per_node = 1;
     long n = cpus / ranks_per_node;
     return n < 1 ? 1 : (int)n;

@@ -1,5 +1,6 @@
 /* test_base.c — status strings, dtypes, half/bfloat16, env parsing, sockets. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +14,22 @@ TEST(base_status_strings) {
     CHECK_STR(ddpc_status_str((ddpc_status)999), "unknown status");
     CHECK_EQ(ddpc_err(DDPC_ERR_ENV, "RANK=%s bad", "x"), DDPC_ERR_ENV);
     CHECK_STR(ddpc_last_error(), "RANK=x bad");
+}
+
+/* The CPUs this process may use, not those the host has: narrowing the
+ * affinity (this test's own process) narrows the count. */
+TEST(base_cpu_count_follows_affinity) {
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    CHECK_EQ(ddpc_cpu_count(), (long)CPU_COUNT(&set));
+    int first = 0;
+    while (!CPU_ISSET(first, &set)) first++;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    CHECK_EQ(ddpc_cpu_count(), 1);
+    CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
 }
 
 TEST(base_dtype_parse) {
