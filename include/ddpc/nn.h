@@ -57,7 +57,7 @@ float ddpc_rng_uniform(ddpc_rng *r);
 void ddpc_nn_set_threads(int n);
 /* The number OpenBLAS uses now. */
 int ddpc_nn_threads(void);
-/* Online CPUs divided by ranks_per_node, at least 1. */
+/* The CPUs this process may run on divided by ranks_per_node, at least 1. */
 int ddpc_nn_default_threads(int ranks_per_node);
 
 /* --------------------------------------------------------------- model */

@@ -45,7 +45,7 @@ const ddpc_env_var ddpc_env_table[] = {
     {"OMPI_COMM_WORLD_RANK", NULL, NULL, "read when RANK is unset (mpirun); also _SIZE, _LOCAL_RANK, _LOCAL_SIZE"},
     {"SLURM_PROCID", NULL, NULL, "read when RANK and OMPI_* are unset (srun); also SLURM_NTASKS, SLURM_LOCALID"},
     {"DDPC_DATA_TIMEOUT", NULL, "60", "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT"},
-    {"DDPC_THREADS", NULL, NULL, "OpenBLAS threads per process for ddpc-train (default: online CPUs / LOCAL_WORLD_SIZE)"},
+    {"DDPC_THREADS", NULL, NULL, "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / LOCAL_WORLD_SIZE)"},
 };
 const int ddpc_env_table_len = (int)(sizeof ddpc_env_table / sizeof ddpc_env_table[0]);
 
