@@ -23,6 +23,7 @@ const ddpc_env_var ddpc_env_table[] = {
     {"DDPC_BUFFSIZE", "HCCL_BUFFSIZE", "200", "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the user buffers, with no staging buffer"},
     {"DDPC_SOCKBUF", NULL, "4194304", "bytes of TCP send and receive buffer per socket (0 = OS default)"},
     {"DDPC_SHM", NULL, "1", "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with a warning where it cannot be had; 0: TCP between all ranks"},
+    {"DDPC_SHM_COPY", NULL, "auto", "how a rank writes large messages into a shared-memory ring: cached (through its cache: fastest where the two cores share one), stream (non-temporal stores: fastest where they do not, e.g. vCPUs on different chiplets or sockets), or auto (times both as it goes and uses the cheaper)"},
     {"DDPC_SHM_BYTES", NULL, "1048576", "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: 28 pairs, 56 rings); every rank must set the same"},
     {"DDPC_ALGO", NULL, "auto", "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree"},
     {"DDPC_CHUNK", NULL, "262144", "bytes per pipelined chunk of ring algorithms"},

@@ -146,6 +146,9 @@ static ddpc_status read_settings(ddpc_comm *c) {
     DDPC_CHECK(ddpc_env_long("DDPC_SHM", 0, 1, &shm));
     c->shm = (int)shm;
     DDPC_CHECK(ddpc_env_long("DDPC_SHM_BYTES", 4096, 1L << 30, &c->shm_bytes));
+    const char *copy_src, *copy = ddpc_env_str("DDPC_SHM_COPY", &copy_src);
+    if (ddpc_shm_copy_policy(copy) < 0)
+        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src, copy);
     const char *src, *algo = ddpc_env_str("DDPC_ALGO", &src);
     if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
     else if (!strcmp(algo, "ring")) c->algo = DDPC_ALGO_RING;

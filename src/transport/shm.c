@@ -24,7 +24,19 @@
  * Transfers. send copies what fits into the outgoing ring and publishes head;
  * recv copies out and publishes tail; peek copies without consuming; the
  * reader of head or tail acquires what its writer released. No system call
- * on that path. A side that cannot move arms before its progress loop sleeps
+ * on that path.
+ *
+ * How send writes a large copy into the ring (DDPC_SHM_COPY): "cached"
+ * stores go through this core's cache, and each line must first be taken
+ * from the reader's cache, where the previous lap left it; "stream"
+ * (non-temporal) stores write the lines to memory, past both caches. Which
+ * is faster depends on where the two cores sit: sharing a cache, cached
+ * copies run about twice as fast; apart (another chiplet or socket, as a
+ * hypervisor may place two vCPUs, and move them while a job runs), taking
+ * each line from the other cache makes them ten times slower, and streaming
+ * wins. "auto" times its copies of 64 KiB or more, tries the other kind on
+ * a 32 KiB slice of every 16th, and uses the kind that costs less per byte
+ * lately (see pick_copy). A side that cannot move arms before its progress loop sleeps
  * in poll() on the socket (see arm in transport.h): it sets its "sleeping"
  * flag and re-checks the ring. The other side, after publishing, checks the
  * flag and, if it is set, clears it and writes one doorbell byte to the
@@ -35,6 +47,9 @@
  * and marks the rings, so the peer sees this side as gone.
  */
 #include <dirent.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,6 +65,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x53504444u /* "DDPS" */
@@ -109,7 +125,19 @@ struct ddpc_conn {
     uint64_t rx_tail;      /* this side's copy of rx->tail */
     int peer_eof;          /* the socket said EOF or reset (driving thread only) */
     int shut;              /* atomic: shutdown() was called */
+    /* how send copies into the ring (driving thread only; see pick_copy) */
+    int copy_policy;       /* COPY_AUTO, COPY_CACHED or COPY_STREAM */
+    int stream;            /* auto: the kind in use, 1 = streaming */
+    double ns_per_kib[2];  /* auto: recent cost of cached [0] and streaming [1] copies; 0 = none yet */
+    unsigned large_copies; /* auto: copies of COPY_LARGE bytes or more so far */
+    char peer_name[48];    /* for the trace of a change of kind */
 };
+
+/* DDPC_SHM_COPY */
+enum { COPY_AUTO, COPY_CACHED, COPY_STREAM };
+#define COPY_LARGE (64u << 10) /* auto times copies this large */
+#define COPY_PROBE (32u << 10) /* the slice copied the other way */
+#define COPY_PROBE_EVERY 16    /* large copies per probe */
 
 /* The creator's segment between offer and finish. */
 struct ddpc_shm_pending {
@@ -263,7 +291,7 @@ static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
 /* A connection over mapping base (ownership transferred); creator = 1 for
  * the side that writes ring 0. Takes a duplicate of tcp's socket. */
 static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t cap, int creator,
-                             ddpc_conn **out) {
+                             const char *peer, ddpc_conn **out) {
     int fd = fcntl(ddpc_transport_tcp.poll_fd(tcp), F_DUPFD_CLOEXEC, 0);
     ddpc_conn *c = fd >= 0 ? calloc(1, sizeof *c) : NULL;
     if (!c) {
@@ -281,6 +309,9 @@ static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t ca
     c->rx = creator ? &r[1] : &r[0];
     c->txd = base + SHM_DATA_OFF + (creator ? 0 : cap);
     c->rxd = base + SHM_DATA_OFF + (creator ? cap : 0);
+    c->copy_policy = ddpc_shm_copy_policy(ddpc_env_str("DDPC_SHM_COPY", NULL));
+    if (c->copy_policy < 0) c->copy_policy = COPY_AUTO; /* the communicator checked it */
+    snprintf(c->peer_name, sizeof c->peer_name, "%s", peer);
     *out = c;
     return DDPC_OK;
 }
@@ -351,7 +382,7 @@ ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, d
                       "(DDPC_SHM=0 uses TCP without trying)", peer, a.why);
         return DDPC_OK;
     }
-    return conn_make(tcp, m, seg_len(o.capacity), o.capacity, 0, out);
+    return conn_make(tcp, m, seg_len(o.capacity), o.capacity, 0, peer, out);
 }
 
 ddpc_status ddpc_shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
@@ -371,7 +402,7 @@ ddpc_status ddpc_shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *pee
         ddpc_shm_pending_free(p);
         return s == DDPC_OK ? DDPC_OK : ddpc_err_wrap(s, "reading the answer to a shared-memory offer");
     }
-    s = conn_make(tcp, p->base, p->len, p->cap, 1, out);
+    s = conn_make(tcp, p->base, p->len, p->cap, 1, peer, out);
     free(p);
     return s;
 }
@@ -420,9 +451,45 @@ static int is_shut(const ddpc_conn *c) { return __atomic_load_n(&c->shut, __ATOM
 
 /* ------------------------------------------------------------ transfers */
 
+int ddpc_shm_copy_policy(const char *v) {
+    if (!v || !strcmp(v, "auto")) return COPY_AUTO;
+    if (!strcmp(v, "cached")) return COPY_CACHED;
+    if (!strcmp(v, "stream")) return COPY_STREAM;
+    return -1;
+}
+
+/* memcpy with non-temporal stores for the 16-byte aligned middle of dst
+ * (x86-64; elsewhere plain memcpy). The fence orders them before the
+ * release of head that publishes them. */
+static void copy_stream(char *dst, const char *src, size_t n) {
+#if defined(__x86_64__)
+    if (n >= 256) {
+        size_t lead = (16 - ((uintptr_t)dst & 15)) & 15;
+        memcpy(dst, src, lead);
+        dst += lead, src += lead, n -= lead;
+        size_t body = n & ~(size_t)63;
+        for (size_t i = 0; i < body; i += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+            __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 32));
+            __m128i e = _mm_loadu_si128((const __m128i *)(src + i + 48));
+            _mm_stream_si128((__m128i *)(dst + i), a);
+            _mm_stream_si128((__m128i *)(dst + i + 16), b);
+            _mm_stream_si128((__m128i *)(dst + i + 32), d);
+            _mm_stream_si128((__m128i *)(dst + i + 48), e);
+        }
+        _mm_sfence();
+        dst += body, src += body, n -= body;
+    }
+#endif
+    memcpy(dst, src, n);
+}
+
 /* Copies up to n bytes between the unmoved part of x and a ring's data
- * (cap bytes, logical position pos, wrapping); advances x->done. */
-static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n, int to_ring) {
+ * (cap bytes, logical position pos, wrapping); advances x->done. Into the
+ * ring with stream set, through copy_stream. */
+static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n, int to_ring,
+                        int stream) {
     size_t moved = 0, skip = x->done;
     int i = 0;
     while (i < x->niov && skip >= x->iov[i].iov_len) skip -= x->iov[i++].iov_len;
@@ -432,7 +499,10 @@ static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, si
         if (len > n - moved) len = n - moved;
         size_t off = (size_t)((pos + moved) % cap);
         size_t first = cap - off < len ? (size_t)(cap - off) : len;
-        if (to_ring) {
+        if (to_ring && stream) {
+            copy_stream(data + off, p, first);
+            copy_stream(data, p + first, len - first);
+        } else if (to_ring) {
             memcpy(data + off, p, first);
             memcpy(data, p + first, len - first);
         } else {
@@ -450,6 +520,45 @@ static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, si
     return moved;
 }
 
+/* Folds one timed copy (bytes in secs, streaming or not) into that kind's
+ * recent cost; one sample counts a quarter, and at most four times the
+ * estimate, so that a preemption mid-copy does not flip the choice alone. */
+static void note_cost(ddpc_conn *c, int stream, size_t bytes, double secs) {
+    double v = secs * 1e9 / ((double)bytes / 1024.0), *est = &c->ns_per_kib[stream];
+    if (*est > 0 && v > 4 * *est) v = 4 * *est;
+    *est = *est > 0 ? 0.75 * *est + 0.25 * v : v;
+}
+
+/* Auto: the cheaper kind per byte, once both are measured. */
+static void pick_copy(ddpc_conn *c) {
+    int was = c->stream;
+    if (c->ns_per_kib[0] > 0 && c->ns_per_kib[1] > 0) c->stream = c->ns_per_kib[1] < c->ns_per_kib[0];
+    if (c->stream != was)
+        DDPC_TRACE(SHM, "copies to %s now %s (cached %.0f ns/KiB, streaming %.0f ns/KiB)", c->peer_name,
+                   c->stream ? "stream" : "go through the cache", c->ns_per_kib[0], c->ns_per_kib[1]);
+}
+
+/* Copies n (> 0) bytes of x into the ring at tx_head, the way the policy
+ * says; auto times large copies and now and then probes the other kind. */
+static size_t send_copy(ddpc_conn *c, ddpc_xfer *x, size_t n) {
+    if (c->copy_policy != COPY_AUTO)
+        return copy_xfer(x, c->txd, c->cap, c->tx_head, n, 1, c->copy_policy == COPY_STREAM);
+    size_t left = x->total - x->done;
+    if (n > left) n = left;
+    if (n < COPY_LARGE) return copy_xfer(x, c->txd, c->cap, c->tx_head, n, 1, c->stream);
+    size_t done = 0;
+    if (c->large_copies++ % COPY_PROBE_EVERY == 0 || c->ns_per_kib[!c->stream] == 0) {
+        double t0 = ddpc_now();
+        done = copy_xfer(x, c->txd, c->cap, c->tx_head, COPY_PROBE, 1, !c->stream);
+        note_cost(c, !c->stream, done, ddpc_now() - t0);
+    }
+    double t0 = ddpc_now();
+    size_t rest = copy_xfer(x, c->txd, c->cap, c->tx_head + done, n - done, 1, c->stream);
+    note_cost(c, c->stream, rest, ddpc_now() - t0);
+    pick_copy(c);
+    return done + rest;
+}
+
 static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (moved) *moved = 0;
     if (is_shut(c)) return ddpc_err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
@@ -465,7 +574,7 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     uint64_t tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
     size_t room = (size_t)(c->cap - (c->tx_head - tail));
     if (room == 0) return DDPC_OK;
-    size_t n = copy_xfer(x, c->txd, c->cap, c->tx_head, room, 1);
+    size_t n = send_copy(c, x, room);
     c->tx_head += n;
     __atomic_store_n(&c->tx->head, c->tx_head, __ATOMIC_SEQ_CST);
     wake_if_sleeping(c, &c->tx->cons_sleeping);
@@ -482,7 +591,7 @@ static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     uint64_t head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
     size_t avail = (size_t)(head - c->rx_tail);
     if (avail == 0) return gone ? ddpc_err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
-    size_t n = copy_xfer(x, c->rxd, c->cap, c->rx_tail, avail, 0);
+    size_t n = copy_xfer(x, c->rxd, c->cap, c->rx_tail, avail, 0, 0);
     c->rx_tail += n;
     __atomic_store_n(&c->rx->tail, c->rx_tail, __ATOMIC_SEQ_CST);
     wake_if_sleeping(c, &c->rx->prod_sleeping);
@@ -502,7 +611,7 @@ static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
     }
     ddpc_xfer x;
     ddpc_xfer_init(&x, buf, len < avail ? len : avail, NULL, 0);
-    *got = copy_xfer(&x, c->rxd, c->cap, c->rx_tail, x.total, 0);
+    *got = copy_xfer(&x, c->rxd, c->cap, c->rx_tail, x.total, 0, 0);
     return DDPC_OK;
 }
 

@@ -112,5 +112,8 @@ ddpc_status ddpc_shm_finish(ddpc_shm_pending *pending, ddpc_conn *tcp, const cha
                             double deadline, int abort_fd, ddpc_conn **out);
 /* Unmaps and removes an offered segment that will not be finished. NULL harmless. */
 void ddpc_shm_pending_free(ddpc_shm_pending *pending);
+/* DDPC_SHM_COPY's value (NULL = unset) as the transport's policy for
+ * copies into a ring: 0 auto, 1 cached, 2 stream; -1 for anything else. */
+int ddpc_shm_copy_policy(const char *value);
 
 #endif /* DDPC_TRANSPORT_H */

@@ -857,8 +857,10 @@ COLL_TEST(8, tree, 300)
 
 /* The ranks of one host use shared memory by default (every test above);
  * these runs set one variable for all ranks: DDPC_SHM=0 keeps TCP's
- * coverage, and 4 KiB rings (smaller than most messages above) make every
- * large transfer wrap the ring and wait for room. */
+ * coverage, 4 KiB rings (smaller than most messages above) make every
+ * large transfer wrap the ring and wait for room, and DDPC_SHM_COPY=stream
+ * writes every copy of 256 bytes or more into the rings with non-temporal
+ * stores (auto, above, uses both kinds on its large copies). */
 #define COLL_TEST_ENV(W, ALGO, TAG, VAR, VAL, SECS)                                      \
     TEST_T(coll_w##W##_##ALGO##_##TAG, SECS) {                                           \
         setenv(VAR, VAL, 1);                                                             \
@@ -876,6 +878,16 @@ COLL_TEST_ENV(4, ring, shm4k, "DDPC_SHM_BYTES", "4096", 180)
 COLL_TEST_ENV(5, rhd, shm4k, "DDPC_SHM_BYTES", "4096", 200)
 COLL_TEST_ENV(4, tree, shm4k, "DDPC_SHM_BYTES", "4096", 180)
 COLL_TEST_ENV(8, ring, shm4k, "DDPC_SHM_BYTES", "4096", 300)
+COLL_TEST_ENV(2, auto, shmstream, "DDPC_SHM_COPY", "stream", 120)
+COLL_TEST_ENV(5, ring, shmstream, "DDPC_SHM_COPY", "stream", 200)
+COLL_TEST_ENV(3, rhd, shmcached, "DDPC_SHM_COPY", "cached", 150)
+
+/* Streaming copies into 4 KiB rings: every copy wraps or ends unaligned. */
+TEST_T(coll_w3_auto_shm4kstream, 150) {
+    setenv("DDPC_SHM_BYTES", "4096", 1);
+    setenv("DDPC_SHM_COPY", "stream", 1);
+    run_job(3, "auto", 145);
+}
 
 /* ------------------------------------------------------------ ddpc-bench */
 

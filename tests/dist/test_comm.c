@@ -563,7 +563,7 @@ TEST_T(comm_rank_killed_mid_collective_shm_small_ring, 40) {
 static void clear_env(void) {
     const char *v[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-                       "DDPC_STORE_ADDR", "DDPC_STORE_PORT", "DDPC_TIMEOUT", "DDPC_ALGO",
+                       "DDPC_STORE_ADDR", "DDPC_STORE_PORT", "DDPC_TIMEOUT", "DDPC_ALGO", "DDPC_SHM_COPY",
                        "DDPC_CONNECT_TIMEOUT", "DDPC_IF_IP", "HCCL_IF_IP", "DDPC_SOCKET_IFNAME",
                        "HCCL_SOCKET_IFNAME"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) unsetenv(v[i]);
@@ -610,6 +610,9 @@ TEST_T(comm_bad_environment, 40) {
     setenv("DDPC_ALGO", "fastest", 1);
     bad_env(DDPC_ERR_ENV, "DDPC_ALGO='fastest'");
     unsetenv("DDPC_ALGO");
+    setenv("DDPC_SHM_COPY", "fast", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_SHM_COPY='fast' is not one of auto, cached, stream");
+    unsetenv("DDPC_SHM_COPY");
     setenv("LOCAL_RANK", "5", 1);
     setenv("LOCAL_WORLD_SIZE", "2", 1);
     bad_env(DDPC_ERR_ENV, "LOCAL_RANK='5'");
