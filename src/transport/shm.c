@@ -35,8 +35,8 @@
  * hypervisor may place two vCPUs, and move them while a job runs), taking
  * each line from the other cache makes them ten times slower, and streaming
  * wins. "auto" times its copies of 64 KiB or more, tries the other kind on
- * a 32 KiB slice of every 16th, and uses the kind that costs less per byte
- * lately (see pick_copy). A side that cannot move arms before its progress loop sleeps
+ * a 32 KiB slice of every 16th, and streams while that costs less than half
+ * as much per byte lately (see pick_copy). A side that cannot move arms before its progress loop sleeps
  * in poll() on the socket (see arm in transport.h): it sets its "sleeping"
  * flag and re-checks the ring. The other side, after publishing, checks the
  * flag and, if it is set, clears it and writes one doorbell byte to the
@@ -529,10 +529,14 @@ static void note_cost(ddpc_conn *c, int stream, size_t bytes, double secs) {
     *est = *est > 0 ? 0.75 * *est + 0.25 * v : v;
 }
 
-/* Auto: the cheaper kind per byte, once both are measured. */
+/* Auto, once both kinds are measured: stream where that costs this side
+ * less than half as much per byte. Only the writer's side is timed, and the
+ * reader pays for streamed lines (they come from memory, not from this
+ * core's cache: about twice the time where the cores share a cache), so
+ * streaming has to win by that much. Apart, it wins by ten times. */
 static void pick_copy(ddpc_conn *c) {
     int was = c->stream;
-    if (c->ns_per_kib[0] > 0 && c->ns_per_kib[1] > 0) c->stream = c->ns_per_kib[1] < c->ns_per_kib[0];
+    if (c->ns_per_kib[0] > 0 && c->ns_per_kib[1] > 0) c->stream = 2 * c->ns_per_kib[1] < c->ns_per_kib[0];
     if (c->stream != was)
         DDPC_TRACE(SHM, "copies to %s now %s (cached %.0f ns/KiB, streaming %.0f ns/KiB)", c->peer_name,
                    c->stream ? "stream" : "go through the cache", c->ns_per_kib[0], c->ns_per_kib[1]);
