@@ -8,8 +8,10 @@
  * of task t - m, which brought (and, when reducing, combined) the same
  * chunk one step earlier. So every link carries chunks in both directions
  * at once, and reduction of one chunk overlaps the arrival of the next.
- * Out of place, reducing steps receive straight into the destination and
- * combine there; in place they go through DDPC_WINDOW scratch slots.
+ * Reducing steps from a peer over shared memory combine each chunk as it
+ * arrives, straight from the ring into the destination (ring_combine);
+ * over TCP, out of place they receive straight into the destination and
+ * combine there, in place they go through DDPC_WINDOW scratch slots.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,25 @@ static void chunk_of(const ddpc_ring *rg, int b, size_t j, size_t ce, size_t *of
     *cnt = lo < n ? (n - lo < ce ? n - lo : ce) : 0;
 }
 
+/* A reducing receive's combine: dst = loc op arrived, where loc is the
+ * element of the local operand at dst's offset; on the last reducing step
+ * also AVG's division (finish_n ranks), while the chunk is in cache. */
+typedef struct ring_combine {
+    char *dst_base;
+    const char *loc_base;
+    ddpc_dtype t;
+    ddpc_op op;
+    int finish_n; /* 0: no finish */
+} ring_combine;
+
+static void combine_arrived(void *dst, const void *src, size_t n, void *ctx) {
+    const ring_combine *k = ctx;
+    size_t cnt = n / ddpc_dtype_size(k->t);
+    const char *loc = k->loc_base + ((char *)dst - k->dst_base);
+    ddpc_reduce3(dst, loc, src, cnt, k->t, k->op);
+    if (k->finish_n) ddpc_reduce_finish(dst, cnt, k->t, k->op, k->finish_n);
+}
+
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
     ddpc_comm *c = e->c;
     int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
@@ -75,8 +96,10 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
     size_t m = maxb ? (maxb + ce - 1) / ce : 1;
     size_t T = (size_t)rg->nsteps * m;
 
+    int comb = rg->nred > 0 && es <= 16 && ddpc__peer_combines(e, prev);
+    ring_combine cctx[DDPC_WINDOW];
     char *slots = NULL;
-    if (rg->nred > 0 && !rg->direct) {
+    if (rg->nred > 0 && !rg->direct && !comb) {
         slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
         if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for ring buffers");
     }
@@ -88,9 +111,17 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
             int s = (int)(nr / m);
             size_t off, cnt;
             chunk_of(rg, rg->rblk[s], nr % m, ce, &off, &cnt);
-            char *dst = s < rg->nred && !rg->direct ? slots + (nr % DDPC_WINDOW) * ce * es
-                                                    : rg->rdst[s] + off * es;
-            ddpc__post_recv(e, &rreq[nr % DDPC_WINDOW], prev, dst, cnt * es);
+            if (s < rg->nred && comb) {
+                ring_combine *k = &cctx[nr % DDPC_WINDOW];
+                *k = (ring_combine){rg->rdst[s], rg->rloc[s], rg->t, rg->op,
+                                    rg->finish && s == rg->nred - 1 ? n : 0};
+                ddpc__post_recv_combine(e, &rreq[nr % DDPC_WINDOW], prev, rg->rdst[s] + off * es,
+                                        cnt * es, combine_arrived, k, es);
+            } else {
+                char *dst = s < rg->nred && !rg->direct ? slots + (nr % DDPC_WINDOW) * ce * es
+                                                        : rg->rdst[s] + off * es;
+                ddpc__post_recv(e, &rreq[nr % DDPC_WINDOW], prev, dst, cnt * es);
+            }
             nr++;
         }
         /* 2. post sends whose chunk is ready */
@@ -106,7 +137,7 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
         /* 4. retire finished receives in order (reducing ones now) */
         while (nrd < nr && rreq[nrd % DDPC_WINDOW].done) {
             int s = (int)(nrd / m);
-            if (s < rg->nred) {
+            if (s < rg->nred && !comb) { /* (combined as it arrived) */
                 size_t off, cnt;
                 chunk_of(rg, rg->rblk[s], nrd % m, ce, &off, &cnt);
                 if (rg->direct)

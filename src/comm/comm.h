@@ -174,6 +174,13 @@ void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf,
 void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes);
 void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
                            int flags);
+/* Posts a receive of exactly nbytes from peer whose payload is combined
+ * into buf as it arrives (fn(dst, src, n, ctx), unit bytes at a time; see
+ * ddpc_xfer) instead of copied there. Only where ddpc__peer_combines. */
+void ddpc__post_recv_combine(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
+                             ddpc_combine_fn fn, void *ctx, size_t unit);
+/* 1 when peer's transport can combine on receive (shared memory). */
+int ddpc__peer_combines(const ddpc_exec *e, int peer);
 /* Drives every posted transfer once without blocking; when block is set and
  * nothing moved, spins briefly and then sleeps in poll until something can
  * move, the deadline passes, or the communicator is aborted. On any error

@@ -179,6 +179,19 @@ void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbyt
     ddpc__post_recv_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
 }
 
+void ddpc__post_recv_combine(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
+                             ddpc_combine_fn fn, void *ctx, size_t unit) {
+    ddpc__post_recv_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
+    r->x.combine = fn;
+    r->x.combine_ctx = ctx;
+    r->x.unit = unit;
+}
+
+int ddpc__peer_combines(const ddpc_exec *e, int peer) {
+    const ddpc_peer *pe = &e->c->peers[peer];
+    return pe->conn && pe->tp->combines;
+}
+
 static int same_call(const ddpc_hdr *a, const ddpc_hdr *b) {
     return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
            a->count == b->count && a->seq == b->seq;

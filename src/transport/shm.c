@@ -586,6 +586,35 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     return DDPC_OK;
 }
 
+/* Combines the first n bytes of the ring's unread data (n a multiple of
+ * x->unit) into x's iov[1] at x->done. A unit split by the ring's end, and
+ * data not aligned for the unit (an earlier message of another type left
+ * it so), go through an aligned bounce buffer, so that combine always reads
+ * whole, aligned elements. */
+static void combine_from_ring(ddpc_conn *c, ddpc_xfer *x, size_t n) {
+    char *dst = (char *)x->iov[1].iov_base + (x->done - x->iov[0].iov_len);
+    size_t unit = x->unit, off = (size_t)(c->rx_tail % c->cap);
+    _Alignas(64) char bounce[4096];
+    while (n > 0) {
+        size_t span = (size_t)c->cap - off < n ? (size_t)c->cap - off : n; /* to the ring's end */
+        const char *src = c->rxd + off;
+        size_t len;
+        if (span >= unit && (uintptr_t)src % unit == 0) { /* whole aligned units in place */
+            len = span - span % unit;
+            x->combine(dst, src, len, x->combine_ctx);
+        } else { /* bounce: up to a buffer of units, possibly across the end */
+            len = n < sizeof bounce ? n : sizeof bounce - sizeof bounce % unit;
+            size_t first = span < len ? span : len;
+            memcpy(bounce, src, first);
+            memcpy(bounce + first, c->rxd, len - first);
+            x->combine(dst, bounce, len, x->combine_ctx);
+        }
+        dst += len;
+        n -= len;
+        off = (off + len) % (size_t)c->cap;
+    }
+}
+
 static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (moved) *moved = 0;
     if (is_shut(c)) return ddpc_err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
@@ -595,7 +624,18 @@ static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     uint64_t head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
     size_t avail = (size_t)(head - c->rx_tail);
     if (avail == 0) return gone ? ddpc_err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
-    size_t n = copy_xfer(x, c->rxd, c->cap, c->rx_tail, avail, 0, 0);
+    size_t n;
+    if (x->combine && x->niov == 2 && x->done >= x->iov[0].iov_len) {
+        n = x->total - x->done < avail ? x->total - x->done : avail;
+        n -= n % x->unit; /* a unit in part waits for the rest */
+        if (n == 0) return DDPC_OK;
+        combine_from_ring(c, x, n);
+        x->done += n;
+    } else {
+        if (x->combine && x->niov == 2 && avail > x->iov[0].iov_len - x->done)
+            avail = x->iov[0].iov_len - x->done; /* the header alone: checked before combining */
+        n = copy_xfer(x, c->rxd, c->cap, c->rx_tail, avail, 0, 0);
+    }
     c->rx_tail += n;
     __atomic_store_n(&c->rx->tail, c->rx_tail, __ATOMIC_SEQ_CST);
     wake_if_sleeping(c, &c->rx->prod_sleeping);
@@ -721,4 +761,5 @@ const ddpc_transport ddpc_transport_shm = {
     .arm = shm_arm,
     .shutdown = shm_shutdown,
     .close = shm_close,
+    .combines = 1,
 };

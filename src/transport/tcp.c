@@ -33,6 +33,9 @@ void ddpc_xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
     if (blen) x->iov[x->niov++] = (struct iovec){b, blen};
     x->total = alen + blen;
     x->done = 0;
+    x->combine = NULL;
+    x->combine_ctx = NULL;
+    x->unit = 1;
 }
 
 /* DDPC_SOCKBUF, read once per connection (a bad value falls back to the OS

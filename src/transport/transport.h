@@ -25,6 +25,10 @@
 typedef struct ddpc_conn ddpc_conn;         /* one connection to one peer */
 typedef struct ddpc_listener ddpc_listener; /* where peers connect to us */
 
+/* Combines n bytes (whole units) that arrived at src into dst (a range of
+ * the receive's iov[1]) instead of copying them there. */
+typedef void (*ddpc_combine_fn)(void *dst, const void *src, size_t n, void *ctx);
+
 /* A transfer in flight: the bytes of iov[0..niov) in order. The transport
  * advances done; the transfer is complete when done == total. */
 typedef struct ddpc_xfer {
@@ -32,9 +36,17 @@ typedef struct ddpc_xfer {
     int niov;
     size_t total; /* bytes in all iov */
     size_t done;  /* bytes moved so far */
+    /* Optional, on a receive with two ranges, and only given to a transport
+     * whose combines is set: iov[1]'s bytes go through combine, unit bytes
+     * (at most 16, a divisor of iov[1]'s length) at a time, never part of
+     * one; and a call that moves iov[0]'s last byte moves none of iov[1]'s,
+     * so that the caller can check a header before anything is combined. */
+    ddpc_combine_fn combine;
+    void *combine_ctx;
+    size_t unit;
 } ddpc_xfer;
 
-/* Fills x with up to two ranges (len 0 ranges are skipped). */
+/* Fills x with up to two ranges (len 0 ranges are skipped); no combine. */
 void ddpc_xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen);
 
 typedef struct ddpc_transport {
@@ -79,6 +91,7 @@ typedef struct ddpc_transport {
      * Thread-safe, idempotent. */
     void (*shutdown)(ddpc_conn *c);
     void (*close)(ddpc_conn *c); /* NULL harmless */
+    int combines; /* 1: recv honours ddpc_xfer's combine */
 } ddpc_transport;
 
 /* TCP over IPv4 or IPv6: non-blocking sockets, TCP_NODELAY, DDPC_SOCKBUF
