@@ -24,7 +24,9 @@
  * Transfers. send copies what fits into the outgoing ring and publishes head;
  * recv copies out and publishes tail; peek copies without consuming; the
  * reader of head or tail acquires what its writer released. No system call
- * on that path.
+ * on that path. A receive that asks to combine (ddpc_xfer's combine: a
+ * reducing step of a collective) has its payload combined straight from the
+ * ring into its destination, whole elements at a time (combine_from_ring).
  *
  * How send writes a large copy into the ring (DDPC_SHM_COPY): "cached"
  * stores go through this core's cache, and each line must first be taken
@@ -36,7 +38,9 @@
  * each line from the other cache makes them ten times slower, and streaming
  * wins. "auto" times its copies of 64 KiB or more, tries the other kind on
  * a 32 KiB slice of every 16th, and streams while that costs less than half
- * as much per byte lately (see pick_copy). A side that cannot move arms before its progress loop sleeps
+ * as much per byte lately (see pick_copy).
+ *
+ * Waiting. A side that cannot move arms before its progress loop sleeps
  * in poll() on the socket (see arm in transport.h): it sets its "sleeping"
  * flag and re-checks the ring. The other side, after publishing, checks the
  * flag and, if it is set, clears it and writes one doorbell byte to the
