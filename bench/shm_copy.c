@@ -47,7 +47,7 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-/* As src/transport/shm.c's copy_stream: non-temporal stores, then a fence. */
+/* As src/transport/shm.c's copy_in with stream set: non-temporal stores, then a fence. */
 static void copy_stream(char *dst, const char *src, size_t n) {
 #if defined(__x86_64__)
     size_t lead = (16 - ((uintptr_t)dst & 15)) & 15;

@@ -47,8 +47,10 @@ typedef struct ddpc_ring {
     size_t esize;
     ddpc_dtype t;
     ddpc_op op;
-    int direct; /* reducing steps receive straight into rdst and combine
-                 * there (rdst must not alias rloc); else via scratch slots */
+    int direct; /* from a peer over TCP, reducing steps receive straight into
+                 * rdst and combine there (rdst must not alias rloc); else via
+                 * scratch slots. From one over shared memory they combine
+                 * straight from the ring into rdst either way. */
     int finish; /* the last reducing step also applies ddpc_reduce_finish (AVG's
                  * division) to each chunk it completes, while it is in cache */
 } ddpc_ring;

@@ -147,7 +147,8 @@ static ddpc_status read_settings(ddpc_comm *c) {
     c->shm = (int)shm;
     DDPC_CHECK(ddpc_env_long("DDPC_SHM_BYTES", 4096, 1L << 30, &c->shm_bytes));
     const char *copy_src, *copy = ddpc_env_str("DDPC_SHM_COPY", &copy_src);
-    if (ddpc_shm_copy_policy(copy) < 0)
+    c->shm_copy = ddpc_shm_copy_policy(copy);
+    if (c->shm_copy < 0)
         return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src, copy);
     const char *src, *algo = ddpc_env_str("DDPC_ALGO", &src);
     if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
@@ -256,6 +257,7 @@ static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
             }
             if (s != DDPC_OK) break;
             if (sc) { /* sc has its own copy of the socket */
+                ddpc_shm_set_copy_policy(sc, c->shm_copy);
                 pe->tp->close(pe->conn);
                 pe->conn = sc;
                 pe->tp = &ddpc_transport_shm;

@@ -116,6 +116,7 @@ struct ddpc_comm {
     double spin_s;          /* seconds to spin before sleeping in poll */
     int shm;                /* DDPC_SHM: same-host peers over shared memory */
     long shm_bytes;         /* DDPC_SHM_BYTES: ring bytes per direction per pair */
+    int shm_copy;           /* DDPC_SHM_COPY, as ddpc_shm_copy_policy gives it */
     char ip[64];            /* the address this rank listens on */
     char ifname[64];
 

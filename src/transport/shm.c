@@ -69,7 +69,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/env.h"
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x53504444u /* "DDPS" */
@@ -313,8 +312,7 @@ static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t ca
     c->rx = creator ? &r[1] : &r[0];
     c->txd = base + SHM_DATA_OFF + (creator ? 0 : cap);
     c->rxd = base + SHM_DATA_OFF + (creator ? cap : 0);
-    c->copy_policy = ddpc_shm_copy_policy(ddpc_env_str("DDPC_SHM_COPY", NULL));
-    if (c->copy_policy < 0) c->copy_policy = COPY_AUTO; /* the communicator checked it */
+    c->copy_policy = COPY_AUTO;
     snprintf(c->peer_name, sizeof c->peer_name, "%s", peer);
     *out = c;
     return DDPC_OK;
@@ -462,12 +460,17 @@ int ddpc_shm_copy_policy(const char *v) {
     return -1;
 }
 
-/* memcpy with non-temporal stores for the 16-byte aligned middle of dst
- * (x86-64; elsewhere plain memcpy). The fence orders them before the
- * release of head that publishes them. */
-static void copy_stream(char *dst, const char *src, size_t n) {
+void ddpc_shm_set_copy_policy(ddpc_conn *c, int policy) {
+    c->copy_policy = policy == COPY_CACHED || policy == COPY_STREAM ? policy : COPY_AUTO;
+}
+
+/* memcpy, with stream set through non-temporal stores for the 16-byte
+ * aligned middle of dst (x86-64, 256 bytes or more; elsewhere plain
+ * memcpy). The fence orders them before the release of head that
+ * publishes them. */
+static void copy_in(char *dst, const char *src, size_t n, int stream) {
 #if defined(__x86_64__)
-    if (n >= 256) {
+    if (stream && n >= 256) {
         size_t lead = (16 - ((uintptr_t)dst & 15)) & 15;
         memcpy(dst, src, lead);
         dst += lead, src += lead, n -= lead;
@@ -491,7 +494,7 @@ static void copy_stream(char *dst, const char *src, size_t n) {
 
 /* Copies up to n bytes between the unmoved part of x and a ring's data
  * (cap bytes, logical position pos, wrapping); advances x->done. Into the
- * ring with stream set, through copy_stream. */
+ * ring through copy_in (stream: non-temporal). */
 static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n, int to_ring,
                         int stream) {
     size_t moved = 0, skip = x->done;
@@ -503,12 +506,9 @@ static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, si
         if (len > n - moved) len = n - moved;
         size_t off = (size_t)((pos + moved) % cap);
         size_t first = cap - off < len ? (size_t)(cap - off) : len;
-        if (to_ring && stream) {
-            copy_stream(data + off, p, first);
-            copy_stream(data, p + first, len - first);
-        } else if (to_ring) {
-            memcpy(data + off, p, first);
-            memcpy(data, p + first, len - first);
+        if (to_ring) {
+            copy_in(data + off, p, first, stream);
+            copy_in(data, p + first, len - first, stream);
         } else {
             memcpy(p, data + off, first);
             memcpy(p + first, data, len - first);

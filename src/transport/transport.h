@@ -126,7 +126,9 @@ ddpc_status ddpc_shm_finish(ddpc_shm_pending *pending, ddpc_conn *tcp, const cha
 /* Unmaps and removes an offered segment that will not be finished. NULL harmless. */
 void ddpc_shm_pending_free(ddpc_shm_pending *pending);
 /* DDPC_SHM_COPY's value (NULL = unset) as the transport's policy for
- * copies into a ring: 0 auto, 1 cached, 2 stream; -1 for anything else. */
+ * copies into a ring: 0 auto, 1 cached, 2 stream; -1 for anything else.
+ * A new shm connection starts with auto; set_copy_policy sets another. */
 int ddpc_shm_copy_policy(const char *value);
+void ddpc_shm_set_copy_policy(ddpc_conn *shm, int policy);
 
 #endif /* DDPC_TRANSPORT_H */
