@@ -114,20 +114,25 @@ static void host_id(char *buf, size_t len) {
 }
 
 /* How long a waiting rank retries before it sleeps, unless DDPC_SPIN_US says.
+ * Where every rank of the host has a CPU, the first retries poll without
+ * yielding (busy_polls): a peer's reply is often under a microsecond away,
+ * less than one sched_yield costs under a hypervisor.
  * While this host's ranks do not outnumber its CPUs, a sleeping rank's core
  * halts, and waking it costs tens of microseconds a message (more under a
  * hypervisor): spin up to 1 ms. Where they outnumber them, a spinning rank
  * takes time from one that has work: 50 us. Each retry yields the core. */
 static void choose_spin(ddpc_comm *c) {
-    if (c->spin_s >= 0) return;
     long local = c->local_size, lws;
     if (ddpc_env_isset("LOCAL_WORLD_SIZE") &&
         ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1L << 20, &lws) == DDPC_OK && lws > local)
         local = lws; /* a sub-communicator's host may hold more of the job's ranks */
     long cpus = ddpc_cpu_count();
+    c->busy_polls = local <= cpus && c->spin_s != 0 ? DDPC_BUSY_POLLS : 0;
+    if (c->spin_s >= 0) return;
     c->spin_s = local <= cpus ? 1e-3 : 50e-6;
-    DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits spin %g us before sleeping "
-              "(DDPC_SPIN_US)", c->rank, local, cpus, c->spin_s * 1e6);
+    DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits poll %d times, then spin "
+              "%g us before sleeping (DDPC_SPIN_US)", c->rank, local, cpus, c->busy_polls,
+              c->spin_s * 1e6);
 }
 
 /* Reads the settings every communicator needs. */

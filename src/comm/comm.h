@@ -27,6 +27,7 @@
 #include "transport/transport.h"
 
 #define DDPC_MSG_MAGIC 0x4d504444u /* "DDPM" little-endian */
+#define DDPC_BUSY_POLLS 256        /* retries of a wait before it yields: some microseconds */
 
 /* What an operation is; the first field of every fingerprint. */
 typedef enum ddpc_kind {
@@ -114,6 +115,7 @@ struct ddpc_comm {
     int algo;               /* DDPC_ALGO_* */
     size_t chunk;           /* bytes per pipelined chunk */
     double spin_s;          /* seconds to spin before sleeping in poll */
+    int busy_polls;         /* retries without yielding the core first (choose_spin) */
     int shm;                /* DDPC_SHM: same-host peers over shared memory */
     long shm_bytes;         /* DDPC_SHM_BYTES: ring bytes per direction per pair */
     int shm_copy;           /* DDPC_SHM_COPY, as ddpc_shm_copy_policy gives it */

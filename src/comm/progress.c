@@ -68,6 +68,15 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     }
 }
 
+/* A hint to the core that this thread spins on memory another one writes. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
 
 ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
@@ -243,14 +252,16 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
                           "rank %d sent a message without ddpc's magic (0x%08x): corrupt stream",
                           r->peer, (unsigned)h->magic);
     if (h->flags == DDPC_F_FAIL) return peer_failed(e, r->peer, h);
-    ddpc__describe(w, mine, sizeof mine);
-    if (h->flags == DDPC_F_BYE)
+    if (h->flags == DDPC_F_BYE) {
+        ddpc__describe(w, mine, sizeof mine);
         return ddpc__fail(e, DDPC_ERR_MISMATCH,
                           "rank %d destroyed its communicator while this rank (%d) waits in %s #%" PRIu64
                           ": the ranks issued different numbers of operations",
                           r->peer, e->c->rank, mine, w->seq);
+    }
     if (!same_call(h, w) || h->flags != w->flags) {
         e->culprit = r->peer;
+        ddpc__describe(w, mine, sizeof mine);
         ddpc__describe(h, theirs, sizeof theirs);
         return ddpc__fail(e, DDPC_ERR_MISMATCH,
                           "collective mismatch: this rank (%d) called %s as operation #%" PRIu64
@@ -395,9 +406,15 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
     DDPC_CHECK(drive(e, &moved));
     if (moved || !block) return DDPC_OK;
 
-    /* 1. spin: cheap retries catch a reply that is microseconds away; each
-     * retry yields the core, so that a peer waiting for this core (ranks
-     * outnumbering cores) runs instead of watching this rank spin */
+    /* 1. spin: cheap retries catch a reply that is microseconds away. The
+     * first ones (where every local rank has a CPU) only pause between
+     * tries; the rest yield the core, so that a peer waiting for this core
+     * (ranks outnumbering cores) runs instead of watching this rank spin */
+    for (int i = 0; i < c->busy_polls; i++) {
+        cpu_relax();
+        DDPC_CHECK(drive(e, &moved));
+        if (moved) return DDPC_OK;
+    }
     if (c->spin_s > 0) {
         double until = ddpc_now() + c->spin_s;
         do {
