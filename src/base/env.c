@@ -27,7 +27,7 @@ const ddpc_env_var ddpc_env_table[] = {
     {"DDPC_SHM_BYTES", NULL, "1048576", "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: 28 pairs, 56 rings); every rank must set the same"},
     {"DDPC_ALGO", NULL, "auto", "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree"},
     {"DDPC_CHUNK", NULL, "262144", "bytes per pipelined chunk of ring algorithms"},
-    {"DDPC_SPIN_US", NULL, NULL, "microseconds a waiting collective retries its connections before sleeping in poll (0: sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then its first 256 retries only pause the core, the rest yield it; else 50, each retry yielding"},
+    {"DDPC_SPIN_US", NULL, NULL, "microseconds a waiting collective retries its connections before sleeping in poll (0: sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then up to 256 retries first only pause the core (fewer after waits they did not end), the rest yield it; else 50, each retry yielding"},
     {"DDPC_STORE_TIMEOUT", NULL, "300", "seconds a store request may take beyond its own wait before the client gives up"},
     {"RANK", NULL, NULL, "global rank of this process (torchrun contract)"},
     {"WORLD_SIZE", NULL, NULL, "number of processes in the job"},

@@ -128,6 +128,7 @@ static void choose_spin(ddpc_comm *c) {
         local = lws; /* a sub-communicator's host may hold more of the job's ranks */
     long cpus = ddpc_cpu_count();
     c->busy_polls = local <= cpus && c->spin_s != 0 ? DDPC_BUSY_POLLS : 0;
+    c->poll_budget = c->busy_polls;
     if (c->spin_s >= 0) return;
     c->spin_s = local <= cpus ? 1e-3 : 50e-6;
     DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits poll %d times, then spin "

@@ -115,7 +115,9 @@ struct ddpc_comm {
     int algo;               /* DDPC_ALGO_* */
     size_t chunk;           /* bytes per pipelined chunk */
     double spin_s;          /* seconds to spin before sleeping in poll */
-    int busy_polls;         /* retries without yielding the core first (choose_spin) */
+    int busy_polls;         /* most retries without yielding the core first (choose_spin) */
+    int poll_budget;        /* how many the next wait makes (ddpc__progress adapts it) */
+    unsigned poll_waits;    /* waits that reached the busy polls */
     int shm;                /* DDPC_SHM: same-host peers over shared memory */
     long shm_bytes;         /* DDPC_SHM_BYTES: ring bytes per direction per pair */
     int shm_copy;           /* DDPC_SHM_COPY, as ddpc_shm_copy_policy gives it */

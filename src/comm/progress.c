@@ -406,14 +406,29 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
     DDPC_CHECK(drive(e, &moved));
     if (moved || !block) return DDPC_OK;
 
-    /* 1. spin: cheap retries catch a reply that is microseconds away. The
-     * first ones (where every local rank has a CPU) only pause between
-     * tries; the rest yield the core, so that a peer waiting for this core
-     * (ranks outnumbering cores) runs instead of watching this rank spin */
-    for (int i = 0; i < c->busy_polls; i++) {
-        cpu_relax();
-        DDPC_CHECK(drive(e, &moved));
-        if (moved) return DDPC_OK;
+    /* 1. spin: cheap retries catch a reply that is microseconds away.
+     * a. Where every local rank has a CPU, the first tries only pause: a
+     *    peer on another core often answers in under a microsecond, less
+     *    than one sched_yield costs under a hypervisor. Their number adapts:
+     *    a wait they end restores it; one they do not end halves it, down to
+     *    none, since the peers are then late or not running (the scheduler
+     *    or the hypervisor may have put two ranks on one core, where a rank
+     *    that does not yield keeps its peer off it); every 64th wait tries
+     *    them all again.
+     * b. The rest yield the core at each try, so that a peer waiting for
+     *    this core (ranks outnumbering cores) runs instead. */
+    if (c->busy_polls > 0) {
+        int n = c->poll_budget;
+        if (c->poll_waits++ % 64 == 0) n = c->busy_polls;
+        for (int i = 0; i < n; i++) {
+            cpu_relax();
+            DDPC_CHECK(drive(e, &moved));
+            if (moved) {
+                c->poll_budget = c->busy_polls;
+                return DDPC_OK;
+            }
+        }
+        c->poll_budget /= 2;
     }
     if (c->spin_s > 0) {
         double until = ddpc_now() + c->spin_s;
