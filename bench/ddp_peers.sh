@@ -9,7 +9,8 @@
 #     and 2 processes: samples/s over all processes.
 # ddpc's side is ddpc-train (the example's loop, plus an evaluation after each
 # epoch that is not timed); PyTorch's is bench/ddp_torch.py. One BLAS thread
-# per process on both sides. Prints each run, then medians over RUNS runs and
+# per process on both sides. Prints each run (for the MLP, also the 2-process
+# run's ratio to the 1-process run beside it), then medians over RUNS runs and
 # the ratios.
 #
 #   bench/ddp_peers.sh                 # RUNS=3
@@ -61,6 +62,10 @@ for r in $(seq 1 "$RUNS"); do
     t=$(torch_ "$@"); echo "$t" >>"$tmp/$key.torch"
     printf "run %d %-6s b%-3s x%d: ddpc %7.3f s/epoch %9.0f samples/s acc %.4f %6.1f MiB | pytorch %7.3f s/epoch %8.0f samples/s acc %.4f %6.1f MiB\n" \
       "$r" "$1" "$2" "$4" $d $t
+    if [ "$1" = mlp ] && [ "$4" = 2 ] && [ -s "$tmp/$1-1.ddpc" ]; then
+      echo "$d $(tail -n 1 "$tmp/$1-1.ddpc")" | awk -v r="$r" -v m="$1" \
+        '{printf "run %d %-6s ddpc 2 processes / 1 process beside it: %.2fx samples/s\n", r, m, $2/$6}'
+    fi
   done
 done
 col() { awk -v k="$1" '{print $k}' "$2" | median; }
