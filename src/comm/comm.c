@@ -113,14 +113,14 @@ static void host_id(char *buf, size_t len) {
         if (*p == ' ') *p = '_';
 }
 
-/* How long a waiting rank retries before it sleeps, unless DDPC_SPIN_US says.
- * Where every rank of the host has a CPU, the first retries poll without
- * yielding (busy_polls): a peer's reply is often under a microsecond away,
- * less than one sched_yield costs under a hypervisor.
- * While this host's ranks do not outnumber its CPUs, a sleeping rank's core
- * halts, and waking it costs tens of microseconds a message (more under a
- * hypervisor): spin up to 1 ms. Where they outnumber them, a spinning rank
- * takes time from one that has work: 50 us. Each retry yields the core. */
+/* How a waiting rank retries before it sleeps (ddpc__progress), unless
+ * DDPC_SPIN_US says how long. While this host's ranks do not outnumber its
+ * CPUs, a sleeping rank's core halts, and waking it costs tens of
+ * microseconds a message (more under a hypervisor): retry up to 1 ms, the
+ * first busy_polls tries without yielding (a peer's reply is often under a
+ * microsecond away, less than one sched_yield costs under a hypervisor).
+ * Where they outnumber them, a spinning rank takes time from one that has
+ * work: 50 us, every try yielding the core. */
 static void choose_spin(ddpc_comm *c) {
     long local = c->local_size, lws;
     if (ddpc_env_isset("LOCAL_WORLD_SIZE") &&

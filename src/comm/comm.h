@@ -27,7 +27,7 @@
 #include "transport/transport.h"
 
 #define DDPC_MSG_MAGIC 0x4d504444u /* "DDPM" little-endian */
-#define DDPC_BUSY_POLLS 256 /* most tries a wait makes before it yields (us over shared memory) */
+#define DDPC_BUSY_POLLS 256 /* most tries a wait makes before yielding: microseconds over shm */
 
 /* What an operation is; the first field of every fingerprint. */
 typedef enum ddpc_kind {
