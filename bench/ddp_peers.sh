@@ -6,7 +6,10 @@
 #     (10) epochs, with 1 and 2 processes: seconds per epoch (median over the
 #     epochs), test accuracy after the last epoch, peak RSS per process;
 #   - the MLP (784-512-512-10, ReLU), batch 128, EPOCHS_MLP (3) epochs, with 1
-#     and 2 processes: samples/s over all processes.
+#     and 2 processes: samples/s over all processes; and, beside them, two
+#     independent 1-process runs side by side (no communication): their
+#     summed samples/s is what this host gives 2 processes at that moment,
+#     the ceiling for the 2-process run whatever its communication costs.
 # ddpc's side is ddpc-train (the example's loop, plus an evaluation after each
 # epoch that is not timed); PyTorch's is bench/ddp_torch.py. One BLAS thread
 # per process on both sides. Prints each run (for the MLP, also the 2-process
@@ -44,6 +47,20 @@ ddpc() {
   local sps; sps=$(sed -n 's/.*"samples_per_s": \([0-9.e+-]*\).*/\1/p' "$tmp/m.jsonl" | median)
   echo "$secs $sps $(field test_accuracy <"$tmp/m.jsonl") $(peak_rss "$tmp/d.out")"
 }
+# pair MODEL BATCH EPOCHS -> samples/s of two 1-process runs side by side, summed
+pair() {
+  local i
+  for i in 0 1; do
+    rm -f "$tmp/pair$i.jsonl"
+    build/bin/ddpc-run --nproc-per-node=1 --master-port=$((port + 1 + 50 * i)) \
+      build/bin/ddpc-train --data "$DATA" --model "$1" --batch-size "$2" --epochs "$3" --lr 0.01 \
+      --threads 1 --log-every 0 --no-progress --metrics "$tmp/pair$i.jsonl" >"$tmp/pair$i.out" 2>&1 &
+  done
+  wait
+  for i in 0 1; do
+    sed -n 's/.*"samples_per_s": \([0-9.e+-]*\).*/\1/p' "$tmp/pair$i.jsonl" | median
+  done | awk '{s += $1} END {print s}'
+}
 # torch MODEL BATCH EPOCHS NPROC -> the same four figures
 torch_() {
   build/bin/ddpc-run --nproc-per-node="$4" --master-port=$port /usr/bin/time -f "maxrss_kib=%M" \
@@ -63,8 +80,9 @@ for r in $(seq 1 "$RUNS"); do
     printf "run %d %-6s b%-3s x%d: ddpc %7.3f s/epoch %9.0f samples/s acc %.4f %6.1f MiB | pytorch %7.3f s/epoch %8.0f samples/s acc %.4f %6.1f MiB\n" \
       "$r" "$1" "$2" "$4" $d $t
     if [ "$1" = mlp ] && [ "$4" = 2 ] && [ -s "$tmp/$1-1.ddpc" ]; then
-      echo "$d $(tail -n 1 "$tmp/$1-1.ddpc")" | awk -v r="$r" -v m="$1" \
-        '{printf "run %d %-6s ddpc 2 processes / 1 process beside it: %.2fx samples/s\n", r, m, $2/$6}'
+      p=$(pair "$1" "$2" "$3"); echo "$p" >>"$tmp/$1.pair"
+      echo "$d $(tail -n 1 "$tmp/$1-1.ddpc") $p" | awk -v r="$r" -v m="$1" \
+        '{printf "run %d %-6s ddpc 2 processes / 1 process beside it: %.2fx samples/s; two 1-process runs side by side %.0f samples/s (%.2fx: this host'"'"'s ceiling); 2 processes reach %.0f%% of it\n", r, m, $2/$6, $9, $9/$6, 100*$2/$9}'
     fi
   done
 done
@@ -83,4 +101,6 @@ l2d=$(col 1 "$tmp/linear-2.ddpc"); l2t=$(col 1 "$tmp/linear-2.torch")
 m2d=$(col 2 "$tmp/mlp-2.ddpc"); m2t=$(col 2 "$tmp/mlp-2.torch"); m1d=$(col 2 "$tmp/mlp-1.ddpc")
 echo "# example, 2 processes: ddpc epoch $(ratio "$l2t" "$l2d")x faster than pytorch+gloo"
 echo "# mlp, 2 processes: ddpc $(ratio "$m2d" "$m2t")x pytorch's samples/s; $(ratio "$m2d" "$m1d")x ddpc's own with 1 process"
+mp=$(median <"$tmp/mlp.pair")
+echo "# mlp, two 1-process runs side by side (no communication): $mp samples/s, $(ratio "$mp" "$m1d")x the 1-process run; 2 processes with DDP reach $(echo "$m2d $mp" | awk '{printf "%.0f", 100*$1/$2}')% of that"
 echo "# peak RSS per process, example x2: ddpc $(col 4 "$tmp/linear-2.ddpc") MiB, pytorch $(col 4 "$tmp/linear-2.torch") MiB"
