@@ -78,6 +78,15 @@ void ddpc_log_set_rank(int rank);
 
 /* Monotonic seconds. */
 double ddpc_now(void);
+
+/* A hint to the core that this thread spins on memory another one writes. */
+static inline void ddpc_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 /* An absolute deadline seconds from now; seconds <= 0 means none (+inf). */
 double ddpc_deadline_in(double seconds);
 /* Milliseconds left before deadline, for poll(): -1 when there is none,

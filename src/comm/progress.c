@@ -68,14 +68,6 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     }
 }
 
-/* A hint to the core that this thread spins on memory another one writes. */
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
 
@@ -421,7 +413,7 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
         int n = c->poll_budget;
         if (c->poll_waits++ % 64 == 0) n = c->busy_polls;
         for (int i = 0; i < n; i++) {
-            cpu_relax();
+            ddpc_cpu_relax();
             DDPC_CHECK(drive(e, &moved));
             if (moved) {
                 c->poll_budget = c->busy_polls;

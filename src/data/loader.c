@@ -11,10 +11,16 @@
  * DDPC_DATA_TIMEOUT), the thread on `space`, and start_epoch on `idle` while
  * the thread finishes the batch it is decoding. The thread decodes outside
  * the lock; `busy` says it is doing so, `cancel` that its work is void.
+ * Before either side sleeps on its condition variable it watches the other's
+ * counter for up to SPIN_S (see spin_while): on the virtual machines this
+ * was measured on, a sleeping thread took tens of microseconds to run again
+ * once woken, while a step of the example takes about 20 us. The counters
+ * are read without the mutex by the spins, so they are atomic.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +28,9 @@
 #include "base/base.h"
 #include "base/env.h"
 #include "data/internal.h"
+
+/* How long a side watches the other's counter before it sleeps. */
+#define SPIN_S 100e-6
 
 typedef struct slot {
     ddpc_batch b;   /* what ddpc_loader_next hands out */
@@ -82,19 +91,50 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline,
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
+static size_t load_count(const size_t *v) { return __atomic_load_n(v, __ATOMIC_ACQUIRE); }
+static void store_count(size_t *v, size_t x) { __atomic_store_n(v, x, __ATOMIC_RELEASE); }
+
+/* Called without the mutex: returns once *v differs from old, or after
+ * SPIN_S. Yields the CPU every 64 polls, in case the thread it waits for
+ * shares this CPU. */
+static void spin_while(const size_t *v, size_t old) {
+    double end = ddpc_now() + SPIN_S;
+    for (unsigned i = 1; load_count(v) == old; i++) {
+        ddpc_cpu_relax();
+        if (i % 64 == 0) {
+            if (ddpc_now() > end) return;
+            sched_yield();
+        }
+    }
+}
+
 /* The prefetch thread: while an epoch is active and not cancelled, decodes
- * the next batch whenever fewer than `prefetch` are ready; exits on quit. */
+ * the next batch whenever fewer than `prefetch` are ready; exits on quit.
+ * With the ring full, it watches for the caller to take a batch (SPIN_S)
+ * before it sleeps. */
 static void *producer(void *arg) {
     ddpc_loader *l = arg;
+    int spinning = 0; /* this full ring has been watched already */
     pthread_setname_np(pthread_self(), "ddpc-data"); /* shows in top -H, gdb */
     pthread_mutex_lock(&l->mu);
     while (!l->quit) {
         if (!l->active || l->cancel || l->produced >= l->nb ||
             l->produced - l->consumed >= (size_t)l->prefetch) {
+            size_t seen = l->consumed;
+            int full = l->active && !l->cancel && l->produced < l->nb;
+            if (full && !spinning) { /* once per full ring: then sleep */
+                spinning = 1;
+                pthread_mutex_unlock(&l->mu);
+                spin_while(&l->consumed, seen);
+                pthread_mutex_lock(&l->mu);
+                continue;
+            }
             /* nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
             wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
+            spinning = 0;
             continue;
         }
+        spinning = 0;
         size_t b = l->produced;
         const int64_t *idx = l->idx;
         slot *sl = &l->slots[b % (size_t)l->nslots];
@@ -107,7 +147,7 @@ static void *producer(void *arg) {
             pthread_cond_broadcast(&l->idle); /* start_epoch waits for this */
             continue;
         }
-        l->produced = b + 1;
+        store_count(&l->produced, b + 1);
         pthread_cond_broadcast(&l->ready);
     }
     l->busy = 0;
@@ -223,7 +263,8 @@ ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
     } else {
         l->idx = l->identity;
     }
-    l->produced = l->consumed = 0;
+    store_count(&l->produced, 0);
+    store_count(&l->consumed, 0);
     l->active = 1;
     l->cancel = 0;
     pthread_cond_broadcast(&l->space);
@@ -253,9 +294,14 @@ ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
     if (l->prefetch == 0) {
         pthread_mutex_unlock(&l->mu);
         decode(l, l->idx, k, &l->slots[0]);
-        l->consumed = k + 1;
+        store_count(&l->consumed, k + 1);
         *b = &l->slots[0].b;
         return DDPC_OK;
+    }
+    if (l->produced <= k) { /* not decoded yet: watch for it, then sleep */
+        pthread_mutex_unlock(&l->mu);
+        spin_while(&l->produced, k);
+        pthread_mutex_lock(&l->mu);
     }
     double deadline = ddpc_deadline_in(l->timeout_s);
     while (l->produced <= k && !ddpc_expired(deadline)) wait_until(&l->ready, &l->mu, deadline, 0.5);
@@ -266,7 +312,7 @@ ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
                         l->timeout_s);
     }
     *b = &l->slots[k % (size_t)l->nslots].b;
-    l->consumed = k + 1;
+    store_count(&l->consumed, k + 1);
     /* wake the thread once the ring is half drained, not at every batch:
      * it then decodes a burst, and sleeps and wakes half as often */
     if (l->produced - l->consumed <= (size_t)(l->prefetch / 2)) pthread_cond_broadcast(&l->space);
