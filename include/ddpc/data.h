@@ -128,7 +128,9 @@ typedef struct ddpc_loader ddpc_loader;
  * order; the sampler is borrowed and must outlive the loader, and its
  * dataset_len must not exceed ds->n). drop_last drops a last partial batch.
  * prefetch = how many batches a background thread keeps ready (0 = decode
- * inline in ddpc_loader_next). ds is borrowed too. While the loader lives,
+ * inline in ddpc_loader_next); the thread, and a caller waiting for it,
+ * poll for up to 100 us before they sleep, so give it a CPU of its own.
+ * ds is borrowed too. While the loader lives,
  * set the sampler's epoch only through ddpc_loader_start_epoch (the thread
  * reads the sampler's indices). One thread calls the loader's functions.
  */
