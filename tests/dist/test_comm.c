@@ -892,8 +892,9 @@ TEST_T(comm_exec_timeout, 30) {
 static void info_body(int rank, int world, void *arg) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/ddpc-test-info-%d-%d.log", (int)getppid(), rank);
+    int saved = dup(2); /* the checks below report on the real stderr */
     FILE *f = freopen(path, "w", stderr);
-    CHECK(f != NULL);
+    CHECK(saved >= 0 && f != NULL);
     setenv("DDPC_DEBUG", "INFO", 1);
     char base[16];
     snprintf(base, sizeof base, "%d", *(int *)arg);
@@ -902,6 +903,8 @@ static void info_body(int rank, int world, void *arg) {
     sum_check(c, world * (world - 1) / 2);
     CHECK_OK(ddpc_comm_destroy(c));
     fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
     char buf[16384];
     FILE *r = fopen(path, "r");
     size_t n = fread(buf, 1, sizeof buf - 1, r);
@@ -922,9 +925,11 @@ static void info_body(int rank, int world, void *arg) {
 }
 
 TEST_T(comm_info_log_and_base_port, 30) {
-    g_port = t_free_port();
-    int base = t_free_port();
-    if (base > 65000) base = 40000;
+    /* the two ranks listen on base and base + 1, both free and neither the
+     * store's port: a rank pushed to base + 2 would fail the test */
+    int base = t_free_port_pair();
+    do g_port = t_free_port();
+    while (g_port == base || g_port == base + 1);
     t_run_ranks(2, 25, info_body, &base);
 }
 
