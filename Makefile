@@ -11,6 +11,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -
 
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
+           -Werror=implicit-function-declaration \
            -fPIC -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm -lpthread -lrt
 ifneq ($(SAN),)

@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <zlib.h>
 
+#include "base/base.h"
 #include "ddpc/data.h"
 #include "test.h"
 
@@ -818,6 +819,51 @@ TEST_T(data_loader_prefetch_identical_real, 120) {
     free(y0);
     free(y1);
     free(ylab0);
+}
+
+/* A caller that sometimes takes its next batch at once and sometimes only
+ * after 1 ms, longer than the thread watches for it before sleeping: every
+ * hand-over path (the batch ready, the caller's watch, the caller's sleep;
+ * the thread's watch and its sleep until the caller drains the ring) runs,
+ * and the batches are those of the inline loader, in order. A lost wake-up
+ * costs 0.5 s (the thread's timed wait), so the deadline catches a few. */
+TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
+    ddpc_dataset *ds = synth(300);
+    const size_t d = 15;
+    for (int prefetch = 1; prefetch <= 3; prefetch++) {
+        ddpc_sampler *s0 = NULL, *s1 = NULL;
+        CHECK_OK(ddpc_sampler_create(300, 1, 0, 1, 5, 0, &s0));
+        CHECK_OK(ddpc_sampler_create(300, 1, 0, 1, 5, 0, &s1));
+        ddpc_loader *inl = NULL, *pre = NULL;
+        CHECK_OK(ddpc_loader_create(ds, s0, 7, 0, 0.5f, 0.5f, 0, &inl));
+        CHECK_OK(ddpc_loader_create(ds, s1, 7, 0, 0.5f, 0.5f, prefetch, &pre));
+        double t0 = ddpc_now();
+        for (uint64_t e = 0; e < 2; e++) {
+            CHECK_OK(ddpc_loader_start_epoch(inl, e));
+            CHECK_OK(ddpc_loader_start_epoch(pre, e));
+            size_t nb = 0;
+            for (;;) {
+                const ddpc_batch *a, *b;
+                if (nb % 3 != 0) ddpc_sleep(0.001); /* slow twice, fast once */
+                CHECK_OK(ddpc_loader_next(inl, &a));
+                CHECK_OK(ddpc_loader_next(pre, &b));
+                CHECK((a == NULL) == (b == NULL));
+                if (!a) break;
+                CHECK_EQ(a->size, b->size);
+                CHECK(memcmp(a->x, b->x, (size_t)a->size * d * sizeof(float)) == 0);
+                CHECK(memcmp(a->y, b->y, (size_t)a->size * sizeof(int32_t)) == 0);
+                nb++;
+            }
+            CHECK_EQ(nb, 43); /* ceil(300 / 7) */
+        }
+        double secs = ddpc_now() - t0;
+        CHECK_MSG(secs < 4.0, "prefetch %d: 2 epochs of 43 batches took %.2f s (lost wake-ups?)", prefetch, secs);
+        ddpc_loader_free(inl);
+        ddpc_loader_free(pre);
+        ddpc_sampler_free(s0);
+        ddpc_sampler_free(s1);
+    }
+    ddpc_dataset_free(ds);
 }
 
 /* start_epoch mid-way (while the thread is decoding ahead) starts cleanly at
