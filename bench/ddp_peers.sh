@@ -8,8 +8,9 @@
 #   - the MLP (784-512-512-10, ReLU), batch 128, EPOCHS_MLP (3) epochs, with 1
 #     and 2 processes: samples/s over all processes; and, beside them, two
 #     independent 1-process runs side by side (no communication): their
-#     summed samples/s is what this host gives 2 processes at that moment,
-#     the ceiling for the 2-process run whatever its communication costs.
+#     summed samples/s is what this host gave 2 processes just then, about
+#     the most the 2-process run can reach whatever its communication costs
+#     (not a strict bound: it runs after, and the host drifts).
 # ddpc's side is ddpc-train (the example's loop, plus an evaluation after each
 # epoch that is not timed); PyTorch's is bench/ddp_torch.py. One BLAS thread
 # per process on both sides. Prints each run (for the MLP, also the 2-process
@@ -82,7 +83,7 @@ for r in $(seq 1 "$RUNS"); do
     if [ "$1" = mlp ] && [ "$4" = 2 ] && [ -s "$tmp/$1-1.ddpc" ]; then
       p=$(pair "$1" "$2" "$3"); echo "$p" >>"$tmp/$1.pair"
       echo "$d $(tail -n 1 "$tmp/$1-1.ddpc") $p" | awk -v r="$r" -v m="$1" \
-        '{printf "run %d %-6s ddpc 2 processes / 1 process beside it: %.2fx samples/s; two 1-process runs side by side %.0f samples/s (%.2fx: this host'"'"'s ceiling); 2 processes reach %.0f%% of it\n", r, m, $2/$6, $9, $9/$6, 100*$2/$9}'
+        '{printf "run %d %-6s ddpc 2 processes / 1 process beside it: %.2fx samples/s; two 1-process runs side by side %.0f samples/s (%.2fx the 1-process run: about this host'"'"'s ceiling); 2 processes reach %.0f%% of it\n", r, m, $2/$6, $9, $9/$6, 100*$2/$9}'
     fi
   done
 done
