@@ -78,6 +78,14 @@ void ddpc_log_set_rank(int rank);
 
 /* Monotonic seconds. */
 double ddpc_now(void);
+/* An absolute deadline seconds from now; seconds <= 0 means none (+inf). */
+double ddpc_deadline_in(double seconds);
+/* Milliseconds left before deadline, for poll(): -1 when there is none,
+ * 0 when it has passed, at least 1 otherwise; capped at cap_ms when > 0. */
+int ddpc_deadline_ms(double deadline, int cap_ms);
+int ddpc_expired(double deadline);
+/* Sleeps for seconds (restarting on EINTR). */
+void ddpc_sleep(double seconds);
 
 /* A hint to the core that this thread spins on memory another one writes. */
 static inline void ddpc_cpu_relax(void) {
@@ -87,14 +95,6 @@ static inline void ddpc_cpu_relax(void) {
     __asm__ __volatile__("yield");
 #endif
 }
-/* An absolute deadline seconds from now; seconds <= 0 means none (+inf). */
-double ddpc_deadline_in(double seconds);
-/* Milliseconds left before deadline, for poll(): -1 when there is none,
- * 0 when it has passed, at least 1 otherwise; capped at cap_ms when > 0. */
-int ddpc_deadline_ms(double deadline, int cap_ms);
-int ddpc_expired(double deadline);
-/* Sleeps for seconds (restarting on EINTR). */
-void ddpc_sleep(double seconds);
 
 /* ------------------------------------------------------ this host */
 

@@ -68,7 +68,6 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     }
 }
 
-
 static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
 
 ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {

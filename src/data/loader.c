@@ -108,33 +108,32 @@ static void spin_while(const size_t *v, size_t old) {
     }
 }
 
+/* Under mu: the thread has nothing to decode now. */
+static int nothing_to_do(const ddpc_loader *l) {
+    return !l->active || l->cancel || l->produced >= l->nb ||
+           l->produced - l->consumed >= (size_t)l->prefetch;
+}
+
 /* The prefetch thread: while an epoch is active and not cancelled, decodes
  * the next batch whenever fewer than `prefetch` are ready; exits on quit.
  * With the ring full, it watches for the caller to take a batch (SPIN_S)
  * before it sleeps. */
 static void *producer(void *arg) {
     ddpc_loader *l = arg;
-    int spinning = 0; /* this full ring has been watched already */
     pthread_setname_np(pthread_self(), "ddpc-data"); /* shows in top -H, gdb */
     pthread_mutex_lock(&l->mu);
     while (!l->quit) {
-        if (!l->active || l->cancel || l->produced >= l->nb ||
-            l->produced - l->consumed >= (size_t)l->prefetch) {
-            size_t seen = l->consumed;
-            int full = l->active && !l->cancel && l->produced < l->nb;
-            if (full && !spinning) { /* once per full ring: then sleep */
-                spinning = 1;
+        if (nothing_to_do(l)) {
+            if (l->active && !l->cancel && l->produced < l->nb) { /* the ring is full */
+                size_t seen = l->consumed;
                 pthread_mutex_unlock(&l->mu);
                 spin_while(&l->consumed, seen);
                 pthread_mutex_lock(&l->mu);
-                continue;
             }
-            /* nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
-            wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
-            spinning = 0;
+            /* still nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
+            if (!l->quit && nothing_to_do(l)) wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
             continue;
         }
-        spinning = 0;
         size_t b = l->produced;
         const int64_t *idx = l->idx;
         slot *sl = &l->slots[b % (size_t)l->nslots];
