@@ -31,7 +31,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests test check-san install uninstall clean help headers-check
+.PHONY: all lib tools examples tests test check-san check-valgrind install uninstall clean help headers-check
 all: lib tools examples tests
 
 help:
@@ -41,6 +41,7 @@ help:
 	@echo "make $(BUILD)/tests/unit/test_base   build one test binary; run it with a filter as argument"
 	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
 	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
+	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
 	@echo "make clean"
@@ -87,6 +88,20 @@ check-san:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(MAKE) SAN=address,undefined test
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" OPENBLAS_NUM_THREADS=1 $(MAKE) SAN=thread test
+
+# The suite under valgrind's memcheck: the test binaries and every program
+# they start (ddpc-run, ddpc-train, the example; not python3, which only the
+# comparisons with PyTorch run), the harness's deadlines times VG_SLOW. Any
+# memcheck error fails the test it happens in. Leaks are checked where
+# LeakSanitizer checks them, where a test or a rank ends cleanly (harness.c);
+# the exit-time check is off, since a process forked beside a running thread
+# (the store tests' clients) would find that thread's memory lost.
+VG_SLOW ?= 30
+VALGRIND ?= valgrind -q --error-exitcode=99 --leak-check=no --show-leak-kinds=definite \
+  --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*python*
+check-valgrind: all
+	DDPC_TEST_SLOW=$(VG_SLOW) DDPC_TEST_WRAPPER="$(VALGRIND)" DDPC_BIN=$(abspath $(BUILD)/bin) \
+	  scripts/run-tests.sh $(TEST_BIN) -- $(T)
 
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs test binaries one after another, passing the filters after "--" to
 # each, and ends with one line: "N passed, N failed, N skipped".
+# DDPC_TEST_WRAPPER, when set, is a command line each binary runs under
+# (make check-valgrind sets it to valgrind and its options).
 set -u
+read -ra wrap <<<"${DDPC_TEST_WRAPPER:-}"
 bins=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do bins+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
@@ -10,7 +13,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for b in "${bins[@]}"; do
   echo "== ${b##*/}"
-  "$b" "$@" 2>&1 | tee "$log"
+  "${wrap[@]}" "$b" "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   out=$(tail -n 1 "$log")
   if [[ "$out" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then

@@ -22,6 +22,13 @@
 
 #include "test.h"
 
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define HAVE_MEMCHECK 1
+#endif
+#endif
+
 typedef struct {
     const char *name, *file;
     t_fn fn;
@@ -34,6 +41,19 @@ static int ncases;
 void t_register(const char *name, t_fn fn, double timeout_s, const char *file) {
     if (ncases < (int)(sizeof cases / sizeof cases[0]))
         cases[ncases++] = (t_case){name, file, fn, timeout_s};
+}
+
+/* DDPC_TEST_SLOW: every deadline the harness keeps (a test's, its ranks',
+ * its commands') is multiplied by it, for runs under a slow tool such as
+ * valgrind (make check-valgrind). 1 when unset or not a number >= 1. */
+double t_slow(void) {
+    static double f;
+    if (f == 0) {
+        const char *v = getenv("DDPC_TEST_SLOW");
+        double x = v && *v ? strtod(v, NULL) : 1;
+        f = x >= 1 ? x : 1;
+    }
+    return f;
 }
 
 static double now(void) {
@@ -81,13 +101,31 @@ extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 
 /* Tests and ranks end with _exit, which skips LeakSanitizer's exit-time
  * check; this runs it where a test or a rank has finished cleanly, so a
- * leak fails the test. No-op without LeakSanitizer or with detect_leaks=0. */
+ * leak fails the test. No-op without LeakSanitizer or with detect_leaks=0.
+ * Under valgrind's memcheck (make check-valgrind, which turns its exit-time
+ * check off: a process forked beside a running thread, as a store test's
+ * client is, would find that thread's memory lost) it asks memcheck the
+ * same here, and definitely lost bytes fail the test. */
 static void leak_check(void) {
     if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
         fprintf(stderr, "  [pid %d] LeakSanitizer found leaks (report above)\n", (int)getpid());
         fflush(stderr);
         _exit(1);
     }
+#if HAVE_MEMCHECK
+    if (RUNNING_ON_VALGRIND) {
+        unsigned long lost = 0, dubious = 0, reachable = 0, suppressed = 0;
+        VALGRIND_DO_LEAK_CHECK;
+        VALGRIND_COUNT_LEAK_BLOCKS(lost, dubious, reachable, suppressed);
+        (void)dubious, (void)reachable, (void)suppressed;
+        if (lost) {
+            fprintf(stderr, "  [pid %d] memcheck found %lu blocks definitely lost (report above)\n",
+                    (int)getpid(), lost);
+            fflush(stderr);
+            _exit(1);
+        }
+    }
+#endif
 }
 
 int t_free_port_pair(void) {
@@ -144,7 +182,7 @@ void t_run_ranks_status(int world, double timeout_s, t_rank_fn fn, void *arg, in
             _exit(0);
         }
     }
-    double deadline = now() + timeout_s;
+    double deadline = now() + timeout_s * t_slow();
     for (int r = 0; r < world; r++) {
         int st;
         if (wait_until(pids[r], deadline, &st)) {
@@ -184,7 +222,7 @@ int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen) {
     }
     close(p[1]);
     size_t used = 0;
-    double deadline = now() + timeout_s;
+    double deadline = now() + timeout_s * t_slow();
     int timed_out = 0;
     for (;;) {
         int ms = (int)((deadline - now()) * 1000);
@@ -312,12 +350,12 @@ static int run_one(const t_case *c, double *secs) {
         _exit(0);
     }
     setpgid(pid, pid);
-    int st = 0, done = wait_until(pid, t0 + c->timeout, &st);
+    int st = 0, done = wait_until(pid, t0 + c->timeout * t_slow(), &st);
     kill(-pid, SIGKILL); /* leftovers of the test's own children */
     if (!done) {
         waitpid(pid, &st, 0);
         *secs = now() - t0;
-        fprintf(stderr, "  timed out after %.0f s\n", c->timeout);
+        fprintf(stderr, "  timed out after %.0f s\n", c->timeout * t_slow());
         return 1;
     }
     *secs = now() - t0;
