@@ -95,13 +95,15 @@ check-san:
 # memcheck error fails the test it happens in. Leaks are checked where
 # LeakSanitizer checks them, where a test or a rank ends cleanly (harness.c);
 # the exit-time check is off, since a process forked beside a running thread
-# (the store tests' clients) would find that thread's memory lost.
+# (the store tests' clients) would find that thread's memory lost. VG_JOBS
+# test binaries run at once.
 VG_SLOW ?= 30
+VG_JOBS ?= 2
 VALGRIND ?= valgrind -q --error-exitcode=99 --leak-check=no --show-leak-kinds=definite \
   --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*python*
 check-valgrind: all
 	DDPC_TEST_SLOW=$(VG_SLOW) DDPC_TEST_WRAPPER="$(VALGRIND)" DDPC_BIN=$(abspath $(BUILD)/bin) \
-	  scripts/run-tests.sh $(TEST_BIN) -- $(T)
+	  scripts/run-tests.sh -j $(VG_JOBS) $(TEST_BIN) -- $(T)
 
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \
