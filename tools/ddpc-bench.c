@@ -351,6 +351,10 @@ int main(int argc, char **argv) {
     double *times = malloc(sizeof(double) * (size_t)o.iters);
     if (!b.send || !b.recv || !times) {
         fprintf(stderr, "ddpc-bench: out of memory for %zu-byte buffers\n", maxel * es);
+        free(b.send);
+        free(b.recv);
+        free(times);
+        ddpc_comm_destroy(b.c);
         return 1;
     }
     memset(b.recv, 0, maxel * es);

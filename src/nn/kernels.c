@@ -98,7 +98,7 @@ __attribute__((target("avx2,fma"))) static void fwd_group(const float *x0, const
 
 /* y (B, N) += x (B, K) @ W^T: rows in pairs, outputs in groups of <= 5. */
 __attribute__((target("avx2,fma"))) static void fwd_n(const float *x, const float *W, float *y, int B, int K, int N) {
-    float junk[5];
+    float junk[5] = {0}; /* the missing second row of an odd B: computed, not kept */
     for (int r = 0; r < B; r += 2) {
         const float *x0 = x + (size_t)r * K, *x1 = r + 1 < B ? x0 + K : x0;
         for (int o = 0; o < N; o += 5) {
