@@ -598,10 +598,15 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     CHECK_CONTAINS(out, "sent no heartbeat");
     CHECK(dt < 15 * t_slow());
     /* noticed within monitor-interval + heartbeat-timeout (1.1 s), workers
-     * stopped at once (they exit on SIGTERM): allow 3 s on a loaded machine */
+     * stopped at once (they exit on SIGTERM): allow 3 s on a loaded machine.
+     * Not before the timeout from the kill, unless run under a slow tool
+     * (DDPC_TEST_SLOW), where node 1's last heartbeat may be older than the
+     * kill (under valgrind, with other tests beside it: 566 ms once) */
     const char *ms = strstr(out, "ms=");
     CHECK(ms != NULL);
-    CHECK_MSG(atoi(ms + 3) >= 900 && atoi(ms + 3) < 3000, "node 0 took %d ms to stop", atoi(ms + 3));
+    int least = t_slow() > 1 ? 0 : 900;
+    CHECK_MSG(atoi(ms + 3) >= least && atoi(ms + 3) < 3000 * t_slow(), "node 0 took %d ms to stop",
+              atoi(ms + 3));
     /* node 0's launcher is killed: node 1 loses the store at once */
     port = t_free_port_pair();
     rc = run(30,
