@@ -44,9 +44,8 @@ else
     while [ "$running" -lt "$jobs" ] && [ "$next" -lt ${#bins[@]} ]; do
       start "$next" "$@"; next=$((next + 1)); running=$((running + 1))
     done
-    wait -n 2>/dev/null
-    running=0
-    for ((i = shown; i < next; i++)); do [ -e "$dir/$i.rc" ] || running=$((running + 1)); done
+    wait -n 2>/dev/null # one binary has ended
+    running=$((running - 1))
     # print, in order, the binaries that have ended
     while [ "$shown" -lt "$next" ] && [ -e "$dir/$shown.rc" ]; do
       echo "== ${bins[$shown]##*/}"

@@ -108,10 +108,14 @@ static void spin_while(const size_t *v, size_t old) {
     }
 }
 
+/* Under mu: this epoch has batches left for the thread to decode. */
+static int epoch_has_work(const ddpc_loader *l) {
+    return l->active && !l->cancel && l->produced < l->nb;
+}
+
 /* Under mu: the thread has nothing to decode now. */
 static int nothing_to_do(const ddpc_loader *l) {
-    return !l->active || l->cancel || l->produced >= l->nb ||
-           l->produced - l->consumed >= (size_t)l->prefetch;
+    return !epoch_has_work(l) || l->produced - l->consumed >= (size_t)l->prefetch;
 }
 
 /* The prefetch thread: while an epoch is active and not cancelled, decodes
@@ -124,7 +128,7 @@ static void *producer(void *arg) {
     pthread_mutex_lock(&l->mu);
     while (!l->quit) {
         if (nothing_to_do(l)) {
-            if (l->active && !l->cancel && l->produced < l->nb) { /* the ring is full */
+            if (epoch_has_work(l)) { /* the ring is full */
                 size_t seen = l->consumed;
                 pthread_mutex_unlock(&l->mu);
                 spin_while(&l->consumed, seen);
