@@ -48,6 +48,7 @@ typedef struct options {
     int threads;             /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
     int prefetch;            /* batches the loader keeps ready; -1 = by spare CPUs */
     long max_batches;        /* training batches per epoch; 0 = all */
+    long max_eval_batches;   /* test batches per rank per evaluation; 0 = all */
     int progress;            /* -1 auto (a terminal), 0 off, 1 on */
     ddpc_ddp_options ddp;    /* buckets and compression */
 } options;
@@ -74,6 +75,8 @@ static void usage(FILE *f) {
             "  --prefetch N        batches the loader thread keeps ready (0: decoded inline; default 2\n"
             "                      while a CPU is left over (CPUs > local ranks x threads), else 0)\n"
             "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
+            "  --max-eval-batches N  evaluate only the first N test batches of each process's shard\n"
+            "                      (default 0 = the whole test set)\n"
             "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal)\n"
             "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
             "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
@@ -178,6 +181,7 @@ static void parse_options(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--threads")) o->threads = (int)opt_long(name, val, 1, 1024);
         else if (!strcmp(name, "--prefetch")) o->prefetch = (int)opt_long(name, val, 0, 64);
         else if (!strcmp(name, "--max-batches")) o->max_batches = opt_long(name, val, 0, 1L << 40);
+        else if (!strcmp(name, "--max-eval-batches")) o->max_eval_batches = opt_long(name, val, 0, 1L << 40);
         else if (!strcmp(name, "--bucket-mb")) o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5);
         else if (!strcmp(name, "--first-bucket-mb")) o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5);
         else if (!strcmp(name, "--overlap")) {
@@ -281,6 +285,7 @@ static ddpc_status setup(trainer *t) {
         printf("; seed %" PRIu64 "; %d BLAS thread(s); prefetch %d", o->seed, ddpc_nn_threads(),
                t->prefetch);
         if (t->ddp) printf("; DDP overlap %s", ddpc_ddp_overlaps(t->ddp) ? "on" : "off");
+        if (o->max_eval_batches) printf("; test accuracy over at most %ld batches a process", o->max_eval_batches);
         putchar('\n');
         fflush(stdout);
     }
@@ -383,17 +388,20 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     return DDPC_OK;
 }
 
-/* Loss and accuracy over the whole test set, each rank evaluating its shard
- * (positions r, r+world, ...), then summed over ranks. The sampler pads the
- * shards to equal length by wrapping round; those repeats sit at the end of
- * a shard and are not counted, so every test sample counts exactly once. */
+/* Loss and accuracy over the whole test set (or the first --max-eval-batches
+ * batches of each shard), each rank evaluating its shard (positions r,
+ * r+world, ...), then summed over ranks. The sampler pads the shards to
+ * equal length by wrapping round; those repeats sit at the end of a shard
+ * and are not counted, so every test sample counts at most once. */
 static ddpc_status evaluate(trainer *t, epoch_sums *s) {
     memset(s, 0, sizeof *s);
     ddpc_model_train(t->m, 0);
     DDPC_CHECK(ddpc_loader_start_epoch(t->test, 0));
     size_t K = ddpc_model_out_features(t->m);
     size_t n = (size_t)t->test_ds->n, mine = (n - (size_t)t->rank + (size_t)t->world - 1) / (size_t)t->world;
-    for (size_t seen = 0, guard = 0; guard <= ddpc_loader_num_batches(t->test); guard++) {
+    size_t batches = ddpc_loader_num_batches(t->test);
+    if (t->o.max_eval_batches && (size_t)t->o.max_eval_batches < batches) batches = (size_t)t->o.max_eval_batches;
+    for (size_t seen = 0, bi = 0; bi < batches; bi++) {
         const ddpc_batch *b;
         DDPC_CHECK(ddpc_loader_next(t->test, &b));
         if (!b) break;
@@ -441,9 +449,10 @@ static ddpc_status run(trainer *t) {
                                              k ? ", " : "", phase_name[k], ph.s[k]);
                 fprintf(t->metrics,
                         "{\"epoch\": %" PRIu64 ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
-                        "\"test_loss\": %.6f, \"samples_per_s\": %.1f, \"seconds\": %.4f, \"eval_seconds\": %.4f, "
+                        "\"test_loss\": %.6f, \"test_samples\": %.0f, \"samples_per_s\": %.1f, \"seconds\": %.4f, "
+                        "\"eval_seconds\": %.4f, "
                         "\"step\": %" PRIu64 ", \"model\": \"%s\", \"world_size\": %d, \"phase_seconds\": {%s}}\n",
-                        epoch, loss, train_acc, test_acc, test_loss, sps, secs, eval_secs, t->step, o->model, t->world,
+                        epoch, loss, train_acc, test_acc, test_loss, te.v[2], sps, secs, eval_secs, t->step, o->model, t->world,
                         phs);
                 fflush(t->metrics);
             }

@@ -34,6 +34,7 @@ TEST(train_bad_options) {
         {"--optimizer adam --momentum 0.9", "--momentum is for --optimizer sgd"},
         {"--nesterov", "--nesterov needs --momentum > 0"},
         {"stray", "unexpected argument 'stray'"},
+        {"--max-eval-batches -1", "out of range"},
     };
     char out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -78,6 +79,7 @@ TEST_T(train_learns_and_writes_metrics, 300) {
         CHECK(json_field(line, "seconds") > 0);
         CHECK(json_field(line, "loss") > 0);
         CHECK(json_field(line, "train_accuracy") > 0.5);
+        CHECK_EQ(json_field(line, "test_samples"), 10000);
         n++;
     }
     fclose(f);
@@ -106,10 +108,22 @@ TEST_T(train_learns_and_writes_metrics, 300) {
 TEST_T(train_resume_matches_straight_run, 300) {
     need_data();
     const char *a = t_tmp_path("a.safetensors"), *b = t_tmp_path("b.safetensors");
-    const char *common = "--model mlp --batch-size 16 --max-batches 40 --momentum 0.9 --lr 0.05 --log-every 0 --seed 3";
+    const char *metrics = t_tmp_path("m.jsonl");
+    /* 20 of the 625 test batches: the whole test set made this test take 30
+     * minutes under valgrind */
+    const char *common = "--model mlp --batch-size 16 --max-batches 40 --max-eval-batches 20 --momentum 0.9 "
+                         "--lr 0.05 --log-every 0 --seed 3";
     char args[1024], out[8192];
-    snprintf(args, sizeof args, "%s --epochs 2 --checkpoint %s", common, a);
+    snprintf(args, sizeof args, "%s --epochs 2 --checkpoint %s --metrics %s", common, a, metrics);
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
+    CHECK_CONTAINS(out, "test accuracy over at most 20 batches a process");
+    FILE *f = fopen(metrics, "r");
+    CHECK(f != NULL);
+    char line[1024];
+    int lines = 0;
+    for (; fgets(line, sizeof line, f); lines++) CHECK_EQ(json_field(line, "test_samples"), 20 * 16);
+    fclose(f);
+    CHECK_EQ(lines, 2);
     snprintf(args, sizeof args, "%s --epochs 1 --checkpoint %s", common, b);
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
     snprintf(args, sizeof args, "%s --epochs 2 --resume %s --checkpoint %s", common, b, b);
