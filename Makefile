@@ -31,7 +31,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests test check-san check-valgrind install uninstall clean help headers-check
+.PHONY: all lib tools examples tests test check-san check-valgrind fuzz install uninstall clean help headers-check
 all: lib tools examples tests
 
 help:
@@ -42,6 +42,7 @@ help:
 	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
 	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
+	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint and store parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
 	@echo "make clean"
@@ -96,14 +97,41 @@ check-san:
 # LeakSanitizer checks them, where a test or a rank ends cleanly (harness.c);
 # the exit-time check is off, since a process forked beside a running thread
 # (the store tests' clients) would find that thread's memory lost. VG_JOBS
-# test binaries run at once.
+# test binaries run at once. --vgdb=no: a process the tests kill on purpose
+# would leave its gdbserver FIFOs in /tmp.
 VG_SLOW ?= 30
 VG_JOBS ?= 2
-VALGRIND ?= valgrind -q --error-exitcode=99 --leak-check=no --show-leak-kinds=definite \
+VALGRIND ?= valgrind -q --vgdb=no --error-exitcode=99 --leak-check=no --show-leak-kinds=definite \
   --errors-for-leak-kinds=definite --trace-children=yes --trace-children-skip=*python*
 check-valgrind: all
 	DDPC_TEST_SLOW=$(VG_SLOW) DDPC_TEST_WRAPPER="$(VALGRIND)" DDPC_BIN=$(abspath $(BUILD)/bin) \
 	  scripts/run-tests.sh -j $(VG_JOBS) $(TEST_BIN) -- $(T)
+
+# Coverage-guided fuzzing (clang's libFuzzer, with AddressSanitizer and
+# UndefinedBehaviorSanitizer) of the parsers that read what others wrote:
+# IDX files, safetensors checkpoints, the store's wire protocol. Each target
+# in tests/fuzz/ runs FUZZ_SECS seconds from tests/fuzz/corpus/NAME; new
+# inputs go to build/fuzz/corpus/NAME, and a fault's input to
+# build/fuzz/crash-* (add it to the corpus once fixed: `make test` replays
+# the corpus).
+FUZZ_TARGETS := idx ckpt store
+FUZZ_SECS ?= 60
+FUZZ_CC ?= clang
+FUZZ_SAN := address,undefined
+fuzz:
+	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzzer-no-link,$(FUZZ_SAN) build/fuzz/libddpc.a
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  $(FUZZ_CC) $(filter-out -fsanitize=%,$(CFLAGS)) -fsanitize=fuzzer,$(FUZZ_SAN) -DDDPC_FUZZ_ENTRY_$$t \
+	    tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_util.c build/fuzz/libddpc.a $(LDLIBS) -o build/fuzz/fuzz_$$t; \
+	done
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus/$$t; echo "== fuzz_$$t, $(FUZZ_SECS) s"; \
+	  if (cd build/fuzz && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ./fuzz_$$t \
+	      -max_total_time=$(FUZZ_SECS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+	      corpus/$$t ../../tests/fuzz/corpus/$$t > fuzz_$$t.log 2>&1); \
+	  then grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)' build/fuzz/fuzz_$$t.log; \
+	  else tail -n 60 build/fuzz/fuzz_$$t.log; echo "fuzz_$$t found a fault: build/fuzz/fuzz_$$t.log"; exit 1; fi; \
+	done
 
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \

@@ -4,6 +4,8 @@
 set -euo pipefail
 need=(build-essential pkg-config libopenblas-dev zlib1g-dev dataset-fashion-mnist iproute2)
 [ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libopenblas0 hyperfine time)
+# the tools of `make check-valgrind` and `make fuzz`
+[ "${DDPC_SETUP_TOOLS:-0}" = 1 ] && need+=(valgrind clang)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,13 +11,16 @@
  * the callers: these functions validate nothing beyond ignoring unknown
  * dtypes and ops.
  */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
+#endif
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
@@ -229,7 +232,9 @@ static int simd_bits(void) {
     if (s < 0) {
 #ifdef HAVE_X86
         __builtin_cpu_init();
-        s = simd_allowed && __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+        /* F16C from CPUID itself: clang 14's __builtin_cpu_supports does not know "f16c" */
+        unsigned a, b, c = 0, d;
+        s = simd_allowed && __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
         if (s && __builtin_cpu_supports("avx2")) s |= 2;
 #else
         s = 0;
