@@ -3,11 +3,14 @@
  * One server runs in this process (restarted every 1000 inputs, so the keys
  * the inputs set do not pile up). Each input is one connection: unless the
  * first byte is odd, a valid handshake goes first; then the rest of the
- * input, then the client's end of the stream.
+ * input, then the client's end of the stream; then the client reads to the
+ * end and resets the connection.
  * Promise checked: whatever a client sends, the server answers it or closes
  * that connection within a second, and keeps serving others: a well-behaved
  * client can then set and get a key.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 #include "store/proto.h"
 
 static ddpc_store_server *server;
+static ddpc_store *probe; /* a well-behaved client, kept while the server lives */
 static int port, inputs;
 
 static int raw_connect(void) {
@@ -28,7 +32,18 @@ static int raw_connect(void) {
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) fuzz_fail("cannot connect to the store");
+    if (fd < 0) fuzz_fail("socket: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        /* interrupted (libFuzzer's -timeout alarm): the connect goes on; wait for it */
+        int err = errno;
+        socklen_t len = sizeof err;
+        struct pollfd pf = {fd, POLLOUT, 0};
+        if (err == EINTR) {
+            for (int i = 0; i < 100 && poll(&pf, 1, 10) <= 0; i++) {}
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        }
+        if (err) fuzz_fail("cannot connect to the store: %s", strerror(err));
+    }
     return fd;
 }
 
@@ -45,7 +60,9 @@ static void send_some(int fd, const uint8_t *p, size_t n) {
 int fuzz_store(const uint8_t *data, size_t size) {
     if (size == 0 || size > (1u << 16)) return 0;
     if (server && ++inputs % 1000 == 0) {
+        ddpc_store_close(probe);
         ddpc_store_server_stop(server);
+        probe = NULL;
         server = NULL;
     }
     if (!server) {
@@ -62,24 +79,38 @@ int fuzz_store(const uint8_t *data, size_t size) {
     send_some(fd, data + 1, size - 1);
     shutdown(fd, SHUT_WR);
     /* the server replies, then closes: read to the end, for a second at most */
-    char buf[4096];
+    static char buf[1 << 16];
     struct pollfd pf = {fd, POLLIN, 0};
-    for (int spins = 0;; spins++) {
-        if (spins > 100 || poll(&pf, 1, 10) < 0) fuzz_fail("the server neither answered nor closed in 1 s");
-        if (!(pf.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    for (int idle = 0;;) {
+        int r = poll(&pf, 1, 10);
+        if (r < 0 && errno == EINTR) continue; /* libFuzzer's -timeout alarm */
+        if (r < 0 || idle >= 100) {
+            int fds = 0;
+            for (int k = 0; k < 65536; k++) fds += fcntl(k, F_GETFD) != -1;
+            fuzz_fail("the server neither answered nor closed in 1 s (this process has %d open files)", fds);
+        }
+        if (r == 0) {
+            idle++;
+            continue;
+        }
+        idle = 0;
         ssize_t k = recv(fd, buf, sizeof buf, 0);
         if (k <= 0) break;
     }
+    /* reset rather than close: a million inputs would otherwise fill the
+     * port range with connections in TIME_WAIT */
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
-    ddpc_store *c;
-    if (ddpc_store_connect("127.0.0.1", port, 2, &c) != DDPC_OK) fuzz_fail("connect after: %s", ddpc_last_error());
+    if (!probe && ddpc_store_connect("127.0.0.1", port, 2, &probe) != DDPC_OK)
+        fuzz_fail("connect after: %s", ddpc_last_error());
+    ddpc_store *c = probe;
     void *v = NULL;
     size_t n = 0;
     if (ddpc_store_set(c, "fuzz/probe", "ok", 2) != DDPC_OK || ddpc_store_get(c, "fuzz/probe", 2, &v, &n) != DDPC_OK ||
         n != 2 || memcmp(v, "ok", 2) != 0)
         fuzz_fail("the server stopped serving: %s", ddpc_last_error());
     free(v);
-    ddpc_store_close(c);
     return 0;
 }
 
