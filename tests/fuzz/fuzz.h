@@ -13,14 +13,12 @@
 #ifndef DDPC_FUZZ_H
 #define DDPC_FUZZ_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-__attribute__((format(printf, 1, 2), noreturn)) static inline void fuzz_fail(const char *fmt, ...);
-
-#include <stdarg.h>
-static inline void fuzz_fail(const char *fmt, ...) {
+__attribute__((format(printf, 1, 2), noreturn)) static inline void fuzz_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("fuzz: broken promise: ", stderr);

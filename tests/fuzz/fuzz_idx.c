@@ -48,9 +48,9 @@ int fuzz_idx(const uint8_t *data, size_t size) {
     ddpc_idx *x = (ddpc_idx *)(uintptr_t)1; /* must come back NULL on error */
     ddpc_status st = ddpc_idx_load(path, &x);
     if (st == DDPC_OK) {
+        if (x->ndim < 1 || x->ndim > 8) fuzz_fail("loaded with rank %d", x->ndim);
         size_t want = 1;
         for (int d = 0; d < x->ndim; d++) want *= (size_t)x->dims[d];
-        if (x->ndim < 1 || x->ndim > 8) fuzz_fail("loaded with rank %d", x->ndim);
         if (x->count != want) fuzz_fail("count %zu, dims give %zu", x->count, want);
         size_t whole = 4 + 4 * (size_t)x->ndim + x->count * elem_size(x->dtype_code);
         if (!gz && whole != n) fuzz_fail("loaded %zu bytes' worth from a %zu-byte file", whole, n);
