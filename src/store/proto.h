@@ -27,6 +27,31 @@
  * gets exactly one reply per request and the stream never desynchronises.
  * A malformed, oversized or truncated request gets RS_ERROR, then the server
  * closes that connection.
+ *
+ * The same server also speaks PyTorch's c10d TCPStore protocol (torch 1.13),
+ * told apart by a connection's first byte: 'D' opens ddpc's handshake, a
+ * byte below TQ_COUNT is a TCPStore query. TCPStore requests have no frame
+ * and no handshake; integers are little-endian, a "str"/"bytes" field is
+ * u64 len + len bytes, and the reply depends on the query:
+ *
+ *   query           request fields                 reply
+ *   TQ_SET          str key, bytes value            -
+ *   TQ_COMPARE_SET  str key, bytes expected, desired bytes: the value after the call
+ *   TQ_GET          str key                        bytes (absent key: connection closed)
+ *   TQ_ADD          str key, i64 delta             i64 new value
+ *   TQ_CHECK        u64 n, n x str key             u8 0 = all exist, 1 = not
+ *   TQ_WAIT         u64 n, n x str key             u8 0 once all exist (no timeout:
+ *                                                  the client gives up and closes)
+ *   TQ_GETNUMKEYS   -                              i64 count
+ *   TQ_DELETE_KEY   str key                        i64 keys deleted (0 or 1)
+ *
+ * TCPStore has no error reply: where ddpc's protocol answers RS_ERROR (a
+ * malformed request, add on a value that is not an integer, a get of an
+ * absent key) the server closes the connection, as torch's own server does.
+ * TQ_WATCH_KEY is not served (torch 1.13 uses it only from C++ callbacks).
+ *
+ * Both protocols decode into one store_req, which the server executes
+ * (decode.c decodes, server.c executes and encodes the reply).
  */
 #ifndef DDPC_STORE_PROTO_H
 #define DDPC_STORE_PROTO_H
@@ -54,6 +79,57 @@ enum {
 
 enum { RS_OK = 0, RS_TIMEOUT = 1, RS_ERROR = 2 };
 
+/* c10d TCPStore's QueryType values (torch 1.13, TCPStore.cpp). */
+enum {
+    TQ_SET = 0,
+    TQ_COMPARE_SET,
+    TQ_GET,
+    TQ_ADD,
+    TQ_CHECK,
+    TQ_WAIT,
+    TQ_GETNUMKEYS,
+    TQ_WATCH_KEY,
+    TQ_DELETE_KEY,
+    TQ_COUNT
+};
+enum { TCHECK_READY = 0, TCHECK_NOT_READY = 1 };
+enum { TWAIT_STOP_WAITING = 0 };
+
+/* The protocol a connection speaks. */
+enum { PROTO_DDPC = 1, PROTO_TORCH = 2 };
+
+/* One decoded request of either protocol. Pointers are borrowed from the
+ * buffer it was decoded from. Keys of CHECK and WAIT are read one after the
+ * other with store_req_key (each is a length field of lw bytes + bytes);
+ * the first key is also in key/klen. */
+typedef struct store_req {
+    int op;                     /* OP_* */
+    int proto;                  /* PROTO_*: the reply's encoding */
+    double wait_s;              /* GET/WAIT: how long it may be parked; < 0: no limit */
+    const char *key;            /* first key (not NUL-terminated) */
+    uint32_t klen;
+    uint32_t nkeys;             /* keys in the request (1 but for CHECK/WAIT/NUM_KEYS/PING) */
+    const unsigned char *keys;  /* the first key's length field */
+    int lw;                     /* bytes of a length field: 4 (ddpc) or 8 (torch) */
+    const unsigned char *v1, *v2; /* SET: v1; CAS: expected v1, desired v2 */
+    uint32_t n1, n2;
+    int64_t delta;              /* ADD */
+} store_req;
+
+/* Decodes one ddpc request body (after the u32 length). 0 on success; -1
+ * with why filled (the connection is then failed). */
+int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen);
+/* Decodes one TCPStore request from the front of buf. Returns its length in
+ * bytes, 0 when buf holds only part of it (read more), or -1 with why
+ * filled when it is malformed or exceeds a limit (key, value, key count):
+ * a partial request is refused as soon as its declared sizes are, so a
+ * connection's buffer never grows past one legitimate request. */
+long store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen);
+/* Iterates the keys of q: *p starts at q->keys; returns the key and its
+ * length, advancing *p. Only for keys a decoder accepted. */
+const char *store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen);
+const char *store_op_name(int op);
+
 /* Largest keys list one WAIT may carry. */
 #define STORE_MAX_WAIT_KEYS 65536
 /* Largest request body: a compare-set carries two values and a key. */
@@ -78,5 +154,7 @@ static inline void put_i64(unsigned char *p, int64_t v) {
 static inline int64_t get_i64(const unsigned char *p) {
     return (int64_t)((uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32);
 }
+static inline void put_u64(unsigned char *p, uint64_t v) { put_i64(p, (int64_t)v); }
+static inline uint64_t get_u64(const unsigned char *p) { return (uint64_t)get_i64(p); }
 
 #endif /* DDPC_STORE_PROTO_H */

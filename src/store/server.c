@@ -2,8 +2,12 @@
  * server.c — the store's server: one thread, non-blocking sockets
  * multiplexed with poll(), a hash table of keys.
  *
- * Every connection is a small state machine (handshake, ready, waiting on
- * keys, closing). A connection is read only while it has no reply pending,
+ * Two protocols share one table: ddpc's own (framed, with a handshake,
+ * server-side timeouts and error replies) and PyTorch's c10d TCPStore,
+ * told apart by a connection's first byte; both decode into one store_req
+ * (decode.c) executed here, and each reply is encoded in its client's
+ * protocol. Every connection is a small state machine (handshake, ready,
+ * waiting on keys, closing). A connection is read only while it has no reply pending,
  * so its memory is bounded by one request plus one reply, and a client that
  * stops reading stalls only itself. GET and WAIT park their connection until
  * the keys exist or the request's own timeout passes, at which point the
@@ -160,6 +164,9 @@ typedef struct conn {
     double deadline;      /* waiting: the request's timeout; closing: linger end */
     size_t drained;       /* closing: bytes discarded */
     int wr_shut;          /* closing: shutdown(SHUT_WR) done */
+    int proto;            /* PROTO_*, 0 until the first byte tells */
+    size_t req_len;       /* TCPStore: bytes of the request being handled */
+    store_req wq;         /* waiting: the parked GET or WAIT (points into in) */
 } conn;
 
 struct ddpc_store_server {
@@ -181,28 +188,31 @@ static void conn_free(conn *c) {
     free(c);
 }
 
-/* Queues a reply of status and payload p1 + p2; on memory shortage the
+/* Queues h + p as the connection's reply; on memory shortage the
  * connection is closed instead. */
-static void reply2(conn *c, int status, const void *p1, size_t n1, const void *p2, size_t n2) {
-    size_t len = 1 + n1 + n2;
-    unsigned char *o = malloc(4 + len);
+static void queue(conn *c, const void *h, size_t hn, const void *p, size_t n) {
+    unsigned char *o = malloc(hn + n + 1);
     if (!o) {
         DDPC_WARN(STORE, "store: out of memory replying to %s; closing it", c->peer);
         c->state = C_CLOSING;
         c->deadline = 0; /* closes at once */
         return;
     }
-    put_u32(o, (uint32_t)len);
-    o[4] = (unsigned char)status;
-    if (n1) memcpy(o + 5, p1, n1);
-    if (n2) memcpy(o + 5 + n1, p2, n2);
+    if (hn) memcpy(o, h, hn);
+    if (n) memcpy(o + hn, p, n);
     free(c->out);
     c->out = o;
-    c->out_len = 4 + len;
+    c->out_len = hn + n;
     c->out_off = 0;
 }
 
-static void reply(conn *c, int status, const void *p, size_t n) { reply2(c, status, p, n, NULL, 0); }
+/* A ddpc reply frame: status and payload. */
+static void reply(conn *c, int status, const void *p, size_t n) {
+    unsigned char h[5];
+    put_u32(h, (uint32_t)(1 + n));
+    h[4] = (unsigned char)status;
+    queue(c, h, 5, p, n);
+}
 
 static void reply_msg(conn *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -217,7 +227,8 @@ static void reply_msg(conn *c, int status, const char *fmt, ...) {
     reply(c, status, msg, (size_t)n);
 }
 
-/* Answers a protocol violation and starts closing the connection. */
+/* Answers a protocol violation (ddpc: an RS_ERROR frame; TCPStore has no
+ * error reply) and starts closing the connection. */
 static void fail_conn(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail_conn(conn *c, const char *fmt, ...) {
     char msg[512];
@@ -226,70 +237,32 @@ static void fail_conn(conn *c, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     DDPC_INFO(STORE, "store: closing %s: %s", c->peer, msg);
-    reply_msg(c, RS_ERROR, "%s", msg);
+    if (c->proto != PROTO_TORCH) reply_msg(c, RS_ERROR, "%s", msg);
     c->state = C_CLOSING;
     c->deadline = ddpc_now() + CLOSE_LINGER_S;
 }
 
-/* A cursor over a request body; every take fails once the body is short. */
-typedef struct cur {
-    const unsigned char *p;
-    size_t left;
-    int bad;
-} cur;
+/* A request that cannot be served: ddpc answers RS_ERROR and goes on;
+ * a TCPStore client is disconnected, as torch's own server does. */
+#define refuse(c, ...) \
+    ((c)->proto == PROTO_TORCH ? fail_conn((c), __VA_ARGS__) : reply_msg((c), RS_ERROR, __VA_ARGS__))
 
-static uint32_t take_u32(cur *r) {
-    if (r->bad) return 0;
-    if (r->left < 4) { r->bad = 1; return 0; }
-    uint32_t v = get_u32(r->p);
-    r->p += 4;
-    r->left -= 4;
-    return v;
-}
-static int64_t take_i64(cur *r) {
-    if (r->bad) return 0;
-    if (r->left < 8) { r->bad = 1; return 0; }
-    int64_t v = get_i64(r->p);
-    r->p += 8;
-    r->left -= 8;
-    return v;
-}
-/* A u32-length-prefixed field of at most max bytes. */
-static const unsigned char *take_bytes(cur *r, uint64_t max, uint32_t *n) {
-    uint32_t len = take_u32(r);
-    *n = 0;
-    if (r->bad) return NULL;
-    if (len > max || len > r->left) { r->bad = 1; return NULL; }
-    const unsigned char *p = r->p;
-    r->p += len;
-    r->left -= len;
-    *n = len;
-    return p;
-}
-
-static const char *op_name(int op) {
-    static const char *names[] = {"?", "set", "get", "add", "compare_set", "wait",
-                                  "check", "delete", "num_keys", "ping"};
-    return op > 0 && op < OP_COUNT ? names[op] : "?";
-}
-
-/* Decodes a key field, failing the connection when it is missing, empty or
- * longer than DDPC_STORE_MAX_KEY. */
-static const char *take_key(conn *c, cur *r, uint32_t *kn, int op) {
-    uint32_t len = r->left >= 4 ? get_u32(r->p) : 0;
-    if (!r->bad && r->left >= 4 && len > DDPC_STORE_MAX_KEY) {
-        fail_conn(c, "%s: key of %u bytes exceeds DDPC_STORE_MAX_KEY (%d)", op_name(op), len,
-                  DDPC_STORE_MAX_KEY);
-        r->bad = 2;
-        return NULL;
+/* An OK answer in the connection's protocol: ddpc frames it; TCPStore
+ * sends the payload alone, after its u64 length when with_len. */
+static void answer(conn *c, const void *p, size_t n, int with_len) {
+    if (c->proto == PROTO_DDPC) {
+        reply(c, RS_OK, p, n);
+        return;
     }
-    const char *k = (const char *)take_bytes(r, DDPC_STORE_MAX_KEY, kn);
-    if (!r->bad && *kn == 0) {
-        fail_conn(c, "%s: empty key", op_name(op));
-        r->bad = 2;
-        return NULL;
-    }
-    return k;
+    unsigned char l[8];
+    put_u64(l, n);
+    queue(c, l, with_len ? 8 : 0, p, n);
+}
+
+static void answer_i64(conn *c, int64_t v) {
+    unsigned char b[8];
+    put_i64(b, v);
+    answer(c, b, 8, 0);
 }
 
 /* Parses a stored value as a decimal int64 (what add writes). */
@@ -314,209 +287,169 @@ static int parse_int(const unsigned char *v, size_t n, int64_t *out) {
     return 0;
 }
 
-/* Re-examines a parked GET or WAIT (its frame is still in c->in): replies
- * when its keys exist, or RS_TIMEOUT once its deadline has passed. */
-static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
-    cur r = {c->in + 5, c->in_have - 5, 0};
-    int op = c->in[4];
-    take_u32(&r); /* timeout, already in c->deadline */
-    if (op == OP_GET) {
-        uint32_t kn;
-        const char *k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-        entry *e = tab_find(&s->tab, k, kn);
-        if (e) reply(c, RS_OK, e->val, e->vlen);
-        else if (now >= c->deadline)
-            reply_msg(c, RS_TIMEOUT, "key '%.*s' was not set in time", (int)(kn > 200 ? 200 : kn), k);
-        else return;
-    } else {
-        uint32_t n = take_u32(&r), missing = 0;
-        char msg[800];
-        size_t used = 0;
-        int cut = 0;
-        msg[0] = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            uint32_t kn;
-            const char *k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-            if (tab_find(&s->tab, k, kn)) continue;
-            if (missing++ == 0 && now < c->deadline) return; /* not done, not expired */
-            if (used + kn + 8 < sizeof msg)
-                used += (size_t)snprintf(msg + used, sizeof msg - used, "%s'%.*s'", used ? ", " : "",
-                                         (int)kn, k);
-            else cut = 1;
-        }
-        if (missing == 0) reply(c, RS_OK, NULL, 0);
-        else
-            reply_msg(c, RS_TIMEOUT, "%u of %u keys were not set in time: %s%s", missing, n, msg,
-                      cut ? ", ..." : "");
-    }
-    if (c->state == C_WAITING) c->state = C_READY;
-    c->in_have = 0;
+/* The request just handled is done: drop its bytes from the input (a
+ * TCPStore client may have sent the next ones behind it). */
+static void req_done(conn *c) {
+    size_t n = c->proto == PROTO_TORCH ? c->req_len : c->in_have;
+    if (n < c->in_have) memmove(c->in, c->in + n, c->in_have - n);
+    c->in_have -= n;
+    c->req_len = 0;
 }
 
-/* Handles one complete request frame in c->in (c->in_have bytes). */
-static void handle_request(struct ddpc_store_server *s, conn *c) {
-    int op = c->in[4];
-    cur r = {c->in + 5, c->in_have - 5, 0};
-    uint32_t kn = 0, n1 = 0, n2 = 0;
-    const char *k = NULL;
-    const unsigned char *v1, *v2;
-    unsigned char num[24];
-
-    if (op <= 0 || op >= OP_COUNT) {
-        fail_conn(c, "unknown operation %d", op);
-        return;
+/* Number of q's keys missing from the table; their names go into msg. */
+static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req *q, char *msg, size_t ml,
+                             int *cut) {
+    const unsigned char *p = q->keys;
+    uint32_t missing = 0;
+    size_t used = 0;
+    msg[0] = 0;
+    *cut = 0;
+    for (uint32_t i = 0; i < q->nkeys; i++) {
+        uint32_t kn;
+        const char *k = store_req_key(q, &p, &kn);
+        if (tab_find(&s->tab, k, kn)) continue;
+        missing++;
+        if (used + kn + 8 < ml)
+            used += (size_t)snprintf(msg + used, ml - used, "%s'%.*s'", used ? ", " : "", (int)kn, k);
+        else *cut = 1;
     }
-    if (op == OP_GET || op == OP_WAIT) {
-        uint32_t ms = take_u32(&r);
-        double now = ddpc_now();
-        c->deadline = now + ms / 1000.0;
-        if (op == OP_GET) {
-            k = take_key(c, &r, &kn, op);
+    return missing;
+}
+
+/* Re-examines a parked GET or WAIT (c->wq, whose bytes are still in c->in):
+ * replies when its keys exist, or RS_TIMEOUT once its deadline has passed
+ * (a TCPStore wait has none: its client gives up by closing). */
+static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
+    const store_req *q = &c->wq;
+    if (q->op == OP_GET) {
+        entry *e = tab_find(&s->tab, q->key, q->klen);
+        if (e) reply(c, RS_OK, e->val, e->vlen);
+        else if (now >= c->deadline)
+            reply_msg(c, RS_TIMEOUT, "key '%.*s' was not set in time", (int)(q->klen > 200 ? 200 : q->klen), q->key);
+        else return;
+    } else {
+        char msg[800];
+        int cut;
+        uint32_t missing = missing_keys(s, q, msg, sizeof msg, &cut);
+        if (missing && now < c->deadline) return;
+        if (missing == 0) {
+            unsigned char stop = TWAIT_STOP_WAITING;
+            answer(c, &stop, c->proto == PROTO_TORCH, 0);
         } else {
-            uint32_t n = take_u32(&r);
-            if (!r.bad && (n == 0 || n > STORE_MAX_WAIT_KEYS)) {
-                fail_conn(c, "wait: %u keys is outside [1, %d]", n, STORE_MAX_WAIT_KEYS);
-                return;
-            }
-            for (uint32_t i = 0; i < n && !r.bad; i++) take_key(c, &r, &kn, op);
+            reply_msg(c, RS_TIMEOUT, "%u of %u keys were not set in time: %s%s", missing, q->nkeys, msg,
+                      cut ? ", ..." : "");
         }
-        if (r.bad == 2) return;
-        if (r.bad || r.left) {
-            fail_conn(c, "%s: malformed request of %zu bytes", op_name(op), c->in_have - 4);
-            return;
-        }
+    }
+    if (c->state == C_WAITING) c->state = C_READY;
+    req_done(c);
+}
+
+/* Executes one decoded request: answers it, parks it (GET and WAIT whose
+ * keys are missing) or refuses it. */
+static void handle_request(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    unsigned char num[24];
+    const char *k = q->key;
+    uint32_t kn = q->klen;
+    int kshow = (int)(kn > 200 ? 200 : kn);
+    entry *e;
+    if (q->op == OP_WAIT || (q->op == OP_GET && q->proto == PROTO_DDPC)) {
+        double now = ddpc_now();
+        c->wq = *q;
+        c->deadline = q->wait_s < 0 ? 1e300 : now + q->wait_s;
         c->state = C_WAITING;
         check_waiter(s, c, now);
         return;
     }
-
-    switch (op) {
-    case OP_SET:
-        k = take_key(c, &r, &kn, op);
-        if (r.bad == 2) return;
-        if (!r.bad && r.left >= 4 && get_u32(r.p) > DDPC_STORE_MAX_VALUE) {
-            fail_conn(c, "set: value of %u bytes exceeds DDPC_STORE_MAX_VALUE (%u)", get_u32(r.p),
-                      DDPC_STORE_MAX_VALUE);
+    switch (q->op) {
+    case OP_GET: /* TCPStore: clients wait first; an absent key ends the connection */
+        if (!(e = tab_find(&s->tab, k, kn))) {
+            fail_conn(c, "get: key '%.*s' does not exist", kshow, k);
             return;
         }
-        v1 = take_bytes(&r, DDPC_STORE_MAX_VALUE, &n1);
+        answer(c, e->val, e->vlen, 1);
         break;
-    case OP_ADD:
-    case OP_CHECK:
-    case OP_DELETE:
-        k = take_key(c, &r, &kn, op);
-        if (op == OP_ADD) take_i64(&r);
-        break;
-    case OP_CAS:
-        k = take_key(c, &r, &kn, op);
-        if (r.bad == 2) return;
-        v1 = take_bytes(&r, DDPC_STORE_MAX_VALUE, &n1);
-        v2 = take_bytes(&r, DDPC_STORE_MAX_VALUE, &n2);
-        break;
-    default:
-        break;
-    }
-    if (r.bad == 2) return;
-    if (r.bad || r.left) {
-        fail_conn(c, "%s: malformed request of %zu bytes", op_name(op), c->in_have - 4);
-        return;
-    }
-
-    /* the request is well formed: execute it */
-    r = (cur){c->in + 5, c->in_have - 5, 0};
-    switch (op) {
     case OP_SET:
-        k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-        v1 = take_bytes(&r, DDPC_STORE_MAX_VALUE, &n1);
-        if (tab_set(&s->tab, k, kn, v1, n1) != 0) {
-            reply_msg(c, RS_ERROR, "set: server out of memory");
+        if (tab_set(&s->tab, k, kn, q->v1, q->n1) != 0) {
+            refuse(c, "set: server out of memory");
             break;
         }
         s->dirty = 1;
-        reply(c, RS_OK, NULL, 0);
+        if (c->proto == PROTO_DDPC) reply(c, RS_OK, NULL, 0);
         break;
     case OP_ADD: {
-        k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-        int64_t delta = take_i64(&r), cur_v = 0, res;
-        entry *e = tab_find(&s->tab, k, kn);
+        int64_t cur_v = 0, res;
+        e = tab_find(&s->tab, k, kn);
         if (e && parse_int(e->val, e->vlen, &cur_v) != 0) {
-            reply_msg(c, RS_ERROR, "add: the value of key '%.*s' is not an integer",
-                      (int)(kn > 200 ? 200 : kn), k);
+            refuse(c, "add: the value of key '%.*s' is not an integer", kshow, k);
             break;
         }
-        if (__builtin_add_overflow(cur_v, delta, &res)) {
-            reply_msg(c, RS_ERROR, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v,
-                      delta, (int)(kn > 200 ? 200 : kn), k);
+        if (__builtin_add_overflow(cur_v, q->delta, &res)) {
+            refuse(c, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v, q->delta, kshow, k);
             break;
         }
         int len = snprintf((char *)num, sizeof num, "%" PRId64, res);
         if (tab_set(&s->tab, k, kn, num, (size_t)len) != 0) {
-            reply_msg(c, RS_ERROR, "add: server out of memory");
+            refuse(c, "add: server out of memory");
             break;
         }
         s->dirty = 1;
-        put_i64(num, res);
-        reply(c, RS_OK, num, 8);
+        answer_i64(c, res);
         break;
     }
-    case OP_CAS: {
-        k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-        v1 = take_bytes(&r, DDPC_STORE_MAX_VALUE, &n1);
-        v2 = take_bytes(&r, DDPC_STORE_MAX_VALUE, &n2);
-        entry *e = tab_find(&s->tab, k, kn);
+    case OP_CAS:
+        e = tab_find(&s->tab, k, kn);
         /* torch's TCPStore: absent and expected empty -> set; absent and
          * expected non-empty -> answer expected; present -> swap if equal. */
-        if (!e) {
-            if (n1 == 0) {
-                if (tab_set(&s->tab, k, kn, v2, n2) != 0) {
-                    reply_msg(c, RS_ERROR, "compare_set: server out of memory");
-                    break;
-                }
-                s->dirty = 1;
-                reply(c, RS_OK, v2, n2);
-            } else {
-                reply(c, RS_OK, v1, n1);
+        if (!e && q->n1) {
+            answer(c, q->v1, q->n1, 1);
+            break;
+        }
+        if (!e || (e->vlen == q->n1 && memcmp(e->val, q->v1, q->n1) == 0)) {
+            if (tab_set(&s->tab, k, kn, q->v2, q->n2) != 0) {
+                refuse(c, "compare_set: server out of memory");
+                break;
             }
+            s->dirty = 1;
+            e = tab_find(&s->tab, k, kn);
+        }
+        answer(c, e->val, e->vlen, 1);
+        break;
+    case OP_CHECK: {
+        char msg[8];
+        int cut;
+        int all = missing_keys(s, q, msg, sizeof msg, &cut) == 0;
+        num[0] = (unsigned char)(c->proto == PROTO_TORCH ? (all ? TCHECK_READY : TCHECK_NOT_READY) : all);
+        answer(c, num, 1, 0);
+        break;
+    }
+    case OP_DELETE: {
+        int del = tab_del(&s->tab, k, kn);
+        if (c->proto == PROTO_TORCH) {
+            answer_i64(c, del);
         } else {
-            if (e->vlen == n1 && memcmp(e->val, v1, n1) == 0) {
-                if (tab_set(&s->tab, k, kn, v2, n2) != 0) {
-                    reply_msg(c, RS_ERROR, "compare_set: server out of memory");
-                    break;
-                }
-                s->dirty = 1;
-                e = tab_find(&s->tab, k, kn);
-            }
-            reply(c, RS_OK, e->val, e->vlen);
+            num[0] = (unsigned char)del;
+            reply(c, RS_OK, num, 1);
         }
         break;
     }
-    case OP_CHECK:
-        k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-        num[0] = tab_find(&s->tab, k, kn) != NULL;
-        reply(c, RS_OK, num, 1);
-        break;
-    case OP_DELETE:
-        k = (const char *)take_bytes(&r, DDPC_STORE_MAX_KEY, &kn);
-        num[0] = (unsigned char)tab_del(&s->tab, k, kn);
-        reply(c, RS_OK, num, 1);
-        break;
     case OP_NUM_KEYS:
-        put_i64(num, (int64_t)s->tab.n);
-        reply(c, RS_OK, num, 8);
+        answer_i64(c, (int64_t)s->tab.n);
         break;
     case OP_PING:
         reply(c, RS_OK, NULL, 0);
         break;
     }
-    c->in_have = 0;
+    if (c->state == C_READY) req_done(c);
 }
 
+/* The first 8 bytes of a connection that did not open with a TCPStore query. */
 static void handle_handshake(conn *c) {
     uint32_t magic = get_u32(c->in), ver = get_u32(c->in + 4);
     c->in_have = 0;
+    c->proto = PROTO_DDPC;
     if (magic != STORE_MAGIC) {
-        fail_conn(c, "bad handshake: magic 0x%08x is not ddpc's store protocol (0x%08x)", magic,
-                  STORE_MAGIC);
+        fail_conn(c, "bad handshake: magic 0x%08x is not ddpc's store protocol (0x%08x) nor a TCPStore query",
+                  magic, STORE_MAGIC);
         return;
     }
     if (ver != STORE_VERSION) {
@@ -530,10 +463,14 @@ static void handle_handshake(conn *c) {
     c->state = C_READY;
 }
 
-/* Bytes the frame being read needs in total, or 0 when its header says it
- * is too large or empty (the connection has then been failed). */
+/* Bytes the input buffer should hold before the next step, or 0 when a
+ * frame's header says it is too large or empty (the connection has then
+ * been failed). A TCPStore request has no length: read what comes, the
+ * decoder bounds it. */
 static size_t frame_need(conn *c) {
-    if (c->state == C_HANDSHAKE) return 8;
+    if (c->state == C_HANDSHAKE) return c->in_have ? 8 : 1;
+    if (c->proto == PROTO_TORCH) /* room doubles, from 4 KiB to READ_CHUNK */
+        return c->in_have + (c->in_have < 4096 ? 4096 : c->in_have < READ_CHUNK ? c->in_have : READ_CHUNK);
     if (c->in_have < 4) return 4;
     uint32_t len = get_u32(c->in);
     if (len == 0) {
@@ -546,6 +483,26 @@ static size_t frame_need(conn *c) {
         return 0;
     }
     return 4 + (size_t)len;
+}
+
+/* TCPStore: handles the requests already in the buffer, in order, until
+ * one is incomplete, parks, or leaves a reply that cannot be written yet. */
+static int conn_write(conn *c);
+static int torch_pump(struct ddpc_store_server *s, conn *c) {
+    while (c->proto == PROTO_TORCH && c->state == C_READY && c->in_have) {
+        if (c->out_len) {
+            if (conn_write(c) < 0) return -1;
+            if (c->out_len) return 0;
+        }
+        store_req q;
+        char why[256];
+        long n = store_decode_torch(c->in, c->in_have, &q, why, sizeof why);
+        if (n < 0) fail_conn(c, "%s", why);
+        if (n <= 0) return 0;
+        c->req_len = (size_t)n;
+        handle_request(s, c, &q);
+    }
+    return 0;
 }
 
 /* Reads what is available of the current frame; handles it when complete.
@@ -561,15 +518,13 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
         if (want > c->in_cap) {
             size_t dbl = c->in_cap * 2 < need ? c->in_cap * 2 : need;
             if (dbl > want) want = dbl;
-            {
-                unsigned char *p = realloc(c->in, want);
-                if (!p) {
-                    DDPC_WARN(STORE, "store: out of memory reading from %s; dropping it", c->peer);
-                    return -1;
-                }
-                c->in = p;
-                c->in_cap = want;
+            unsigned char *p = realloc(c->in, want);
+            if (!p) {
+                DDPC_WARN(STORE, "store: out of memory reading from %s; dropping it", c->peer);
+                return -1;
             }
+            c->in = p;
+            c->in_cap = want;
         }
         size_t room = (c->in_cap < need ? c->in_cap : need) - c->in_have;
         ssize_t n = recv(c->fd, c->in + c->in_have, room, MSG_DONTWAIT);
@@ -580,15 +535,29 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
             return -1;
         }
         if (n == 0) {
-            if (c->in_have == 0) return -1; /* clean close between frames */
-            fail_conn(c, "truncated frame: the connection closed after %zu of %zu bytes", c->in_have,
-                      need);
+            if (c->in_have == 0) return -1; /* clean close between requests */
+            fail_conn(c, "truncated %s: the connection closed after %zu bytes", 
+                      c->proto == PROTO_TORCH ? "TCPStore request" : "frame", c->in_have);
             return 0;
         }
         c->in_have += (size_t)n;
+        if (c->state == C_HANDSHAKE && c->in[0] < TQ_COUNT) { /* a TCPStore client */
+            c->proto = PROTO_TORCH;
+            c->state = C_READY;
+        }
+        if (c->proto == PROTO_TORCH) {
+            if (torch_pump(s, c) < 0) return -1;
+            continue;
+        }
+        if (c->state == C_HANDSHAKE) {
+            if (c->in_have == 8) handle_handshake(c);
+            continue;
+        }
         if (c->in_have < need || need == 4) continue;
-        if (c->state == C_HANDSHAKE) handle_handshake(c);
-        else handle_request(s, c);
+        store_req q;
+        char why[256];
+        if (store_decode_ddpc(c->in + 4, c->in_have - 4, &q, why, sizeof why) != 0) fail_conn(c, "%s", why);
+        else handle_request(s, c, &q);
     }
     return 0;
 }
@@ -733,6 +702,7 @@ static void *server_main(void *arg) {
                 (c->state == C_HANDSHAKE || c->state == C_READY))
                 drop = conn_read(s, c) < 0;
             if (!drop && c->state == C_WAITING && now >= c->deadline) check_waiter(s, c, now);
+            if (!drop) drop = torch_pump(s, c) < 0; /* requests queued behind one just answered */
             if (!drop && c->out_len && c->out_off == 0) drop = conn_write(c) < 0; /* answer at once */
             if (!drop && c->state == C_CLOSING) drop = conn_close_step(c, now) < 0;
             if (drop) {
@@ -746,7 +716,7 @@ static void *server_main(void *arg) {
                 conn *c = s->conns[i];
                 if (!c || c->state != C_WAITING) continue;
                 check_waiter(s, c, now);
-                if (c->out_len && conn_write(c) < 0) {
+                if (torch_pump(s, c) < 0 || (c->out_len && conn_write(c) < 0)) {
                     conn_free(c);
                     s->conns[i] = NULL;
                 }

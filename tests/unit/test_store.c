@@ -371,10 +371,11 @@ TEST(store_survives_garbage_and_bad_handshakes) {
     expect_error_then_close(fd, "version 99 is not supported");
     good_client_works(port);
 
-    /* the client side reports a refused handshake clearly */
+    /* the client side reports a refused handshake clearly (a first byte
+     * below 9 would be a TCPStore query) */
     fd = raw_connect(port);
-    raw_send(fd, "\0\0\0\0\0\0\0\0", 8);
-    expect_error_then_close(fd, "magic 0x00000000");
+    raw_send(fd, "\xff\0\0\0\0\0\0\0", 8);
+    expect_error_then_close(fd, "magic 0x000000ff");
 
     /* random bytes after a good handshake */
     fd = raw_connect(port);

@@ -1,0 +1,189 @@
+/*
+ * decode.c — the store's request decoders: ddpc's framed protocol and
+ * PyTorch's c10d TCPStore protocol, both into one store_req (proto.h).
+ *
+ * Decoders only read: they check every length against what is there and
+ * against the store's limits, and name the first problem. Executing a
+ * request and encoding its reply is the server's job (server.c).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "store/proto.h"
+
+const char *store_op_name(int op) {
+    static const char *names[] = {"?", "set", "get", "add", "compare_set", "wait",
+                                  "check", "delete", "num_keys", "ping"};
+    return op > 0 && op < OP_COUNT ? names[op] : "?";
+}
+
+/* A cursor over a request; lw is the width of its length fields. */
+typedef struct cur {
+    const unsigned char *p;
+    size_t left;
+    int lw;
+    int short_; /* ran past the end */
+} cur;
+
+static int take_n(cur *r, size_t n, const unsigned char **at) {
+    if (r->short_ || r->left < n) {
+        r->short_ = 1;
+        return -1;
+    }
+    *at = r->p;
+    r->p += n;
+    r->left -= n;
+    return 0;
+}
+
+/* A length field (4 or 8 bytes). */
+static int take_len(cur *r, uint64_t *v) {
+    const unsigned char *at;
+    if (take_n(r, (size_t)r->lw, &at)) return -1;
+    *v = r->lw == 4 ? get_u32(at) : get_u64(at);
+    return 0;
+}
+
+/* A length-prefixed field of at most max bytes. 0 ok, -1 short, -2 too long
+ * (*n then holds the declared length). */
+static int take_field(cur *r, uint64_t max, const unsigned char **at, uint64_t *n) {
+    if (take_len(r, n)) return -1;
+    if (*n > max) return -2;
+    return take_n(r, (size_t)*n, at);
+}
+
+/* A key field: non-empty, at most DDPC_STORE_MAX_KEY bytes. -2 names the
+ * problem in why. */
+static int take_key(cur *r, int op, const unsigned char **at, uint32_t *kn, char *why, size_t wl) {
+    uint64_t n = 0;
+    int rc = take_field(r, DDPC_STORE_MAX_KEY, at, &n);
+    if (rc == -2) {
+        snprintf(why, wl, "%s: key of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_KEY (%d)", store_op_name(op), n,
+                 DDPC_STORE_MAX_KEY);
+        return -2;
+    }
+    if (rc == 0 && n == 0) {
+        snprintf(why, wl, "%s: empty key", store_op_name(op));
+        return -2;
+    }
+    *kn = (uint32_t)n;
+    return rc;
+}
+
+/* A value field of at most DDPC_STORE_MAX_VALUE bytes. */
+static int take_value(cur *r, int op, const unsigned char **at, uint32_t *vn, char *why, size_t wl) {
+    uint64_t n = 0;
+    int rc = take_field(r, DDPC_STORE_MAX_VALUE, at, &n);
+    if (rc == -2)
+        snprintf(why, wl, "%s: value of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_VALUE (%u)", store_op_name(op), n,
+                 DDPC_STORE_MAX_VALUE);
+    *vn = (uint32_t)n;
+    return rc;
+}
+
+/* The fields after the op (and, for ddpc's GET/WAIT, the timeout): shared by
+ * both protocols, which differ only in the width of length fields and in
+ * CHECK taking one key (ddpc) or a list (torch). Returns 0, -1 (short) or
+ * -2 (why filled). */
+static int take_fields(cur *r, store_req *q, int check_list, char *why, size_t wl) {
+    int rc;
+    q->nkeys = 1;
+    if (q->op == OP_NUM_KEYS || q->op == OP_PING) {
+        q->nkeys = 0;
+        return 0;
+    }
+    if (q->op == OP_WAIT || (q->op == OP_CHECK && check_list)) {
+        uint64_t n;
+        if (take_len(r, &n)) return -1;
+        if (n == 0 || n > STORE_MAX_WAIT_KEYS) {
+            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [1, %d]", store_op_name(q->op), n,
+                     STORE_MAX_WAIT_KEYS);
+            return -2;
+        }
+        q->nkeys = (uint32_t)n;
+    }
+    q->keys = r->p;
+    for (uint32_t i = 0; i < q->nkeys; i++) {
+        const unsigned char *k;
+        uint32_t kn;
+        if ((rc = take_key(r, q->op, &k, &kn, why, wl))) return rc;
+        if (i == 0) {
+            q->key = (const char *)k;
+            q->klen = kn;
+        }
+    }
+    const unsigned char *d;
+    switch (q->op) {
+    case OP_SET:
+        return take_value(r, q->op, &q->v1, &q->n1, why, wl);
+    case OP_CAS:
+        if ((rc = take_value(r, q->op, &q->v1, &q->n1, why, wl))) return rc;
+        return take_value(r, q->op, &q->v2, &q->n2, why, wl);
+    case OP_ADD:
+        if (take_n(r, 8, &d)) return -1;
+        q->delta = get_i64(d);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen) {
+    memset(q, 0, sizeof *q);
+    q->proto = PROTO_DDPC;
+    q->lw = 4;
+    cur r = {body, len, 4, 0};
+    const unsigned char *at;
+    if (take_n(&r, 1, &at)) {
+        snprintf(why, whylen, "empty frame");
+        return -1;
+    }
+    q->op = at[0];
+    if (q->op <= 0 || q->op >= OP_COUNT) {
+        snprintf(why, whylen, "unknown operation %d", q->op);
+        return -1;
+    }
+    if (q->op == OP_GET || q->op == OP_WAIT) {
+        if (take_n(&r, 4, &at) == 0) q->wait_s = get_u32(at) / 1000.0;
+    }
+    int rc = take_fields(&r, q, 0, why, whylen);
+    if (rc == -2) return -1;
+    if (rc || r.short_ || r.left) {
+        snprintf(why, whylen, "%s: malformed request of %zu bytes", store_op_name(q->op), len);
+        return -1;
+    }
+    return 0;
+}
+
+long store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen) {
+    static const int op_of[TQ_COUNT] = {
+        [TQ_SET] = OP_SET,     [TQ_COMPARE_SET] = OP_CAS,  [TQ_GET] = OP_GET,
+        [TQ_ADD] = OP_ADD,     [TQ_CHECK] = OP_CHECK,      [TQ_WAIT] = OP_WAIT,
+        [TQ_GETNUMKEYS] = OP_NUM_KEYS, [TQ_WATCH_KEY] = 0, [TQ_DELETE_KEY] = OP_DELETE,
+    };
+    memset(q, 0, sizeof *q);
+    q->proto = PROTO_TORCH;
+    q->lw = 8;
+    q->wait_s = -1;
+    if (len == 0) return 0;
+    if (buf[0] >= TQ_COUNT || !op_of[buf[0]]) {
+        snprintf(why, whylen, "TCPStore query type %d is %s", buf[0],
+                 buf[0] == TQ_WATCH_KEY ? "not served (watch_key)" : "unknown");
+        return -1;
+    }
+    q->op = op_of[buf[0]];
+    cur r = {buf + 1, len - 1, 8, 0};
+    int rc = take_fields(&r, q, 1, why, whylen);
+    if (rc == -2) return -1;
+    if (rc || r.short_) return 0;
+    return (long)(len - r.left);
+}
+
+const char *store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen) {
+    uint64_t n = q->lw == 4 ? get_u32(*p) : get_u64(*p);
+    const char *k = (const char *)*p + q->lw;
+    *p += (size_t)q->lw + n;
+    *klen = (uint32_t)n;
+    return k;
+}
