@@ -12,6 +12,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ddpc/data.h"
 #include "ddpc/ddp.h"
@@ -27,7 +28,9 @@
     } while (0)
 
 int main(int argc, char **argv) {
-    const char *data = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";
+    const char *data = "/usr/share/datasets/fashion-mnist";
+    for (int i = 1; i < argc; i++) /* torch.distributed.launch adds --local_rank=N */
+        if (strncmp(argv[i], "--local", 7) != 0) data = argv[i];
     ddpc_comm *comm;
     TRY(ddpc_comm_init_env(&comm)); /* dist.init_process_group(init_method='env://') */
     int rank = ddpc_comm_rank(comm), world = ddpc_comm_size(comm);

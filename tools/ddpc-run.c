@@ -5,10 +5,12 @@
  *   ddpc-run [options] PROGRAM [ARGS...]
  *
  * On each node one ddpc-run starts --nproc-per-node workers. The launcher
- * of node 0 hosts a store (MASTER_ADDR, port MASTER_PORT+1 by default); the
- * launchers of all nodes join through it, start their workers together,
- * watch them, and stop or restart them together. MASTER_PORT itself is left
- * free for the workers (a PyTorch rank 0 hosts its own TCPStore there).
+ * of node 0 hosts the job's store at MASTER_ADDR:MASTER_PORT, as torchrun's
+ * agent does; the launchers of all nodes join through it, start their
+ * workers together, watch them, and stop or restart them together. Workers
+ * are told TORCHELASTIC_USE_AGENT_STORE=True and meet in the same store: a
+ * ddpc program with ddpc's protocol, a PyTorch program with c10d TCPStore's
+ * (the server speaks both), each under its own keys.
  *
  * One thread runs everything (the store server has its own): an event loop
  * over a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP) and the workers' output
@@ -65,7 +67,7 @@ typedef struct opts {
     int node_rank;
     char master_addr[256];
     int master_port;
-    int store_port;         /* 0 = master_port + 1 */
+    int rdzv_port;          /* --rdzv-endpoint's port: wins over --master-port, as in torchrun */
     int standalone;
     int max_restarts;
     double monitor_interval;  /* seconds between heartbeats / remote checks */
@@ -87,8 +89,9 @@ static void usage(FILE *f) {
 "\n"
 "Starts --nproc-per-node copies of PROGRAM on this node with torchrun's\n"
 "environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
-"ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*,\n"
-"DDPC_RESTART_COUNT, DDPC_STORE_ADDR, DDPC_STORE_PORT), prefixes their output\n"
+"ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*), hosts\n"
+"the job's store at MASTER_ADDR:MASTER_PORT on node 0 (the workers use it as\n"
+"torchrun's agent store: TORCHELASTIC_USE_AGENT_STORE=True), prefixes their output\n"
 "lines with \"[rank]: \", and stops every worker on every node when one fails.\n"
 "Every option is also accepted with underscores (--nproc_per_node) and as\n"
 "\"--opt value\" as well as \"--opt=value\".\n"
@@ -98,9 +101,7 @@ static void usage(FILE *f) {
 "  --node-rank=R          this node's rank, 0..nnodes-1 (default 0); node R's\n"
 "                         workers are ranks R*N .. R*N+N-1\n"
 "  --master-addr=HOST     host of node 0 (default 127.0.0.1)\n"
-"  --master-port=PORT     port left free for the workers' rank 0 (default 29500)\n"
-"  --store-port=PORT      port of the launchers' store on node 0 (default\n"
-"                         MASTER_PORT+1; also DDPC_LAUNCHER_STORE_PORT)\n"
+"  --master-port=PORT     port of the job's store on node 0 (default 29500)\n"
 "  --standalone           one node on free ports (ignores --master-*)\n"
 "  --max-restarts=K       restart all workers on all nodes up to K times (default 0)\n"
 "  --monitor-interval=S   seconds between heartbeats and checks of other nodes\n"
@@ -112,8 +113,8 @@ static void usage(FILE *f) {
 "                         workers (default 5; also DDPC_KILL_GRACE)\n"
 "  --run-id=ID            job id shared by all nodes (default \"none\")\n"
 "  --rdzv-id=ID           same as --run-id\n"
-"  --rdzv-endpoint=H[:P]  node 0's host and the launchers' store port (as\n"
-"                         --master-addr=H --store-port=P)\n"
+"  --rdzv-endpoint=H[:P]  node 0's host and the store's port (as\n"
+"                         --master-addr=H --master-port=P)\n"
 "  --rdzv-backend=B       c10d or static: accepted for torchrun's command lines\n"
 "  --start-method=M       spawn, fork or forkserver: accepted, workers are always exec'd\n"
 "  --log-dir=DIR          write DIR/<run-id>/attempt_<restart>/<rank>/{stdout,stderr}.log\n"
@@ -193,12 +194,6 @@ static void parse_args(int argc, char **argv, opts *o) {
     o->hb_timeout = env_real("DDPC_HEARTBEAT_TIMEOUT", 0.001, 1e7);
     o->grace = env_real("DDPC_KILL_GRACE", 0, 1e6);
     snprintf(o->run_id, sizeof o->run_id, "none");
-    if (ddpc_env_isset("DDPC_LAUNCHER_STORE_PORT")) {
-        long p;
-        if (ddpc_env_long("DDPC_LAUNCHER_STORE_PORT", 1, 65535, &p) != DDPC_OK)
-            die_usage("%s", ddpc_last_error());
-        o->store_port = (int)p;
-    }
     int have_redirects = 0, have_tee = 0, i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -238,7 +233,7 @@ static void parse_args(int argc, char **argv, opts *o) {
             if (eq) die_usage("--%s takes no value", name);
         } else {
             static const char *known[] = {"nproc-per-node", "nnodes", "node-rank", "master-addr",
-                                          "master-port", "store-port", "max-restarts",
+                                          "master-port", "max-restarts",
                                           "monitor-interval", "heartbeat-timeout", "join-timeout",
                                           "grace", "run-id", "rdzv-id", "log-dir", "redirects", "tee",
                                           "rdzv-endpoint", "rdzv-backend", "start-method", NULL};
@@ -281,7 +276,6 @@ static void parse_args(int argc, char **argv, opts *o) {
             if (!*val || strlen(val) >= sizeof o->master_addr) die_usage("--master-addr='%s' is not a host", val);
             snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
         } else if (!strcmp(name, "master-port")) o->master_port = (int)parse_int_opt(name, val, 1, 65535);
-        else if (!strcmp(name, "store-port")) o->store_port = (int)parse_int_opt(name, val, 1, 65535);
         else if (!strcmp(name, "max-restarts")) o->max_restarts = (int)parse_int_opt(name, val, 0, 1000000);
         else if (!strcmp(name, "monitor-interval"))
             o->monitor_interval = parse_real_opt(name, val, 0.001, 3600);
@@ -301,7 +295,7 @@ static void parse_args(int argc, char **argv, opts *o) {
             size_t hl = colon ? (size_t)(colon - val) : strlen(val);
             if (hl == 0 || hl >= sizeof o->master_addr) die_usage("--rdzv-endpoint='%s' is not HOST[:PORT]", val);
             snprintf(o->master_addr, sizeof o->master_addr, "%.*s", (int)hl, val);
-            if (colon) o->store_port = (int)parse_int_opt(name, colon + 1, 1, 65535);
+            if (colon) o->rdzv_port = (int)parse_int_opt(name, colon + 1, 1, 65535);
         } else if (!strcmp(name, "rdzv-backend")) {
             if (strcmp(val, "c10d") && strcmp(val, "static"))
                 die_usage("--rdzv-backend=%s: only c10d and static (both mean ddpc-run's own store) are supported", val);
@@ -322,16 +316,11 @@ static void parse_args(int argc, char **argv, opts *o) {
     }
     if (i >= argc) die_usage("no PROGRAM to run");
     o->argv = argv + i;
+    if (o->rdzv_port) o->master_port = o->rdzv_port;
     if (o->standalone) o->nnodes = 1, o->node_rank = 0;
     if (o->node_rank >= o->nnodes)
         die_usage("--node-rank=%d is out of range for --nnodes=%d (0..%d)", o->node_rank, o->nnodes,
                   o->nnodes - 1);
-    if (!o->store_port && !o->standalone) {
-        if (o->master_port == 65535) die_usage("--master-port=65535 leaves no port for the store; give --store-port");
-        o->store_port = o->master_port + 1;
-    }
-    if (o->store_port == o->master_port)
-        die_usage("--store-port=%d must differ from --master-port (left free for the workers)", o->store_port);
     if ((have_redirects || have_tee) && !o->log_any)
         die_usage("--redirects and --tee need --log-dir");
     if (o->log_any && !have_redirects && !have_tee)
@@ -543,9 +532,8 @@ static char *xasprintf(const char *fmt, ...) {
 static const char *const our_vars[] = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "DDPC_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "DDPC_STORE_ADDR", "DDPC_STORE_PORT",
-    "TORCHELASTIC_ERROR_FILE", NULL};
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", NULL};
 
 static int is_our_var(const char *entry) {
     for (int i = 0; our_vars[i]; i++) {
@@ -600,12 +588,10 @@ static int worker_spawn(job *J, worker *w) {
     mine[m++] = xasprintf("ROLE_NAME=default");
     mine[m++] = xasprintf("MASTER_ADDR=%s", o->master_addr);
     mine[m++] = xasprintf("MASTER_PORT=%d", o->master_port);
-    mine[m++] = xasprintf("DDPC_RESTART_COUNT=%d", J->gen);
     mine[m++] = xasprintf("TORCHELASTIC_RESTART_COUNT=%d", J->gen);
     mine[m++] = xasprintf("TORCHELASTIC_MAX_RESTARTS=%d", o->max_restarts);
     mine[m++] = xasprintf("TORCHELASTIC_RUN_ID=%s", o->run_id);
-    mine[m++] = xasprintf("DDPC_STORE_ADDR=%s", o->master_addr);
-    mine[m++] = xasprintf("DDPC_STORE_PORT=%d", o->store_port);
+    mine[m++] = xasprintf("TORCHELASTIC_USE_AGENT_STORE=True");
     int ok = 1;
     for (int i = 0; i < m; i++) ok &= mine[i] != NULL;
     for (int i = 0; i < m; i++) J->envp[J->envn + i] = mine[i];
@@ -790,19 +776,18 @@ static int wait_nodes(job *J, const char *what, int gen, double timeout_s, int i
 static int join_job(job *J) {
     opts *o = J->o;
     if (o->node_rank == 0) {
-        ddpc_status s = ddpc_store_server_start(o->master_addr, o->store_port, &J->server);
+        ddpc_status s = ddpc_store_server_start(o->master_addr, o->master_port, &J->server);
         if (s != DDPC_OK) {
-            say("cannot host the job's store at %s:%d: %s (choose another with --store-port or "
-                "DDPC_LAUNCHER_STORE_PORT)",
-                o->master_addr, o->store_port, ddpc_last_error());
+            say("cannot host the job's store at %s:%d: %s (choose another with --master-port)",
+                o->master_addr, o->master_port, ddpc_last_error());
             return 1;
         }
-        o->store_port = ddpc_store_server_port(J->server);
+        o->master_port = ddpc_store_server_port(J->server);
     }
-    ddpc_status s = ddpc_store_connect(o->master_addr, o->store_port, o->join_timeout, &J->store);
+    ddpc_status s = ddpc_store_connect(o->master_addr, o->master_port, o->join_timeout, &J->store);
     if (s != DDPC_OK) {
         say("node %d cannot reach the job's store on node 0 at %s:%d within %g s: %s", o->node_rank,
-            o->master_addr, o->store_port, o->join_timeout, ddpc_last_error());
+            o->master_addr, o->master_port, o->join_timeout, ddpc_last_error());
         return 1;
     }
     /* a store that stops answering (node 0's launcher hung) counts as lost
@@ -821,7 +806,7 @@ static int join_job(job *J) {
     if (gl != strlen(want) || memcmp(got, want, gl) != 0) {
         say("refusing to join: run id '%s' at %s:%d belongs to a job with %s, and this launcher has %s "
             "(give every node the same --nnodes, --nproc-per-node and --max-restarts, or another --run-id)",
-            o->run_id, o->master_addr, o->store_port, (char *)got, want);
+            o->run_id, o->master_addr, o->master_port, (char *)got, want);
         free(got);
         return 1;
     }
@@ -846,7 +831,7 @@ static int join_job(job *J) {
             say("nodes %s of %d never joined within %g s (run id '%s', store at %s:%d); start them "
                 "with --nnodes=%d --node-rank=R --master-addr=%s, or raise --join-timeout / "
                 "DDPC_CONNECT_TIMEOUT",
-                missing, o->nnodes, o->join_timeout, o->run_id, o->master_addr, o->store_port, o->nnodes,
+                missing, o->nnodes, o->join_timeout, o->run_id, o->master_addr, o->master_port, o->nnodes,
                 o->master_addr);
             return 1;
         }
@@ -1201,16 +1186,9 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < nargs; i++) J.exec_argv[k++] = o.argv[i];
 
-    if (o.standalone) { /* free ports on loopback */
+    if (o.standalone) { /* the store takes a free port on loopback */
         snprintf(o.master_addr, sizeof o.master_addr, "127.0.0.1");
-        int fd, port;
-        if (ddpc_sock_listen("127.0.0.1", 0, 1, &fd, &port) != DDPC_OK) {
-            say("--standalone: %s", ddpc_last_error());
-            return 1;
-        }
-        close(fd);
-        o.master_port = port;
-        o.store_port = 0; /* the store takes its own free port */
+        o.master_port = 0;
     }
 
     /* signals: read through a signalfd; the store thread blocks them all */

@@ -78,6 +78,7 @@ static void usage(FILE *f) {
             "  --max-eval-batches N  evaluate only the first N test batches of each process's shard\n"
             "                      (default 0 = the whole test set)\n"
             "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal)\n"
+            "  --local-rank N      accepted for torch.distributed.launch, which passes it; LOCAL_RANK is read\n"
             "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
             "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
             "  --compress NAME     gradient allreduce in none | fp16 | bf16 (default none)\n"
@@ -158,6 +159,8 @@ static void parse_options(int argc, char **argv, options *o) {
             val = argv[++i];
         }
         if (!strcmp(name, "--data")) o->data = val;
+        else if (!strcmp(name, "--local-rank") || !strcmp(name, "--local_rank"))
+            opt_long(name, val, 0, 1 << 20); /* torch.distributed.launch passes it; LOCAL_RANK rules */
         else if (!strcmp(name, "--model")) {
             if (strcmp(val, "linear") && strcmp(val, "mlp") && strcmp(val, "cnn"))
                 bad_option("--model '%s' is not one of linear, mlp, cnn", val);

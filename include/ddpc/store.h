@@ -35,8 +35,17 @@ void ddpc_store_server_stop(ddpc_store_server *s);
 
 /* Connects, retrying until timeout_s (<= 0: DDPC_CONNECT_TIMEOUT), and does
  * the versioned handshake. A dead or absent server is DDPC_ERR_TIMEOUT or
- * DDPC_ERR_PEER_LOST naming host:port. */
+ * DDPC_ERR_PEER_LOST naming host:port.
+ * The server may be ddpc's or PyTorch's c10d TCPStore (torch 1.13's wire
+ * protocol: torchrun's agent store, a PyTorch rank 0's): DDPC_STORE_PROTOCOL
+ * = auto (default) tries ddpc's handshake and falls back to TCPStore's
+ * protocol when the server closes on it; ddpc or torch forces one. Every
+ * call below works with either; against a TCPStore, a get or wait that times
+ * out drops the connection (TCPStore cannot cancel a wait) and the next call
+ * reconnects. ddpc's own server speaks both protocols. */
 ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out);
+/* "ddpc" or "torch": the protocol st's connection speaks. */
+const char *ddpc_store_protocol(const ddpc_store *st);
 /* A view of st in which every key is prefixed by prefix (may be nested).
  * The view shares st's connection: close views before st. */
 ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out);

@@ -629,27 +629,21 @@ ddpc_status ddpc_comm_init_env(ddpc_comm **out) {
     }
     char prefix[256], who[512];
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
-    if (ddpc_env_isset("DDPC_STORE_ADDR") || ddpc_env_isset("DDPC_STORE_PORT")) {
-        if (!ddpc_env_isset("DDPC_STORE_ADDR"))
-            return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_ADDR is not set (DDPC_STORE_PORT=%s is)",
-                            ddpc_env_str("DDPC_STORE_PORT", NULL));
-        if (!ddpc_env_isset("DDPC_STORE_PORT"))
-            return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_PORT is not set (DDPC_STORE_ADDR=%s is)",
-                            ddpc_env_str("DDPC_STORE_ADDR", NULL));
-        DDPC_CHECK(ddpc_env_long("DDPC_STORE_PORT", 1, 65535, &port));
-        DDPC_CHECK(ddpc_env_long("DDPC_RESTART_COUNT", 0, 1L << 30, &restart));
-        const char *host = ddpc_env_str("DDPC_STORE_ADDR", NULL);
-        snprintf(prefix, sizeof prefix, "gen%ld/ddpc/comm%d/", restart, k);
-        snprintf(who, sizeof who, "DDPC_STORE_ADDR=%s DDPC_STORE_PORT=%ld", host, port);
-        DDPC_INFO(INIT, "store: %s (the launcher's), keys under gen%ld/", who, restart);
-        return comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
-    }
     const char *src;
     const char *host = ddpc_env_str("MASTER_ADDR", &src);
     if (!host || !*host) return ddpc_err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
     DDPC_CHECK(ddpc_env_long("MASTER_PORT", 1, 65535, &port));
-    snprintf(prefix, sizeof prefix, "ddpc/comm%d/", k);
     snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
+    /* torchrun's contract: its agent (or ddpc-run) hosts the store there,
+     * and each restart is a new attempt whose keys must not meet the last's */
+    const char *agent = ddpc_env_str("TORCHELASTIC_USE_AGENT_STORE", NULL);
+    if (agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"))) {
+        DDPC_CHECK(ddpc_env_long("TORCHELASTIC_RESTART_COUNT", 0, 1L << 30, &restart));
+        snprintf(prefix, sizeof prefix, "ddpc/attempt_%ld/comm%d/", restart, k);
+        DDPC_INFO(INIT, "store: %s (the launcher's agent store), keys under ddpc/attempt_%ld/", who, restart);
+        return comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
+    }
+    snprintf(prefix, sizeof prefix, "ddpc/comm%d/", k);
     DDPC_INFO(INIT, "store: %s (MASTER_ADDR from %s; rank 0 hosts it)", who, src);
     return comm_create((int)rank, (int)size, host, (int)port, 1, NULL, prefix, who, out);
 }

@@ -7,7 +7,13 @@
  * reply marks the connection broken (the stream can no longer be trusted);
  * later calls fail at once with DDPC_ERR_PEER_LOST naming host:port.
  *
- * The wire format is in proto.h; the server is server.c.
+ * Two protocols behind one API (DDPC_STORE_PROTOCOL): ddpc's own, and
+ * PyTorch's c10d TCPStore, so that a ddpc program meets torchrun's agent
+ * store. "auto" tries ddpc's handshake and falls back to TCPStore when the
+ * server closes on it, as torch's does. TCPStore cannot cancel a wait: a
+ * wait that times out drops the connection, and the next call reconnects.
+ *
+ * The wire formats are in proto.h; the server is server.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +35,9 @@ struct ddpc_store {
     int broken;        /* root only: an earlier call left the stream unusable */
     double op_timeout; /* root only: seconds a reply may take beyond a request's own wait */
     char addr[300];    /* root only: "host:port", for messages */
+    int proto;         /* root only: PROTO_DDPC or PROTO_TORCH */
+    char host[256];    /* root only: to reconnect (TCPStore, after a wait timed out) */
+    int port;
 };
 
 /* Seconds as the wire's u32 milliseconds (<= 0 -> 0, capped near 49 days). */
@@ -133,6 +142,45 @@ static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int 
     return e;
 }
 
+/* ddpc's handshake on st->fd: magic + version, answered by RS_OK + the
+ * server's version; bounded by deadline. */
+static ddpc_status ddpc_handshake(ddpc_store *st, double deadline) {
+    unsigned char hs[8], hdr[4], *b = NULL;
+    put_u32(hs, STORE_MAGIC);
+    put_u32(hs + 4, STORE_VERSION);
+    /* raw I/O: the handshake has no length prefix */
+    ddpc_status s = ddpc_sock_write_full(st->fd, hs, 8, deadline, -1);
+    if (s == DDPC_OK) s = ddpc_sock_read_full(st->fd, hdr, 4, deadline, -1);
+    uint32_t len = s == DDPC_OK ? get_u32(hdr) : 0;
+    if (s == DDPC_OK && (len == 0 || len > 4096))
+        s = ddpc_err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)", st->addr);
+    if (s == DDPC_OK && !(b = malloc(len + 1))) s = ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
+    if (s == DDPC_OK) s = ddpc_sock_read_full(st->fd, b, len, deadline, -1);
+    if (s == DDPC_OK) {
+        b[len] = 0;
+        if (b[0] != RS_OK)
+            s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr, (char *)b + 1);
+        else if (len != 5 || get_u32(b + 1) != STORE_VERSION)
+            s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s answered the handshake with a bad reply", st->addr);
+    }
+    free(b);
+    return s;
+}
+
+/* Opens st's connection (st->fd) before deadline; reports a failure
+ * naming host:port and timeout_s. */
+static ddpc_status open_conn(ddpc_store *st, double deadline, double timeout_s) {
+    ddpc_status s = ddpc_sock_connect(st->host, st->port, deadline, &st->fd);
+    if (s == DDPC_ERR_TIMEOUT)
+        return ddpc_err(DDPC_ERR_TIMEOUT, "no store answered at %s within %.3g s (%s)", st->addr, timeout_s,
+                        ddpc_last_error());
+    if (s != DDPC_OK) return ddpc_err_wrap(s, "connecting to the store at %s", st->addr);
+    ddpc_sock_tune(st->fd, 0);
+    return DDPC_OK;
+}
+
+static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n);
+
 ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out) {
     if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_connect: out is NULL");
     *out = NULL;
@@ -143,64 +191,231 @@ ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddp
     if (!(timeout_s > 0)) DDPC_CHECK(ddpc_env_double("DDPC_CONNECT_TIMEOUT", 0.001, 1e7, &timeout_s));
     double op_timeout;
     DDPC_CHECK(ddpc_env_double("DDPC_STORE_TIMEOUT", 0.001, 1e7, &op_timeout));
+    const char *want = ddpc_env_str("DDPC_STORE_PROTOCOL", NULL);
+    if (strcmp(want, "auto") && strcmp(want, "ddpc") && strcmp(want, "torch"))
+        return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_PROTOCOL='%s' is not auto, ddpc or torch", want);
     ddpc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->prefix = strdup(""))) {
         free(st);
         return ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
     }
     st->root = st;
+    st->fd = -1;
     st->op_timeout = op_timeout;
+    snprintf(st->host, sizeof st->host, "%s", host);
+    st->port = port;
     snprintf(st->addr, sizeof st->addr, "%s:%d", host, port);
     double deadline = ddpc_now() + timeout_s;
-    ddpc_status s = ddpc_sock_connect(host, port, deadline, &st->fd);
-    if (s != DDPC_OK) {
-        free(st->prefix);
-        free(st);
-        if (s == DDPC_ERR_TIMEOUT)
-            return ddpc_err(DDPC_ERR_TIMEOUT, "no store answered at %s:%d within %.3g s (%s)", host, port,
-                            timeout_s, ddpc_last_error());
-        return ddpc_err_wrap(s, "connecting to the store at %s:%d", host, port);
-    }
-    ddpc_sock_tune(st->fd, 0);
-    /* the handshake: magic + version, answered by RS_OK + the server's version */
-    unsigned char hs[8];
-    put_u32(hs, STORE_MAGIC);
-    put_u32(hs + 4, STORE_VERSION);
+    ddpc_status s = open_conn(st, deadline, timeout_s);
     /* bounded by what is left of the connect timeout, at least 1 s, at most
-     * DDPC_STORE_TIMEOUT; raw I/O: the handshake has no length prefix */
+     * DDPC_STORE_TIMEOUT */
     double left = deadline - ddpc_now();
     double hs_deadline = ddpc_now() + (left > 1 ? (left < op_timeout ? left : op_timeout) : 1);
-    unsigned char hdr[4], *b = NULL;
-    ddpc_status hs_s = ddpc_sock_write_full(st->fd, hs, 8, hs_deadline, -1);
-    if (hs_s == DDPC_OK) hs_s = ddpc_sock_read_full(st->fd, hdr, 4, hs_deadline, -1);
-    uint32_t len = hs_s == DDPC_OK ? get_u32(hdr) : 0;
-    if (hs_s == DDPC_OK && (len == 0 || len > 4096))
-        hs_s = ddpc_err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)",
-                        st->addr);
-    if (hs_s == DDPC_OK && !(b = malloc(len + 1)))
-        hs_s = ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
-    if (hs_s == DDPC_OK) hs_s = ddpc_sock_read_full(st->fd, b, len, hs_deadline, -1);
-    if (hs_s == DDPC_OK) {
-        b[len] = 0;
-        if (b[0] != RS_OK)
-            hs_s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr,
-                            (char *)b + 1);
-        else if (len != 5 || get_u32(b + 1) != STORE_VERSION)
-            hs_s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s answered the handshake with a bad reply",
-                            st->addr);
-    } else if (hs_s == DDPC_ERR_PEER_LOST || hs_s == DDPC_ERR_TIMEOUT) {
-        hs_s = ddpc_err(hs_s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr,
-                        ddpc_last_error());
+    st->proto = strcmp(want, "torch") ? PROTO_DDPC : PROTO_TORCH;
+    if (s == DDPC_OK && st->proto == PROTO_DDPC) {
+        s = ddpc_handshake(st, hs_deadline);
+        if (s == DDPC_ERR_PEER_LOST && !strcmp(want, "auto")) {
+            /* closed on our handshake: perhaps a PyTorch TCPStore; ask it in its protocol */
+            DDPC_TRACE(STORE, "store at %s closed on ddpc's handshake; trying TCPStore's protocol", st->addr);
+            close(st->fd);
+            st->fd = -1;
+            st->proto = PROTO_TORCH;
+            s = open_conn(st, deadline, timeout_s);
+        } else if (s == DDPC_ERR_PEER_LOST || s == DDPC_ERR_TIMEOUT) {
+            s = ddpc_err(s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr, ddpc_last_error());
+        }
     }
-    free(b);
-    if (hs_s != DDPC_OK) {
-        close(st->fd);
+    if (s == DDPC_OK && st->proto == PROTO_TORCH) {
+        int64_t n;
+        double keep = st->op_timeout;
+        st->op_timeout = hs_deadline - ddpc_now() > 0.001 ? hs_deadline - ddpc_now() : 0.001;
+        s = torch_num_keys(st, &n);
+        st->op_timeout = keep;
+        if (s != DDPC_OK)
+            s = ddpc_err(s, "store at %s answers neither ddpc's store protocol nor PyTorch's TCPStore's (%s)",
+                         st->addr, ddpc_last_error());
+    }
+    if (s != DDPC_OK) {
+        if (st->fd >= 0) close(st->fd);
         free(st->prefix);
         free(st);
-        return hs_s;
+        return s;
     }
-    DDPC_TRACE(STORE, "connected to the store at %s", st->addr);
+    DDPC_TRACE(STORE, "connected to the store at %s (%s protocol)", st->addr,
+               st->proto == PROTO_TORCH ? "TCPStore" : "ddpc");
     *out = st;
+    return DDPC_OK;
+}
+
+const char *ddpc_store_protocol(const ddpc_store *st) {
+    return !st ? "" : st->root->proto == PROTO_TORCH ? "torch" : "ddpc";
+}
+
+/* --------------------------------------------- PyTorch's TCPStore protocol */
+
+/* A request being built; oom remembers a failed growth. */
+typedef struct tbuf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} tbuf;
+
+static void tb_put(tbuf *b, const void *src, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n) cap *= 2;
+        unsigned char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+static void tb_u64(tbuf *b, uint64_t v) {
+    unsigned char x[8];
+    put_u64(x, v);
+    tb_put(b, x, 8);
+}
+/* A bytes field: u64 length + bytes. */
+static void tb_bytes(tbuf *b, const void *v, size_t n) {
+    tb_u64(b, n);
+    tb_put(b, v, n);
+}
+/* The view's prefix + key as one str field (checked by full_key_len). */
+static void tb_key(tbuf *b, const ddpc_store *st, const char *key) {
+    size_t kl = strlen(key);
+    tb_u64(b, st->prefix_len + kl);
+    tb_put(b, st->prefix, st->prefix_len);
+    tb_put(b, key, kl);
+}
+/* A request's head: the query type, then its key (if any). */
+static tbuf tb_start(const ddpc_store *st, int query, const char *key) {
+    tbuf b = {0};
+    unsigned char q = (unsigned char)query;
+    tb_put(&b, &q, 1);
+    if (key) tb_key(&b, st, key);
+    return b;
+}
+
+/* Sends a TCPStore request (freeing it) and reads its reply: nothing
+ * (want = 0), a fixed-size value (want = 1 or 8 bytes, into fixed), or
+ * with want < 0 a u64-length-prefixed value (*body, malloc'd, NUL
+ * appended). wait_s > 0: the reply may legitimately take that long (a
+ * WAIT); then DDPC_ERR_TIMEOUT, and the connection is dropped to be
+ * re-opened by the next call (TCPStore cannot cancel a wait). */
+static ddpc_status trpc(ddpc_store *st, const char *what, tbuf *req, double wait_s, int want,
+                        unsigned char *fixed, unsigned char **body, size_t *blen) {
+    ddpc_store *r = st->root;
+    ddpc_status s = DDPC_OK;
+    if (body) *body = NULL;
+    if (blen) *blen = 0;
+    if (req->oom) s = ddpc_err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
+    else if (r->broken)
+        s = ddpc_err(DDPC_ERR_PEER_LOST, "store at %s: %s: the connection is unusable after an earlier error",
+                     r->addr, what);
+    else if (r->fd < 0) s = open_conn(r, ddpc_now() + r->op_timeout, r->op_timeout);
+    double deadline = ddpc_now() + r->op_timeout;
+    if (s == DDPC_OK) s = ddpc_sock_write_full(r->fd, req->p, req->n, deadline, -1);
+    free(req->p);
+    if (s != DDPC_OK || want == 0) goto out;
+    double rdl = wait_s > 0 ? ddpc_now() + wait_s : deadline;
+    unsigned char len8[8];
+    s = ddpc_sock_read_full(r->fd, want > 0 ? fixed : len8, want > 0 ? (size_t)want : 8, rdl, -1);
+    if (s == DDPC_ERR_TIMEOUT && wait_s > 0) { /* the wait ran out: forget this stream */
+        close(r->fd);
+        r->fd = -1;
+        return ddpc_err(DDPC_ERR_TIMEOUT, "store at %s: %s: not done within %g s", r->addr, what, wait_s);
+    }
+    if (s != DDPC_OK || want > 0) goto out;
+    uint64_t len = get_u64(len8);
+    if (len > STORE_MAX_REPLY) {
+        r->broken = 1;
+        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %llu bytes is malformed", r->addr, what,
+                        (unsigned long long)len);
+    }
+    unsigned char *b = malloc((size_t)len + 1);
+    if (!b) {
+        r->broken = 1;
+        return ddpc_err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %llu-byte reply", r->addr, what,
+                        (unsigned long long)len);
+    }
+    s = ddpc_sock_read_full(r->fd, b, (size_t)len, deadline, -1);
+    if (s != DDPC_OK) {
+        free(b);
+        goto out;
+    }
+    b[len] = 0;
+    *body = b;
+    *blen = (size_t)len;
+out:
+    if (s == DDPC_OK || req->oom) return s;
+    if (s == DDPC_ERR_PEER_LOST && r->fd >= 0) {
+        /* a TCPStore closes on a request it cannot serve: reconnect next time */
+        close(r->fd);
+        r->fd = -1;
+        return ddpc_err(DDPC_ERR_PEER_LOST,
+                        "store at %s: %s: the TCPStore closed the connection (%s; it does so on a request it "
+                        "cannot serve, such as add to a value that is not an integer)",
+                        r->addr, what, ddpc_last_error());
+    }
+    r->broken = 1;
+    if (s == DDPC_ERR_TIMEOUT)
+        return ddpc_err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)", r->addr,
+                        what, r->op_timeout);
+    return ddpc_err_wrap(s, "store at %s: %s", r->addr, what);
+}
+
+/* CHECK or WAIT on the keys: *ready = all exist. WAIT (wait_s > 0) gives
+ * DDPC_ERR_TIMEOUT when they do not come in time. */
+static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys, int n, double wait_s,
+                              int *ready) {
+    tbuf b = tb_start(st, query, NULL);
+    tb_u64(&b, (uint64_t)n);
+    for (int i = 0; i < n; i++) tb_key(&b, st, keys[i]);
+    unsigned char v = 0xff;
+    const char *what = query == TQ_WAIT ? "wait" : "check";
+    DDPC_CHECK(trpc(st, what, &b, query == TQ_WAIT ? wait_s : 0, 1, &v, NULL, NULL));
+    if (v > 1 || (query == TQ_WAIT && v != TWAIT_STOP_WAITING)) {
+        st->root->broken = 1;
+        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: unexpected reply %u", st->root->addr, what, v);
+    }
+    *ready = v == 0;
+    return DDPC_OK;
+}
+
+/* An integer reply (ADD, DELETE_KEY, GETNUMKEYS). */
+static ddpc_status torch_int(ddpc_store *st, const char *what, tbuf *b, int64_t *out) {
+    unsigned char v[8];
+    DDPC_CHECK(trpc(st, what, b, 0, 8, v, NULL, NULL));
+    *out = get_i64(v);
+    return DDPC_OK;
+}
+
+static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n) {
+    tbuf b = tb_start(st, TQ_GETNUMKEYS, NULL);
+    return torch_int(st, "num_keys", &b, n);
+}
+
+/* get: wait for the key (or, with no timeout, check it once), then fetch. */
+static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len) {
+    int ready = 0;
+    ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, &key, 1, timeout_s, &ready);
+    if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
+    if (s == DDPC_ERR_TIMEOUT)
+        return ddpc_err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix, key,
+                        timeout_s > 0 ? timeout_s : 0);
+    DDPC_CHECK(s);
+    tbuf b = tb_start(st, TQ_GET, key);
+    unsigned char *v;
+    size_t n;
+    DDPC_CHECK(trpc(st, "get", &b, 0, -1, NULL, &v, &n));
+    *val = v;
+    if (len) *len = n;
     return DDPC_OK;
 }
 
@@ -270,6 +485,11 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
         return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value of %zu bytes exceeds "
                         "DDPC_STORE_MAX_VALUE (%u)", key, len, DDPC_STORE_MAX_VALUE);
     if (len && !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
+    if (st->root->proto == PROTO_TORCH) {
+        tbuf b = tb_start(st, TQ_SET, key);
+        tb_bytes(&b, val, len);
+        return trpc(st, "set", &b, 0, 0, NULL, NULL, NULL);
+    }
     unsigned char h[HEAD_MAX + 4];
     size_t hn = head(st, h, OP_SET, 0, 0, key);
     put_u32(h + hn, (uint32_t)len);
@@ -288,6 +508,7 @@ ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, vo
     if (len) *len = 0;
     size_t kl;
     DDPC_CHECK(full_key_len(st, "get", key, &kl));
+    if (st->root->proto == PROTO_TORCH) return torch_get(st, key, timeout_s, val, len);
     unsigned char h[HEAD_MAX];
     struct iovec iov[1] = {{h, head(st, h, OP_GET, 1, timeout_s, key)}};
     int rs;
@@ -307,6 +528,16 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_add: store is NULL");
     size_t kl;
     DDPC_CHECK(full_key_len(st, "add", key, &kl));
+    if (st->root->proto == PROTO_TORCH) {
+        tbuf b = tb_start(st, TQ_ADD, key);
+        unsigned char d[8];
+        int64_t v;
+        put_i64(d, delta);
+        tb_put(&b, d, 8);
+        DDPC_CHECK(torch_int(st, "add", &b, &v));
+        if (result) *result = v;
+        return DDPC_OK;
+    }
     unsigned char h[HEAD_MAX + 8];
     size_t hn = head(st, h, OP_ADD, 0, 0, key);
     put_i64(h + hn, delta);
@@ -338,6 +569,18 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
                         "DDPC_STORE_MAX_VALUE (%u)", key, DDPC_STORE_MAX_VALUE);
     if ((expected_len && !expected) || (desired_len && !desired))
         return ddpc_err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value is NULL", key);
+    if (st->root->proto == PROTO_TORCH) {
+        tbuf b = tb_start(st, TQ_COMPARE_SET, key);
+        tb_bytes(&b, expected, expected_len);
+        tb_bytes(&b, desired, desired_len);
+        unsigned char *v;
+        size_t n;
+        DDPC_CHECK(trpc(st, "compare_set", &b, 0, -1, NULL, &v, &n));
+        if (actual) *actual = v;
+        else free(v);
+        if (actual_len) *actual_len = n;
+        return DDPC_OK;
+    }
     unsigned char h[HEAD_MAX + 4], m[4];
     size_t hn = head(st, h, OP_CAS, 0, 0, key);
     put_u32(h + hn, (uint32_t)expected_len);
@@ -363,6 +606,15 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
         DDPC_CHECK(full_key_len(st, "wait", keys[i], &kl));
         total += 4 + kl;
     }
+    if (st->root->proto == PROTO_TORCH) {
+        int ready = 0;
+        ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, keys, n, timeout_s, &ready);
+        if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
+        if (s == DDPC_ERR_TIMEOUT)
+            return ddpc_err(s, "store at %s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr,
+                            n, st->prefix, keys[0], n > 1 ? ", ..." : "", timeout_s > 0 ? timeout_s : 0);
+        return s;
+    }
     unsigned char *buf = malloc(total), *p = buf;
     if (!buf) return ddpc_err(DDPC_ERR_NOMEM, "store wait: out of memory");
     *p++ = OP_WAIT;
@@ -386,6 +638,14 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: store is NULL", what);
     size_t kl;
     DDPC_CHECK(full_key_len(st, what, key, &kl));
+    if (st->root->proto == PROTO_TORCH) {
+        int64_t v = 0;
+        if (op == OP_CHECK) return torch_keys(st, TQ_CHECK, &key, 1, 0, flag);
+        tbuf b = tb_start(st, TQ_DELETE_KEY, key);
+        DDPC_CHECK(torch_int(st, what, &b, &v));
+        if (flag) *flag = v > 0;
+        return DDPC_OK;
+    }
     unsigned char h[HEAD_MAX];
     struct iovec iov[1] = {{h, head(st, h, op, 0, 0, key)}};
     int rs;
@@ -413,6 +673,7 @@ ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted) {
 
 ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
     if (!st || !n) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
+    if (st->root->proto == PROTO_TORCH) return torch_num_keys(st, n);
     unsigned char op = OP_NUM_KEYS;
     struct iovec iov[1] = {{&op, 1}};
     int rs;
@@ -431,6 +692,10 @@ ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
 
 ddpc_status ddpc_store_ping(ddpc_store *st) {
     if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_ping: store is NULL");
+    if (st->root->proto == PROTO_TORCH) {
+        int64_t n;
+        return torch_num_keys(st, &n);
+    }
     unsigned char op = OP_PING;
     struct iovec iov[1] = {{&op, 1}};
     int rs;

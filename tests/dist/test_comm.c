@@ -331,6 +331,51 @@ TEST_T(comm_init_ompi_vars, 30) {
     t_run_ranks(2, 25, ompi_body, NULL);
 }
 
+/* ------------------------------------------------------------ agent store */
+
+/* torchrun's contract: the launcher hosts the store at MASTER_ADDR:MASTER_PORT
+ * and says TORCHELASTIC_USE_AGENT_STORE=True; every rank is a client, and
+ * each restart attempt rendezvouses under its own keys in the same store. */
+static void agent_body(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, g_port);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    setenv("DDPC_STORE_PROTOCOL", (const char *)arg, 1);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char b[16];
+        snprintf(b, sizeof b, "%d", attempt);
+        setenv("TORCHELASTIC_RESTART_COUNT", b, 1);
+        ddpc_comm *c = NULL;
+        CHECK_OK(ddpc_comm_init_env(&c));
+        sum_check(c, world * (world - 1) / 2);
+        CHECK_OK(ddpc_comm_destroy(c));
+    }
+}
+
+static void run_agent(const char *proto) {
+    ddpc_store_server *srv = NULL;
+    CHECK_OK(ddpc_store_server_start("127.0.0.1", 0, &srv));
+    g_port = ddpc_store_server_port(srv);
+    t_run_ranks(3, 25, agent_body, (void *)proto);
+    /* the ranks left their keys under ddpc/attempt_<n>/, nowhere else */
+    ddpc_store *st = NULL;
+    CHECK_OK(ddpc_store_connect("127.0.0.1", g_port, 5, &st));
+    int64_t n = 0;
+    CHECK_OK(ddpc_store_num_keys(st, &n));
+    CHECK(n > 0);
+    int ex = 0;
+    CHECK_OK(ddpc_store_check(st, "ddpc/attempt_0/comm0/peer/2", &ex));
+    CHECK_EQ(ex, 1);
+    CHECK_OK(ddpc_store_check(st, "ddpc/attempt_1/comm1/peer/2", &ex));
+    CHECK_EQ(ex, 1);
+    CHECK_OK(ddpc_store_check(st, "ddpc/comm0/peer/2", &ex));
+    CHECK_EQ(ex, 0);
+    ddpc_store_close(st);
+    ddpc_store_server_stop(srv);
+}
+
+TEST_T(comm_agent_store_ddpc_protocol, 30) { run_agent("ddpc"); }
+TEST_T(comm_agent_store_torch_protocol, 30) { run_agent("torch"); }
+
 /* ------------------------------------------------------------ split */
 
 static void split_body(int rank, int world, void *arg) {
@@ -563,7 +608,7 @@ TEST_T(comm_rank_killed_mid_collective_shm_small_ring, 40) {
 static void clear_env(void) {
     const char *v[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-                       "DDPC_STORE_ADDR", "DDPC_STORE_PORT", "DDPC_TIMEOUT", "DDPC_ALGO", "DDPC_SHM_COPY",
+                       "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "DDPC_TIMEOUT", "DDPC_ALGO", "DDPC_SHM_COPY",
                        "DDPC_CONNECT_TIMEOUT", "DDPC_IF_IP", "HCCL_IF_IP", "DDPC_SOCKET_IFNAME",
                        "HCCL_SOCKET_IFNAME"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) unsetenv(v[i]);
@@ -618,9 +663,11 @@ TEST_T(comm_bad_environment, 40) {
     bad_env(DDPC_ERR_ENV, "LOCAL_RANK='5'");
     unsetenv("LOCAL_RANK");
     unsetenv("LOCAL_WORLD_SIZE");
-    setenv("DDPC_STORE_PORT", "1234", 1);
-    bad_env(DDPC_ERR_ENV, "DDPC_STORE_ADDR is not set");
-    unsetenv("DDPC_STORE_PORT");
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", "first", 1);
+    bad_env(DDPC_ERR_ENV, "TORCHELASTIC_RESTART_COUNT='first'");
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    unsetenv("TORCHELASTIC_RESTART_COUNT");
     /* rank 0 cannot host the store on an address that is not this host's */
     setenv("MASTER_ADDR", "198.18.0.1", 1);
     bad_env(DDPC_ERR_ENV, "MASTER_ADDR=198.18.0.1");

@@ -87,9 +87,9 @@ static int count_procs(const char *marker) {
 
 static const char *ENV_SCRIPT =
     "echo \"R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE G=$GROUP_RANK RR=$ROLE_RANK "
-    "RW=$ROLE_WORLD_SIZE MA=$MASTER_ADDR MP=$MASTER_PORT RC=$DDPC_RESTART_COUNT "
+    "RW=$ROLE_WORLD_SIZE MA=$MASTER_ADDR MP=$MASTER_PORT "
     "TRC=$TORCHELASTIC_RESTART_COUNT TMR=$TORCHELASTIC_MAX_RESTARTS ID=$TORCHELASTIC_RUN_ID "
-    "SA=$DDPC_STORE_ADDR SP=$DDPC_STORE_PORT OMP=$OMP_NUM_THREADS OB=$OPENBLAS_NUM_THREADS "
+    "OMP=$OMP_NUM_THREADS OB=$OPENBLAS_NUM_THREADS "
     "AGENT=${TORCHELASTIC_USE_AGENT_STORE:-unset} ARGS=$*\"\n";
 
 TEST_T(run_workers_see_their_environment, 60) {
@@ -100,16 +100,16 @@ TEST_T(run_workers_see_their_environment, 60) {
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     for (int n = 1; n <= 8; n++) {
         int port = t_free_port_pair();
-        int rc = run(20, "TORCHELASTIC_USE_AGENT_STORE=True RANK=77 %s --nproc-per-node=%d --master-port=%d "
+        int rc = run(20, "TORCHELASTIC_USE_AGENT_STORE=junk RANK=77 %s --nproc-per-node=%d --master-port=%d "
                      "--max-restarts=0 --run-id=job%d %s a 'b c'",
                      R(), n, port, n, sc);
         CHECK_MSG(rc == 0, "n=%d rc=%d: %s", n, rc, out);
         for (int r = 0; r < n; r++) {
             char want[512];
             snprintf(want, sizeof want,
-                     "[%d]: R=%d L=%d W=%d LW=%d G=0 RR=%d RW=%d MA=127.0.0.1 MP=%d RC=0 TRC=0 TMR=0 "
-                     "ID=job%d SA=127.0.0.1 SP=%d OMP=%s OB=%s AGENT=unset ARGS=a b c\n",
-                     r, r, r, n, n, r, n, port, n, port + 1, n > 1 ? "1" : "", n > 1 ? "1" : "");
+                     "[%d]: R=%d L=%d W=%d LW=%d G=0 RR=%d RW=%d MA=127.0.0.1 MP=%d TRC=0 TMR=0 "
+                     "ID=job%d OMP=%s OB=%s AGENT=True ARGS=a b c\n",
+                     r, r, r, n, n, r, n, port, n, n > 1 ? "1" : "", n > 1 ? "1" : "");
             CHECK_CONTAINS(out, want);
         }
         if (n > 1) CHECK_CONTAINS(out, "setting OMP_NUM_THREADS=1");
@@ -145,10 +145,10 @@ TEST_T(run_usage_errors_exit_2, 30) {
     CHECK_EQ(run(10, "%s --help", R()), 0);
     static const char *opts[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
                                  "--master-port", "--standalone", "--max-restarts", "--monitor-interval",
-                                 "--log-dir", "--redirects", "--tee", "--run-id", "--store-port", NULL};
+                                 "--log-dir", "--redirects", "--tee", "--run-id", "--rdzv-endpoint", NULL};
     for (int i = 0; opts[i]; i++) CHECK_CONTAINS(out, opts[i]);
     CHECK_EQ(run(10, "%s --env", R()), 0);
-    CHECK_CONTAINS(out, "| `DDPC_LAUNCHER_STORE_PORT` |");
+    CHECK_CONTAINS(out, "| `TORCHELASTIC_USE_AGENT_STORE` |");
     CHECK_CONTAINS(out, "| `DDPC_CONNECT_TIMEOUT` | `HCCL_CONNECT_TIMEOUT` |");
     /* a program that cannot be executed is a worker failure with exit 127 */
     CHECK_EQ(run(10, "%s --standalone /nonexistent/prog", R()), 127);
@@ -156,36 +156,30 @@ TEST_T(run_usage_errors_exit_2, 30) {
     CHECK_CONTAINS(out, "exit code 127");
 }
 
-TEST_T(run_standalone_and_store_port, 30) {
+/* The job's store is where torchrun's agent keeps it: MASTER_ADDR:MASTER_PORT. */
+TEST_T(run_standalone_and_store_at_master_port, 30) {
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     CHECK_EQ(run(10, "%s --standalone --nproc-per-node=2 %s", R(), sc), 0);
     CHECK_CONTAINS(out, "[1]: R=1 L=1 W=2");
     CHECK(strstr(out, "MP=29500") == NULL); /* a free port, not the default */
-    int mp = t_free_port_pair(), sp = t_free_port_pair();
-    CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d %s", R(), mp, sp, sc), 0);
-    char want[64];
+    int mp = t_free_port(), sp = t_free_port();
+    CHECK_EQ(run(10, "%s --master-port=%d %s", R(), mp, sc), 0);
+    char want[80];
     snprintf(want, sizeof want, "MP=%d", mp);
     CHECK_CONTAINS(out, want);
-    snprintf(want, sizeof want, "SP=%d", sp);
-    CHECK_CONTAINS(out, want);
-    sp = t_free_port_pair();
-    CHECK_EQ(run(10, "DDPC_LAUNCHER_STORE_PORT=%d %s --master-port=%d %s", sp, R(), mp, sc), 0);
-    snprintf(want, sizeof want, "SP=%d", sp);
-    CHECK_CONTAINS(out, want);
     /* torchrun's rendezvous spelling: --rdzv-endpoint=HOST:PORT is the store */
-    sp = t_free_port_pair();
     CHECK_EQ(run(10, "%s --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=abc --master-port=%d "
                      "--start_method=spawn %s", R(), sp, mp, sc), 0);
-    snprintf(want, sizeof want, "SP=%d", sp);
+    snprintf(want, sizeof want, "MP=%d", sp);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "ID=abc");
     CHECK_EQ(run(10, "%s --rdzv-backend=etcd true", R()), 2);
     /* the store's port in use is a clear error naming it */
-    CHECK_EQ(run(10, "%s --master-port=%d --store-port=%d sleep 3 & p=$!; sleep 0.5; %s --master-port=%d "
-                     "--store-port=%d true; echo rc=$?; kill $p; wait",
-                 R(), mp, sp, R(), mp, sp), 0);
-    snprintf(want, sizeof want, "cannot host the job's store at 127.0.0.1:%d", sp);
+    CHECK_EQ(run(10, "%s --master-port=%d sleep 3 & p=$!; sleep 0.5; %s --master-port=%d true; echo rc=$?; "
+                     "kill $p; wait",
+                 R(), mp, R(), mp), 0);
+    snprintf(want, sizeof want, "cannot host the job's store at 127.0.0.1:%d", mp);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "rc=1");
 }
@@ -307,8 +301,8 @@ TEST_T(run_failure_on_one_node_stops_the_other, 60) {
 TEST_T(run_restarts, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "flaky.sh",
-                            "echo \"rank $RANK attempt $DDPC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS\"\n"
-                            "if [ \"$DDPC_RESTART_COUNT\" -lt 2 ] && [ \"$RANK\" = 1 ]; then exit 4; fi\n"
+                            "echo \"rank $RANK attempt $TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS\"\n"
+                            "if [ \"$TORCHELASTIC_RESTART_COUNT\" -lt 2 ] && [ \"$RANK\" = 1 ]; then exit 4; fi\n"
                             "exit 0\n");
     int rc = run(20, "%s --standalone --nproc-per-node=2 --max-restarts=3 %s", R(), sc);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
@@ -409,7 +403,8 @@ TEST_T(run_starts_ddpc_programs, 90) {
     char bench[4096];
     snprintf(bench, sizeof bench, "%s", t_bin("ddpc-bench"));
     if (access(bench, X_OK) != 0) SKIP("%s is not built", bench);
-    /* the communicator finds the launcher's store through DDPC_STORE_ADDR/PORT */
+    /* the communicator finds the launcher's store as torchrun's agent store
+     * (TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR:MASTER_PORT) */
     int rc = run(60, "%s --standalone --nproc-per-node=3 %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1", R(), bench);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
@@ -429,7 +424,7 @@ TEST_T(run_starts_ddpc_programs, 90) {
     const char *d = tmpdir();
     char body[4608];
     snprintf(body, sizeof body,
-             "if [ \"$DDPC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 0.3; exit 9; fi\n"
+             "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 0.3; exit 9; fi\n"
              "exec %s allreduce -b 8 -e 1K -f 8 -n 2 -w 1\n", bench);
     const char *sc = script(d, "flaky_bench.sh", body);
     rc = run(60, "%s --standalone --nproc-per-node=2 --max-restarts=1 --grace=1 %s", R(), sc);
@@ -557,7 +552,7 @@ TEST_T(run_node_that_never_arrives, 30) {
     rc = run(20, "%s --nnodes=2 --node-rank=1 --master-port=%d --join-timeout=0.5 true", R(), port);
     CHECK_EQ(rc, 1);
     char want[80];
-    snprintf(want, sizeof want, "cannot reach the job's store on node 0 at 127.0.0.1:%d", port + 1);
+    snprintf(want, sizeof want, "cannot reach the job's store on node 0 at 127.0.0.1:%d", port);
     CHECK_CONTAINS(out, want);
 }
 
@@ -566,9 +561,9 @@ TEST_T(run_refuses_a_second_job_with_the_same_run_id, 30) {
     int rc = run(20,
                  "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & p=$!; sleep 0.3; "
                  "%s --nnodes=3 --node-rank=1 --master-port=%d --run-id=same true; echo rc2=$?; "
-                 "%s --nnodes=2 --node-rank=0 --master-port=%d --store-port=%d --run-id=same true; echo rc3=$?; "
+                 "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same true; echo rc3=$?; "
                  "kill $p; wait",
-                 R(), port, R(), port, R(), port, port + 1);
+                 R(), port, R(), port, R(), port);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "refusing to join: run id 'same'");
     CHECK_CONTAINS(out, "belongs to a job with nnodes=2 nproc_per_node=1 max_restarts=0");
