@@ -3,14 +3,16 @@
  * One server runs in this process (restarted every 1000 inputs, so the keys
  * the inputs set do not pile up). Each input is one connection: unless the
  * first byte is odd, a valid handshake goes first; then the rest of the
- * input, then the client's end of the stream; then the client reads to the
- * end and resets the connection.
+ * input (without the handshake, a first byte below 9 makes it a PyTorch
+ * TCPStore client: the torch_* seeds), then the client's end of the stream;
+ * then the client reads to the end and resets the connection.
  * Promise checked: whatever a client sends, the server answers it or closes
  * that connection within a second, and keeps serving others: a well-behaved
- * client can then set and get a key.
+ * client of either protocol can then set and get a key.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,15 +24,17 @@
 #include "store/proto.h"
 
 static ddpc_store_server *server;
-static ddpc_store *probe; /* a well-behaved client, kept while the server lives */
+static ddpc_store *probe, *tprobe; /* well-behaved clients (ddpc's, TCPStore's protocol),
+                                     kept while the server lives */
 static int port, inputs;
 
 int fuzz_store(const uint8_t *data, size_t size) {
     if (size == 0 || size > (1u << 16)) return 0;
     if (server && ++inputs % 1000 == 0) {
         ddpc_store_close(probe);
+        ddpc_store_close(tprobe);
         ddpc_store_server_stop(server);
-        probe = NULL;
+        probe = tprobe = NULL;
         server = NULL;
     }
     if (!server) {
@@ -71,13 +75,21 @@ int fuzz_store(const uint8_t *data, size_t size) {
     close(fd);
     if (!probe && ddpc_store_connect("127.0.0.1", port, 2, &probe) != DDPC_OK)
         fuzz_fail("connect after: %s", ddpc_last_error());
-    ddpc_store *c = probe;
-    void *v = NULL;
-    size_t n = 0;
-    if (ddpc_store_set(c, "fuzz/probe", "ok", 2) != DDPC_OK || ddpc_store_get(c, "fuzz/probe", 2, &v, &n) != DDPC_OK ||
-        n != 2 || memcmp(v, "ok", 2) != 0)
-        fuzz_fail("the server stopped serving: %s", ddpc_last_error());
-    free(v);
+    if (!tprobe) {
+        setenv("DDPC_STORE_PROTOCOL", "torch", 1);
+        ddpc_status s = ddpc_store_connect("127.0.0.1", port, 2, &tprobe);
+        unsetenv("DDPC_STORE_PROTOCOL");
+        if (s != DDPC_OK) fuzz_fail("TCPStore connect after: %s", ddpc_last_error());
+    }
+    ddpc_store *cs[2] = {probe, tprobe};
+    for (int i = 0; i < 2; i++) {
+        void *v = NULL;
+        size_t n = 0;
+        if (ddpc_store_set(cs[i], "fuzz/probe", "ok", 2) != DDPC_OK ||
+            ddpc_store_get(cs[i], "fuzz/probe", 2, &v, &n) != DDPC_OK || n != 2 || memcmp(v, "ok", 2) != 0)
+            fuzz_fail("the server stopped serving %s's protocol: %s", ddpc_store_protocol(cs[i]), ddpc_last_error());
+        free(v);
+    }
     return 0;
 }
 
