@@ -399,3 +399,12 @@ int main(int argc, char **argv) {
     printf("%d passed, %d failed, %d skipped\n", pass, fail, skip);
     return fail ? 1 : 0;
 }
+
+int t_run_cmdf(double timeout_s, char *out, size_t outlen, const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return t_run_cmd(cmd, timeout_s, out, outlen);
+}

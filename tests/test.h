@@ -102,6 +102,9 @@ void t_run_ranks_status(int world, double timeout_s, t_rank_fn fn, void *arg, in
  * out (NUL-terminated, truncated to outlen). Returns the exit code, 128+sig
  * when killed by a signal, or -1 when the deadline passed (then killed). */
 int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen);
+/* t_run_cmd with the command line built from fmt (at most 8 KiB). */
+int t_run_cmdf(double timeout_s, char *out, size_t outlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* The factor DDPC_TEST_SLOW puts on the harness's deadlines (1 by default);
  * a test that times something of its own against a deadline scales it too. */
 double t_slow(void);

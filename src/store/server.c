@@ -358,6 +358,10 @@ static void handle_request(struct ddpc_store_server *s, conn *c, const store_req
         c->deadline = q->wait_s < 0 ? 1e300 : now + q->wait_s;
         c->state = C_WAITING;
         check_waiter(s, c, now);
+        if (c->state == C_WAITING && q->proto == PROTO_TORCH && c->in_have > c->req_len) {
+            c->state = C_READY; /* its next request is here: it gave up already (see server_main) */
+            req_done(c);
+        }
         return;
     }
     switch (q->op) {
@@ -674,7 +678,7 @@ static void *server_main(void *arg) {
             short ev = 0;
             if (c->out_len) ev |= POLLOUT;
             else if (c->state != C_WAITING) ev |= POLLIN;
-            else ev |= POLLRDHUP; /* a waiting client that goes away */
+            else ev |= POLLRDHUP | (c->proto == PROTO_TORCH ? POLLIN : 0); /* it goes away, or gives up */
             if ((c->state == C_WAITING || c->state == C_CLOSING) && c->deadline < next)
                 next = c->deadline;
             pf[i + 2] = (struct pollfd){c->fd, ev, 0};
@@ -693,6 +697,13 @@ static void *server_main(void *arg) {
             short re = n > 0 ? pf[i + 2].revents : 0;
             int drop = 0;
             if (re & POLLNVAL) drop = 1;
+            if (!drop && c->state == C_WAITING && c->proto == PROTO_TORCH && (re & POLLIN) &&
+                !(re & (POLLRDHUP | POLLHUP | POLLERR))) {
+                /* a TCPStore client cannot cancel a wait: one that sends its
+                 * next request has given up on it, as torch's server assumes */
+                c->state = C_READY;
+                req_done(c);
+            }
             if (!drop && c->state == C_WAITING && (re & (POLLRDHUP | POLLHUP | POLLERR))) {
                 DDPC_TRACE(STORE, "store: %s left while waiting", c->peer);
                 drop = 1;

@@ -352,9 +352,26 @@ static void agent_body(int rank, int world, void *arg) {
 }
 
 static void run_agent(const char *proto) {
-    ddpc_store_server *srv = NULL;
-    CHECK_OK(ddpc_store_server_start("127.0.0.1", 0, &srv));
-    g_port = ddpc_store_server_port(srv);
+    /* the launcher: a process of its own (ranks forked beside a running
+     * server thread would find its memory lost) that serves until told */
+    int up[2], down[2];
+    CHECK(pipe(up) == 0 && pipe(down) == 0);
+    pid_t launcher = fork();
+    CHECK(launcher >= 0);
+    if (launcher == 0) {
+        close(up[0]);
+        close(down[1]);
+        ddpc_store_server *srv = NULL;
+        int port = ddpc_store_server_start("127.0.0.1", 0, &srv) == DDPC_OK ? ddpc_store_server_port(srv) : -1;
+        char b;
+        if (write(up[1], &port, sizeof port) == (ssize_t)sizeof port) (void)!read(down[0], &b, 1);
+        ddpc_store_server_stop(srv);
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    CHECK_EQ(read(up[0], &g_port, sizeof g_port), (ssize_t)sizeof g_port);
+    CHECK(g_port > 0);
     t_run_ranks(3, 25, agent_body, (void *)proto);
     /* the ranks left their keys under ddpc/attempt_<n>/, nowhere else */
     ddpc_store *st = NULL;
@@ -370,7 +387,11 @@ static void run_agent(const char *proto) {
     CHECK_OK(ddpc_store_check(st, "ddpc/comm0/peer/2", &ex));
     CHECK_EQ(ex, 0);
     ddpc_store_close(st);
-    ddpc_store_server_stop(srv);
+    close(down[1]); /* the launcher stops its store */
+    close(up[0]);
+    int status = 0;
+    CHECK_EQ(waitpid(launcher, &status, 0), launcher);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST_T(comm_agent_store_ddpc_protocol, 30) { run_agent("ddpc"); }

@@ -44,16 +44,9 @@ static const char *script(const char *dir, const char *name, const char *body) {
     return p;
 }
 
-/* Runs a shell command line built from fmt; returns its exit code. */
-static int run(double timeout_s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(double timeout_s, const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return t_run_cmd(cmd, timeout_s, out, sizeof out);
-}
+/* Runs a shell command line built from fmt; returns its exit code (-1 on
+ * the deadline), its output in out. */
+#define run(timeout_s, ...) t_run_cmdf((timeout_s), out, sizeof out, __VA_ARGS__)
 
 static const char *R(void) {
     static char b[4096];
