@@ -31,7 +31,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests test check-san check-valgrind fuzz install uninstall clean help headers-check
+.PHONY: all lib tools examples tests torch torch-module test check-san check-valgrind fuzz install uninstall clean help headers-check
 all: lib tools examples tests
 
 help:
@@ -42,6 +42,7 @@ help:
 	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
 	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
+	@echo "make torch        the torch.distributed backend 'ddpc': $(BUILD)/python/ddpc_torch"
 	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint and store parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
@@ -75,9 +76,35 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/l
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a $(LDLIBS)
 
+# torch.distributed's `ddpc` backend (bridges/torch): the Python package
+# $(BUILD)/python/ddpc_torch, built against Debian's libtorch-dev 1.13 and
+# pybind11-dev when they are installed (`make torch` says so when not).
+TORCH_PY    ?= /usr/bin/python3
+TORCH_HDR   := /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp
+TORCH_PKG   := $(BUILD)/python/ddpc_torch
+TORCH_PYINC  = $(shell $(TORCH_PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+TORCH_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -Iinclude \
+  -I/usr/include/torch/csrc/api/include $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
+TORCH_LIBS  := -ltorch_python -ltorch -ltorch_cpu -lc10
+
+torch:
+	@if [ -f $(TORCH_HDR) ]; then $(MAKE) --no-print-directory torch-module; \
+	else echo "make torch: skipped: PyTorch's C++ headers are missing (apt-get install libtorch-dev pybind11-dev python3-torch, or DDPC_SETUP_PEERS=1 bash scripts/setup.sh)"; fi
+
+torch-module: $(TORCH_PKG)/__init__.py $(TORCH_PKG)/_C.so
+
+$(TORCH_PKG)/__init__.py: bridges/torch/ddpc_torch/__init__.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+# (Python loads a plain _C.so as the extension module ddpc_torch._C)
+$(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp $(HEADERS) $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(TORCH_CXXFLAGS) -I$(TORCH_PYINC) -shared -o $@ $< $(BUILD)/libddpc.a $(TORCH_LIBS) $(LDLIBS)
+
 # Runs every test binary (the tests find the tools through DDPC_BIN) and
 # prints one closing line for all of them.
-test: all
+test: all torch
 	DDPC_BIN=$(abspath $(BUILD)/bin) scripts/run-tests.sh $(TEST_BIN) -- $(T)
 
 # The suite under AddressSanitizer + UndefinedBehaviorSanitizer (leaks

@@ -111,6 +111,25 @@ typedef struct ddpc_unique_id { char internal[128]; } ddpc_unique_id;
 ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
 ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank);
 
+/* Settings a caller may give a communicator instead of the environment's. */
+typedef struct ddpc_comm_config {
+    double connect_timeout_s; /* bootstrap deadline; <= 0: DDPC_CONNECT_TIMEOUT */
+    double exec_timeout_s;    /* per operation; 0: no limit; < 0: DDPC_EXEC_TIMEOUT */
+} ddpc_comm_config;
+/* Fills cfg with "take everything from the environment". */
+void ddpc_comm_config_init(ddpc_comm_config *cfg);
+
+/* From a key-value store the caller already has (store.h:
+ * ddpc_store_from_ops wraps any store, e.g. PyTorch's c10d Store; a
+ * ddpc_store_connect client works too). Every rank passes a store whose
+ * keys no other communicator uses (a fresh prefix per communicator). The
+ * store carries only the rendezvous; data goes over ddpc's own connections.
+ * st is borrowed for this call, and for the communicator's life when
+ * ddpc_comm_split will be called on it. cfg may be NULL. */
+typedef struct ddpc_store ddpc_store;
+ddpc_status ddpc_comm_init_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
+                                 const ddpc_comm_config *cfg);
+
 int ddpc_comm_rank(const ddpc_comm *c);
 int ddpc_comm_size(const ddpc_comm *c);
 int ddpc_comm_local_rank(const ddpc_comm *c);   /* rank among the ranks on this host */
@@ -203,6 +222,18 @@ ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t cou
                           ddpc_dtype t);
 ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                 ddpc_dtype t, ddpc_work **w);
+
+/* Uneven all-to-all, as MPI_Alltoallv: sendcounts[j] elements from
+ * send + sdispls[j] go to rank j, which receives them at recv + rdispls[i]
+ * (i = this rank), where recvcounts[i] must equal them. Counts and
+ * displacements are in elements, size entries each; the arrays are copied,
+ * so they need not outlive the call. send and recv must not overlap. */
+ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
+                           const size_t *sdispls, void *recv, const size_t *recvcounts,
+                           const size_t *rdispls, ddpc_dtype t);
+ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recv, const size_t *recvcounts,
+                                 const size_t *rdispls, ddpc_dtype t, ddpc_work **w);
 
 ddpc_status ddpc_barrier(ddpc_comm *c);
 ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);

@@ -44,11 +44,36 @@ void ddpc_store_server_stop(ddpc_store_server *s);
  * out drops the connection (TCPStore cannot cancel a wait) and the next call
  * reconnects. ddpc's own server speaks both protocols. */
 ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out);
-/* "ddpc" or "torch": the protocol st's connection speaks. */
+/* "ddpc" or "torch": the protocol st's connection speaks; "ops" for a store
+ * made by ddpc_store_from_ops. */
 const char *ddpc_store_protocol(const ddpc_store *st);
 /* A view of st in which every key is prefixed by prefix (may be nested).
  * The view shares st's connection: close views before st. */
 ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out);
+/* A store made of the caller's functions, so that a communicator can meet
+ * its peers through any key-value store (PyTorch's c10d Store, a file, a
+ * service). Each function returns DDPC_OK or an error status, and on error
+ * writes a one-line reason into err (errlen bytes). ddpc calls them one at
+ * a time per store, from the thread that called into ddpc.
+ *   set: stores val (len bytes) at key, replacing any value;
+ *   get: waits up to timeout_s (<= 0: looks once) for key to exist and
+ *        returns a malloc'd copy of its value (ddpc frees it with free());
+ *        DDPC_ERR_TIMEOUT when it is still absent;
+ *   add: adds delta to the integer at key (absent = 0), *result = new value.
+ * name (copied) names the store in messages. compare_set is offered only to
+ * create a key that is absent (expected_len == 0), through add; delete and
+ * num_keys are DDPC_ERR_INVALID_ARG. ctx stays the caller's. */
+typedef struct ddpc_store_ops {
+    ddpc_status (*set)(void *ctx, const char *key, const void *val, size_t len, char *err,
+                       size_t errlen);
+    ddpc_status (*get)(void *ctx, const char *key, double timeout_s, void **val, size_t *len,
+                       char *err, size_t errlen);
+    ddpc_status (*add)(void *ctx, const char *key, int64_t delta, int64_t *result, char *err,
+                       size_t errlen);
+} ddpc_store_ops;
+ddpc_status ddpc_store_from_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
+                                ddpc_store **out);
+
 /* Closes a client or a view. NULL is harmless. */
 void ddpc_store_close(ddpc_store *st);
 

@@ -4,6 +4,7 @@
  * argument; no sequence number is used up), then ddpc__submit.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -32,7 +33,7 @@ static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, s
                       ddpc_dtype t, ddpc_op op, int root, ddpc_work **w, int async, const char *what) {
     if (async && !w) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = {k, send, recv, count, t, op, root};
+    ddpc_args a = {k, send, recv, count, t, op, root, NULL};
     return ddpc__submit(c, &a, async ? w : NULL);
 }
 
@@ -172,6 +173,53 @@ ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t cou
 ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                 ddpc_dtype t, ddpc_work **w) {
     return alltoall(c, send, recv, count, t, w, 1);
+}
+
+/* Checks one side's counts and displacements: each block inside a buffer
+ * of at most SIZE_MAX/4 bytes, and a buffer wherever a block is not empty. */
+static ddpc_status check_blocks(const char *what, const char *side, const void *buf, const size_t *counts,
+                                const size_t *displs, int n, ddpc_dtype t) {
+    if (!counts || !displs)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the %s counts and displacements must be non-NULL", what, side);
+    size_t most = (SIZE_MAX / 4) / ddpc_dtype_size(t);
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > most || displs[i] > most - counts[i])
+            return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: %s block %d (%zu elements at %zu) is too large", what,
+                            side, i, counts[i], displs[i]);
+        if (counts[i] && !buf)
+            return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: %s is NULL with %zu elements for rank %d", what, side,
+                            counts[i], i);
+    }
+    return DDPC_OK;
+}
+
+static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                             void *recv, const size_t *recvcounts, const size_t *rdispls, ddpc_dtype t,
+                             ddpc_work **w, int async) {
+    const char *what = "ddpc_alltoallv";
+    DDPC_CHECK(check(what, c, 0, t, 0, DDPC_SUM, NOROOT, 1));
+    int n = c->size;
+    DDPC_CHECK(check_blocks(what, "send", send, sendcounts, sdispls, n, t));
+    DDPC_CHECK(check_blocks(what, "recv", recv, recvcounts, rdispls, n, t));
+    if (async && !w) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
+    size_t *vec = malloc(sizeof *vec * 4 * (size_t)n);
+    if (!vec) return ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory", what);
+    memcpy(vec, sendcounts, sizeof *vec * (size_t)n);
+    memcpy(vec + n, sdispls, sizeof *vec * (size_t)n);
+    memcpy(vec + 2 * n, recvcounts, sizeof *vec * (size_t)n);
+    memcpy(vec + 3 * n, rdispls, sizeof *vec * (size_t)n);
+    if (async) *w = NULL;
+    ddpc_args a = {DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec};
+    return ddpc__submit(c, &a, async ? w : NULL); /* owns vec from here */
+}
+ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
+                           void *recv, const size_t *recvcounts, const size_t *rdispls, ddpc_dtype t) {
+    return alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, NULL, 0);
+}
+ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const size_t *sendcounts,
+                                 const size_t *sdispls, void *recv, const size_t *recvcounts,
+                                 const size_t *rdispls, ddpc_dtype t, ddpc_work **w) {
+    return alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, w, 1);
 }
 
 ddpc_status ddpc_barrier(ddpc_comm *c) {

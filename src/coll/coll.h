@@ -88,6 +88,8 @@ ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t n
 ddpc_status ddpc__gather(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root);
 ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root);
 ddpc_status ddpc__alltoall(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
+/* vec as ddpc_args.vec, in elements of esize bytes. */
+ddpc_status ddpc__alltoallv(ddpc_exec *e, const void *send, void *recv, const size_t *vec, size_t esize);
 ddpc_status ddpc__barrier(ddpc_exec *e);
 ddpc_status ddpc__send(ddpc_exec *e, const void *buf, size_t nbytes, int peer);
 ddpc_status ddpc__recv(ddpc_exec *e, void *buf, size_t nbytes, int peer);

@@ -45,7 +45,7 @@ ddpc_status ddpc__run(ddpc_exec *e) {
     const ddpc_args *a = &e->a;
     ddpc_comm *c = e->c;
     size_t nb = a->count * ddpc_dtype_size(a->dtype);
-    if (a->count == 0 && a->kind != DDPC_K_BARRIER) return DDPC_OK;
+    if (a->count == 0 && a->kind != DDPC_K_BARRIER && a->kind != DDPC_K_ALLTOALLV) return DDPC_OK;
     ddpc_status s;
     switch (a->kind) {
     case DDPC_K_ALLREDUCE:
@@ -67,6 +67,7 @@ ddpc_status ddpc__run(ddpc_exec *e) {
     case DDPC_K_GATHER: return ddpc__gather(e, a->send, a->recv, nb, a->root);
     case DDPC_K_SCATTER: return ddpc__scatter(e, a->send, a->recv, nb, a->root);
     case DDPC_K_ALLTOALL: return ddpc__alltoall(e, a->send, a->recv, nb);
+    case DDPC_K_ALLTOALLV: return ddpc__alltoallv(e, a->send, a->recv, a->vec, ddpc_dtype_size(a->dtype));
     case DDPC_K_BARRIER: return ddpc__barrier(e);
     case DDPC_K_SEND: return ddpc__send(e, a->send, nb, a->root);
     case DDPC_K_RECV: return ddpc__recv(e, a->recv, nb, a->root);

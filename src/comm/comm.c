@@ -428,8 +428,10 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
     free(keys);
     if (s != DDPC_OK) goto fail;
 
-    /* 4. connect down, accept up */
-    uint64_t uid = fnv1a(c->prefix) ^ ((uint64_t)c->store_port << 48) ^ fnv1a(c->store_host);
+    /* 4. connect down, accept up; the hello's id: this store and key space,
+     * and rank 0's listening address (unique among live communicators) */
+    uint64_t uid = fnv1a(c->prefix) ^ ((uint64_t)c->store_port << 48) ^ fnv1a(c->store_host) ^
+                   (fnv1a(c->peers[0].ip) * 31 + (uint64_t)c->peers[0].port);
     for (int r = 0; r < c->rank; r++) {
         ddpc_peer *pe = &c->peers[r];
         s = tp->connect(pe->ip, pe->port, deadline, &pe->conn);
@@ -585,7 +587,54 @@ fail: {
 }
 }
 
+/*
+ * Creates a communicator that meets its peers through st, the caller's
+ * store, under prefix. cfg (may be NULL) overrides the environment's
+ * timeouts. The address to listen on routes to MASTER_ADDR when it is set
+ * (else loopback), unless DDPC_IF_IP / DDPC_SOCKET_IFNAME choose it.
+ */
+static ddpc_status comm_create_store(int rank, int size, ddpc_store *st, const char *prefix,
+                                     const ddpc_comm_config *cfg, ddpc_comm **out) {
+    *out = NULL;
+    ddpc_comm *c = comm_alloc(rank, size);
+    if (!c) return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
+    ddpc_store *view = NULL;
+    ddpc_status s = read_settings(c);
+    if (s != DDPC_OK) goto fail;
+    if (cfg && cfg->connect_timeout_s > 0) c->connect_timeout = cfg->connect_timeout_s;
+    if (cfg && cfg->exec_timeout_s >= 0) c->exec_timeout = cfg->exec_timeout_s;
+    snprintf(c->store_host, sizeof c->store_host, "%s", ddpc_store_addr(st));
+    snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
+    c->ext_store = st;
+    ddpc_log_set_rank(rank);
+    ddpc_env_log_effective(DDPC_SUB_ENV);
+    const char *route = ddpc_env_isset("MASTER_ADDR") ? getenv("MASTER_ADDR") : "127.0.0.1";
+    s = ddpc__choose_ip(route, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname);
+    if (s != DDPC_OK) goto fail;
+    s = ddpc_store_prefixed(st, prefix, &view);
+    if (s != DDPC_OK) goto fail;
+    int store_gone = 0;
+    s = bootstrap(c, view, ddpc_deadline_in(c->connect_timeout), &store_gone);
+    if (s != DDPC_OK) goto fail;
+    ddpc_store_close(view);
+    *out = c;
+    return DDPC_OK;
+fail: {
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", ddpc_last_error());
+    ddpc_store_close(view);
+    comm_free(c);
+    return ddpc_err(s, "%s", keep);
+}
+}
+
 /* ------------------------------------------------------------ creation */
+
+void ddpc_comm_config_init(ddpc_comm_config *cfg) {
+    if (!cfg) return;
+    cfg->connect_timeout_s = -1;
+    cfg->exec_timeout_s = -1;
+}
 
 /* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
 static ddpc_status job_rank(long *rank, long *size, int *fallback) {
@@ -713,6 +762,15 @@ static struct uid_server {
     ddpc_store_server *server;
 } uid_servers[16];
 
+ddpc_status ddpc_comm_init_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
+                                 const ddpc_comm_config *cfg) {
+    if (!out || !st)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_store: out and st must be non-NULL");
+    *out = NULL;
+    DDPC_CHECK(check_rank_size(rank, size));
+    return comm_create_store(rank, size, st, "", cfg, out);
+}
+
 ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal), "unique id too big");
     if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
@@ -829,6 +887,7 @@ static void work_release(struct ddpc_work *w) {
     if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
+        free(w->a.vec);
         free(w);
     }
 }
@@ -895,6 +954,7 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
     pthread_mutex_lock(&c->mu);
     if (c->stop) {
         pthread_mutex_unlock(&c->mu);
+        free(a->vec);
         return ddpc_err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", c->rank);
     }
     if (!wout && !c->busy && !c->qhead) { /* fast path: run here, now */
@@ -905,11 +965,13 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
         c->busy = 0;
         if (c->qhead) pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
+        free(a->vec);
         return st;
     }
     struct ddpc_work *w = calloc(1, sizeof *w);
     if (!w) {
         pthread_mutex_unlock(&c->mu);
+        free(a->vec);
         return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a work handle");
     }
     w->c = c;
@@ -929,6 +991,7 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
             pthread_mutex_destroy(&w->mu);
             pthread_cond_destroy(&w->cv);
             free(w);
+            free(a->vec);
             return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "cannot start the progress thread");
         }
         c->thread_started = 1;
@@ -1099,7 +1162,12 @@ ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
         char prefix[320], who[320];
         snprintf(prefix, sizeof prefix, "%.200ssplit%" PRIu64 "/c%d/", c->prefix, nsplit, color);
         snprintf(who, sizeof who, "the store %s:%d", c->store_host, c->store_port);
-        cs = comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, &child);
+        if (c->ext_store) {
+            ddpc_comm_config cfg = {c->connect_timeout, c->exec_timeout};
+            cs = comm_create_store(newrank, n, c->ext_store, prefix, &cfg, &child);
+        } else {
+            cs = comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, &child);
+        }
         if (cs != DDPC_OK) snprintf(keep, sizeof keep, "%s", ddpc_last_error());
         ddpc_log_set_rank(c->rank);
     }

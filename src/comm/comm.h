@@ -42,6 +42,7 @@ typedef enum ddpc_kind {
     DDPC_K_BARRIER,
     DDPC_K_SEND,
     DDPC_K_RECV,
+    DDPC_K_ALLTOALLV,
     DDPC_K_COUNT
 } ddpc_kind;
 
@@ -73,6 +74,8 @@ typedef struct ddpc_args {
     ddpc_dtype dtype;
     ddpc_op op;
     int root; /* root, or peer for send/recv; -1 when none */
+    size_t *vec; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (size
+                  * entries each) in one block owned by the operation; else NULL */
 } ddpc_args;
 
 /* One posted send or receive of a message to or from one peer. Lives in the
@@ -129,6 +132,7 @@ struct ddpc_comm {
     int store_port;
     char prefix[320];       /* key namespace, ends with '/' */
     struct ddpc_srv_ref *srv; /* the store this rank hosts (shared with splits), or NULL */
+    ddpc_store *ext_store;  /* the caller's store (ddpc_comm_init_store), borrowed, or NULL */
     uint64_t nsplit;        /* splits done so far (namespaces children) */
 
     /* state */
@@ -217,6 +221,7 @@ void *ddpc__scratch(ddpc_comm *c, size_t nbytes);
  * on the caller's thread when nothing is queued, else waits its turn);
  * otherwise *w gets a work handle. Arguments are already validated. */
 ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **w);
+/* (ddpc__submit owns a->vec, whatever it returns.) */
 
 /* ------------------------------------------------------------ algorithms */
 

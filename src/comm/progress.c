@@ -37,6 +37,7 @@ static const char *const kind_names[DDPC_K_COUNT] = {
     [DDPC_K_REDUCE] = "reduce",       [DDPC_K_ALLGATHER] = "allgather",
     [DDPC_K_REDUCE_SCATTER] = "reduce_scatter", [DDPC_K_GATHER] = "gather",
     [DDPC_K_SCATTER] = "scatter",     [DDPC_K_ALLTOALL] = "alltoall",
+    [DDPC_K_ALLTOALLV] = "alltoallv",
     [DDPC_K_BARRIER] = "barrier",     [DDPC_K_SEND] = "send/recv",
     [DDPC_K_RECV] = "send/recv",
 };
@@ -259,6 +260,11 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
                           " but rank %d called %s as operation #%" PRIu64,
                           e->c->rank, mine, w->seq, r->peer, theirs, h->seq);
     }
+    if (h->nbytes != w->nbytes && w->kind == DDPC_K_ALLTOALLV)
+        return ddpc__fail(e, DDPC_ERR_MISMATCH,
+                          "alltoallv: rank %d sends this rank (%d) %llu bytes, but this rank's receive count "
+                          "from it is %llu bytes",
+                          r->peer, e->c->rank, (unsigned long long)h->nbytes, (unsigned long long)w->nbytes);
     if (h->nbytes != w->nbytes)
         return ddpc__fail(e, DDPC_ERR_PROTOCOL,
                           "rank %d sent %llu bytes where this rank expects %llu (a bug in ddpc)",

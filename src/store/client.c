@@ -25,20 +25,8 @@
 #include "base/base.h"
 #include "base/env.h"
 #include "base/sock.h"
+#include "store/client.h"
 #include "store/proto.h"
-
-struct ddpc_store {
-    ddpc_store *root;  /* the handle that owns the connection (itself for a client) */
-    char *prefix;      /* owned; "" for a client */
-    size_t prefix_len;
-    int fd;            /* root only */
-    int broken;        /* root only: an earlier call left the stream unusable */
-    double op_timeout; /* root only: seconds a reply may take beyond a request's own wait */
-    char addr[300];    /* root only: "host:port", for messages */
-    int proto;         /* root only: PROTO_DDPC or PROTO_TORCH */
-    char host[256];    /* root only: to reconnect (TCPStore, after a wait timed out) */
-    int port;
-};
 
 /* Seconds as the wire's u32 milliseconds (<= 0 -> 0, capped near 49 days). */
 static uint32_t wire_ms(double s) {
@@ -248,7 +236,8 @@ ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddp
 }
 
 const char *ddpc_store_protocol(const ddpc_store *st) {
-    return !st ? "" : st->root->proto == PROTO_TORCH ? "torch" : "ddpc";
+    if (!st) return "";
+    return st->root->proto == PROTO_TORCH ? "torch" : st->root->proto == PROTO_OPS ? "ops" : "ddpc";
 }
 
 /* --------------------------------------------- PyTorch's TCPStore protocol */
@@ -485,6 +474,7 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
         return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value of %zu bytes exceeds "
                         "DDPC_STORE_MAX_VALUE (%u)", key, len, DDPC_STORE_MAX_VALUE);
     if (len && !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
+    if (st->root->proto == PROTO_OPS) return ddpc__ops_set(st, key, val, len);
     if (st->root->proto == PROTO_TORCH) {
         tbuf b = tb_start(st, TQ_SET, key);
         tb_bytes(&b, val, len);
@@ -508,6 +498,7 @@ ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, vo
     if (len) *len = 0;
     size_t kl;
     DDPC_CHECK(full_key_len(st, "get", key, &kl));
+    if (st->root->proto == PROTO_OPS) return ddpc__ops_get(st, key, timeout_s, val, len);
     if (st->root->proto == PROTO_TORCH) return torch_get(st, key, timeout_s, val, len);
     unsigned char h[HEAD_MAX];
     struct iovec iov[1] = {{h, head(st, h, OP_GET, 1, timeout_s, key)}};
@@ -528,6 +519,7 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_add: store is NULL");
     size_t kl;
     DDPC_CHECK(full_key_len(st, "add", key, &kl));
+    if (st->root->proto == PROTO_OPS) return ddpc__ops_add(st, key, delta, result);
     if (st->root->proto == PROTO_TORCH) {
         tbuf b = tb_start(st, TQ_ADD, key);
         unsigned char d[8];
@@ -569,6 +561,12 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
                         "DDPC_STORE_MAX_VALUE (%u)", key, DDPC_STORE_MAX_VALUE);
     if ((expected_len && !expected) || (desired_len && !desired))
         return ddpc_err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value is NULL", key);
+    if (st->root->proto == PROTO_OPS) {
+        if (expected_len)
+            return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: compare_set '%.60s': a store made of set, get and "
+                            "add can only create an absent key (expected must be empty)", st->root->addr, key);
+        return ddpc__ops_create(st, key, desired, desired_len, actual, actual_len);
+    }
     if (st->root->proto == PROTO_TORCH) {
         tbuf b = tb_start(st, TQ_COMPARE_SET, key);
         tb_bytes(&b, expected, expected_len);
@@ -606,6 +604,7 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
         DDPC_CHECK(full_key_len(st, "wait", keys[i], &kl));
         total += 4 + kl;
     }
+    if (st->root->proto == PROTO_OPS) return ddpc__ops_wait(st, keys, n, timeout_s);
     if (st->root->proto == PROTO_TORCH) {
         int ready = 0;
         ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, keys, n, timeout_s, &ready);
@@ -638,6 +637,10 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: store is NULL", what);
     size_t kl;
     DDPC_CHECK(full_key_len(st, what, key, &kl));
+    if (st->root->proto == PROTO_OPS) {
+        if (op == OP_CHECK) return ddpc__ops_check(st, key, flag);
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot %s", st->root->addr, what);
+    }
     if (st->root->proto == PROTO_TORCH) {
         int64_t v = 0;
         if (op == OP_CHECK) return torch_keys(st, TQ_CHECK, &key, 1, 0, flag);
@@ -673,6 +676,9 @@ ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted) {
 
 ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
     if (!st || !n) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
+    if (st->root->proto == PROTO_OPS)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot count its keys",
+                        st->root->addr);
     if (st->root->proto == PROTO_TORCH) return torch_num_keys(st, n);
     unsigned char op = OP_NUM_KEYS;
     struct iovec iov[1] = {{&op, 1}};
@@ -692,6 +698,7 @@ ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
 
 ddpc_status ddpc_store_ping(ddpc_store *st) {
     if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_ping: store is NULL");
+    if (st->root->proto == PROTO_OPS) return DDPC_OK;
     if (st->root->proto == PROTO_TORCH) {
         int64_t n;
         return torch_num_keys(st, &n);
