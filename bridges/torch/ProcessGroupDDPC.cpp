@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -176,10 +177,34 @@ static void check_one(const std::vector<at::Tensor>& ts, const char* what) {
 
 /* ------------------------------------------------------------ work */
 
+class WorkDDPC;
+
+/* The completion thread's queue. The thread is woken only when someone
+ * depends on a completion it must make (a future was asked for), and else
+ * every 20 ms to finish works nobody waited for: a call waited on at once,
+ * as every synchronous torch.distributed call is, completes on the caller's
+ * thread without waking it (one thread hand-off less per call). */
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<c10::intrusive_ptr<WorkDDPC>> queue;
+  bool stop = false;
+  bool urgent = false;
+  void wake() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      urgent = true;
+    }
+    cv.notify_one();
+  }
+};
+
 class WorkDDPC : public c10d::Work {
  public:
-  WorkDDPC(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs)
+  WorkDDPC(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+           std::shared_ptr<Completion> completion)
       : Work(rank, type, title),
+        completion_(std::move(completion)),
         outputs_(std::move(outputs)),
         future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
@@ -220,12 +245,13 @@ class WorkDDPC : public c10d::Work {
   const std::string& error() const { return error_; }
   void set_source(int r) { source_ = r; }
 
-  /* Waits for the ddpc calls (timeout_s < 0: the communicator's own limit)
-   * and completes this work; false if timeout_s passed first. */
+  /* Waits for the ddpc calls and completes this work; false if timeout_s
+   * passed first. timeout_s < 0: until they end, which the group's timeout
+   * (the communicator's per-operation limit) bounds. */
   bool drive(double timeout_s) {
     std::string err = error_;
     for (ddpc_work* h : handles_) {
-      ddpc_status s = ddpc_work_wait(h, timeout_s);
+      ddpc_status s = ddpc_work_wait(h, timeout_s < 0 ? HUGE_VAL : timeout_s);
       if (s == DDPC_ERR_TIMEOUT && timeout_s >= 0) {
         int done = 0;
         ddpc_work_test(h, &done);
@@ -243,7 +269,15 @@ class WorkDDPC : public c10d::Work {
     return Work::wait(kNoTimeout);
   }
 
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  bool isCompleted() override {
+    drive(0);
+    return Work::isCompleted();
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    if (!claimed_) completion_->wake();
+    return future_;
+  }
   std::vector<at::Tensor> result() override { return outputs_; }
   int sourceRank() const override { return source_; }
 
@@ -271,6 +305,7 @@ class WorkDDPC : public c10d::Work {
     }
   }
 
+  std::shared_ptr<Completion> completion_;
   std::vector<ddpc_work*> handles_;
   std::vector<std::function<void()>> after_; /* copy-outs, once every call is done */
   std::vector<at::Tensor> keep_;             /* staging buffers kept alive */
@@ -287,7 +322,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
  public:
   ProcessGroupDDPC(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size), timeout_(timeout) {
+      : ProcessGroup(rank, size), timeout_(timeout), completion_(std::make_shared<Completion>()) {
     StoreRef ref{store};
     ddpc_store_ops ops{kv_set, kv_get, kv_add};
     ddpc_store* st = nullptr;
@@ -303,14 +338,15 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     thread_ = std::thread([this] { loop(); });
   }
 
+  /* Without the GIL: the completion thread may be dropping the last
+   * reference to a tensor Python also knows, which takes the GIL. */
   ~ProcessGroupDDPC() override {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      stop_ = true;
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      pybind11::gil_scoped_release nogil;
+      shutdown();
+    } else {
+      shutdown();
     }
-    cv_.notify_all();
-    thread_.join();
-    ddpc_comm_destroy(comm_);
   }
 
   const std::string getBackendName() const override { return "ddpc"; }
@@ -623,33 +659,46 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
   }
 
  private:
+  /* Finishes the works still queued, stops the completion thread, then
+   * destroys the communicator (which says goodbye to the peers). */
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> g(completion_->mu);
+      completion_->stop = true;
+    }
+    completion_->cv.notify_all();
+    thread_.join();
+    ddpc_comm_destroy(comm_);
+  }
+
   c10::intrusive_ptr<WorkDDPC> work(c10d::OpType type, const char* title, std::vector<at::Tensor> outs) {
     if (sequenceNum_) sequenceNum_->increment();
-    return c10::make_intrusive<WorkDDPC>(getRank(), type, title, std::move(outs));
+    return c10::make_intrusive<WorkDDPC>(getRank(), type, title, std::move(outs), completion_);
   }
 
   c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkDDPC>& w, const char* what) {
     if (w->refused_outright()) fail(std::string(what) + ": " + w->error());
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      queue_.push_back(w);
-    }
-    cv_.notify_one();
+    std::lock_guard<std::mutex> g(completion_->mu);
+    completion_->queue.push_back(w);
     return w;
   }
 
-  /* The completion thread: completes works in issue order. */
+  /* The completion thread: completes works in issue order (see Completion). */
   void loop() {
+    Completion& c = *completion_;
+    std::unique_lock<std::mutex> g(c.mu);
     for (;;) {
-      c10::intrusive_ptr<WorkDDPC> w;
-      {
-        std::unique_lock<std::mutex> g(mu_);
-        cv_.wait(g, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        w = queue_.front();
-        queue_.pop_front();
+      c.cv.wait_for(g, std::chrono::milliseconds(20), [&] { return c.stop || c.urgent; });
+      c.urgent = false;
+      while (!c.queue.empty()) {
+        c10::intrusive_ptr<WorkDDPC> w = c.queue.front();
+        c.queue.pop_front();
+        g.unlock();
+        w->drive(-1);
+        w.reset();
+        g.lock();
       }
-      w->drive(-1);
+      if (c.stop) return;
     }
   }
 
@@ -722,10 +771,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
   ddpc_comm* comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   std::mutex issue_mu_; /* one caller at a time issues, so calls keep their order */
-  std::mutex mu_;       /* the completion queue */
-  std::condition_variable cv_;
-  std::deque<c10::intrusive_ptr<WorkDDPC>> queue_;
-  bool stop_ = false;
+  std::shared_ptr<Completion> completion_;
   std::thread thread_;
 };
 

@@ -1,0 +1,139 @@
+/* test_torch_backend.c — torch.distributed's 'ddpc' backend (bridges/torch)
+ * from PyTorch itself: every collective, dtype and size against references
+ * at world sizes 2 and 3 (tests/py/torch_backend.py); a lost and a silent
+ * peer fail the survivors' calls within the group's timeout, naming it
+ * (tests/py/torch_fail.py), with env:// and file:// initialisation; the
+ * seed's program (examples/ddp_mnist.py) trained on 'ddpc' ends with the
+ * same parameters as on 'gloo'; and a CI-sized part of PyTorch's own
+ * distributed test suite (tests/py/dist_suite.py --subset ci).
+ *
+ * Every test skips when /usr/bin/python3 cannot import torch or the module
+ * is not built (make torch); the training one without Fashion-MNIST. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define DATA "/usr/share/datasets/fashion-mnist"
+#define PYTHON "/usr/bin/python3"
+
+static char out[1 << 20];
+
+#define run(timeout_s, ...) t_run_cmdf((timeout_s), out, sizeof out, __VA_ARGS__)
+
+/* A file of the repository, found from this file's path (the tests run
+ * from the repository root, where make compiles tests/dist/...). */
+static const char *repo(const char *name) {
+    static char bufs[4][1024];
+    static int next;
+    char *b = bufs[next++ % 4];
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    int dir = slash ? (int)(slash - f) : 0; /* .../tests/dist */
+    snprintf(b, sizeof bufs[0], "%.*s%s%s", dir, f, dir ? "/../../" : "../../", name);
+    CHECK_MSG(access(b, R_OK) == 0, "%s not found (run the tests from the repository root)", b);
+    return b;
+}
+
+/* PYTHONPATH=<build>/python, where make torch puts ddpc_torch. */
+static const char *pythonpath(void) {
+    static char b[1100];
+    snprintf(b, sizeof b, "%s/../python", t_bin(""));
+    return b;
+}
+
+static void need_module(void) {
+    if (run(60, "PYTHONPATH=%s " PYTHON " -c 'import ddpc_torch' 2>&1", pythonpath()) != 0) {
+        size_t n = strlen(out);
+        while (n && out[n - 1] == '\n') out[--n] = '\0';
+        const char *why = strrchr(out, '\n');
+        SKIP("cannot import ddpc_torch with " PYTHON " (make torch; apt-get install python3-torch "
+             "libtorch-dev pybind11-dev): %s", why ? why + 1 : out);
+    }
+}
+
+static void need_data(void) {
+    if (access(DATA "/train-images-idx3-ubyte.gz", R_OK) != 0)
+        SKIP("Fashion-MNIST is not installed in " DATA " (apt-get install dataset-fashion-mnist)");
+}
+
+static void checks(int world) {
+    need_module();
+    int rc = run(240, "PYTHONPATH=%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s 2>&1", pythonpath(),
+                 t_bin("ddpc-run"), world, t_free_port(), repo("tests/py/torch_backend.py"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    char want[64];
+    snprintf(want, sizeof want, "checks ok on %d ranks (ddpc)", world);
+    CHECK_CONTAINS(out, want);
+}
+
+TEST_T(torch_backend_collectives_world2, 300) { checks(2); }
+TEST_T(torch_backend_collectives_world3, 300) { checks(3); }
+
+/* mode: exit or silent; init: env:// or a file:// URL. */
+static void peer_fails(const char *mode, const char *init) {
+    need_module();
+    int rc = run(90, "PYTHONPATH=%s TORCH_FAIL_MODE=%s TORCH_FAIL_INIT=%s %s --nproc-per-node=3 --master-port=%d "
+                     PYTHON " %s 2>&1",
+                 pythonpath(), mode, init, t_bin("ddpc-run"), t_free_port(), repo("tests/py/torch_fail.py"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    for (int r = 0; r < 3; r += 2) {
+        char want[64];
+        snprintf(want, sizeof want, "[%d]: rank %d: failed after ", r, r);
+        CHECK_CONTAINS(out, want);
+    }
+    CHECK_CONTAINS(out, "rank 1");
+    CHECK(strstr(out, "succeeded without rank 1") == NULL);
+}
+
+TEST_T(torch_backend_lost_peer, 120) { peer_fails("exit", "env://"); }
+TEST_T(torch_backend_silent_peer_times_out, 120) {
+    peer_fails("silent", "env://");
+    CHECK_CONTAINS(out, "timed out after 5 s");
+}
+TEST_T(torch_backend_file_init, 120) {
+    char url[1100];
+    snprintf(url, sizeof url, "file://%s", t_tmp_path("filestore"));
+    peer_fails("exit", url);
+    t_tmp_remove();
+}
+
+/* The seed's program on both backends, 2 ranks: the same parameters, bit
+ * for bit (a two-rank sum is exact whatever the order); 3 ranks: within
+ * float tolerance. */
+static void seed(int world, int exact) {
+    need_module();
+    need_data();
+    const char *p[2] = {t_tmp_path("gloo.pt"), t_tmp_path("ddpc.pt")};
+    const char *backend[2] = {"gloo", "ddpc"};
+    for (int b = 0; b < 2; b++) {
+        int rc = run(240, "PYTHONPATH=%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s --backend %s "
+                          "--save %s 2>&1",
+                     pythonpath(), t_bin("ddpc-run"), world, t_free_port(), repo("examples/ddp_mnist.py"),
+                     backend[b], p[b]);
+        CHECK_MSG(rc == 0, "%s: rc=%d: %s", backend[b], rc, out);
+    }
+    int rc = run(60, PYTHON " -c \"import torch,sys; a=torch.load('%s'); b=torch.load('%s'); "
+                     "same=all(torch.equal(a[k],b[k]) for k in a); "
+                     "close=all(torch.allclose(a[k],b[k],rtol=1e-4,atol=1e-5) for k in a); "
+                     "print('same' if same else 'close' if close else 'differ', "
+                     "max((a[k]-b[k]).abs().max().item() for k in a))\" 2>&1",
+                 p[0], p[1]);
+    CHECK_MSG(rc == 0, "compare: rc=%d: %s", rc, out);
+    if (exact) CHECK_MSG(!strncmp(out, "same", 4), "2 ranks: ddpc's parameters differ from gloo's: %s", out);
+    else CHECK_MSG(!strncmp(out, "same", 4) || !strncmp(out, "close", 5), "parameters differ: %s", out);
+    t_tmp_remove();
+}
+
+TEST_T(torch_backend_seed_program_2_ranks_bit_identical_to_gloo, 600) { seed(2, 1); }
+TEST_T(torch_backend_seed_program_3_ranks_close_to_gloo, 600) { seed(3, 0); }
+
+/* PyTorch's own distributed_test.py, the collectives and CPU DDP tests. */
+TEST_T(torch_backend_pytorch_suite_ci_subset, 900) {
+    need_module();
+    int rc = run(840, "PYTHONPATH=%s " PYTHON " %s --backend ddpc --world-size 2 --subset ci 2>&1", pythonpath(),
+                 repo("tests/py/dist_suite.py"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "failed=0");
+}
