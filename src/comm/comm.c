@@ -851,7 +851,9 @@ static int is_rooted(ddpc_kind k) {
 }
 
 /* Runs one operation on this thread: fingerprint, deadline, algorithm. */
-static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
+/* Readies e to execute a on c: fingerprint, sequence number, deadline.
+ * Fails when c was aborted or failed earlier. */
+static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return ddpc_err(DDPC_ERR_ABORTED, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
     if (c->failed != DDPC_OK) {
@@ -861,25 +863,30 @@ static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
         pthread_mutex_unlock(&c->err_mu);
         return ddpc_err(c->failed, "the communicator failed earlier: %s", msg);
     }
-    ddpc_exec e;
-    memset(&e, 0, sizeof e);
-    e.c = c;
-    e.a = *a;
-    e.fp.magic = DDPC_MSG_MAGIC;
-    e.fp.kind = (uint8_t)(a->kind == DDPC_K_RECV ? DDPC_K_SEND : a->kind);
-    e.fp.dtype = a->kind == DDPC_K_BARRIER ? 0 : (uint8_t)a->dtype;
-    e.fp.op = is_reducing(a->kind) ? (uint8_t)a->op : 0;
-    e.fp.root = is_rooted(a->kind) ? a->root : -1;
-    e.fp.count = a->count;
-    e.fp.seq = is_collective(a->kind) ? c->seq++ : 0;
-    e.deadline = ddpc_deadline_in(c->exec_timeout);
-    e.lost = -1;
-    e.culprit = -1;
+    memset(e, 0, sizeof *e);
+    e->c = c;
+    e->a = *a;
+    e->fp.magic = DDPC_MSG_MAGIC;
+    e->fp.kind = (uint8_t)(a->kind == DDPC_K_RECV ? DDPC_K_SEND : a->kind);
+    e->fp.dtype = a->kind == DDPC_K_BARRIER ? 0 : (uint8_t)a->dtype;
+    e->fp.op = is_reducing(a->kind) ? (uint8_t)a->op : 0;
+    e->fp.root = is_rooted(a->kind) ? a->root : -1;
+    e->fp.count = a->count;
+    e->fp.seq = is_collective(a->kind) ? c->seq++ : 0;
+    e->deadline = ddpc_deadline_in(c->exec_timeout);
+    e->lost = -1;
+    e->culprit = -1;
     if (ddpc_log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
         char d[160];
-        ddpc__describe(&e.fp, d, sizeof d);
-        DDPC_TRACE(COLL, "%s #%" PRIu64 " start", d, e.fp.seq);
+        ddpc__describe(&e->fp, d, sizeof d);
+        DDPC_TRACE(COLL, "%s #%" PRIu64 " start", d, e->fp.seq);
     }
+    return DDPC_OK;
+}
+
+static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
+    ddpc_exec e;
+    DDPC_CHECK(exec_init(c, a, &e));
     return ddpc__run(&e);
 }
 
@@ -902,9 +909,95 @@ static void work_complete(struct ddpc_work *w, ddpc_status st) {
     work_release(w);
 }
 
+static int is_p2p(ddpc_kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
+
+/* One queued send or receive of a batch (run_p2p). */
+typedef struct p2p_item {
+    struct ddpc_work *w;
+    ddpc_exec e;
+    ddpc_req q;
+    int posted, done;
+} p2p_item;
+
+/* Runs the point-to-point operations at the head of the queue together, and
+ * takes in those queued behind them while they run: every send and receive
+ * of the batch is posted at once and progresses together, so two ranks that
+ * each send the other a large message before receiving (torch's
+ * batch_isend_irecv, isend then irecv) do not wait on each other forever.
+ * Per pair, messages still match in the order issued. c->mu is held on
+ * entry and on return; the head is a send or receive; nothing executes. */
+static void run_p2p(ddpc_comm *c) {
+    p2p_item *b = NULL;
+    size_t n = 0, cap = 0, left = 0;
+    c->busy = 1;
+    for (;;) {
+        size_t first_new = n;
+        while (c->qhead && is_p2p(c->qhead->a.kind)) {
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 16;
+                p2p_item *nb = realloc(b, sizeof *b * nc);
+                if (!nb) break; /* run what is taken; the rest waits its turn */
+                b = nb;
+                cap = nc;
+            }
+            struct ddpc_work *w = c->qhead;
+            c->qhead = w->next;
+            if (!c->qhead) c->qtail = NULL;
+            w->started = 1;
+            memset(&b[n], 0, sizeof b[n]);
+            b[n++].w = w;
+            left++;
+        }
+        pthread_mutex_unlock(&c->mu);
+        for (size_t i = first_new; i < n; i++) { /* post the new ones, in order */
+            p2p_item *it = &b[i];
+            const ddpc_args *a = &it->w->a;
+            ddpc_status s = exec_init(c, a, &it->e);
+            size_t nb = a->count * ddpc_dtype_size(a->dtype);
+            if (s != DDPC_OK || a->count == 0) {
+                it->done = 1;
+                left--;
+                work_complete(it->w, s);
+                continue;
+            }
+            it->e.nap = 0.001;
+            if (a->kind == DDPC_K_SEND) {
+                it->e.fp.seq = c->p2p_sent[a->root]++;
+                ddpc__post_send(&it->e, &it->q, a->root, a->send, nb);
+            } else {
+                it->e.fp.seq = c->p2p_recvd[a->root]++;
+                ddpc__post_recv(&it->e, &it->q, a->root, a->recv, nb);
+            }
+            it->posted = 1;
+        }
+        if (left) { /* progress through the oldest pending one (its deadline) */
+            p2p_item *drv = NULL;
+            for (size_t i = 0; i < n && !drv; i++)
+                if (!b[i].done) drv = &b[i];
+            ddpc_status s = ddpc__progress(&drv->e, 1);
+            for (size_t i = 0; i < n; i++) {
+                p2p_item *it = &b[i];
+                if (it->done || (s == DDPC_OK && !it->q.done)) continue;
+                it->done = 1;
+                left--;
+                work_complete(it->w, s);
+            }
+        }
+        pthread_mutex_lock(&c->mu);
+        if (!left && !(c->qhead && is_p2p(c->qhead->a.kind))) break;
+    }
+    free(b);
+    c->busy = 0;
+    pthread_cond_broadcast(&c->cv);
+}
+
 /* Takes the queue's head and runs it on this thread; c->mu is held on entry
  * and on return, and no operation is executing. */
 static void run_head(ddpc_comm *c) {
+    if (is_p2p(c->qhead->a.kind)) {
+        run_p2p(c);
+        return;
+    }
     struct ddpc_work *w = c->qhead;
     c->qhead = w->next;
     if (!c->qhead) c->qtail = NULL;

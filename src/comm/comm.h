@@ -170,6 +170,8 @@ typedef struct ddpc_exec {
     double deadline; /* absolute */
     int lost;        /* the rank whose loss failed this operation, or -1 */
     int culprit;     /* the rank whose call differed from this one's, or -1 */
+    double nap;      /* > 0: a blocking progress sleeps at most this long (s)
+                      * and returns, so its caller can look at the queue */
 } ddpc_exec;
 
 /* ------------------------------------------------------------ progress */

@@ -260,11 +260,13 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
                           " but rank %d called %s as operation #%" PRIu64,
                           e->c->rank, mine, w->seq, r->peer, theirs, h->seq);
     }
-    if (h->nbytes != w->nbytes && w->kind == DDPC_K_ALLTOALLV)
+    if (h->nbytes != w->nbytes && w->kind == DDPC_K_ALLTOALLV) {
+        e->culprit = r->peer;
         return ddpc__fail(e, DDPC_ERR_MISMATCH,
                           "alltoallv: rank %d sends this rank (%d) %llu bytes, but this rank's receive count "
                           "from it is %llu bytes",
                           r->peer, e->c->rank, (unsigned long long)h->nbytes, (unsigned long long)w->nbytes);
+    }
     if (h->nbytes != w->nbytes)
         return ddpc__fail(e, DDPC_ERR_PROTOCOL,
                           "rank %d sent %llu bytes where this rank expects %llu (a bug in ddpc)",
@@ -463,6 +465,7 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
         s = timed_out(e);
         goto out;
     }
+    if (e->nap > 0 && (ms < 0 || ms > (int)(e->nap * 1000) + 1)) ms = (int)(e->nap * 1000) + 1;
     int n = 0, nready = 0;
     pf[n] = (struct pollfd){c->abort_fd, POLLIN, 0};
     ready[n] = 0;

@@ -351,9 +351,10 @@ static void agent_body(int rank, int world, void *arg) {
     }
 }
 
-static void run_agent(const char *proto) {
-    /* the launcher: a process of its own (ranks forked beside a running
-     * server thread would find its memory lost) that serves until told */
+/* A launcher: a process of its own (ranks forked beside a running server
+ * thread would find its memory lost) serving a store at g_port until *down
+ * is closed. Returns its pid. */
+static pid_t store_process(int *down_fd) {
     int up[2], down[2];
     CHECK(pipe(up) == 0 && pipe(down) == 0);
     pid_t launcher = fork();
@@ -372,6 +373,14 @@ static void run_agent(const char *proto) {
     close(down[0]);
     CHECK_EQ(read(up[0], &g_port, sizeof g_port), (ssize_t)sizeof g_port);
     CHECK(g_port > 0);
+    close(up[0]);
+    *down_fd = down[1];
+    return launcher;
+}
+
+static void run_agent(const char *proto) {
+    int down = -1;
+    pid_t launcher = store_process(&down);
     t_run_ranks(3, 25, agent_body, (void *)proto);
     /* the ranks left their keys under ddpc/attempt_<n>/, nowhere else */
     ddpc_store *st = NULL;
@@ -387,8 +396,7 @@ static void run_agent(const char *proto) {
     CHECK_OK(ddpc_store_check(st, "ddpc/comm0/peer/2", &ex));
     CHECK_EQ(ex, 0);
     ddpc_store_close(st);
-    close(down[1]); /* the launcher stops its store */
-    close(up[0]);
+    close(down); /* the launcher stops its store */
     int status = 0;
     CHECK_EQ(waitpid(launcher, &status, 0), launcher);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -834,6 +842,174 @@ static void p2p_body(int rank, int world, void *arg) {
 TEST_T(comm_send_recv, 30) {
     g_port = t_free_port();
     t_run_ranks(2, 25, p2p_body, NULL);
+}
+
+/* Both ranks send each other 16 MiB before receiving, as torch's
+ * batch_isend_irecv does: the queued sends and receives progress together
+ * (one would otherwise wait forever on the other's full buffers), and a
+ * collective after them still runs in order. */
+static void p2p_exchange_body(int rank, int world, void *arg) {
+    setenv("DDPC_TIMEOUT", "20", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    size_t n = 4u << 20;
+    float *out = malloc(sizeof(float) * n), *in = malloc(sizeof(float) * n);
+    CHECK(out && in);
+    for (size_t i = 0; i < n; i++) out[i] = (float)(rank * 7 + (int)(i % 1000));
+    int peer = 1 - rank;
+    for (int round = 0; round < 3; round++) {
+        ddpc_work *ws, *wr, *wa;
+        memset(in, 0, sizeof(float) * n);
+        CHECK_OK(ddpc_send_async(c, out, n, DDPC_FLOAT32, peer, &ws));
+        CHECK_OK(ddpc_recv_async(c, in, n, DDPC_FLOAT32, peer, &wr));
+        int32_t x = 1, y = 0;
+        CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &wa));
+        /* round 1 waits for the receive first, round 2 for the collective */
+        if (round == 1) CHECK_OK(ddpc_work_wait(wr, -1));
+        if (round == 2) CHECK_OK(ddpc_work_wait(wa, -1));
+        CHECK_OK(ddpc_work_wait(ws, -1));
+        CHECK_OK(ddpc_work_wait(wr, -1));
+        CHECK_OK(ddpc_work_wait(wa, -1));
+        ddpc_work_free(ws);
+        ddpc_work_free(wr);
+        ddpc_work_free(wa);
+        CHECK_EQ(y, 2);
+        for (size_t i = 0; i < n; i += 4099) CHECK_NEAR(in[i], (float)(peer * 7 + (int)(i % 1000)), 0);
+        CHECK_NEAR(in[n - 1], (float)(peer * 7 + (int)((n - 1) % 1000)), 0);
+    }
+    free(out);
+    free(in);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_send_recv_exchange_large, 60) {
+    g_port = t_free_port();
+    t_run_ranks(2, 55, p2p_exchange_body, NULL);
+}
+
+/* Uneven all-to-all: rank r sends (r + j) % 3 + (j == 0) elements to rank
+ * j, value 1000 r + 10 j + k; a receive count that disagrees with the
+ * sender's is DDPC_ERR_MISMATCH naming both sizes. */
+static size_t a2av_n(int from, int to) { return (size_t)((from + to) % 3 + (to == 0)); }
+
+static void alltoallv_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    size_t sc[8], sd[8], rc[8], rd[8], st = 0, rt = 0;
+    for (int j = 0; j < world; j++) {
+        sc[j] = a2av_n(rank, j), sd[j] = st, st += sc[j] + 1; /* a gap after each block */
+        rc[j] = a2av_n(j, rank), rd[j] = rt, rt += rc[j];
+    }
+    int64_t *send = calloc(st + 1, 8), *recv = calloc(rt + 1, 8);
+    for (int j = 0; j < world; j++)
+        for (size_t k = 0; k < sc[j]; k++) send[sd[j] + k] = 1000 * rank + 10 * j + (int64_t)k;
+    CHECK_OK(ddpc_alltoallv(c, send, sc, sd, recv, rc, rd, DDPC_INT64));
+    for (int j = 0; j < world; j++)
+        for (size_t k = 0; k < rc[j]; k++) CHECK_EQ(recv[rd[j] + k], 1000 * j + 10 * rank + (int64_t)k);
+    ddpc_work *w;
+    CHECK_OK(ddpc_alltoallv_async(c, send, sc, sd, recv, rc, rd, DDPC_INT64, &w));
+    memset(sc, 0xff, sizeof sc); /* the arrays were copied */
+    CHECK_OK(ddpc_work_wait(w, -1));
+    ddpc_work_free(w);
+    for (int j = 0; j < world; j++) sc[j] = a2av_n(rank, j);
+    if (rank == 1) rc[0]++; /* expects one more from rank 0 than it sends */
+    ddpc_status s = ddpc_alltoallv(c, send, sc, sd, recv, rc, rd, DDPC_INT64);
+    if (rank == 1) { /* the others may have finished their part first */
+        CHECK_STATUS(s, DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), "alltoallv: rank 0 sends this rank (1) ");
+    }
+    CHECK_STATUS(ddpc_alltoallv(c, send, NULL, sd, recv, rc, rd, DDPC_INT64), DDPC_ERR_INVALID_ARG);
+    free(send);
+    free(recv);
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_alltoallv, 30) {
+    g_port = t_free_port();
+    t_run_ranks(3, 25, alltoallv_body, NULL);
+}
+
+/* ------------------------------------------------ a caller's own store */
+
+/* The caller's store, as ddpc_store_ops: here a ddpc store client (any
+ * store with set, a get that waits and add would do), counting its calls. */
+typedef struct kv_ctx {
+    ddpc_store *st;
+    int calls;
+} kv_ctx;
+
+static ddpc_status kv_set(void *ctx, const char *key, const void *val, size_t len, char *err, size_t errlen) {
+    kv_ctx *k = ctx;
+    k->calls++;
+    return ddpc_store_set(k->st, key, val, len);
+}
+static ddpc_status kv_get(void *ctx, const char *key, double timeout_s, void **val, size_t *len, char *err,
+                          size_t errlen) {
+    kv_ctx *k = ctx;
+    k->calls++;
+    ddpc_status s = ddpc_store_get(k->st, key, timeout_s, val, len);
+    if (s != DDPC_OK && s != DDPC_ERR_TIMEOUT) snprintf(err, errlen, "%s", ddpc_last_error());
+    return s;
+}
+static ddpc_status kv_add(void *ctx, const char *key, int64_t delta, int64_t *result, char *err, size_t errlen) {
+    kv_ctx *k = ctx;
+    k->calls++;
+    return ddpc_store_add(k->st, key, delta, result);
+}
+static ddpc_status kv_broken(void *ctx, const char *key, int64_t delta, int64_t *result, char *err,
+                             size_t errlen) {
+    snprintf(err, errlen, "the service said no");
+    return DDPC_ERR_PEER_LOST;
+}
+
+static void ops_body(int rank, int world, void *arg) {
+    ddpc_store *tcp = NULL;
+    CHECK_OK(ddpc_store_connect("127.0.0.1", g_port, 10, &tcp));
+    kv_ctx k = {tcp, 0};
+    ddpc_store_ops ops = {kv_set, kv_get, kv_add};
+    ddpc_store *st = NULL;
+    CHECK_OK(ddpc_store_from_ops(&ops, &k, "the test's store", &st));
+    CHECK(!strcmp(ddpc_store_protocol(st), "ops"));
+    ddpc_comm_config cfg;
+    ddpc_comm_config_init(&cfg);
+    cfg.connect_timeout_s = 10;
+    cfg.exec_timeout_s = 5;
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_init_store(&c, st, rank, world, &cfg));
+    CHECK(k.calls >= 3);
+    sum_check(c, world * (world - 1) / 2);
+    /* a split meets through the same store */
+    ddpc_comm *s = NULL;
+    CHECK_OK(ddpc_comm_split(c, rank % 2, 0, &s));
+    int32_t x = 1, y = 0;
+    CHECK_OK(ddpc_allreduce(s, &x, &y, 1, DDPC_INT32, DDPC_SUM));
+    CHECK_EQ(y, (world + 1 - rank % 2) / 2);
+    CHECK_OK(ddpc_comm_destroy(s));
+    CHECK_OK(ddpc_comm_destroy(c));
+    /* what such a store cannot do, it says */
+    CHECK_STATUS(ddpc_store_delete(st, "x", NULL), DDPC_ERR_INVALID_ARG);
+    int64_t nk;
+    CHECK_STATUS(ddpc_store_num_keys(st, &nk), DDPC_ERR_INVALID_ARG);
+    ddpc_store_close(st);
+    /* a failing store: the error names it and its reason */
+    if (rank == 0) {
+        ddpc_store_ops bad = {kv_set, kv_get, kv_broken};
+        CHECK_OK(ddpc_store_from_ops(&bad, &k, "the flaky service", &st));
+        CHECK_STATUS(ddpc_store_add(st, "n", 1, &nk), DDPC_ERR_PEER_LOST);
+        CHECK_CONTAINS(ddpc_last_error(), "the flaky service");
+        CHECK_CONTAINS(ddpc_last_error(), "the service said no");
+        ddpc_store_close(st);
+        ddpc_store_ops none = {kv_set, NULL, kv_add};
+        CHECK_STATUS(ddpc_store_from_ops(&none, &k, "x", &st), DDPC_ERR_INVALID_ARG);
+    }
+    ddpc_store_close(tcp);
+}
+
+TEST_T(comm_init_store_ops, 40) {
+    int down = -1;
+    pid_t launcher = store_process(&down);
+    t_run_ranks(3, 35, ops_body, NULL);
+    close(down);
+    int status = 0;
+    CHECK_EQ(waitpid(launcher, &status, 0), launcher);
 }
 
 /* ------------------------------------------------------------ interfaces */
