@@ -244,6 +244,7 @@ class WorkDDPC : public c10d::Work {
   bool refused_outright() const { return !error_.empty() && handles_.empty(); }
   const std::string& error() const { return error_; }
   void set_source(int r) { source_ = r; }
+  void source_from_receive() { any_source_ = true; }
 
   /* Waits for the ddpc calls and completes this work; false if timeout_s
    * passed first. timeout_s < 0: until they end, which the group's timeout
@@ -259,6 +260,7 @@ class WorkDDPC : public c10d::Work {
       }
       if (s != DDPC_OK && err.empty()) err = ddpc_last_error();
     }
+    if (any_source_ && !handles_.empty()) source_ = ddpc_work_source(handles_[0]);
     complete(err);
     return true;
   }
@@ -314,6 +316,7 @@ class WorkDDPC : public c10d::Work {
   std::string error_;
   std::atomic<bool> claimed_{false};
   int source_ = -1;
+  bool any_source_ = false;
 };
 
 /* ------------------------------------------------------------ the group */
@@ -639,6 +642,18 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     w->set_source(peer(src, what));
     ddpc_work* h = nullptr;
     w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, src, &h), h);
+    return submit(w, what);
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& ts, int tag) override {
+    const char* what = "recv (any source)";
+    check_one(ts, what);
+    auto w = work(c10d::OpType::RECVANYSOURCE, "ddpc:recvAnySource", ts);
+    std::lock_guard<std::mutex> g(issue_mu_);
+    Buf b = buf_of(w->out(ts[0]), what);
+    w->source_from_receive();
+    ddpc_work* h = nullptr;
+    w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, DDPC_ANY_SOURCE, &h), h);
     return submit(w, what);
   }
 

@@ -239,7 +239,14 @@ ddpc_status ddpc_barrier(ddpc_comm *c);
 ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
 
 /* Point to point. Matched in order per (sender, receiver) pair; the counts
- * and dtypes of a matched pair must agree (else DDPC_ERR_MISMATCH). */
+ * and dtypes of a matched pair must agree (else DDPC_ERR_MISMATCH). Sends
+ * and receives queued one after another progress together, so two ranks
+ * may each send before they receive. A receive from DDPC_ANY_SOURCE takes
+ * the next message any rank sends this one (receives queued after it wait
+ * until it has chosen); ddpc_work_source then names the sender. */
+#define DDPC_ANY_SOURCE (-1)
+/* The rank a completed receive took its message from; -1 while not done. */
+int ddpc_work_source(ddpc_work *w);
 ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer);
 ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
                             int peer, ddpc_work **w);

@@ -3,6 +3,7 @@
  * (each bad argument is DDPC_ERR_INVALID_ARG naming the call and the
  * argument; no sequence number is used up), then ddpc__submit.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,10 +235,18 @@ ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w) {
 static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_dtype t, int peer,
                        ddpc_work **w, int async) {
     const char *what = is_send ? "ddpc_send" : "ddpc_recv";
-    DDPC_CHECK(check(what, c, count, t, 2, DDPC_SUM, peer, 1));
+    int any = !is_send && peer == DDPC_ANY_SOURCE;
+    DDPC_CHECK(check(what, c, count, t, 2, DDPC_SUM, any ? NOROOT : peer, 1));
     DDPC_CHECK(need(what, "buf", buf, count));
     if (peer == c->rank)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: peer %d is this rank (no self send/recv)", what, peer);
+    if (any && !async) { /* through the queue, where a source is chosen (comm.c: run_p2p) */
+        ddpc_work *aw = NULL;
+        DDPC_CHECK(go(c, DDPC_K_RECV, NULL, buf, count, t, DDPC_SUM, peer, &aw, 1, what));
+        ddpc_status s = ddpc_work_wait(aw, INFINITY);
+        ddpc_work_free(aw);
+        return s;
+    }
     return go(c, is_send ? DDPC_K_SEND : DDPC_K_RECV, is_send ? buf : NULL, is_send ? NULL : buf,
               count, t, DDPC_SUM, peer, w, async, what);
 }

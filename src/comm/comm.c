@@ -911,6 +911,25 @@ static void work_complete(struct ddpc_work *w, ddpc_status st) {
 
 static int is_p2p(ddpc_kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
 
+/* The rank whose next message to this one is the point-to-point message
+ * due next from it, for a receive from DDPC_ANY_SOURCE (its header is read
+ * without being taken); -1 when none has arrived yet. Ranks with a receive
+ * already posted are passed over: their next message is that one's. */
+static int any_source(ddpc_comm *c, const ddpc_args *a) {
+    for (int k = 1; k < c->size; k++) {
+        int p = (c->rank + k) % c->size;
+        ddpc_peer *pe = &c->peers[p];
+        ddpc_hdr h;
+        size_t got = 0;
+        int eof = 0;
+        if (pe->rq || !pe->conn || pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) != DDPC_OK) continue;
+        if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.kind == DDPC_K_SEND && h.flags == DDPC_F_DATA &&
+            h.seq == c->p2p_recvd[p])
+            return p;
+    }
+    return -1;
+}
+
 /* One queued send or receive of a batch (run_p2p). */
 typedef struct p2p_item {
     struct ddpc_work *w;
@@ -949,18 +968,26 @@ static void run_p2p(ddpc_comm *c) {
             left++;
         }
         pthread_mutex_unlock(&c->mu);
-        for (size_t i = first_new; i < n; i++) { /* post the new ones, in order */
+        for (size_t i = first_new; i < n; i++) { /* ready the new ones */
             p2p_item *it = &b[i];
-            const ddpc_args *a = &it->w->a;
-            ddpc_status s = exec_init(c, a, &it->e);
-            size_t nb = a->count * ddpc_dtype_size(a->dtype);
-            if (s != DDPC_OK || a->count == 0) {
+            ddpc_status s = exec_init(c, &it->w->a, &it->e);
+            if (s != DDPC_OK || it->w->a.count == 0) {
                 it->done = 1;
                 left--;
                 work_complete(it->w, s);
-                continue;
             }
             it->e.nap = 0.001;
+        }
+        int hold_recv = 0; /* behind a receive from any source still choosing */
+        for (size_t i = 0; i < n; i++) { /* post, in order */
+            p2p_item *it = &b[i];
+            ddpc_args *a = &it->w->a;
+            if (it->done || it->posted || (a->kind == DDPC_K_RECV && hold_recv)) continue;
+            if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE && (a->root = any_source(c, a)) < 0) {
+                hold_recv = 1;
+                continue;
+            }
+            size_t nb = a->count * ddpc_dtype_size(a->dtype);
             if (a->kind == DDPC_K_SEND) {
                 it->e.fp.seq = c->p2p_sent[a->root]++;
                 ddpc__post_send(&it->e, &it->q, a->root, a->send, nb);
@@ -977,7 +1004,7 @@ static void run_p2p(ddpc_comm *c) {
             ddpc_status s = ddpc__progress(&drv->e, 1);
             for (size_t i = 0; i < n; i++) {
                 p2p_item *it = &b[i];
-                if (it->done || (s == DDPC_OK && !it->q.done)) continue;
+                if (it->done || (s == DDPC_OK && !(it->posted && it->q.done))) continue;
                 it->done = 1;
                 left--;
                 work_complete(it->w, s);
@@ -1144,6 +1171,14 @@ ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
                         "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);
     if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
     return DDPC_OK;
+}
+
+int ddpc_work_source(ddpc_work *w) {
+    if (!w) return -1;
+    pthread_mutex_lock(&w->mu);
+    int src = w->done ? w->a.root : -1;
+    pthread_mutex_unlock(&w->mu);
+    return src;
 }
 
 ddpc_status ddpc_work_test(ddpc_work *w, int *done) {

@@ -886,6 +886,67 @@ TEST_T(comm_send_recv_exchange_large, 60) {
     t_run_ranks(2, 55, p2p_exchange_body, NULL);
 }
 
+/* Receives from any source: rank 0 takes one message from each other rank
+ * in whatever order they come (rank r sleeps (world - r) * 30 ms first, so
+ * the last rank's usually comes first), learns each sender, then a receive
+ * from a named rank queued behind an any-source one still gets that rank's
+ * next message, in order. */
+static void any_source_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t v[2];
+    if (rank == 0) {
+        int seen[8] = {0};
+        for (int k = 1; k < world; k++) {
+            ddpc_work *w;
+            CHECK_OK(ddpc_recv_async(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, &w));
+            CHECK_EQ(ddpc_work_source(w) == -1 || ddpc_work_source(w) > 0, 1);
+            CHECK_OK(ddpc_work_wait(w, -1));
+            int src = ddpc_work_source(w);
+            ddpc_work_free(w);
+            CHECK(src >= 1 && src < world);
+            CHECK_EQ(v[0], src);
+            CHECK_EQ(v[1], 100);
+            seen[src]++;
+        }
+        for (int r = 1; r < world; r++) CHECK_EQ(seen[r], 1);
+        /* rank 1 sends 200 then 300: any-source takes the first, rank 1's
+         * named receive the second */
+        ddpc_work *wa, *wn;
+        int32_t u[2];
+        CHECK_OK(ddpc_recv_async(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, &wa));
+        CHECK_OK(ddpc_recv_async(c, u, 2, DDPC_INT32, 1, &wn));
+        CHECK_OK(ddpc_work_wait(wn, -1));
+        CHECK_OK(ddpc_work_wait(wa, -1));
+        CHECK_EQ(ddpc_work_source(wa), 1);
+        CHECK_EQ(v[1], 200);
+        CHECK_EQ(u[1], 300);
+        ddpc_work_free(wa);
+        ddpc_work_free(wn);
+        CHECK_OK(ddpc_recv(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE)); /* blocking form */
+        CHECK_EQ(v[1], 400);
+    } else {
+        ddpc_sleep(0.03 * (world - rank));
+        v[0] = rank, v[1] = 100;
+        CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+        if (rank == 1) {
+            v[1] = 200;
+            CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+            v[1] = 300;
+            CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+            v[1] = 400;
+            CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+        }
+    }
+    CHECK_STATUS(ddpc_send(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE), DDPC_ERR_INVALID_ARG);
+    CHECK_OK(ddpc_barrier(c));
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_recv_any_source, 30) {
+    g_port = t_free_port();
+    t_run_ranks(4, 25, any_source_body, NULL);
+}
+
 /* Uneven all-to-all: rank r sends (r + j) % 3 + (j == 0) elements to rank
  * j, value 1000 r + 10 j + k; a receive count that disagrees with the
  * sender's is DDPC_ERR_MISMATCH naming both sizes. */

@@ -186,12 +186,19 @@ def p2p(rank, world):
             dist.recv(got, prv)
             dist.send(out, nxt)
         same(got, data(prv, n, torch.float32), f"send/recv n={n}")
-    got = torch.empty(10)
-    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, data(rank, 10, torch.float32), nxt),
-                                   dist.P2POp(dist.irecv, got, prv)])
-    for q in reqs:
-        q.wait()
-    same(got, data(prv, 10, torch.float32), "batch_isend_irecv")
+    for n in [10, 1 << 22]:  # 16 MiB: more than any buffer between two ranks
+        got = torch.empty(n)
+        reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, data(rank, n, torch.float32), nxt),
+                                       dist.P2POp(dist.irecv, got, prv)])
+        for q in reqs:
+            q.wait()
+        same(got, data(prv, n, torch.float32), f"batch_isend_irecv n={n}")
+    got = torch.empty(3)
+    if rank == 0:  # from any source: each other rank once, in any order
+        seen = sorted(int(dist.recv(got)) for _ in range(1, world))
+        expect(seen == list(range(1, world)), f"recv from any source saw {seen}")
+    else:
+        dist.send(torch.full((3,), float(rank)), 0)
     got = torch.empty(4)
     if rank == 0:
         for r in range(1, world):
