@@ -83,6 +83,8 @@ TORCH_PY    ?= /usr/bin/python3
 TORCH_HDR   := /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp
 TORCH_PKG   := $(BUILD)/python/ddpc_torch
 TORCH_PYINC  = $(shell $(TORCH_PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+# where Debian's python3 looks under PREFIX (/usr/local/lib/python3.11/dist-packages)
+TORCH_SITE   = $(PREFIX)/lib/$(shell $(TORCH_PY) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/dist-packages
 TORCH_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter -Iinclude \
   -I/usr/include/torch/csrc/api/include $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
 TORCH_LIBS  := -ltorch_python -ltorch -ltorch_cpu -lc10
@@ -171,10 +173,14 @@ install: lib tools
 	install -m 755 $(BUILD)/libddpc.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) -lm -lpthread -lrt|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
+	@if [ -f $(TORCH_PKG)/_C.so ]; then d=$(DESTDIR)$(TORCH_SITE)/ddpc_torch; install -d $$d && \
+	  install -m 644 $(TORCH_PKG)/__init__.py $$d/ && install -m 755 $(TORCH_PKG)/_C.so $$d/ && \
+	  echo "installed the torch backend: $$d"; else echo "not installing ddpc_torch: not built (make torch)"; fi
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/ddpc $(DESTDIR)$(PREFIX)/lib/libddpc.* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS)))
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS))) \
+	  $(DESTDIR)$(TORCH_SITE)/ddpc_torch
 
 clean:
 	rm -rf build

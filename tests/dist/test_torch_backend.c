@@ -99,6 +99,19 @@ TEST_T(torch_backend_file_init, 120) {
     t_tmp_remove();
 }
 
+/* Ranks that disagree get ddpc's mismatch error, also under torch's
+ * TORCH_DISTRIBUTED_DEBUG=DETAIL. */
+TEST_T(torch_backend_mismatch_named, 120) {
+    need_module();
+    int rc = run(90, "PYTHONPATH=%s TORCH_FAIL_MODE=mismatch TORCH_DISTRIBUTED_DEBUG=DETAIL %s --nproc-per-node=3 "
+                     "--master-port=%d " PYTHON " %s 2>&1",
+                 pythonpath(), t_bin("ddpc-run"), t_free_port(), repo("tests/py/torch_fail.py"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "[1]: rank 1: mismatch: ddpc: ");
+    CHECK_CONTAINS(out, "collective mismatch");
+    CHECK_CONTAINS(out, "allreduce(count=5, float32, sum)");
+}
+
 /* The seed's program on both backends, 2 ranks: the same parameters, bit
  * for bit (a two-rank sum is exact whatever the order); 3 ranks: within
  * float tolerance. */

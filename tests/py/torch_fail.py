@@ -5,7 +5,8 @@ process group's timeout, naming the lost rank.
 Rank 1 exits right after a first all_reduce (TORCH_FAIL_MODE=exit, the
 default) or goes silent for 12 s (=silent); ranks 0 and 2 then call
 all_reduce (timeout 5 s) and print "failed after S s: MESSAGE" and exit 0
-when it raised in time, 1 otherwise. Also checks a second import of
+when it raised in time, 1 otherwise. TORCH_FAIL_MODE=mismatch: the ranks call all_reduce with different sizes and
+each must get ddpc's mismatch error (exit 0). Also checks a second import of
 ddpc_torch is harmless and that init through file:// works.
 """
 import datetime
@@ -28,6 +29,14 @@ dist.init_process_group("ddpc", init_method=init, rank=rank, world_size=world,
 t = torch.ones(4)
 dist.all_reduce(t)
 assert t.tolist() == [float(world)] * 4, t
+if os.environ.get("TORCH_FAIL_MODE") == "mismatch":  # ranks disagree on the count
+    try:
+        dist.all_reduce(torch.ones(4 + (rank == 1)))
+        print(f"rank {rank}: mismatched all_reduce succeeded", flush=True)
+        sys.exit(1)
+    except RuntimeError as e:
+        print(f"rank {rank}: mismatch: {e}", flush=True)
+        sys.exit(0 if "mismatch" in str(e) else 1)
 if rank == 1:
     if os.environ.get("TORCH_FAIL_MODE", "exit") == "silent":
         time.sleep(12)
