@@ -60,9 +60,10 @@ static void usage(FILE *f) {
             "  -f FACTOR   multiply the size by FACTOR each step (default 2)\n"
             "  -n ITERS    timed iterations per size (default 20)\n"
             "  -w WARMUP   untimed iterations per size first (default 5)\n"
-            "  -d DTYPE    int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
+            "  -d DTYPE    int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16\n"
+            "              float32 float64\n"
             "              (default float32)\n"
-            "  -o OP       sum prod max min avg (default sum)\n"
+            "  -o OP       sum prod max min avg band bor bxor (default sum)\n"
             "  -r ROOT     root of broadcast and reduce (default 0)\n"
             "  -c 0|1      check every size's result (default 1)\n"
             "Run one process per rank under a launcher that sets RANK, WORLD_SIZE,\n"
@@ -139,8 +140,10 @@ static uint64_t mix64(uint64_t x) {
 static uint64_t hv(uint64_t salt, int r, size_t g) {
     return mix64(mix64(salt * 1000003u + (uint64_t)r) ^ (uint64_t)g);
 }
-static int is_int(ddpc_dtype t) { return t <= DDPC_UINT64; }
-static int is_signed(ddpc_dtype t) { return t == DDPC_INT8 || t == DDPC_INT32 || t == DDPC_INT64; }
+static int is_int(ddpc_dtype t) { return t <= DDPC_UINT64 || t == DDPC_INT16 || t == DDPC_UINT16; }
+static int is_signed(ddpc_dtype t) {
+    return t == DDPC_INT8 || t == DDPC_INT16 || t == DDPC_INT32 || t == DDPC_INT64;
+}
 static uint64_t mask_of(size_t es) { return es == 8 ? ~0ull : (1ull << (8 * es)) - 1; }
 static uint64_t norm_int(uint64_t x, ddpc_dtype t) {
     size_t es = ddpc_dtype_size(t);
@@ -201,7 +204,10 @@ static int reduced_ok(const void *got, size_t j, ddpc_dtype t, ddpc_op op, uint6
             else if (op == DDPC_SUM || op == DDPC_AVG) acc += v;
             else if (op == DDPC_PROD) acc *= v;
             else if (op == DDPC_MAX) acc = (sg ? (int64_t)v > (int64_t)acc : v > acc) ? v : acc;
-            else acc = (sg ? (int64_t)v < (int64_t)acc : v < acc) ? v : acc;
+            else if (op == DDPC_MIN) acc = (sg ? (int64_t)v < (int64_t)acc : v < acc) ? v : acc;
+            else if (op == DDPC_BAND) acc &= v;
+            else if (op == DDPC_BOR) acc |= v;
+            else acc ^= v;
         }
         acc = norm_int(acc, t);
         if (op == DDPC_AVG) acc = sg ? (uint64_t)((int64_t)acc / w) : acc / (uint64_t)w;

@@ -62,6 +62,8 @@ typedef enum ddpc_dtype {
     DDPC_BFLOAT16,  /* bfloat16; reduced in float32, rounded once */
     DDPC_FLOAT32,
     DDPC_FLOAT64,
+    DDPC_INT16,
+    DDPC_UINT16,
     DDPC_DTYPE_COUNT
 } ddpc_dtype;
 
@@ -71,6 +73,9 @@ typedef enum ddpc_op {
     DDPC_MAX,
     DDPC_MIN,
     DDPC_AVG,       /* sum divided by the world size (integer types: truncated) */
+    DDPC_BAND,      /* bitwise and, or, exclusive or: integer dtypes only */
+    DDPC_BOR,
+    DDPC_BXOR,
     DDPC_OP_COUNT
 } ddpc_op;
 

@@ -87,9 +87,12 @@ static const struct {
     [DDPC_BFLOAT16] = {"bfloat16", 2, {"bf16", NULL, NULL}},
     [DDPC_FLOAT32] = {"float32", 4, {"f32", "float", NULL}},
     [DDPC_FLOAT64] = {"float64", 8, {"f64", "double", NULL}},
+    [DDPC_INT16] = {"int16", 2, {"i16", "short", NULL}},
+    [DDPC_UINT16] = {"uint16", 2, {"u16", "ushort", NULL}},
 };
 
-static const char *const op_names[DDPC_OP_COUNT] = {"sum", "prod", "max", "min", "avg"};
+static const char *const op_names[DDPC_OP_COUNT] = {"sum", "prod", "max", "min", "avg",
+                                                       "band", "bor", "bxor"};
 
 size_t ddpc_dtype_size(ddpc_dtype t) {
     return ((int)t >= 0 && t < DDPC_DTYPE_COUNT) ? dtypes[t].size : 0;
@@ -114,8 +117,8 @@ ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out) {
         return DDPC_OK;
     }
     return ddpc_err(DDPC_ERR_INVALID_ARG,
-                    "unknown dtype '%s' (int8, uint8, int32, uint32, int64, uint64, "
-                    "float16, bfloat16, float32, float64)",
+                    "unknown dtype '%s' (int8, uint8, int16, uint16, int32, uint32, int64, "
+                    "uint64, float16, bfloat16, float32, float64)",
                     s ? s : "(null)");
 }
 
@@ -125,7 +128,7 @@ ddpc_status ddpc_op_parse(const char *s, ddpc_op *out) {
             *out = (ddpc_op)o;
             return DDPC_OK;
         }
-    return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown op '%s' (sum, prod, max, min, avg)",
+    return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown op '%s' (sum, prod, max, min, avg, band, bor, bxor)",
                     s ? s : "(null)");
 }
 

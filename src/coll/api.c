@@ -17,6 +17,10 @@ static ddpc_status check(const char *what, ddpc_comm *c, size_t count, ddpc_dtyp
         return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: dtype %d is not a ddpc_dtype", what, (int)t);
     if (need_op && ((int)op < 0 || op >= DDPC_OP_COUNT))
         return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: op %d is not a ddpc_op", what, (int)op);
+    if (need_op == 1 && op >= DDPC_BAND &&
+        (t == DDPC_FLOAT16 || t == DDPC_BFLOAT16 || t == DDPC_FLOAT32 || t == DDPC_FLOAT64))
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: op %s needs an integer dtype, got %s", what, ddpc_op_name(op),
+                        ddpc_dtype_name(t));
     if (root != INT32_MIN && (root < 0 || root >= c->size))
         return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: %s %d is not a rank of this communicator (size %d)",
                         what, need_op == 2 ? "peer" : "root", root, c->size);

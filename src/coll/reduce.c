@@ -48,6 +48,9 @@
 #define IOP_PROD(T, U, x, y) ((T)((U)(x) * (U)(y)))
 #define IOP_MAX(T, U, x, y) ((x) > (y) ? (x) : (y))
 #define IOP_MIN(T, U, x, y) ((x) < (y) ? (x) : (y))
+#define IOP_BAND(T, U, x, y) ((T)((U)(x) & (U)(y)))
+#define IOP_BOR(T, U, x, y) ((T)((U)(x) | (U)(y)))
+#define IOP_BXOR(T, U, x, y) ((T)((U)(x) ^ (U)(y)))
 #define FOP_SUM(T, U, x, y) ((x) + (y))
 #define FOP_PROD(T, U, x, y) ((x) * (y))
 /* NaN in x: x; NaN in y: the comparison is false, so y. */
@@ -87,7 +90,10 @@
     KERNEL(P##_sum, T, U, IOP_SUM)                                                       \
     KERNEL(P##_prod, T, U, IOP_PROD)                                                     \
     KERNEL(P##_max, T, U, IOP_MAX)                                                       \
-    KERNEL(P##_min, T, U, IOP_MIN)
+    KERNEL(P##_min, T, U, IOP_MIN)                                                       \
+    KERNEL(P##_band, T, U, IOP_BAND)                                                     \
+    KERNEL(P##_bor, T, U, IOP_BOR)                                                       \
+    KERNEL(P##_bxor, T, U, IOP_BXOR)
 #define FLT_KERNELS(P, T)                                                                \
     KERNEL(P##_sum, T, T, FOP_SUM)                                                       \
     KERNEL(P##_prod, T, T, FOP_PROD)                                                     \
@@ -96,6 +102,8 @@
 
 INT_KERNELS(i8, int8_t, uint8_t)
 INT_KERNELS(u8, uint8_t, uint8_t)
+INT_KERNELS(i16, int16_t, uint16_t)
+INT_KERNELS(u16, uint16_t, uint16_t)
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(u32, uint32_t, uint32_t)
 INT_KERNELS(i64, int64_t, uint64_t)
@@ -106,31 +114,37 @@ FLT_KERNELS(f64, double)
 typedef void (*kern2_fn)(void *restrict, const void *restrict, size_t);
 typedef void (*kern3_fn)(void *restrict, const void *restrict, const void *restrict, size_t);
 
-/* [dtype][op]; AVG uses SUM. Half types use the float32 kernels on chunks. */
+/* [dtype][op]; AVG uses SUM; the bitwise ops exist for integers only. Half
+ * types use the float32 kernels on chunks. */
 #define ROW2(P) {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2, P##_sum_2}
 #define ROW2R(P) {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r, P##_sum_2r}
 #define ROW3(P) {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3, P##_sum_3}
+#define IROW2(P) {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2, P##_sum_2, P##_band_2, P##_bor_2, P##_bxor_2}
+#define IROW2R(P) \
+    {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r, P##_sum_2r, P##_band_2r, P##_bor_2r, P##_bxor_2r}
+#define IROW3(P) {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3, P##_sum_3, P##_band_3, P##_bor_3, P##_bxor_3}
 static const kern2_fn kern2[DDPC_DTYPE_COUNT][DDPC_OP_COUNT] = {
-    [DDPC_INT8] = ROW2(i8),     [DDPC_UINT8] = ROW2(u8),   [DDPC_INT32] = ROW2(i32),
-    [DDPC_UINT32] = ROW2(u32),  [DDPC_INT64] = ROW2(i64),  [DDPC_UINT64] = ROW2(u64),
-    [DDPC_FLOAT16] = ROW2(f32), [DDPC_BFLOAT16] = ROW2(f32), [DDPC_FLOAT32] = ROW2(f32),
-    [DDPC_FLOAT64] = ROW2(f64),
+    [DDPC_INT8] = IROW2(i8),     [DDPC_UINT8] = IROW2(u8),   [DDPC_INT16] = IROW2(i16),
+    [DDPC_UINT16] = IROW2(u16),  [DDPC_INT32] = IROW2(i32),  [DDPC_UINT32] = IROW2(u32),
+    [DDPC_INT64] = IROW2(i64),   [DDPC_UINT64] = IROW2(u64), [DDPC_FLOAT16] = ROW2(f32),
+    [DDPC_BFLOAT16] = ROW2(f32), [DDPC_FLOAT32] = ROW2(f32), [DDPC_FLOAT64] = ROW2(f64),
 };
 static const kern2_fn kern2r[DDPC_DTYPE_COUNT][DDPC_OP_COUNT] = {
-    [DDPC_INT8] = ROW2R(i8),     [DDPC_UINT8] = ROW2R(u8),   [DDPC_INT32] = ROW2R(i32),
-    [DDPC_UINT32] = ROW2R(u32),  [DDPC_INT64] = ROW2R(i64),  [DDPC_UINT64] = ROW2R(u64),
-    [DDPC_FLOAT16] = ROW2R(f32), [DDPC_BFLOAT16] = ROW2R(f32), [DDPC_FLOAT32] = ROW2R(f32),
-    [DDPC_FLOAT64] = ROW2R(f64),
+    [DDPC_INT8] = IROW2R(i8),     [DDPC_UINT8] = IROW2R(u8),   [DDPC_INT16] = IROW2R(i16),
+    [DDPC_UINT16] = IROW2R(u16),  [DDPC_INT32] = IROW2R(i32),  [DDPC_UINT32] = IROW2R(u32),
+    [DDPC_INT64] = IROW2R(i64),   [DDPC_UINT64] = IROW2R(u64), [DDPC_FLOAT16] = ROW2R(f32),
+    [DDPC_BFLOAT16] = ROW2R(f32), [DDPC_FLOAT32] = ROW2R(f32), [DDPC_FLOAT64] = ROW2R(f64),
 };
 static const kern3_fn kern3[DDPC_DTYPE_COUNT][DDPC_OP_COUNT] = {
-    [DDPC_INT8] = ROW3(i8),     [DDPC_UINT8] = ROW3(u8),   [DDPC_INT32] = ROW3(i32),
-    [DDPC_UINT32] = ROW3(u32),  [DDPC_INT64] = ROW3(i64),  [DDPC_UINT64] = ROW3(u64),
-    [DDPC_FLOAT16] = ROW3(f32), [DDPC_BFLOAT16] = ROW3(f32), [DDPC_FLOAT32] = ROW3(f32),
-    [DDPC_FLOAT64] = ROW3(f64),
+    [DDPC_INT8] = IROW3(i8),     [DDPC_UINT8] = IROW3(u8),   [DDPC_INT16] = IROW3(i16),
+    [DDPC_UINT16] = IROW3(u16),  [DDPC_INT32] = IROW3(i32),  [DDPC_UINT32] = IROW3(u32),
+    [DDPC_INT64] = IROW3(i64),   [DDPC_UINT64] = IROW3(u64), [DDPC_FLOAT16] = ROW3(f32),
+    [DDPC_BFLOAT16] = ROW3(f32), [DDPC_FLOAT32] = ROW3(f32), [DDPC_FLOAT64] = ROW3(f64),
 };
 
+/* A known dtype and op, and an op the dtype has (no bitwise op on floats). */
 static int valid(ddpc_dtype t, ddpc_op op) {
-    return (int)t >= 0 && t < DDPC_DTYPE_COUNT && (int)op >= 0 && op < DDPC_OP_COUNT;
+    return (int)t >= 0 && t < DDPC_DTYPE_COUNT && (int)op >= 0 && op < DDPC_OP_COUNT && kern2[t][op];
 }
 static int is_half(ddpc_dtype t) { return t == DDPC_FLOAT16 || t == DDPC_BFLOAT16; }
 
@@ -417,6 +431,8 @@ void ddpc_reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int n
     switch (t) {
     case DDPC_INT8: AVG_INT(int8_t, int64_t); break;
     case DDPC_UINT8: AVG_INT(uint8_t, uint64_t); break;
+    case DDPC_INT16: AVG_INT(int16_t, int64_t); break;
+    case DDPC_UINT16: AVG_INT(uint16_t, uint64_t); break;
     case DDPC_INT32: AVG_INT(int32_t, int64_t); break;
     case DDPC_UINT32: AVG_INT(uint32_t, uint64_t); break;
     case DDPC_INT64: AVG_INT(int64_t, int64_t); break;
@@ -456,6 +472,8 @@ void ddpc_to_float32(float *dst, const void *src, size_t count, ddpc_dtype t) {
     case DDPC_FLOAT64: TO_F32(double); break;
     case DDPC_INT8: TO_F32(int8_t); break;
     case DDPC_UINT8: TO_F32(uint8_t); break;
+    case DDPC_INT16: TO_F32(int16_t); break;
+    case DDPC_UINT16: TO_F32(uint16_t); break;
     case DDPC_INT32: TO_F32(int32_t); break;
     case DDPC_UINT32: TO_F32(uint32_t); break;
     case DDPC_INT64: TO_F32(int64_t); break;
@@ -490,6 +508,8 @@ void ddpc_from_float32(void *dst, const float *src, size_t count, ddpc_dtype t) 
     }
     case DDPC_INT8: FROM_F32(int8_t, INT8_MIN, INT8_MAX); break;
     case DDPC_UINT8: FROM_F32(uint8_t, 0, UINT8_MAX); break;
+    case DDPC_INT16: FROM_F32(int16_t, INT16_MIN, INT16_MAX); break;
+    case DDPC_UINT16: FROM_F32(uint16_t, 0, UINT16_MAX); break;
     case DDPC_INT32: FROM_F32(int32_t, INT32_MIN, INT32_MAX); break;
     case DDPC_UINT32: FROM_F32(uint32_t, 0, UINT32_MAX); break;
     case DDPC_INT64: FROM_F32(int64_t, INT64_MIN, INT64_MAX); break;

@@ -109,8 +109,11 @@ static uint64_t hv(uint64_t salt, int r, size_t g) {
 /* h reduced to [0, m) without a division (top 32 bits times m). */
 static int range(uint64_t h, int m) { return (int)(((h >> 32) * (uint64_t)m) >> 32); }
 
-static int is_int(ddpc_dtype t) { return t <= DDPC_UINT64; }
-static int is_signed(ddpc_dtype t) { return t == DDPC_INT8 || t == DDPC_INT32 || t == DDPC_INT64; }
+static int is_int(ddpc_dtype t) { return t <= DDPC_UINT64 || t == DDPC_INT16 || t == DDPC_UINT16; }
+static int is_signed(ddpc_dtype t) {
+    return t == DDPC_INT8 || t == DDPC_INT16 || t == DDPC_INT32 || t == DDPC_INT64;
+}
+static int is_bitwise(ddpc_op op) { return op == DDPC_BAND || op == DDPC_BOR || op == DDPC_BXOR; }
 static uint64_t mask_of(size_t es) { return es == 8 ? ~0ull : (1ull << (8 * es)) - 1; }
 
 /* The integer value of raw bits x truncated to t, sign-extended if signed. */
@@ -175,6 +178,9 @@ static void ref_red(const ctx *x, ddpc_dtype t, ddpc_op op, size_t g, uint64_t *
             case DDPC_SUM: case DDPC_AVG: acc += v; break;
             case DDPC_PROD: acc *= v; break;
             case DDPC_MAX: acc = (sg ? (int64_t)v > (int64_t)acc : v > acc) ? v : acc; break;
+            case DDPC_BAND: acc &= v; break;
+            case DDPC_BOR: acc |= v; break;
+            case DDPC_BXOR: acc ^= v; break;
             default: acc = (sg ? (int64_t)v < (int64_t)acc : v < acc) ? v : acc; break;
             }
         }
@@ -455,6 +461,7 @@ static void matrix(ctx *x, int forced) {
             int nops = is_reducing(coll) ? DDPC_OP_COUNT : 1;
             if (forced && t != DDPC_INT8 && t != DDPC_FLOAT16 && t != DDPC_FLOAT32) nops = 1;
             for (int op = 0; op < nops; op++) {
+                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue; /* refused: coll_bitwise_floats */
                 for (int ci = 0; ci < nc; ci++) {
                     if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
                     if (forced && counts[ci] == BIG && op != DDPC_SUM) continue;
@@ -800,7 +807,10 @@ static void rank_main(int rank, int world, void *arg) {
     double t1 = wall();
     int forced = strcmp(j->algo, "auto") != 0;
     matrix(&x, forced);
-    if (!forced) {
+    if (!forced) { /* floats have no bitwise ops */
+        float f = 1;
+        CHECK_STATUS(ddpc_allreduce(x.c, &f, &f, 1, DDPC_FLOAT32, DDPC_BAND), DDPC_ERR_INVALID_ARG);
+        CHECK_CONTAINS(ddpc_last_error(), "op band needs an integer dtype, got float32");
         all_roots(&x);
         for (int round = 0; round < 3; round++) async_batch(&x, round);
         async_many(&x);
