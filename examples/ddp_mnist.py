@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""The seed's program: Linear(784, 10) on (Fashion-)MNIST with DDP, in PyTorch,
+on any torch.distributed backend. The twin of examples/ddp_mnist.c.
+
+    build/bin/ddpc-run --nproc-per-node=2 /usr/bin/python3 examples/ddp_mnist.py --backend ddpc
+
+(PYTHONPATH=build/python finds ddpc_torch before `make install`.) The IDX
+files are read with gzip, as torchvision's MNIST would read them: Debian has
+no torchvision. --save FILE writes rank 0's final parameters (torch.save).
+"""
+import argparse
+import gzip
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def mnist(data, split):  # datasets.MNIST(data, train=..., transform=ToTensor + Normalize((0.5,), (0.5,)))
+    prefix = "train" if split == "train" else "t10k"
+    with gzip.open(os.path.join(data, f"{prefix}-images-idx3-ubyte.gz")) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)
+    with gzip.open(os.path.join(data, f"{prefix}-labels-idx1-ubyte.gz")) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - 0.5) / 0.5
+    return TensorDataset(x, torch.from_numpy(y.astype(np.int64)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="gloo")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--save", help="write rank 0's final parameters here")
+    a, _ = ap.parse_known_args()  # torch.distributed.launch adds --local_rank
+    if a.backend == "ddpc":
+        import ddpc_torch  # noqa: F401  registers the backend
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    dist.init_process_group(a.backend, init_method="env://")
+    rank = dist.get_rank()
+    model = DDP(nn.Linear(784, 10))
+    dataset = mnist(a.data, "train")
+    sampler = DistributedSampler(dataset, seed=0)
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+    criterion = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    for epoch in range(a.epochs):
+        sampler.set_epoch(epoch)
+        start = time.perf_counter()
+        for batch, (data, target) in enumerate(loader):
+            optimizer.zero_grad()
+            loss = criterion(model(data), target)
+            loss.backward()
+            optimizer.step()
+            if batch % 100 == 0 and rank == 0:
+                print(f"Epoch: {epoch} | Batch: {batch} | Loss: {loss.item():.4f}")
+        seconds = time.perf_counter() - start
+        test = mnist(a.data, "test")
+        with torch.no_grad():
+            accuracy = (model(test.tensors[0]).argmax(1) == test.tensors[1]).float().mean().item()
+        if rank == 0:
+            print(f"Epoch: {epoch} | {a.backend} | {seconds:.2f} s | test accuracy {accuracy:.4f}", flush=True)
+
+    if rank == 0 and a.save:
+        torch.save(model.module.state_dict(), a.save)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
