@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""The seed's program in PyTorch 1.13, for bench/ddp_peers.sh: init_process_group
-(gloo, env://), a model wrapped in DistributedDataParallel, DistributedSampler +
+"""The seed's program in PyTorch 1.13, for bench/ddp_peers.sh and
+bench/torch_backend.py: init_process_group (gloo, or --backend ddpc; env://), a model wrapped in DistributedDataParallel, DistributedSampler +
 DataLoader with ToTensor + Normalize((0.5,), (0.5,)), SGD, set_epoch each epoch.
 Start it with torchrun's environment (ddpc-run: Debian 12's torchrun fails under
 Python 3.11). The IDX files are read with gzip + numpy (no torchvision on Debian).
@@ -31,9 +31,12 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--backend", default="gloo", help="gloo, or ddpc (import ddpc_torch)")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    dist.init_process_group(backend="gloo", init_method="env://")
+    if a.backend == "ddpc":
+        import ddpc_torch  # noqa: F401  registers the backend
+    dist.init_process_group(backend=a.backend, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     xtr, ytr = load(a.data, "train")
     xte, yte = load(a.data, "test")
@@ -63,7 +66,7 @@ def main():
     all_rss = [torch.zeros(1) for _ in range(world)]
     dist.all_gather(all_rss, rss)
     if rank == 0:
-        print(json.dumps({"peer": "pytorch-gloo", "model": a.model, "world_size": world,
+        print(json.dumps({"peer": "pytorch-" + a.backend, "model": a.model, "world_size": world,
                           "batch_size": a.batch_size, "epochs": a.epochs,
                           "epoch_seconds": statistics.median(epoch_secs),
                           "samples_per_s": statistics.median(epoch_rates),
