@@ -6,7 +6,10 @@ on any torch.distributed backend. The twin of examples/ddp_mnist.c.
 
 (PYTHONPATH=build/python finds ddpc_torch before `make install`.) The IDX
 files are read with gzip, as torchvision's MNIST would read them: Debian has
-no torchvision. --save FILE writes rank 0's final parameters (torch.save).
+no torchvision. --save FILE writes rank 0's final parameters (torch.save of
+the state_dict; compare two with torch.load + torch.equal, not cmp: torch.save
+names the archive inside after the file). --limit N trains on the first N
+samples only (fast tests).
 """
 import argparse
 import gzip
@@ -37,6 +40,7 @@ def main():
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--save", help="write rank 0's final parameters here")
+    ap.add_argument("--limit", type=int, help="train on the first N samples only")
     a, _ = ap.parse_known_args()  # torch.distributed.launch adds --local_rank
     if a.backend == "ddpc":
         import ddpc_torch  # noqa: F401  registers the backend
@@ -47,6 +51,9 @@ def main():
     rank = dist.get_rank()
     model = DDP(nn.Linear(784, 10))
     dataset = mnist(a.data, "train")
+    if a.limit:
+        dataset = TensorDataset(*(t[:a.limit] for t in dataset.tensors))
+    test = mnist(a.data, "test")
     sampler = DistributedSampler(dataset, seed=0)
     loader = DataLoader(dataset, batch_size=32, sampler=sampler)
     criterion = nn.CrossEntropyLoss()
@@ -54,20 +61,21 @@ def main():
 
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
-        start = time.perf_counter()
+        start, losses = time.perf_counter(), []
         for batch, (data, target) in enumerate(loader):
             optimizer.zero_grad()
             loss = criterion(model(data), target)
             loss.backward()
             optimizer.step()
+            losses.append(loss.item())
             if batch % 100 == 0 and rank == 0:
-                print(f"Epoch: {epoch} | Batch: {batch} | Loss: {loss.item():.4f}")
+                print(f"Epoch: {epoch} | Batch: {batch} | Loss: {losses[-1]:.4f}")
         seconds = time.perf_counter() - start
-        test = mnist(a.data, "test")
         with torch.no_grad():
             accuracy = (model(test.tensors[0]).argmax(1) == test.tensors[1]).float().mean().item()
         if rank == 0:
-            print(f"Epoch: {epoch} | {a.backend} | {seconds:.2f} s | test accuracy {accuracy:.4f}", flush=True)
+            print(f"Epoch: {epoch} | {a.backend} | {seconds:.2f} s | loss {sum(losses) / len(losses):.4f} | "
+                  f"test accuracy {accuracy:.4f}", flush=True)
 
     if rank == 0 and a.save:
         torch.save(model.module.state_dict(), a.save)
