@@ -140,7 +140,9 @@ def human(n):
 
 
 def fmt(v):
-    return f"{v:.3g}" if v < 1 else f"{v:.3g}" if v < 100 else f"{v:.0f}"
+    if 0 < v < 0.01:
+        return f"{v:.3g}"
+    return f"{v:.4f}" if v < 1 else f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
 
 
 def main():
