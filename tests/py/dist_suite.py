@@ -1,232 +1,513 @@
 #!/usr/bin/python3
-"""Runs PyTorch's own distributed test suite against a backend.
+"""Runs PyTorch's own distributed test suite against a torch.distributed backend.
 
-    /usr/bin/python3 tests/py/dist_suite.py --backend ddpc --world-size 2 [--subset ci] [-k PATTERN ...]
+    /usr/bin/python3 tests/py/dist_suite.py --backend gloo|ddpc --world-size N
+        [--subset all|ci] [-k PATTERN ...] [--list] [--chunk N]
+        [--chunk-timeout S] [--test-timeout S] [--json OUT] [--log-dir DIR]
+    /usr/bin/python3 tests/py/dist_suite.py --table A.json B.json ...
 
 The suite is torch/testing/_internal/distributed/distributed_test.py as
-Debian's python3-torch (1.13) ships it; Debian does not ship upstream's
-runner (test/distributed/test_distributed_spawn.py, whose v1.13 refuses
-backends other than gloo, nccl and ucc), so this is ours. It does what that
-runner does (the suite's _DistTestBase under TestDistBackend, each test in
-world_size fresh processes initialised through file://), and for BACKEND=ddpc
-it imports ddpc_torch (from PYTHONPATH) in every process and widens the
-suite's backend gates to include ddpc wherever the feature is not gloo's
-own (see GATES). Three things Debian's setup needs, for any backend:
-  - the `expecttest` package is not packaged: tests/py/expecttest.py stands in;
-  - torch.distributed._shard does not import under Python 3.11, and the
-    suite switches DDP to ReplicatedTensor mode, which imports it: the mode
-    is left off (as it is for every user of DDP);
-  - the tests run in chunks of child processes, each under a deadline, so a
-    hung test is reported as failed (timeout) and the run goes on.
-Prints one line per test (ok / FAIL / skip / TIMEOUT), then
-"ok=N failed=N skipped=N"; --json FILE writes every outcome. Exit status 1
-when a test failed.
+Debian 12's python3-torch (1.13.1, Python 3.11) ships it. Upstream runs it
+through test/distributed/test_distributed_spawn.py, which Debian does not ship
+and whose v1.13 refuses backends other than gloo, nccl and ucc; this is our
+equivalent of it: the class TestDistBackendWithSpawn(TestDistBackend,
+DistributedTest._DistTestBase), every test in WORLD_SIZE fresh processes
+(multiprocessing "spawn") that meet through a file:// store.
+
+What Debian's torch needs, for any backend:
+  - `expecttest` is not packaged: tests/py/expecttest.py (this directory,
+    first on sys.path) stands in for it;
+  - torch.distributed._shard does not import under Python 3.11, and every rank
+    process (TestDistBackend._run) switches DDP into ReplicatedTensor mode
+    (torch.nn.parallel._replicated_tensor_ddp_utils._DDP_WITH_REPLICATED_TENSOR),
+    which imports it: the switch is made a no-op, so the mode stays off, as
+    it is for every user of DDP (see no_replicated_tensor());
+  - common_utils parses sys.argv when imported: it is imported with our own
+    arguments hidden.
+
+For --backend ddpc every process (the runner, each chunk, each rank) imports
+ddpc_torch, which registers the backend (dist.Backend.register_backend), from
+PYTHONPATH or else from this checkout's build/python; and the suite's backend
+gates are widened to let ddpc through wherever the feature is not gloo's own
+(GATE_SETS, GATE_LISTS and GATE_TEXT below, each with its reason; every text
+substitution must match exactly as often as it does in torch 1.13.1, or the
+runner stops and says which one). Left gloo's (or CUDA's): monitored_barrier,
+sparse allreduce, the CUDA-tensor tests, the gloo-env checks of DDP logging.
+
+The tests run in chunks, each chunk one child process (its own process group)
+with a deadline (--chunk-timeout) and a deadline per test (--test-timeout,
+also handed to the suite as DISTRIBUTED_TESTS_DEFAULT_TIMEOUT, plus a margin);
+a test that overruns is killed with its chunk, reported as TIMEOUT (a
+failure), and the chunk's remaining tests go on in a new chunk. One line per
+test (ok / FAIL / skip / TIMEOUT), then the last line
+"ok=N failed=N skipped=N"; --json writes every test's outcome, seconds and
+reason. Exit status 1 when a test failed (or timed out), 2 on a usage or setup
+error. Run one at a time: every test already takes WORLD_SIZE + 1 processes.
 """
 import argparse
 import json
 import os
 import re
+import selectors
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 SUITE = "/usr/lib/python3/dist-packages/torch/testing/_internal/distributed/distributed_test.py"
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives only there
 
-# The collectives and the CPU DDP tests: what `make test` runs (--subset ci).
-CI_PATTERNS = [
-    r"^test_(all_reduce|broadcast|reduce|all_gather|gather|scatter|reduce_scatter|all_to_all|barrier)",
-    r"^test_(send_recv|isend|irecv|batch_isend_irecv|get_backend|new_subgroups|backend_group|backend_full_group)",
-    r"^test_DistributedDataParallel_requires_grad$", r"^test_DistributedDataParallelCPU",
-    r"^test_ddp_(comm_hook_logging|create_graph|control_flow_same_across_ranks|get_bucket_sizes|join_model_equivalence)$",
-    r"^test_accumulate_gradients_no_sync$", r"^test_get_future$",
+# --subset ci: the collectives (each one's plain, subgroup and error-checking
+# forms, once), point-to-point, batch_isend_irecv, barrier, the object
+# collectives and the CPU DDP tests: about 5 minutes at world size 2 here.
+# Names, not patterns, so that the subset does not grow behind our back.
+CI_TESTS = [
+    # all_reduce (+ async, complex, subgroup, coalesced, unsupported ops)
+    "test_all_reduce_sum", "test_all_reduce_max", "test_all_reduce_product",
+    "test_all_reduce_sum_async", "test_all_reduce_sum_complex",
+    "test_all_reduce_complex_unsupported_ops", "test_all_reduce_group_sum",
+    "test_all_reduce_full_group_min", "test_all_reduce_coalesced_sum",
+    "test_all_reduce_coalesced_max_complex_unsupported",
+    # broadcast, reduce
+    "test_broadcast", "test_broadcast_group",
+    "test_reduce_sum", "test_reduce_max", "test_reduce_group_sum", "test_reduce_sum_twice",
+    # all_gather, gather, scatter
+    "test_all_gather", "test_all_gather_group", "test_all_gather_coalesced_simple",
+    "test_gather", "test_gather_checks", "test_scatter", "test_scatter_checks",
+    # reduce_scatter: in torch 1.13 the suite has CPU reduce_scatter only
+    # through DDP's hooks and the object collectives; its own tests are CUDA's
+    # all_to_all (MPI's gate, widened for ddpc; skipped on gloo)
+    "test_all_to_all", "test_all_to_all_single_equal_split",
+    "test_all_to_all_single_unequal_split",
+    # barrier (+ the timeout tests, widened for ddpc)
+    "test_barrier", "test_barrier_group", "test_barrier_timeout_full_group",
+    "test_barrier_timeout_global",
+    # send/recv, isend/irecv, batch_isend_irecv
+    "test_send_recv", "test_send_recv_with_tag", "test_send_recv_any_source",
+    "test_isend", "test_irecv",
+    "test_batch_isend_irecv_gloo", "test_batch_isend_irecv_gloo_tags",
+    "test_batch_isend_irecv_op_err", "test_batch_isend_irecv_tensor_err",
+    # object collectives, groups, backend name
+    "test_all_gather_object_default_pg", "test_broadcast_object_list",
+    "test_scatter_object_list", "test_get_backend", "test_new_subgroups",
+    # DDP on CPU
+    "test_DistributedDataParallelCPU", "test_DistributedDataParallelCPU_grad_is_view",
+    "test_DistributedDataParallel_requires_grad", "test_accumulate_gradients_no_sync",
+    "test_ddp_join_model_equivalence", "test_ddp_control_flow_same_across_ranks",
 ]
-# Tests of gloo's own features, gated to gloo in the suite and left so.
-GLOO_ONLY = re.compile(r"monitored_barrier|sparse")
+
+# ---------------------------------------------------------------------------
+# The gates, widened for ddpc (and only for ddpc: --backend gloo runs the
+# suite's own file, untouched).
+
+# DistTestCases (common_distributed) sets, read by decorators while the suite
+# is imported, so they are widened before it is.
+GATE_SETS = {
+    # require_backends_available() lets a backend in this set through
+    "plugin": "a registered plugin backend is available",
+    # DDP tests: sandcastle_skip_if(BACKEND not in backend_feature["ddp"])
+    "ddp": "DistributedDataParallel on CPU",
+    # new_subgroups*/subgroup tests (their CUDA forms still need GPUs)
+    "subgroup": "new_subgroups and friends",
+    # "gpu" (upstream's TODO: it is really "has sequence numbers") gates CPU
+    # tests too: the object collectives (all_gather_object, gather_object,
+    # broadcast_object_list), test_backend_group...; their CUDA forms still
+    # need GPUs (skip_if_lt_x_gpu / require_backends_available({nccl}))
+    "gpu": "object collectives, sequence numbers",
+    # DDP comm-hook tests; each needs GPUs as well (skipped without)
+    "cuda": "DDP communication hooks",
+}
+
+# Module-level lists read while a test runs (widened after the import):
+# profiling of collectives and of send/recv, i.e. the Work's profiling title
+# "ddpc:<op>" recorded as an async event with the input shapes.
+GATE_LISTS = ["PROFILING_SUPPORTED_BACKENDS", "SEND_RECV_PROFILING_SUPPORTED_BACKENDS"]
+
+# Substitutions in the suite's text (a copy under the run's temp dir, which is
+# imported instead of the original): (what, regex, replacement, count in
+# torch 1.13.1). Each is a comparison with a backend name that the decorators
+# evaluate at import time.
+GATE_TEXT = [
+    ("barrier timeouts (test_barrier_timeout_{global,group,full_group}): "
+     "a collective that times out under the group's timeout is not gloo's own",
+     r'BACKEND != "gloo", "Only gloo backend supports timeouts"',
+     'BACKEND not in ("gloo", "ddpc"), "Only gloo backend supports timeouts"', 3),
+    ("batch_isend_irecv on CPU tensors (test_batch_isend_irecv_gloo{,_tags})",
+     r'BACKEND != "gloo", "GLOO Batch Send Recv CPU"',
+     'BACKEND not in ("gloo", "ddpc"), "GLOO Batch Send Recv CPU"', 2),
+    ("require_backend({'gloo'}) on the all_reduce_coalesced tests (12) and "
+     "test_scatter_object_list; the other 5 (monitored_barrier) stay gloo's",
+     r'@require_backend\(\{"gloo"\}\)(?=\n\s+def (?:test_all_reduce_coalesced_\w+|test_scatter_object_list)\()',
+     '@require_backend({"gloo", "ddpc"})', 13),
+    ("Work.get_future / DDP no_sync tests (test_accumulate_gradients_no_sync*, "
+     "test_get_future*): 'only supported on mpi, nccl and gloo'",
+     r'BACKEND != "mpi" and BACKEND != "nccl" and BACKEND != "gloo",',
+     'BACKEND != "mpi" and BACKEND != "nccl" and BACKEND != "gloo" and BACKEND != "ddpc",', 5),
+    ("_test_accumulate_gradients_no_sync builds its CPU model for mpi and gloo only",
+     r'if BACKEND == "mpi" or BACKEND == "gloo":',
+     'if BACKEND == "mpi" or BACKEND == "gloo" or BACKEND == "ddpc":', 1),
+    ("all_to_all and all_to_all_single on CPU tensors, gated to MPI (gloo has "
+     "no alltoall list form in 1.13; ddpc has both): tested for ddpc, skipped for gloo",
+     r'BACKEND != "mpi", "Only MPI supports (CPU )?all_to_all',
+     r'BACKEND not in ("mpi", "ddpc"), "Only MPI supports \1all_to_all', 12),
+]
 
 
-def widen_gates(src):
-    """The suite's source with BACKEND=ddpc let through gates that are not
-    gloo-specific (each rewrite below names the lines it matches)."""
-    lines = src.split("\n")
-    out = []
-    for i, line in enumerate(lines):
-        # the test (or helper) this line decorates or sits in: the next def
-        name = next((m.group(1) for l in lines[i:i + 12] if (m := re.search(r"def (\w+)\(", l))), "")
-        keep = GLOO_ONLY.search(name) or "sparse" in line
-        if not keep:
-            # @sandcastle_skip_if(BACKEND != "gloo", ...) and chains of
-            # BACKEND != "x" and BACKEND != "gloo": CPU features gloo has
-            # (barrier timeouts, batch_isend_irecv, coalesced allreduce,
-            # no_sync, get_future, the scatter_object_list test...)
-            line = line.replace('BACKEND != "gloo"', 'BACKEND not in ("gloo", "ddpc")')
-            # @require_backend({"gloo"}): the all_reduce_coalesced family
-            line = line.replace('require_backend({"gloo"})', 'require_backend({"gloo", "ddpc"})')
-            # the CPU model of the DDP tests (_test_accumulate_gradients...)
-            line = line.replace('if BACKEND == "mpi" or BACKEND == "gloo":',
-                                'if BACKEND == "mpi" or BACKEND in ("gloo", "ddpc"):')
-        out.append(line)
-    return "\n".join(out)
+def widen_text(src):
+    for what, pattern, repl, count in GATE_TEXT:
+        src, n = re.subn(pattern, repl, src)
+        if n != count:
+            raise SystemExit(f"dist_suite: the suite's text changed: the gate substitution for "
+                             f"{what!r} matched {n} times, expected {count}; update GATE_TEXT")
+    return src
+
+
+# ---------------------------------------------------------------------------
+# Setting up a process (runner, chunk or rank) to import the suite.
+
+def no_replicated_tensor():
+    """TestDistBackend._run (every rank) calls _set_ddp_with_replicated_tensor
+    (True), whose mode imports torch.distributed._shard, broken on Python
+    3.11: make that switch keep the mode off (the module's default)."""
+    from torch.nn.parallel import _replicated_tensor_ddp_utils as rt
+
+    def _set_ddp_with_replicated_tensor(value):  # noqa: ARG001
+        rt._DDP_WITH_REPLICATED_TENSOR = False
+
+    rt._set_ddp_with_replicated_tensor = _set_ddp_with_replicated_tensor
+
+
+def import_ddpc_torch():
+    """ddpc_torch from PYTHONPATH, else this checkout's build/python (which
+    the children then inherit through PYTHONPATH)."""
+    try:
+        import ddpc_torch  # noqa: F401
+    except ImportError:
+        build = os.path.join(REPO, "build", "python")
+        if not os.path.exists(os.path.join(build, "ddpc_torch")):
+            raise
+        sys.path.insert(0, build)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (build, os.environ.get("PYTHONPATH")) if p)
+        import ddpc_torch  # noqa: F401
+    import torch.distributed as dist
+
+    assert "DDPC" in dist.Backend._plugins, "ddpc_torch did not register the backend 'ddpc'"
 
 
 def load_suite(backend):
-    """Imports the suite (rewritten for ddpc) and returns its module."""
-    sys.path.insert(0, HERE)  # expecttest.py
-    import torch.distributed as dist
-    from torch.testing._internal import common_distributed
-    from torch.nn.parallel import _replicated_tensor_ddp_utils as rt
+    """Imports the suite for backend (widened for ddpc) and returns it."""
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)  # expecttest.py
+    argv, sys.argv = sys.argv, sys.argv[:1]  # common_utils parses sys.argv at import
+    try:
+        import torch
 
-    rt._set_ddp_with_replicated_tensor = lambda value: None  # imports _shard, broken on 3.11
-    if backend == "ddpc":
-        import ddpc_torch  # noqa: F401  registers the backend in this process
-        feat = common_distributed.DistTestCases.backend_feature
-        # as gloo: "gpu" and "cuda" gate tests that also run on CPU where
-        # no GPU is found (each GPU test checks for GPUs itself)
-        for key in ("plugin", "ddp", "subgroup", "gpu", "cuda"):
-            feat[key].add("ddpc")
-    if backend == "ddpc":
-        src = widen_gates(open(SUITE).read())
+        torch.backends.cuda.matmul.allow_tf32 = False  # as upstream's runner
+        from torch.testing._internal import common_distributed
+
+        no_replicated_tensor()
+        if backend != "ddpc":
+            from torch.testing._internal.distributed import distributed_test as suite
+            return suite
+        import_ddpc_torch()
+        for key in GATE_SETS:
+            common_distributed.DistTestCases.backend_feature[key].add("ddpc")
         path = os.path.join(os.environ["DIST_SUITE_DIR"], "ddpc_distributed_test.py")
         if not os.path.exists(path):
-            with open(path + ".tmp", "w") as f:
-                f.write(src)
-            os.replace(path + ".tmp", path)
+            with open(SUITE) as f:
+                src = widen_text(f.read())
+            with open(path + f".{os.getpid()}", "w") as f:
+                f.write(f"# {SUITE}, its gates widened for ddpc by {os.path.abspath(__file__)}\n" + src)
+            os.replace(path + f".{os.getpid()}", path)
         sys.path.insert(0, os.environ["DIST_SUITE_DIR"])
         import ddpc_distributed_test as suite
-    else:
-        from torch.testing._internal.distributed import distributed_test as suite
-    del dist
-    return suite
+        for name in GATE_LISTS:
+            getattr(suite, name).append("ddpc")
+        return suite
+    finally:
+        sys.argv = argv
 
 
-def environ(backend, world):
-    """The suite reads these at import, in the runner and in every child."""
-    os.environ["BACKEND"] = backend
-    os.environ["WORLD_SIZE"] = str(world)
-    os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="dist_suite_"))
-    os.environ.setdefault("DIST_SUITE_DIR", os.environ["TEMP_DIR"])
-    os.environ.setdefault("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "120")
+def make_test_class(suite):
+    class TestDistBackendWithSpawn(suite.TestDistBackend, suite.DistributedTest._DistTestBase):
+        def setUp(self):
+            super().setUp()
+            self._spawn_processes()
+            import torch
+
+            torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
+
+    # pickled by reference (the ranks' target is TestDistBackendWithSpawn._run):
+    # a module-level name in __main__, which the ranks re-create (see below)
+    TestDistBackendWithSpawn.__qualname__ = "TestDistBackendWithSpawn"
+    return TestDistBackendWithSpawn
 
 
-def child(names):
-    """Runs the named tests here, one result line each."""
+# ---------------------------------------------------------------------------
+# A chunk: runs the named tests here, in this process, one after the other.
+
+def why_of(text):
+    """The line of a traceback that says what went wrong."""
+    lines = [l.strip() for l in text.strip().split("\n") if l.strip()]
+    for l in reversed(lines):
+        if re.match(r"^[\w.]*(Error|Exception|Exit|Interrupt|Timeout)\b", l) or "timed out" in l:
+            return l[:300]
+    return lines[-1][:300] if lines else ""
+
+
+def run_chunk(cls, names):
     import unittest
 
-    cls = TEST_CLASS
     cls.setUpClass()
     for name in names:
-        print(f"START {name}", flush=True)
+        print(f"@@START {name}", flush=True)
         result = unittest.TestResult()
         start = time.monotonic()
         cls(name).run(result)
-        took = time.monotonic() - start
-        if result.errors or result.failures:
-            why = (result.errors + result.failures)[0][1].strip().split("\n")[-1][:300]
-            print(f"RESULT {name} FAIL {took:.1f} {why}", flush=True)
+        rec = {"name": name, "seconds": round(time.monotonic() - start, 1)}
+        bad = result.errors + result.failures
+        if bad:
+            detail = bad[0][1]
+            rec["outcome"] = "timeout" if re.search(r"timed out after|Timing out after", detail) else "fail"
+            rec["why"] = why_of(detail)
+            rec["detail"] = detail[-4000:]
         elif result.skipped:
-            print(f"RESULT {name} skip {took:.1f} {result.skipped[0][1][:200]}", flush=True)
+            rec["outcome"], rec["why"] = "skip", result.skipped[0][1][:300]
         else:
-            print(f"RESULT {name} ok {took:.1f}", flush=True)
+            rec["outcome"], rec["why"] = "ok", ""
+        print("@@RESULT " + json.dumps(rec), flush=True)
 
 
-def selected(cls, patterns, subset):
-    names = sorted(n for n in dir(cls) if n.startswith("test_"))
+# ---------------------------------------------------------------------------
+# The runner: chunks under deadlines.
+
+def select(names, patterns, subset):
     if subset == "ci":
-        names = [n for n in names if any(re.search(p, n) for p in CI_PATTERNS)]
-        names = [n for n in names if "cuda" not in n and "gpu" not in n]
+        missing = [n for n in CI_TESTS if n not in names]
+        if missing:
+            raise SystemExit(f"dist_suite: --subset ci names tests the suite lacks: {missing}")
+        names = [n for n in names if n in CI_TESTS]
     if patterns:
-        names = [n for n in names if any(p in n for p in patterns)]
+        names = [n for n in names if any(re.search(p, n) for p in patterns)]
     return names
+
+
+def kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_chunks(a, names, tmp, log_dir, limits):
+    """Runs names in chunks; returns {name: record}. limits: the suite's
+    own time limit of each test (seconds)."""
+    results, queue, n_chunk = {}, list(names), 0
+    margin = 60  # the suite's own timeout, then its traceback collection and teardown
+    while queue:
+        chunk, queue = queue[:a.chunk], queue[a.chunk:]
+        n_chunk += 1
+        log_path = os.path.join(log_dir, f"chunk{n_chunk:03d}.log")
+        log = open(log_path, "w")
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", *chunk]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True, cwd=tmp)
+        sel = selectors.DefaultSelector()
+        sel.register(p.stdout, selectors.EVENT_READ)
+        started = time.monotonic()
+        current, current_start, tail, killed, any_started = None, started, [], None, False
+        try:
+            while True:
+                now = time.monotonic()
+                if current and now - current_start > limits[current] + margin:
+                    killed = f"no result within {limits[current] + margin:.0f} s (--test-timeout)"
+                elif now - started > a.chunk_timeout:
+                    killed = f"its chunk ran past {a.chunk_timeout:.0f} s (--chunk-timeout)"
+                if killed:
+                    kill_group(p)
+                    break
+                if not sel.select(timeout=1.0):
+                    continue
+                line = p.stdout.readline()
+                if not line:
+                    break
+                log.write(line)
+                if line.startswith("@@START "):
+                    current, current_start, tail, any_started = line.split()[1], time.monotonic(), [], True
+                elif line.startswith("@@RESULT "):
+                    rec = json.loads(line[len("@@RESULT "):])
+                    results[rec["name"]] = rec
+                    report(rec)
+                    current = None
+                else:
+                    tail = (tail + [line.rstrip()])[-40:]
+        finally:
+            kill_group(p)  # also whatever the chunk's tests left running
+            p.wait()
+            sel.close()
+            log.close()
+        if current is not None:  # killed, or the chunk died, in the middle of a test
+            took = round(time.monotonic() - current_start, 1)
+            if killed:
+                rec = {"name": current, "outcome": "timeout", "seconds": took, "why": killed}
+            else:
+                rec = {"name": current, "outcome": "fail", "seconds": took,
+                       "why": f"the chunk process died (exit {p.returncode}): " + why_of("\n".join(tail))}
+            rec["detail"] = "\n".join(tail)[-4000:]
+            results[current] = rec
+            report(rec)
+        rest = [n for n in chunk if n not in results]
+        if rest and not any_started and not killed:  # died before its first test: a setup error
+            raise SystemExit(f"dist_suite: a chunk died before running a test (exit {p.returncode}); "
+                             f"see {log_path}:\n" + "\n".join(tail[-15:]))
+        if rest and killed and current is None:  # chunk deadline between tests
+            rec = {"name": rest[0], "outcome": "timeout", "seconds": 0.0, "why": killed}
+            results[rest[0]] = rec
+            report(rec)
+            rest = rest[1:]
+        queue = rest + queue
+    return results
+
+
+LABEL = {"ok": "ok", "fail": "FAIL", "skip": "skip", "timeout": "TIMEOUT"}
+
+
+def report(rec):
+    why = f" {rec['why']}" if rec.get("why") else ""
+    print(f"{LABEL[rec['outcome']]:7} {rec['name']} ({rec['seconds']:.1f} s){why}", flush=True)
+
+
+def counts(results):
+    ok = sum(r["outcome"] == "ok" for r in results.values())
+    skipped = sum(r["outcome"] == "skip" for r in results.values())
+    return ok, len(results) - ok - skipped, skipped
+
+
+def table(paths):
+    """Markdown: ok/failed/skipped per backend and world size, then the tests
+    that pass on gloo but not on the other backend, per world size."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    print("| backend | world size | ok | failed | skipped | seconds |")
+    print("|---|---|---|---|---|---|")
+    for r in runs:
+        ok, failed, skipped = counts(r["results"])
+        print(f"| {r['backend']} | {r['world_size']} | {ok} | {failed} | {skipped} | {r.get('seconds', 0):.0f} |")
+    by = {(r["backend"], r["world_size"]): r["results"] for r in runs}
+    for (backend, world), res in sorted(by.items()):
+        gloo = by.get(("gloo", world))
+        if backend == "gloo" or gloo is None:
+            continue
+        lost = sorted(n for n, g in gloo.items() if g["outcome"] == "ok" and res.get(n, {}).get("outcome") != "ok")
+        print(f"\nPass on gloo but not on {backend}, world size {world}: {len(lost)}")
+        for n in lost:
+            r = res.get(n, {"outcome": "not run", "why": ""})
+            print(f"- {n}: {r['outcome']} {r.get('why', '')}".rstrip())
+        extra = sorted(n for n, r in res.items() if r["outcome"] == "ok" and gloo.get(n, {}).get("outcome") != "ok")
+        if extra:
+            print(f"\nPass on {backend} but not on gloo, world size {world}: {len(extra)}: " + ", ".join(extra))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--backend", default="ddpc")
+    ap.add_argument("--backend", choices=["gloo", "ddpc"], default=os.environ.get("BACKEND", "gloo"))
     ap.add_argument("--world-size", type=int, default=2)
-    ap.add_argument("-k", action="append", default=[], help="run tests whose names contain this")
+    ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
+                    help="only the tests whose names match (re.search) one of these")
     ap.add_argument("--subset", choices=["all", "ci"], default="all")
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--chunk", type=int, default=25, help="tests per child process")
-    ap.add_argument("--test-timeout", type=float, default=150, help="seconds a test may take")
-    ap.add_argument("--json", help="write every outcome here")
-    ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
-    a, _ = ap.parse_known_args()
-    names = selected(TEST_CLASS, a.k, a.subset)
-    if a.child is not None:
-        child(a.child)
+    ap.add_argument("--list", action="store_true", help="list the selected tests and stop")
+    ap.add_argument("--chunk", type=int, default=20, help="tests per chunk process (20)")
+    ap.add_argument("--chunk-timeout", type=float, default=1200, help="seconds a chunk may take (1200)")
+    ap.add_argument("--test-timeout", type=float, default=120,
+                    help="seconds a test may take (120; the suite's own limit, which kills its ranks; "
+                         "ours kills the chunk 60 s later)")
+    ap.add_argument("--json", metavar="OUT", help="write every test's outcome here")
+    ap.add_argument("--log-dir", help="keep each chunk's output here (default: a temp dir, kept when a test failed)")
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of these --json files")
+    a = ap.parse_args()
+    if a.table:
+        table(a.table)
         return 0
-    if a.list:
-        print("\n".join(names))
-        return 0
-    results, queue, t0 = {}, list(names), time.monotonic()
-    while queue:
-        chunk, queue = queue[:a.chunk], queue[a.chunk:]
-        cmd = [sys.executable, os.path.abspath(__file__), "--backend", a.backend, "--world-size",
-               str(a.world_size), "--child", *chunk]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
-        current, last = None, time.monotonic()
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(p.stdout, selectors.EVENT_READ)
-        tail = []
-        while True:
-            if not sel.select(timeout=1.0):
-                if current and time.monotonic() - last > a.test_timeout:
-                    os.killpg(p.pid, 9)
-                    results[current] = ("TIMEOUT", a.test_timeout, f"no result within {a.test_timeout:.0f} s")
-                    print(f"TIMEOUT {current}", flush=True)
-                    done = set(results)
-                    queue = [n for n in chunk if n not in done] + queue
-                    break
-                continue
-            line = p.stdout.readline()
-            if not line:
-                break
-            tail = (tail + [line.rstrip()])[-20:]
-            if line.startswith("START "):
-                current, last = line.split()[1], time.monotonic()
-            elif line.startswith("RESULT "):
-                parts = line.rstrip("\n").split(" ", 4)
-                results[parts[1]] = (parts[2], float(parts[3]), parts[4] if len(parts) > 4 else "")
-                print(f"{parts[2]:7} {parts[1]} ({parts[3]} s) {parts[4] if len(parts) > 4 else ''}".rstrip(),
-                      flush=True)
-                current = None
-        p.wait()
-        sel.close()
-        missing = [n for n in chunk if n not in results]
-        if missing and not any(n in queue for n in missing):  # the child died between tests
-            results[missing[0]] = ("FAIL", 0.0, "the test process died: " + " | ".join(tail[-3:]))
-            print(f"FAIL    {missing[0]} (process died)", flush=True)
-            queue = missing[1:] + queue
-    ok = sum(r[0] == "ok" for r in results.values())
-    skipped = sum(r[0] == "skip" for r in results.values())
-    failed = len(results) - ok - skipped
-    print(f"dist_suite {a.backend} world {a.world_size}: ok={ok} failed={failed} skipped={skipped} "
-          f"in {time.monotonic() - t0:.0f} s")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"backend": a.backend, "world_size": a.world_size,
-                       "results": {n: {"outcome": r[0], "seconds": r[1], "why": r[2]} for n, r in results.items()}},
-                      f, indent=1, sort_keys=True)
-    return 1 if failed else 0
+    if a.world_size < 2:
+        ap.error("--world-size must be at least 2")
+    tmp = tempfile.mkdtemp(prefix=f"dist_suite_{a.backend}_w{a.world_size}_")
+    log_dir = a.log_dir or os.path.join(tmp, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    os.makedirs(os.path.join(tmp, "tmp"))
+    # What the suite reads (at import, in every process: the children inherit
+    # these). INIT_METHOD only has to be file:// (the suite's file:// tests
+    # check it at import; each test's setUp points it at its own file).
+    os.environ.update({
+        "BACKEND": a.backend, "WORLD_SIZE": str(a.world_size), "TEMP_DIR": tmp, "DIST_SUITE_DIR": tmp,
+        "INIT_METHOD": "file://" + os.path.join(tmp, "shared_init_file"),
+        "DISTRIBUTED_TESTS_DEFAULT_TIMEOUT": str(int(a.test_timeout)),
+        "TMPDIR": os.path.join(tmp, "tmp"),  # the suite's per-test store files, removed with tmp
+    })
+    keep = bool(a.log_dir)
+    try:
+        suite = load_suite(a.backend)
+        names = sorted(n for n in dir(suite.DistributedTest._DistTestBase) if n.startswith("test_"))
+        names = select(names, a.k, a.subset)
+        if a.list:
+            print("\n".join(names))
+            return 0
+        print(f"dist_suite: {len(names)} tests, backend {a.backend}, world size {a.world_size}, "
+              f"chunks of {a.chunk}; logs in {log_dir}", flush=True)
+        t0 = time.monotonic()
+        from torch.testing._internal.common_distributed import get_timeout
+
+        # the suite's limit: --test-timeout, or its own longer one for a few
+        # tests (TIMEOUT_OVERRIDE: test_ddp_uneven_inputs, 400 s)
+        results = run_chunks(a, names, tmp, log_dir, {n: get_timeout(n) for n in names})
+        took = time.monotonic() - t0
+        ok, failed, skipped = counts(results)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"backend": a.backend, "world_size": a.world_size, "seconds": round(took),
+                           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "subset": a.subset, "patterns": a.k,
+                           "torch": __import__("torch").__version__, "results": results},
+                          f, indent=1, sort_keys=True)
+        if failed:
+            print("failed: " + " ".join(sorted(n for n, r in results.items() if r["outcome"] in ("fail", "timeout"))))
+            if not a.log_dir:
+                keep = True
+                shutil.rmtree(os.path.join(tmp, "tmp"), ignore_errors=True)
+                print(f"logs kept in {log_dir}")
+        print(f"dist_suite {a.backend} world size {a.world_size}: {took:.0f} s")
+        print(f"ok={ok} failed={failed} skipped={skipped}", flush=True)
+        return 1 if failed else 0
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
-if __name__ in ("__main__", "__mp_main__"):
-    _pre = argparse.ArgumentParser(add_help=False)
-    _pre.add_argument("--backend", default="ddpc")
-    _pre.add_argument("--world-size", type=int, default=2)
-    _b, _ = _pre.parse_known_args()
-    environ(_b.backend, _b.world_size)
-    _suite = load_suite(_b.backend)
+def reexec_under_debian_python():
+    """torch is only in /usr/bin/python3's dist-packages."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        if os.path.realpath(sys.executable) != os.path.realpath(PYTHON) and os.path.exists(PYTHON):
+            os.execv(PYTHON, [PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+        raise
 
-    # At module level, so that the processes each test spawns find it.
-    class TestDistBackendWithSpawn(_suite.TestDistBackend, _suite.DistributedTest._DistTestBase):
-        def setUp(self):
-            super().setUp()
-            self._spawn_processes()
 
-    TEST_CLASS = TestDistBackendWithSpawn
-if __name__ == "__main__":
+if __name__ == "__main__" and "--child" in sys.argv:
+    # A chunk: the runner handed the environment down.
+    _suite = load_suite(os.environ["BACKEND"])
+    TestDistBackendWithSpawn = make_test_class(_suite)
+    run_chunk(TestDistBackendWithSpawn, sys.argv[sys.argv.index("--child") + 1:])
+elif __name__ == "__mp_main__":
+    # A rank, spawned by the chunk: the test class must be found here, under
+    # the same name (multiprocessing pickles TestDistBackendWithSpawn._run by
+    # reference to __main__, which is this module again).
+    _suite = load_suite(os.environ["BACKEND"])
+    TestDistBackendWithSpawn = make_test_class(_suite)
+elif __name__ == "__main__":
+    reexec_under_debian_python()
     sys.exit(main())
