@@ -127,6 +127,12 @@ static void parse_args(int argc, char **argv, opts *o) {
     }
     if (o->minb > o->maxb) bad_usage("-b %s is larger than -e %s", "MINBYTES", "MAXBYTES");
     if (o->factor < 2 && o->minb != o->maxb) bad_usage("-f must be at least 2 when -b < -e%s%s", "", "");
+    /* the library refuses these too; say so before starting the ranks */
+    int reducing = o->coll == B_ALLREDUCE || o->coll == B_REDUCE || o->coll == B_REDUCE_SCATTER;
+    int bitwise = o->op == DDPC_BAND || o->op == DDPC_BOR || o->op == DDPC_BXOR;
+    int flt = o->t == DDPC_FLOAT16 || o->t == DDPC_BFLOAT16 || o->t == DDPC_FLOAT32 || o->t == DDPC_FLOAT64;
+    if (reducing && bitwise && flt)
+        bad_usage("-o %s needs an integer -d, got %s", ddpc_op_name(o->op), ddpc_dtype_name(o->t));
 }
 
 /* ------------------------------------------------------------ inputs */
@@ -259,8 +265,10 @@ static ddpc_status call(bench *b) {
 }
 
 static void die(bench *b, const char *what, ddpc_status s) {
-    fprintf(stderr, "ddpc-bench: rank %d: %s: %s (%s)\n", b->rank, what, ddpc_status_str(s),
-            b->c ? ddpc_comm_last_error(b->c) : ddpc_last_error());
+    /* a refused argument is in this thread's last error, not the communicator's */
+    const char *msg = b->c ? ddpc_comm_last_error(b->c) : "";
+    if (!msg || !*msg) msg = ddpc_last_error();
+    fprintf(stderr, "ddpc-bench: rank %d: %s: %s (%s)\n", b->rank, what, ddpc_status_str(s), msg);
     exit(1);
 }
 

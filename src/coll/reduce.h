@@ -5,6 +5,8 @@
  *
  * Semantics (the same as PyTorch's CPU collectives):
  *   - integer sum and prod wrap modulo 2^bits (computed in the unsigned type);
+ *   - band, bor and bxor act on the bits of every integer dtype; float
+ *     dtypes have none (such a pair is invalid here, and refused by api.c);
  *   - float max/min propagate NaN: if either operand is NaN the result is NaN;
  *   - AVG acts as SUM in the combining kernels; ddpc_reduce_finish divides
  *     by the number of ranks at the end (integers truncate toward zero);

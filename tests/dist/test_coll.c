@@ -461,7 +461,7 @@ static void matrix(ctx *x, int forced) {
             int nops = is_reducing(coll) ? DDPC_OP_COUNT : 1;
             if (forced && t != DDPC_INT8 && t != DDPC_FLOAT16 && t != DDPC_FLOAT32) nops = 1;
             for (int op = 0; op < nops; op++) {
-                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue; /* refused: coll_bitwise_floats */
+                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue; /* see bitwise_floats_refused */
                 for (int ci = 0; ci < nc; ci++) {
                     if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
                     if (forced && counts[ci] == BIG && op != DDPC_SUM) continue;
@@ -501,6 +501,42 @@ static void all_roots(ctx *x) {
                 k.coll = C_SCATTER;
                 run_one(x, &k);
             }
+}
+
+/*
+ * Floats have no bitwise ops: every reducing call, sync and async, with a
+ * float dtype and band/bor/bxor is DDPC_ERR_INVALID_ARG naming op and dtype,
+ * and uses up no sequence number (the collectives after it still match).
+ */
+static void bitwise_floats_refused(ctx *x) {
+    static const ddpc_dtype fts[] = {DDPC_FLOAT16, DDPC_BFLOAT16, DDPC_FLOAT32, DDPC_FLOAT64};
+    double *sb = xmalloc((size_t)x->world * sizeof(double)), rb[1] = {0};
+    for (int i = 0; i < x->world; i++) sb[i] = 1;
+    for (int ti = 0; ti < 4; ti++)
+        for (int op = DDPC_BAND; op <= DDPC_BXOR; op++) {
+            ddpc_dtype t = fts[ti];
+            char want[96];
+            snprintf(want, sizeof want, "op %s needs an integer dtype, got %s", ddpc_op_name((ddpc_op)op),
+                     ddpc_dtype_name(t));
+            for (int call = 0; call < 6; call++) {
+                ddpc_work *w = NULL;
+                ddpc_status s;
+                switch (call) {
+                case 0: s = ddpc_allreduce(x->c, sb, rb, 1, t, (ddpc_op)op); break;
+                case 1: s = ddpc_allreduce_async(x->c, sb, rb, 1, t, (ddpc_op)op, &w); break;
+                case 2: s = ddpc_reduce(x->c, sb, rb, 1, t, (ddpc_op)op, 0); break;
+                case 3: s = ddpc_reduce_async(x->c, sb, rb, 1, t, (ddpc_op)op, 0, &w); break;
+                case 4: s = ddpc_reduce_scatter(x->c, sb, rb, 1, t, (ddpc_op)op); break;
+                default: s = ddpc_reduce_scatter_async(x->c, sb, rb, 1, t, (ddpc_op)op, &w); break;
+                }
+                x->ops++;
+                CHECK_MSG(s == DDPC_ERR_INVALID_ARG && w == NULL, "%s %s call %d: %s (%s)",
+                          ddpc_dtype_name(t), ddpc_op_name((ddpc_op)op), call, ddpc_status_str(s),
+                          ddpc_last_error());
+                CHECK_CONTAINS(ddpc_last_error(), want);
+            }
+        }
+    free(sb);
 }
 
 /* ------------------------------------------------------------ async */
@@ -807,10 +843,8 @@ static void rank_main(int rank, int world, void *arg) {
     double t1 = wall();
     int forced = strcmp(j->algo, "auto") != 0;
     matrix(&x, forced);
-    if (!forced) { /* floats have no bitwise ops */
-        float f = 1;
-        CHECK_STATUS(ddpc_allreduce(x.c, &f, &f, 1, DDPC_FLOAT32, DDPC_BAND), DDPC_ERR_INVALID_ARG);
-        CHECK_CONTAINS(ddpc_last_error(), "op band needs an integer dtype, got float32");
+    if (!forced) {
+        bitwise_floats_refused(&x);
         all_roots(&x);
         for (int round = 0; round < 3; round++) async_batch(&x, round);
         async_many(&x);
@@ -979,6 +1013,8 @@ TEST(bench_bad_usage) {
         {"allreduce -o mean", "mean"},
         {"allreduce -q 1", "-q"},
         {"allreduce -b 1M -e 1K", "-b"},
+        {"allreduce -d float32 -o band", "-o band needs an integer -d, got float32"},
+        {"reduce-scatter -d bf16 -o bxor", "bxor"},
     };
     char cmd[1024], out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -47,6 +47,52 @@ TEST(base_dtype_parse) {
     CHECK_EQ(ddpc_dtype_size((ddpc_dtype)77), 0);
 }
 
+/* int16 / uint16 and the bitwise ops: names, sizes, aliases; every name
+ * parses back to its own value. */
+TEST(base_dtype_op_names) {
+    static const struct { const char *s; ddpc_dtype t; } ds[] = {
+        {"int16", DDPC_INT16},   {"i16", DDPC_INT16}, {"short", DDPC_INT16},  {"INT16", DDPC_INT16},
+        {"uint16", DDPC_UINT16}, {"u16", DDPC_UINT16}, {"ushort", DDPC_UINT16},
+    };
+    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+        ddpc_dtype t = DDPC_FLOAT32;
+        CHECK_OK(ddpc_dtype_parse(ds[i].s, &t));
+        CHECK_MSG(t == ds[i].t, "'%s' parsed as %s", ds[i].s, ddpc_dtype_name(t));
+    }
+    CHECK_STR(ddpc_dtype_name(DDPC_INT16), "int16");
+    CHECK_STR(ddpc_dtype_name(DDPC_UINT16), "uint16");
+    CHECK_EQ(ddpc_dtype_size(DDPC_INT16), 2);
+    CHECK_EQ(ddpc_dtype_size(DDPC_UINT16), 2);
+    CHECK_STR(ddpc_dtype_name(DDPC_DTYPE_COUNT), "?");
+    CHECK_EQ(ddpc_dtype_size(DDPC_DTYPE_COUNT), 0);
+    for (int t = 0; t < DDPC_DTYPE_COUNT; t++) {
+        ddpc_dtype back = DDPC_DTYPE_COUNT;
+        CHECK(ddpc_dtype_size((ddpc_dtype)t) > 0);
+        CHECK_OK(ddpc_dtype_parse(ddpc_dtype_name((ddpc_dtype)t), &back));
+        CHECK_EQ(back, t);
+    }
+
+    static const char *const ops[] = {"band", "bor", "bxor"};
+    for (int i = 0; i < 3; i++) {
+        ddpc_op op = DDPC_SUM;
+        CHECK_OK(ddpc_op_parse(ops[i], &op));
+        CHECK_EQ(op, DDPC_BAND + i);
+        CHECK_STR(ddpc_op_name(op), ops[i]);
+    }
+    for (int o = 0; o < DDPC_OP_COUNT; o++) {
+        ddpc_op back = DDPC_OP_COUNT;
+        CHECK_OK(ddpc_op_parse(ddpc_op_name((ddpc_op)o), &back));
+        CHECK_EQ(back, o);
+    }
+    CHECK_STR(ddpc_op_name(DDPC_OP_COUNT), "?");
+    ddpc_op op;
+    CHECK_STATUS(ddpc_op_parse("xor", &op), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "bxor"); /* the list of known ops */
+    ddpc_dtype t;
+    CHECK_STATUS(ddpc_dtype_parse("int12", &t), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "int16, uint16");
+}
+
 TEST(base_half_roundtrip) {
     /* every half value survives half -> float -> half (NaNs stay NaN) */
     for (uint32_t h = 0; h < 65536; h++) {

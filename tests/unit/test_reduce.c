@@ -437,6 +437,22 @@ TEST(reduce_other_conversions) {
     ddpc_to_float32(f, i8, 6, DDPC_INT8);
     CHECK_EQ(f[2], 127);
     CHECK_EQ(f[3], -128);
+    float s16[6] = {1.5f, -2.75f, 40000.0f, -40000.0f, NAN, 32767.9f};
+    int16_t i16[6];
+    ddpc_from_float32(i16, s16, 6, DDPC_INT16); /* truncate, saturate, NaN -> 0 */
+    CHECK(i16[0] == 1 && i16[1] == -2 && i16[2] == INT16_MAX && i16[3] == INT16_MIN && i16[4] == 0 &&
+          i16[5] == INT16_MAX);
+    ddpc_to_float32(f, i16, 6, DDPC_INT16);
+    CHECK(f[0] == 1 && f[1] == -2 && f[2] == 32767 && f[3] == -32768 && f[4] == 0);
+    uint16_t u16[6];
+    ddpc_from_float32(u16, s16, 6, DDPC_UINT16);
+    CHECK(u16[0] == 1 && u16[1] == 0 && u16[2] == 40000 && u16[3] == 0 && u16[4] == 0 &&
+          u16[5] == 32767);
+    s16[2] = 70000.0f;
+    ddpc_from_float32(u16, s16, 6, DDPC_UINT16);
+    CHECK_EQ(u16[2], UINT16_MAX);
+    ddpc_to_float32(f, u16, 6, DDPC_UINT16);
+    CHECK(f[0] == 1 && f[2] == 65535 && f[5] == 32767);
     double d[6];
     ddpc_from_float32(d, src, 6, DDPC_FLOAT64);
     CHECK(d[1] == -2.75);
