@@ -179,11 +179,13 @@ static void check_one(const std::vector<at::Tensor>& ts, const char* what) {
 
 class WorkDDPC;
 
-/* The completion thread's queue. The thread is woken only when someone
- * depends on a completion it must make (a future was asked for), and else
- * every 20 ms to finish works nobody waited for: a call waited on at once,
- * as every synchronous torch.distributed call is, completes on the caller's
- * thread without waking it (one thread hand-off less per call). */
+/* The completion thread's queue. The communicator has no progress thread
+ * of its own: each call runs on the thread that waits for it. The caller
+ * that waits at once, as every synchronous torch.distributed call does, runs
+ * it itself, without a thread hand-off. The completion thread runs the
+ * others: it is woken when someone depends on it (a future was asked for,
+ * is_completed is polled), and else every 20 ms for works nobody waits for
+ * (an isend never waited on). */
 struct Completion {
   std::mutex mu;
   std::condition_variable cv;
@@ -202,8 +204,8 @@ struct Completion {
 class WorkDDPC : public c10d::Work {
  public:
   WorkDDPC(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-           std::shared_ptr<Completion> completion)
-      : Work(rank, type, title),
+           const std::vector<at::Tensor>& inputs, std::shared_ptr<Completion> completion)
+      : Work(rank, type, title, c10::optional<std::vector<at::Tensor>>(inputs)),
         completion_(std::move(completion)),
         outputs_(std::move(outputs)),
         future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
@@ -273,6 +275,7 @@ class WorkDDPC : public c10d::Work {
 
   bool isCompleted() override {
     drive(0);
+    if (!claimed_) completion_->wake(); /* a caller polling it: someone must run it */
     return Work::isCompleted();
   }
 
@@ -335,6 +338,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     ddpc_comm_config_init(&cfg);
     cfg.connect_timeout_s = timeout.count() / 1000.0;
     cfg.exec_timeout_s = timeout.count() / 1000.0;
+    cfg.progress_thread = 0; /* the waiting caller, or the completion thread, runs each call */
     ddpc_status s = ddpc_comm_init_store(&comm_, st, rank, size, &cfg);
     ddpc_store_close(st);
     if (s != DDPC_OK) fail(std::string("init_process_group: ") + ddpc_last_error());
@@ -358,7 +362,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
                                            const c10d::BroadcastOptions& o) override {
     const char* what = "broadcast";
     check_one(ts, what);
-    auto w = work(c10d::OpType::BROADCAST, "ddpc:broadcast", ts);
+    auto w = work(c10d::OpType::BROADCAST, "ddpc:broadcast", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf b = buf_of(w->inout(ts[0]), what);
     ddpc_work* h = nullptr;
@@ -371,7 +375,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     const char* what = "all_reduce";
     check_one(ts, what);
     ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-    auto w = work(c10d::OpType::ALLREDUCE, "ddpc:all_reduce", ts);
+    auto w = work(c10d::OpType::ALLREDUCE, "ddpc:all_reduce", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf b = buf_of(w->inout(ts[0]), what);
     ddpc_work* h = nullptr;
@@ -390,7 +394,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         fail(std::string(what) + ": tensors must all have one dtype");
     }
     ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-    auto w = work(c10d::OpType::ALLREDUCE_COALESCED, "ddpc:all_reduce_coalesced", ts);
+    auto w = work(c10d::OpType::ALLREDUCE_COALESCED, "ddpc:all_reduce_coalesced", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     std::vector<at::Tensor> flat;
     for (auto& t : ts) flat.push_back(t.reshape({-1}));
@@ -413,7 +417,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     const char* what = "reduce";
     check_one(ts, what);
     ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-    auto w = work(c10d::OpType::REDUCE, "ddpc:reduce", ts);
+    auto w = work(c10d::OpType::REDUCE, "ddpc:reduce", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf b = buf_of(w->inout(ts[0]), what);
     ddpc_work* h = nullptr;
@@ -428,7 +432,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     check_one(ins, what);
     if (outs.size() != 1) fail(std::string(what) + ": expects one output list");
     check_list(outs[0], ins[0], what);
-    auto w = work(c10d::OpType::ALLGATHER, "ddpc:all_gather", outs[0]);
+    auto w = work(c10d::OpType::ALLGATHER, "ddpc:all_gather", outs[0], ins);
     std::lock_guard<std::mutex> g(issue_mu_);
     gather_into(*w, outs[0], ins[0], what);
     return submit(w, what);
@@ -441,7 +445,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     check_cpu(out, what);
     if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
       fail(std::string(what) + ": the output must hold world_size times the input's elements, same dtype");
-    auto w = work(c10d::OpType::_ALLGATHER_BASE, "ddpc:_allgather_base", {out});
+    auto w = work(c10d::OpType::_ALLGATHER_BASE, "ddpc:_allgather_base", {out}, {in});
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
     ddpc_work* h = nullptr;
@@ -459,7 +463,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
       if (l.size() != ins.size()) fail(std::string(what) + ": each output list must match the inputs");
     std::vector<at::Tensor> all;
     for (auto& l : outs) all.insert(all.end(), l.begin(), l.end());
-    auto w = work(c10d::OpType::ALLGATHER_COALESCED, "ddpc:all_gather_coalesced", all);
+    auto w = work(c10d::OpType::ALLGATHER_COALESCED, "ddpc:all_gather_coalesced", all, ins);
     std::lock_guard<std::mutex> g(issue_mu_);
     for (size_t i = 0; i < ins.size(); i++) {
       std::vector<at::Tensor> col;
@@ -484,7 +488,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     } else if (!outs.empty() && !outs[0].empty()) {
       fail(std::string(what) + ": only the root gives an output list");
     }
-    auto w = work(c10d::OpType::GATHER, "ddpc:gather", list);
+    auto w = work(c10d::OpType::GATHER, "ddpc:gather", list, ins);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(ins[0]), what);
     void* dst = nullptr;
@@ -505,7 +509,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     const char* what = "scatter";
     check_one(outs, what);
     int r = root(o.rootRank, what);
-    auto w = work(c10d::OpType::SCATTER, "ddpc:scatter", outs);
+    auto w = work(c10d::OpType::SCATTER, "ddpc:scatter", outs, getRank() == r && !ins.empty() ? ins[0] : outs);
     std::lock_guard<std::mutex> g(issue_mu_);
     void* src = nullptr;
     if (getRank() == r) {
@@ -531,7 +535,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     if (ins.size() != 1) fail(std::string(what) + ": expects one input list");
     check_list(ins[0], outs[0], what);
     ddpc_op op = op_of(o.reduceOp, outs[0].scalar_type(), what);
-    auto w = work(c10d::OpType::REDUCE_SCATTER, "ddpc:reduce_scatter", outs);
+    auto w = work(c10d::OpType::REDUCE_SCATTER, "ddpc:reduce_scatter", outs, ins[0]);
     std::lock_guard<std::mutex> g(issue_mu_);
     at::Tensor flat = pack(ins[0]);
     w->keep(flat);
@@ -549,7 +553,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     if (in.numel() != out.numel() * getSize() || out.scalar_type() != in.scalar_type())
       fail(std::string(what) + ": the input must hold world_size times the output's elements, same dtype");
     ddpc_op op = op_of(o.reduceOp, out.scalar_type(), what);
-    auto w = work(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpc:_reduce_scatter_base", {out});
+    auto w = work(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpc:_reduce_scatter_base", {out}, {in});
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
     ddpc_work* h = nullptr;
@@ -565,7 +569,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     check_cpu(out, what);
     if (out.scalar_type() != in.scalar_type()) fail(std::string(what) + ": input and output dtypes differ");
     const int n = getSize();
-    auto w = work(c10d::OpType::ALLTOALL_BASE, "ddpc:all_to_all_single", {out});
+    auto w = work(c10d::OpType::ALLTOALL_BASE, "ddpc:all_to_all_single", {out}, {in});
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
     const int64_t in_row = in.numel() / std::max<int64_t>(in.size(0), 1);
@@ -599,7 +603,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
       if (ins[i].scalar_type() != ins[0].scalar_type() || outs[i].scalar_type() != ins[0].scalar_type())
         fail(std::string(what) + ": all tensors must have one dtype");
     }
-    auto w = work(c10d::OpType::ALLTOALL, "ddpc:all_to_all", outs);
+    auto w = work(c10d::OpType::ALLTOALL, "ddpc:all_to_all", outs, ins);
     std::lock_guard<std::mutex> g(issue_mu_);
     at::Tensor src = pack(ins);
     std::vector<at::Tensor> flat_out;
@@ -625,7 +629,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& ts, int dst, int tag) override {
     const char* what = "send";
     check_one(ts, what);
-    auto w = work(c10d::OpType::SEND, "ddpc:send", ts);
+    auto w = work(c10d::OpType::SEND, "ddpc:send", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf b = buf_of(w->in(ts[0]), what);
     ddpc_work* h = nullptr;
@@ -636,7 +640,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& ts, int src, int tag) override {
     const char* what = "recv";
     check_one(ts, what);
-    auto w = work(c10d::OpType::RECV, "ddpc:recv", ts);
+    auto w = work(c10d::OpType::RECV, "ddpc:recv", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf b = buf_of(w->out(ts[0]), what);
     w->set_source(peer(src, what));
@@ -648,7 +652,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& ts, int tag) override {
     const char* what = "recv (any source)";
     check_one(ts, what);
-    auto w = work(c10d::OpType::RECVANYSOURCE, "ddpc:recvAnySource", ts);
+    auto w = work(c10d::OpType::RECVANYSOURCE, "ddpc:recvAnySource", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf b = buf_of(w->out(ts[0]), what);
     w->source_from_receive();
@@ -658,7 +662,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
-    auto w = work(c10d::OpType::BARRIER, "ddpc:barrier", {});
+    auto w = work(c10d::OpType::BARRIER, "ddpc:barrier", {}, {});
     std::lock_guard<std::mutex> g(issue_mu_);
     ddpc_work* h = nullptr;
     w->issued(ddpc_barrier_async(comm_, &h), h);
@@ -686,9 +690,11 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     ddpc_comm_destroy(comm_);
   }
 
-  c10::intrusive_ptr<WorkDDPC> work(c10d::OpType type, const char* title, std::vector<at::Tensor> outs) {
+  /* A work for a call: outs are its result(), ins what the profiler shows. */
+  c10::intrusive_ptr<WorkDDPC> work(c10d::OpType type, const char* title, std::vector<at::Tensor> outs,
+                                    const std::vector<at::Tensor>& ins) {
     if (sequenceNum_) sequenceNum_->increment();
-    return c10::make_intrusive<WorkDDPC>(getRank(), type, title, std::move(outs), completion_);
+    return c10::make_intrusive<WorkDDPC>(getRank(), type, title, std::move(outs), ins, completion_);
   }
 
   c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkDDPC>& w, const char* what) {

@@ -120,6 +120,13 @@ ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id 
 typedef struct ddpc_comm_config {
     double connect_timeout_s; /* bootstrap deadline; <= 0: DDPC_CONNECT_TIMEOUT */
     double exec_timeout_s;    /* per operation; 0: no limit; < 0: DDPC_EXEC_TIMEOUT */
+    /* Who runs queued (async) operations. 1, or < 0 for the default: a
+     * progress thread of the communicator's own. 0: the threads that wait
+     * for them (ddpc_work_wait with any timeout but 0 runs the queue up to
+     * its operation; ddpc_work_test does not), for callers that have a
+     * thread of their own to wait on every operation: one thread hand-off
+     * less per call. Operations nobody waits for then do not progress. */
+    int progress_thread;
 } ddpc_comm_config;
 /* Fills cfg with "take everything from the environment". */
 void ddpc_comm_config_init(ddpc_comm_config *cfg);

@@ -63,6 +63,7 @@ struct ddpc_work {
     ddpc_status st;
     double timeout; /* the comm's exec timeout, for wait(-1) */
     double spin_s;  /* the comm's spin before a wait sleeps */
+    int no_thread;  /* the comm has no progress thread: waiters run the queue */
     int refs;       /* atomic: the caller's and the queue's */
     char err[1024];
     struct ddpc_work *next;
@@ -603,6 +604,7 @@ static ddpc_status comm_create_store(int rank, int size, ddpc_store *st, const c
     if (s != DDPC_OK) goto fail;
     if (cfg && cfg->connect_timeout_s > 0) c->connect_timeout = cfg->connect_timeout_s;
     if (cfg && cfg->exec_timeout_s >= 0) c->exec_timeout = cfg->exec_timeout_s;
+    if (cfg && cfg->progress_thread == 0) c->no_thread = 1;
     snprintf(c->store_host, sizeof c->store_host, "%s", ddpc_store_addr(st));
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
     c->ext_store = st;
@@ -634,6 +636,7 @@ void ddpc_comm_config_init(ddpc_comm_config *cfg) {
     if (!cfg) return;
     cfg->connect_timeout_s = -1;
     cfg->exec_timeout_s = -1;
+    cfg->progress_thread = -1;
 }
 
 /* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
@@ -1099,13 +1102,14 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
     w->refs = 2;
     w->timeout = c->exec_timeout;
     w->spin_s = c->spin_s;
+    w->no_thread = c->no_thread;
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (!c->thread_started) {
+    if (!c->thread_started && !c->no_thread) {
         if (pthread_create(&c->thread, NULL, worker, c) != 0) {
             pthread_mutex_unlock(&c->mu);
             pthread_mutex_destroy(&w->mu);
@@ -1165,7 +1169,8 @@ static int wait_done(struct ddpc_work *w, double timeout_s) {
 
 ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
     if (!w) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
-    if (timeout_s < 0 || isinf(timeout_s)) run_inline(w); /* bounded as the operation is */
+    /* bounded as the operation is */
+    if (timeout_s < 0 || isinf(timeout_s) || (w->no_thread && timeout_s > 0)) run_inline(w);
     if (!wait_done(w, timeout_s))
         return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
                         "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);
@@ -1193,6 +1198,7 @@ ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
 
 void ddpc_work_free(ddpc_work *w) {
     if (!w) return;
+    if (w->no_thread) run_inline(w); /* nobody else may run it */
     wait_done(w, INFINITY); /* the operation itself is bounded by DDPC_TIMEOUT */
     work_release(w);
 }
@@ -1223,6 +1229,13 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
     pthread_cond_broadcast(&c->cv);
+    if (c->no_thread) { /* what is still queued runs here, after what runs elsewhere */
+        for (;;) {
+            if (c->busy) pthread_cond_wait(&c->cv, &c->mu);
+            else if (c->qhead) run_head(c);
+            else break;
+        }
+    }
     pthread_mutex_unlock(&c->mu);
     if (c->thread_started) pthread_join(c->thread, NULL);
     ddpc_status s = DDPC_OK;
@@ -1291,7 +1304,7 @@ ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
         snprintf(prefix, sizeof prefix, "%.200ssplit%" PRIu64 "/c%d/", c->prefix, nsplit, color);
         snprintf(who, sizeof who, "the store %s:%d", c->store_host, c->store_port);
         if (c->ext_store) {
-            ddpc_comm_config cfg = {c->connect_timeout, c->exec_timeout};
+            ddpc_comm_config cfg = {c->connect_timeout, c->exec_timeout, !c->no_thread};
             cs = comm_create_store(newrank, n, c->ext_store, prefix, &cfg, &child);
         } else {
             cs = comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, &child);

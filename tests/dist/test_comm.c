@@ -1033,10 +1033,28 @@ static void ops_body(int rank, int world, void *arg) {
     ddpc_comm_config_init(&cfg);
     cfg.connect_timeout_s = 10;
     cfg.exec_timeout_s = 5;
+    cfg.progress_thread = 0; /* the waiters run the queue */
     ddpc_comm *c = NULL;
     CHECK_OK(ddpc_comm_init_store(&c, st, rank, world, &cfg));
     CHECK(k.calls >= 3);
     sum_check(c, world * (world - 1) / 2);
+    int32_t a[3] = {rank, rank, rank}, b = rank;
+    ddpc_work *w1, *w2;
+    CHECK_OK(ddpc_allreduce_async(c, a, a, 3, DDPC_INT32, DDPC_SUM, &w1));
+    CHECK_OK(ddpc_allreduce_async(c, &b, &b, 1, DDPC_INT32, DDPC_MAX, &w2));
+    int done = 1;
+    CHECK_OK(ddpc_work_test(w1, &done)); /* nobody runs it yet */
+    CHECK_EQ(done, 0);
+    CHECK_OK(ddpc_work_wait(w2, 5.0)); /* runs the queue up to w2 */
+    CHECK_OK(ddpc_work_test(w1, &done));
+    CHECK_EQ(done, 1);
+    CHECK_EQ(a[2], world * (world - 1) / 2);
+    CHECK_EQ(b, world - 1);
+    ddpc_work_free(w1);
+    ddpc_work_free(w2);
+    CHECK_OK(ddpc_allreduce_async(c, a, a, 3, DDPC_INT32, DDPC_SUM, &w1));
+    ddpc_work_free(w1); /* runs it: nobody else would */
+    CHECK_EQ(a[0], world * world * (world - 1) / 2);
     /* a split meets through the same store */
     ddpc_comm *s = NULL;
     CHECK_OK(ddpc_comm_split(c, rank % 2, 0, &s));
