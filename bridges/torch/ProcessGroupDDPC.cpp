@@ -260,7 +260,11 @@ class WorkDDPC : public c10d::Work {
         ddpc_work_test(h, &done);
         if (!done) return false; /* only the caller's wait ran out */
       }
-      if (s != DDPC_OK && err.empty()) err = ddpc_last_error();
+      if (s != DDPC_OK && err.empty()) {
+        err = ddpc_last_error();
+        /* torch's backends say "Timed out"; scripts look for it */
+        if (s == DDPC_ERR_TIMEOUT) err = "Timed out (the process group's timeout): " + err;
+      }
     }
     if (any_source_ && !handles_.empty()) source_ = ddpc_work_source(handles_[0]);
     complete(err);
@@ -394,7 +398,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         fail(std::string(what) + ": tensors must all have one dtype");
     }
     ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-    auto w = work(c10d::OpType::ALLREDUCE_COALESCED, "ddpc:all_reduce_coalesced", ts, ts);
+    auto w = work(c10d::OpType::ALLREDUCE_COALESCED, "ddpc:all_reduce", ts, ts);
     std::lock_guard<std::mutex> g(issue_mu_);
     std::vector<at::Tensor> flat;
     for (auto& t : ts) flat.push_back(t.reshape({-1}));
@@ -445,7 +449,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     check_cpu(out, what);
     if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
       fail(std::string(what) + ": the output must hold world_size times the input's elements, same dtype");
-    auto w = work(c10d::OpType::_ALLGATHER_BASE, "ddpc:_allgather_base", {out}, {in});
+    auto w = work(c10d::OpType::_ALLGATHER_BASE, "ddpc:all_gather_into_tensor", {out}, {in});
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
     ddpc_work* h = nullptr;
@@ -463,7 +467,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
       if (l.size() != ins.size()) fail(std::string(what) + ": each output list must match the inputs");
     std::vector<at::Tensor> all;
     for (auto& l : outs) all.insert(all.end(), l.begin(), l.end());
-    auto w = work(c10d::OpType::ALLGATHER_COALESCED, "ddpc:all_gather_coalesced", all, ins);
+    auto w = work(c10d::OpType::ALLGATHER_COALESCED, "ddpc:all_gather", all, ins);
     std::lock_guard<std::mutex> g(issue_mu_);
     for (size_t i = 0; i < ins.size(); i++) {
       std::vector<at::Tensor> col;
@@ -553,7 +557,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     if (in.numel() != out.numel() * getSize() || out.scalar_type() != in.scalar_type())
       fail(std::string(what) + ": the input must hold world_size times the output's elements, same dtype");
     ddpc_op op = op_of(o.reduceOp, out.scalar_type(), what);
-    auto w = work(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpc:_reduce_scatter_base", {out}, {in});
+    auto w = work(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpc:reduce_scatter_tensor", {out}, {in});
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
     ddpc_work* h = nullptr;
@@ -569,7 +573,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     check_cpu(out, what);
     if (out.scalar_type() != in.scalar_type()) fail(std::string(what) + ": input and output dtypes differ");
     const int n = getSize();
-    auto w = work(c10d::OpType::ALLTOALL_BASE, "ddpc:all_to_all_single", {out}, {in});
+    auto w = work(c10d::OpType::ALLTOALL_BASE, "ddpc:all_to_all", {out}, {in});
     std::lock_guard<std::mutex> g(issue_mu_);
     Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
     const int64_t in_row = in.numel() / std::max<int64_t>(in.size(0), 1);
@@ -690,7 +694,8 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     ddpc_comm_destroy(comm_);
   }
 
-  /* A work for a call: outs are its result(), ins what the profiler shows. */
+  /* A work for a call: outs are its result(), ins what the profiler shows
+   * (under the names gloo uses, which torch's tests look for). */
   c10::intrusive_ptr<WorkDDPC> work(c10d::OpType type, const char* title, std::vector<at::Tensor> outs,
                                     const std::vector<at::Tensor>& ins) {
     if (sequenceNum_) sequenceNum_->increment();
