@@ -89,7 +89,7 @@ TORCH_CXXFLAGS := -std=c++17 $(OPT) -g -fPIC -Wall -Wextra -Wno-unused-parameter
   -I/usr/include/torch/csrc/api/include $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
 TORCH_LIBS  := -ltorch_python -ltorch -ltorch_cpu -lc10
 
-torch:
+torch: lib
 	@if [ -f $(TORCH_HDR) ]; then $(MAKE) --no-print-directory torch-module; \
 	else echo "make torch: skipped: PyTorch's C++ headers are missing (apt-get install libtorch-dev pybind11-dev python3-torch, or DDPC_SETUP_PEERS=1 bash scripts/setup.sh)"; fi
 
