@@ -56,6 +56,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ for expecttest.py in the checkout
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SUITE = "/usr/lib/python3/dist-packages/torch/testing/_internal/distributed/distributed_test.py"
