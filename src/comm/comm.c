@@ -210,6 +210,15 @@ static void comm_free(ddpc_comm *c) {
     free(c);
 }
 
+/* Frees c, whose creation failed with s, and returns s with the error text
+ * that said why (kept across the frees). */
+static ddpc_status comm_abandon(ddpc_comm *c, ddpc_status s) {
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", ddpc_last_error());
+    comm_free(c);
+    return ddpc_err(s, "%s", keep);
+}
+
 /* Whether this rank and peer p move to shared memory: same host, both
  * DDPC_SHM=1, the same DDPC_SHM_BYTES (from the published entries, so both
  * ends decide alike). Warns, once per pair, where the settings differ. */
@@ -578,14 +587,10 @@ static ddpc_status comm_create(int rank, int size, const char *host, int port, i
     ddpc_store_close(root);
     *out = c;
     return DDPC_OK;
-fail: {
-    char keep[1024];
-    snprintf(keep, sizeof keep, "%s", ddpc_last_error());
+fail:
     ddpc_store_close(st);
     ddpc_store_close(root);
-    comm_free(c);
-    return ddpc_err(s, "%s", keep);
-}
+    return comm_abandon(c, s);
 }
 
 /*
@@ -621,13 +626,9 @@ static ddpc_status comm_create_store(int rank, int size, ddpc_store *st, const c
     ddpc_store_close(view);
     *out = c;
     return DDPC_OK;
-fail: {
-    char keep[1024];
-    snprintf(keep, sizeof keep, "%s", ddpc_last_error());
+fail:
     ddpc_store_close(view);
-    comm_free(c);
-    return ddpc_err(s, "%s", keep);
-}
+    return comm_abandon(c, s);
 }
 
 /* ------------------------------------------------------------ creation */
