@@ -72,6 +72,12 @@ static ddpc_status resolve(const char *host, int port, int passive, struct addri
 }
 
 ddpc_status ddpc_sock_listen(const char *host, int port, int backlog, int *fd, int *bound_port) {
+    return ddpc_sock_listen_try(host, port, backlog, fd, bound_port, NULL);
+}
+
+ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *fd, int *bound_port,
+                                 int *in_use) {
+    if (in_use) *in_use = 0;
     if (port < 0 || port > 65535)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "port %d is out of range [0, 65535]", port);
     int s = -1, err = 0;
@@ -144,6 +150,7 @@ ddpc_status ddpc_sock_listen(const char *host, int port, int backlog, int *fd, i
     *fd = s;
     return DDPC_OK;
 in_use:
+    if (in_use) *in_use = 1;
     return ddpc_err(DDPC_ERR_SYSTEM, "port %d on %s is already in use", port,
                     host && *host ? host : "*");
 }

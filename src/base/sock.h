@@ -17,6 +17,11 @@
  * DDPC_ERR_SYSTEM naming host:port. */
 ddpc_status ddpc_sock_listen(const char *host, int port, int backlog, int *fd,
                              int *bound_port);
+/* As ddpc_sock_listen; *in_use (may be NULL) is 1 when the failure was the
+ * port being taken (EADDRINUSE), else 0, so that a caller trying a range of
+ * ports tells a taken port from a real failure without reading the message. */
+ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *fd,
+                                 int *bound_port, int *in_use);
 /* Accepts one connection before deadline (abort_fd >= 0: also returns
  * DDPC_ERR_ABORTED as soon as abort_fd becomes readable). */
 ddpc_status ddpc_sock_accept(int lfd, double deadline, int abort_fd, int *fd);

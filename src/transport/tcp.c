@@ -74,9 +74,10 @@ static ddpc_status tcp_listen(const char *ip, int base_port, ddpc_listener **out
         int last = base_port + 1023 > 65535 ? 65535 : base_port + 1023;
         s = DDPC_ERR_SYSTEM;
         for (int p = base_port; p <= last; p++) {
-            s = ddpc_sock_listen(ip, p, 1024, &fd, port);
+            int in_use = 0;
+            s = ddpc_sock_listen_try(ip, p, 1024, &fd, port, &in_use);
             if (s == DDPC_OK) break;
-            if (!strstr(ddpc_last_error(), "already in use")) return s;
+            if (!in_use) return s;
         }
         if (s != DDPC_OK)
             return ddpc_err(DDPC_ERR_SYSTEM,
