@@ -7,45 +7,12 @@
 
 #include "base/env.h"
 
-/* One row per variable. Keep grouped: logging, network, timeouts, algorithms,
- * job contract (read, set by launchers), launcher, trainer. */
+/* The rows of env_vars.h, in its order (so indexed by ddpc_env_id). */
 const ddpc_env_var ddpc_env_table[] = {
-    {"DDPC_DEBUG", NULL, "WARN", "log level: NONE, WARN, INFO (every effective setting), TRACE"},
-    {"DDPC_DEBUG_SUBSYS", NULL, "ALL",
-     "subsystems to log: INIT,STORE,NET,SHM,COLL,ENV,DATA,NN,DDP,RUN or ALL; ^X,Y excludes"},
-    {"DDPC_IF_IP", "HCCL_IF_IP", NULL, "IP address (v4 or v6) this rank listens and advertises on"},
-    {"DDPC_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", NULL,
-     "interfaces by name: eth,enp prefixes; ^eth excludes a prefix; =eth0 exact; ^=eth0 excludes exact"},
-    {"DDPC_IF_BASE_PORT", "HCCL_IF_BASE_PORT", "0", "first port data sockets listen on (0 = any free port)"},
-    {"DDPC_CONNECT_TIMEOUT", "HCCL_CONNECT_TIMEOUT", "120",
-     "seconds allowed for rendezvous and connection set-up"},
-    {"DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", "1836", "seconds one collective may wait on its peers (0 = no limit)"},
-    {"DDPC_BUFFSIZE", "HCCL_BUFFSIZE", "200", "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the user buffers, with no staging buffer"},
-    {"DDPC_SOCKBUF", NULL, "4194304", "bytes of TCP send and receive buffer per socket (0 = OS default)"},
-    {"DDPC_SHM", NULL, "1", "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with a warning where it cannot be had; 0: TCP between all ranks"},
-    {"DDPC_SHM_COPY", NULL, "auto", "how a rank writes large messages into a shared-memory ring: cached (through its cache: fastest where the two cores share one), stream (non-temporal stores: fastest where they do not, e.g. vCPUs on different chiplets or sockets), or auto (times both as it goes and uses the cheaper)"},
-    {"DDPC_SHM_BYTES", NULL, "1048576", "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: 28 pairs, 56 rings); every rank must set the same"},
-    {"DDPC_ALGO", NULL, "auto", "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree"},
-    {"DDPC_CHUNK", NULL, "262144", "bytes per pipelined chunk of ring algorithms"},
-    {"DDPC_SPIN_US", NULL, NULL, "microseconds a waiting collective retries its connections before sleeping in poll (0: sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then up to 256 retries first only pause the core (fewer after waits they did not end), the rest yield it; else 50, each retry yielding"},
-    {"DDPC_STORE_TIMEOUT", NULL, "300", "seconds a store request may take beyond its own wait before the client gives up"},
-    {"DDPC_STORE_PROTOCOL", NULL, "auto", "the store client's protocol: auto (ddpc's, else PyTorch's c10d TCPStore when the server closes on ddpc's handshake), ddpc, or torch"},
-    {"RANK", NULL, NULL, "global rank of this process (torchrun contract)"},
-    {"WORLD_SIZE", NULL, NULL, "number of processes in the job"},
-    {"LOCAL_RANK", NULL, NULL, "rank of this process on its node"},
-    {"LOCAL_WORLD_SIZE", NULL, NULL, "number of processes on this node"},
-    {"GROUP_RANK", NULL, NULL, "rank of this node (set by ddpc-run)"},
-    {"MASTER_ADDR", NULL, "127.0.0.1", "host of the store (rank 0's, or the launcher's)"},
-    {"MASTER_PORT", NULL, "29500", "port of the store (rank 0's, or the launcher's)"},
-    {"TORCHELASTIC_USE_AGENT_STORE", NULL, NULL, "True: the launcher (torchrun's agent, or ddpc-run) hosts the store at MASTER_ADDR:MASTER_PORT and every rank connects to it; else rank 0 hosts it there"},
-    {"TORCHELASTIC_RESTART_COUNT", NULL, "0", "how many times the launcher restarted the workers (torchrun, ddpc-run); each attempt rendezvouses under its own keys"},
-    {"DDPC_HEARTBEAT_TIMEOUT", NULL, "10", "seconds without a heartbeat before ddpc-run presumes another node's launcher dead"},
-    {"DDPC_KILL_GRACE", NULL, "5", "seconds ddpc-run waits between SIGTERM and SIGKILL when stopping workers"},
-    {"DDPC_PYTHON", NULL, "python3", "interpreter ddpc-run uses for a PROGRAM ending in .py (or -m)"},
-    {"OMPI_COMM_WORLD_RANK", NULL, NULL, "read when RANK is unset (mpirun); also _SIZE, _LOCAL_RANK, _LOCAL_SIZE"},
-    {"SLURM_PROCID", NULL, NULL, "read when RANK and OMPI_* are unset (srun); also SLURM_NTASKS, SLURM_LOCALID"},
-    {"DDPC_DATA_TIMEOUT", NULL, "60", "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT"},
-    {"DDPC_THREADS", NULL, NULL, "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / LOCAL_WORLD_SIZE)"},
+#define DDPC_ENV_ROW(id, name, alias, type, deflt, lo, hi, meaning) \
+    {name, alias, DDPC_ENVT_##type, deflt, (double)(lo), (double)(hi), meaning},
+    DDPC_ENV_VARS(DDPC_ENV_ROW)
+#undef DDPC_ENV_ROW
 };
 const int ddpc_env_table_len = (int)(sizeof ddpc_env_table / sizeof ddpc_env_table[0]);
 
@@ -145,17 +112,97 @@ ddpc_status ddpc_env_double(const char *name, double lo, double hi, double *out)
     return DDPC_OK;
 }
 
+const char *ddpc__env_name(ddpc_env_id id) {
+    return id >= 0 && id < DDPC_ENV_COUNT ? ddpc_env_table[id].name : "(no such variable)";
+}
+
+const char *ddpc__env(ddpc_env_id id, const char **source) {
+    if (id < 0 || id >= DDPC_ENV_COUNT) {
+        if (source) *source = "default";
+        return NULL;
+    }
+    return ddpc_env_str(ddpc_env_table[id].name, source);
+}
+
+int ddpc__env_isset(ddpc_env_id id) {
+    const char *src;
+    return ddpc__env(id, &src) != NULL && strcmp(src, "default") != 0;
+}
+
+/* Value of id as text, DDPC_ERR_ENV when unset with no default. */
+static ddpc_status env_text(ddpc_env_id id, const char **val, const char **src) {
+    *val = ddpc__env(id, src);
+    if (!*val) return ddpc_err(DDPC_ERR_ENV, "%s is not set", ddpc__env_name(id));
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__env_long(ddpc_env_id id, long *out) {
+    const char *val, *src;
+    DDPC_CHECK(env_text(id, &val, &src));
+    const ddpc_env_var *v = &ddpc_env_table[id];
+    long lo = (long)v->lo, hi = (long)v->hi;
+    if (v->type != DDPC_ENVT_INT)
+        return ddpc_err(DDPC_ERR_INTERNAL, "%s is not an integer variable", v->name);
+    if (ddpc_parse_long(src, val, lo, hi, out) != DDPC_OK)
+        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not an integer in [%ld, %ld]", src, val, lo, hi);
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__env_double(ddpc_env_id id, double *out) {
+    const char *val, *src;
+    DDPC_CHECK(env_text(id, &val, &src));
+    const ddpc_env_var *v = &ddpc_env_table[id];
+    if (v->type != DDPC_ENVT_REAL)
+        return ddpc_err(DDPC_ERR_INTERNAL, "%s is not a real-valued variable", v->name);
+    if (ddpc_parse_double(src, val, v->lo, v->hi, out) != DDPC_OK)
+        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a number in [%g, %g]", src, val, v->lo, v->hi);
+    return DDPC_OK;
+}
+
+/* A number as a user would write it: 0.001, 120, 1e7 (not 1e+07). */
+static void number_text(double x, char *buf, size_t len) {
+    char t[40];
+    snprintf(t, sizeof t, "%g", x);
+    char *e = strstr(t, "e+");
+    if (e) {
+        char *d = e + 2;
+        while (*d == '0' && d[1]) d++;
+        memmove(e + 1, d, strlen(d) + 1);
+    }
+    snprintf(buf, len, "%s", t);
+}
+
+/* "[0, 65535]", "[0.001, 1e7]", or "" for text. */
+static void range_text(const ddpc_env_var *v, char *buf, size_t len) {
+    char lo[40], hi[40];
+    if (v->type == DDPC_ENVT_STR) {
+        buf[0] = 0;
+        return;
+    }
+    if (v->type == DDPC_ENVT_INT) {
+        snprintf(lo, sizeof lo, "%ld", (long)v->lo);
+        snprintf(hi, sizeof hi, "%ld", (long)v->hi);
+    } else {
+        number_text(v->lo, lo, sizeof lo);
+        number_text(v->hi, hi, sizeof hi);
+    }
+    snprintf(buf, len, "[%s, %s]", lo, hi);
+}
+
 void ddpc_env_print(FILE *f, int markdown) {
-    if (markdown) fprintf(f, "| variable | HCCL alias | default | meaning |\n|---|---|---|---|\n");
+    if (markdown) fprintf(f, "| variable | HCCL alias | default | range | meaning |\n|---|---|---|---|---|\n");
     for (int i = 0; i < ddpc_env_table_len; i++) {
         const ddpc_env_var *v = &ddpc_env_table[i];
+        char range[96];
+        range_text(v, range, sizeof range);
+        const char *alias = v->alias ? v->alias : "", *deflt = v->deflt ? v->deflt : "";
+        const char *aq = *alias ? "`" : "", *dq = *deflt ? "`" : "", *rq = *range ? "`" : "";
         if (markdown)
-            fprintf(f, "| `%s` | %s%s%s | %s%s%s | %s |\n", v->name, v->alias ? "`" : "",
-                    v->alias ? v->alias : "", v->alias ? "`" : "", v->deflt ? "`" : "",
-                    v->deflt ? v->deflt : "", v->deflt ? "`" : "", v->meaning);
+            fprintf(f, "| `%s` | %s%s%s | %s%s%s | %s%s%s | %s |\n", v->name, aq, alias, aq, dq, deflt,
+                    dq, rq, range, rq, v->meaning);
         else
-            fprintf(f, "  %-22s %-22s %-10s %s\n", v->name, v->alias ? v->alias : "",
-                    v->deflt ? v->deflt : "-", v->meaning);
+            fprintf(f, "  %-22s %-22s %-10s %-14s %s\n", v->name, alias, *deflt ? deflt : "-",
+                    *range ? range : "-", v->meaning);
     }
 }
 

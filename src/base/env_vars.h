@@ -1,0 +1,109 @@
+/*
+ * env_vars.h — the list of every environment variable ddpc reads: one row
+ * each, its only declaration. The list makes the enum of ids (DDPC_ENV_<ID>,
+ * so a misspelt name does not compile), the table the readers check ranges
+ * against, and the documentation (`ddpc-run --env`, docs/ENVIRONMENT.md).
+ *
+ * X(ID, NAME, HCCL_ALIAS, TYPE, DEFAULT, LO, HI, MEANING)
+ *   TYPE   STR (text), INT (integer) or REAL (number); LO..HI bound INT and
+ *          REAL values (the one range of the variable; callers may only
+ *          narrow it further against other values, e.g. LOCAL_RANK < LOCAL_WORLD_SIZE)
+ *   DEFAULT  text as a user would write it, or NULL for none
+ * Keep grouped: logging, network, timeouts, algorithms, job contract (read,
+ * set by launchers), launcher, trainer.
+ */
+#ifndef DDPC_ENV_VARS_H
+#define DDPC_ENV_VARS_H
+
+#define DDPC_ENV_VARS(X)                                                                            \
+    X(DEBUG, "DDPC_DEBUG", NULL, STR, "WARN", 0, 0,                                                 \
+      "log level: NONE, WARN, INFO (every effective setting), TRACE")                               \
+    X(DEBUG_SUBSYS, "DDPC_DEBUG_SUBSYS", NULL, STR, "ALL", 0, 0,                                    \
+      "subsystems to log: INIT,STORE,NET,SHM,COLL,ENV,DATA,NN,DDP,RUN or ALL; ^X,Y excludes")       \
+    X(IF_IP, "DDPC_IF_IP", "HCCL_IF_IP", STR, NULL, 0, 0,                                           \
+      "IP address (v4 or v6) this rank listens and advertises on")                                  \
+    X(SOCKET_IFNAME, "DDPC_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", STR, NULL, 0, 0,                   \
+      "interfaces by name: eth,enp prefixes; ^eth excludes a prefix; =eth0 exact; ^=eth0 "          \
+      "excludes exact")                                                                             \
+    X(IF_BASE_PORT, "DDPC_IF_BASE_PORT", "HCCL_IF_BASE_PORT", INT, "0", 0, 65535,                   \
+      "first port data sockets listen on (0 = any free port)")                                      \
+    X(CONNECT_TIMEOUT, "DDPC_CONNECT_TIMEOUT", "HCCL_CONNECT_TIMEOUT", REAL, "120", 0.001, 1e7,     \
+      "seconds allowed for rendezvous and connection set-up")                                       \
+    X(TIMEOUT, "DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", REAL, "1836", 0, 1e7,                           \
+      "seconds one collective may wait on its peers (0 = no limit)")                                \
+    X(BUFFSIZE, "DDPC_BUFFSIZE", "HCCL_BUFFSIZE", INT, "200", 1, 1 << 20,                           \
+      "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the "  \
+      "user buffers, with no staging buffer")                                                       \
+    X(SOCKBUF, "DDPC_SOCKBUF", NULL, INT, "4194304", 0, 1L << 30,                                   \
+      "bytes of TCP send and receive buffer per socket (0 = OS default)")                           \
+    X(SHM, "DDPC_SHM", NULL, INT, "1", 0, 1,                                                        \
+      "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with "  \
+      "a warning where it cannot be had; 0: TCP between all ranks")                                 \
+    X(SHM_COPY, "DDPC_SHM_COPY", NULL, STR, "auto", 0, 0,                                           \
+      "how a rank writes large messages into a shared-memory ring: cached (through its cache: "     \
+      "fastest where the two cores share one), stream (non-temporal stores: fastest where they do " \
+      "not, e.g. vCPUs on different chiplets or sockets), or auto (times both as it goes and uses " \
+      "the cheaper)")                                                                               \
+    X(SHM_BYTES, "DDPC_SHM_BYTES", NULL, INT, "1048576", 4096, 1L << 30,                            \
+      "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: "  \
+      "28 pairs, 56 rings); every rank must set the same")                                          \
+    X(ALGO, "DDPC_ALGO", NULL, STR, "auto", 0, 0,                                                   \
+      "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree")                   \
+    X(CHUNK, "DDPC_CHUNK", NULL, INT, "262144", 4096, 1L << 30,                                     \
+      "bytes per pipelined chunk of ring algorithms")                                               \
+    X(SPIN_US, "DDPC_SPIN_US", NULL, INT, NULL, 0, 10000000,                                        \
+      "microseconds a waiting collective retries its connections before sleeping in poll (0: "      \
+      "sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then "   \
+      "up to 256 retries first only pause the core (fewer after waits they did not end), the rest " \
+      "yield it; else 50, each retry yielding")                                                     \
+    X(STORE_TIMEOUT, "DDPC_STORE_TIMEOUT", NULL, REAL, "300", 0.001, 1e7,                           \
+      "seconds a store request may take beyond its own wait before the client gives up")            \
+    X(STORE_PROTOCOL, "DDPC_STORE_PROTOCOL", NULL, STR, "auto", 0, 0,                               \
+      "the store client's protocol: auto (ddpc's, else PyTorch's c10d TCPStore when the server "    \
+      "closes on ddpc's handshake), ddpc, or torch")                                                \
+    X(RANK, "RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                              \
+      "global rank of this process (torchrun contract)")                                            \
+    X(WORLD_SIZE, "WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20, "number of processes in the job")      \
+    X(LOCAL_RANK, "LOCAL_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                  \
+      "rank of this process on its node")                                                           \
+    X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                            \
+      "number of processes on this node")                                                           \
+    X(GROUP_RANK, "GROUP_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                  \
+      "rank of this node (set by ddpc-run)")                                                        \
+    X(MASTER_ADDR, "MASTER_ADDR", NULL, STR, "127.0.0.1", 0, 0,                                     \
+      "host of the store (rank 0's, or the launcher's)")                                            \
+    X(MASTER_PORT, "MASTER_PORT", NULL, INT, "29500", 1, 65535,                                     \
+      "port of the store (rank 0's, or the launcher's)")                                            \
+    X(USE_AGENT_STORE, "TORCHELASTIC_USE_AGENT_STORE", NULL, STR, NULL, 0, 0,                       \
+      "True: the launcher (torchrun's agent, or ddpc-run) hosts the store at "                      \
+      "MASTER_ADDR:MASTER_PORT and every rank connects to it; else rank 0 hosts it there")          \
+    X(RESTART_COUNT, "TORCHELASTIC_RESTART_COUNT", NULL, INT, "0", 0, 1L << 30,                     \
+      "how many times the launcher restarted the workers (torchrun, ddpc-run); each attempt "       \
+      "rendezvouses under its own keys")                                                            \
+    X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                         \
+      "global rank, read when RANK is unset (mpirun)")                                              \
+    X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                               \
+      "number of processes, read with OMPI_COMM_WORLD_RANK (mpirun)")                               \
+    X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,             \
+      "rank on the node, read with OMPI_COMM_WORLD_RANK (mpirun)")                                  \
+    X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, INT, NULL, 1, 1 << 20,                   \
+      "processes on the node, read with OMPI_COMM_WORLD_RANK (mpirun)")                             \
+    X(SLURM_PROCID, "SLURM_PROCID", NULL, INT, NULL, 0, (1 << 20) - 1,                              \
+      "global rank, read when RANK and OMPI_COMM_WORLD_RANK are unset (srun)")                      \
+    X(SLURM_NTASKS, "SLURM_NTASKS", NULL, INT, NULL, 1, 1 << 20,                                    \
+      "number of processes, read with SLURM_PROCID (srun)")                                         \
+    X(SLURM_LOCALID, "SLURM_LOCALID", NULL, INT, NULL, 0, (1 << 20) - 1,                            \
+      "rank on the node, read with SLURM_PROCID (srun)")                                            \
+    X(HEARTBEAT_TIMEOUT, "DDPC_HEARTBEAT_TIMEOUT", NULL, REAL, "10", 0.001, 1e7,                    \
+      "seconds without a heartbeat before ddpc-run presumes another node's launcher dead")          \
+    X(KILL_GRACE, "DDPC_KILL_GRACE", NULL, REAL, "5", 0, 1e6,                                       \
+      "seconds ddpc-run waits between SIGTERM and SIGKILL when stopping workers")                   \
+    X(PYTHON, "DDPC_PYTHON", NULL, STR, "python3", 0, 0,                                            \
+      "interpreter ddpc-run uses for a PROGRAM ending in .py (or -m)")                              \
+    X(DATA_TIMEOUT, "DDPC_DATA_TIMEOUT", NULL, REAL, "60", 0.001, 1e7,                              \
+      "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT")             \
+    X(THREADS, "DDPC_THREADS", NULL, INT, NULL, 1, 1024,                                            \
+      "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / "   \
+      "LOCAL_WORLD_SIZE)")
+
+#endif /* DDPC_ENV_VARS_H */
