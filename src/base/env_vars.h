@@ -100,6 +100,9 @@
       "seconds ddpc-run waits between SIGTERM and SIGKILL when stopping workers")                   \
     X(PYTHON, "DDPC_PYTHON", NULL, STR, "python3", 0, 0,                                            \
       "interpreter ddpc-run uses for a PROGRAM ending in .py (or -m)")                              \
+    X(PROGRESS, "DDPC_PROGRESS", NULL, INT, NULL, 0, 1,                                             \
+      "1: ddpc-train's rank 0 draws its progress bar on stderr; 0: it does not (default: when "     \
+      "stderr is a terminal); ddpc-run sets 1 for rank 0 when its own stderr is a terminal")       \
     X(DATA_TIMEOUT, "DDPC_DATA_TIMEOUT", NULL, REAL, "60", 0.001, 1e7,                              \
       "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT")             \
     X(THREADS, "DDPC_THREADS", NULL, INT, NULL, 1, 1024,                                            \
