@@ -129,6 +129,19 @@ int ddpc__env_isset(ddpc_env_id id) {
     return ddpc__env(id, &src) != NULL && strcmp(src, "default") != 0;
 }
 
+/* A number as a user would write it: 0.001, 120, 1e7 (not 1e+07). */
+static void number_text(double x, char *buf, size_t len) {
+    char t[40];
+    snprintf(t, sizeof t, "%g", x);
+    char *e = strstr(t, "e+");
+    if (e) {
+        char *d = e + 2;
+        while (*d == '0' && d[1]) d++;
+        memmove(e + 1, d, strlen(d) + 1);
+    }
+    snprintf(buf, len, "%s", t);
+}
+
 /* Value of id as text, DDPC_ERR_ENV when unset with no default. */
 static ddpc_status env_text(ddpc_env_id id, const char **val, const char **src) {
     *val = ddpc__env(id, src);
@@ -154,22 +167,13 @@ ddpc_status ddpc__env_double(ddpc_env_id id, double *out) {
     const ddpc_env_var *v = &ddpc_env_table[id];
     if (v->type != DDPC_ENVT_REAL)
         return ddpc_err(DDPC_ERR_INTERNAL, "%s is not a real-valued variable", v->name);
-    if (ddpc_parse_double(src, val, v->lo, v->hi, out) != DDPC_OK)
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a number in [%g, %g]", src, val, v->lo, v->hi);
-    return DDPC_OK;
-}
-
-/* A number as a user would write it: 0.001, 120, 1e7 (not 1e+07). */
-static void number_text(double x, char *buf, size_t len) {
-    char t[40];
-    snprintf(t, sizeof t, "%g", x);
-    char *e = strstr(t, "e+");
-    if (e) {
-        char *d = e + 2;
-        while (*d == '0' && d[1]) d++;
-        memmove(e + 1, d, strlen(d) + 1);
+    if (ddpc_parse_double(src, val, v->lo, v->hi, out) != DDPC_OK) {
+        char lo[40], hi[40];
+        number_text(v->lo, lo, sizeof lo);
+        number_text(v->hi, hi, sizeof hi);
+        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a number in [%s, %s]", src, val, lo, hi);
     }
-    snprintf(buf, len, "%s", t);
+    return DDPC_OK;
 }
 
 /* "[0, 65535]", "[0.001, 1e7]", or "" for text. */
