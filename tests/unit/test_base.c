@@ -1,5 +1,7 @@
-/* test_base.c — status strings, dtypes, half/bfloat16, env parsing, sockets. */
+/* test_base.c — status strings, dtypes, half/bfloat16, env parsing, sockets,
+ * string buffers and rank lists, fnv1a, condition waits with a deadline. */
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,8 @@
 
 #include "base/env.h"
 #include "base/sock.h"
+#include "base/strbuf.h"
+#include "base/util.h"
 #include "test.h"
 
 TEST(base_status_strings) {
@@ -172,4 +176,107 @@ TEST(base_sock_connect_refused_times_out) {
     CHECK_STATUS(ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(0.3), &fd), DDPC_ERR_TIMEOUT);
     CHECK(ddpc_now() - t0 < 2.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), "cannot connect to 127.0.0.1");
+}
+
+/* A fixed buffer drops a piece that does not fit whole, and every later
+ * one; a heap buffer grows past any one printf's scratch space. */
+TEST(base_strbuf) {
+    char arr[8];
+    ddpc__strbuf b;
+    ddpc__sb_fixed(&b, arr, sizeof arr);
+    CHECK_STR(arr, "");
+    ddpc__sb_printf(&b, "%d,", 123);
+    ddpc__sb_puts(&b, "ab");
+    CHECK_STR(arr, "123,ab");
+    ddpc__sb_puts(&b, "cd"); /* 8 bytes with the NUL: dropped */
+    CHECK(b.cut);
+    ddpc__sb_puts(&b, "e");
+    CHECK_STR(arr, "123,ab");
+    CHECK_EQ(b.len, 6);
+
+    ddpc__strbuf h = DDPC_STRBUF_HEAP;
+    ddpc__sb_put(&h, "", 0);
+    CHECK(h.p != NULL);
+    CHECK_STR(h.p, "");
+    char big[1000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    for (int i = 0; i < 5; i++) ddpc__sb_printf(&h, "%s%d", big, i);
+    CHECK_EQ(h.len, 5 * 1000);
+    CHECK(!h.oom && !h.cut);
+    CHECK_EQ(h.p[999], '0');
+    CHECK_EQ(h.p[4999], '4');
+    CHECK_EQ(strlen(h.p), 5000);
+    ddpc__sb_free(&h);
+    CHECK(h.p == NULL && h.len == 0);
+}
+
+TEST(base_rank_runs) {
+    static const struct { int r[8]; int n; const char *want; } cs[] = {
+        {{0}, 0, ""},
+        {{5}, 1, "5"},
+        {{0, 1, 2, 3, 5}, 5, "0-3,5"},
+        {{1, 2, 4, 6, 7, 8}, 6, "1-2,4,6-8"},
+        {{0, 2, 4}, 3, "0,2,4"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char out[64];
+        ddpc__strbuf b;
+        ddpc__sb_fixed(&b, out, sizeof out);
+        ddpc__sb_ranks(&b, cs[i].r, cs[i].n);
+        CHECK_STR(out, cs[i].want);
+    }
+}
+
+/* The published FNV-1a 64 test vectors (the copies this replaces had lost
+ * the offset basis's last digit). */
+TEST(base_fnv1a) {
+    CHECK(ddpc__fnv1a("", 0) == 0xcbf29ce484222325ull);
+    CHECK(ddpc__fnv1a("a", 1) == 0xaf63dc4c8601ec8cull);
+    CHECK(ddpc__fnv1a("foobar", 6) == 0x85944171f73967e8ull);
+}
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int flag;
+} waiter;
+
+static void *set_flag_later(void *arg) {
+    waiter *w = arg;
+    ddpc_sleep(0.05);
+    pthread_mutex_lock(&w->mu);
+    w->flag = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* A wait ends at its deadline, at its cap, or when signalled; a deadline
+ * already past returns at once. */
+TEST(base_cond_wait_until) {
+    waiter w = {.flag = 0};
+    pthread_mutex_init(&w.mu, NULL);
+    CHECK_EQ(ddpc__cond_init_monotonic(&w.cv), 0);
+    pthread_mutex_lock(&w.mu);
+    double t0 = ddpc_now();
+    ddpc__cond_wait_until(&w.cv, &w.mu, t0 - 1, 0);
+    CHECK(ddpc_now() - t0 < 0.05);
+    t0 = ddpc_now();
+    double deadline = t0 + 0.1;
+    while (ddpc_now() < deadline) ddpc__cond_wait_until(&w.cv, &w.mu, deadline, 0);
+    CHECK(ddpc_now() - t0 >= 0.1);
+    CHECK(ddpc_now() - t0 < 5 * t_slow());
+    t0 = ddpc_now();
+    ddpc__cond_wait_until(&w.cv, &w.mu, INFINITY, 0.05);
+    CHECK(ddpc_now() - t0 < 5 * t_slow());
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, set_flag_later, &w), 0);
+    t0 = ddpc_now();
+    while (!w.flag) ddpc__cond_wait_until(&w.cv, &w.mu, INFINITY, 0);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(th, NULL);
+    CHECK(w.flag);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
 }
