@@ -12,11 +12,35 @@
 
 #include "store/proto.h"
 
-const char *store_op_name(int op) {
-    static const char *names[] = {"?", "set", "get", "add", "compare_set", "wait",
-                                  "check", "delete", "num_keys", "ping"};
-    return op > 0 && op < OP_COUNT ? names[op] : "?";
-}
+/* Where an operation's request differs: its keys, what follows them, and
+ * in ddpc's protocol a timeout before them. One row per OP_*; both
+ * protocols' fields come in this order (proto.h). */
+enum {
+    K_NONE,      /* no key */
+    K_ONE,       /* one key */
+    K_LIST,      /* a count, then that many keys */
+    K_ONE_TORCH_LIST /* one key in ddpc's protocol, a list in TCPStore's */
+};
+static const struct op_layout {
+    const char *name;
+    unsigned char keys;    /* K_* */
+    unsigned char values;  /* value fields after the keys (CAS: expected, desired) */
+    unsigned char delta;   /* an i64 after the keys */
+    unsigned char timeout; /* ddpc's protocol: a u32 timeout_ms before the keys */
+} layouts[OP_COUNT] = {
+    [0] = {"?", K_NONE, 0, 0, 0},
+    [OP_SET] = {"set", K_ONE, 1, 0, 0},
+    [OP_GET] = {"get", K_ONE, 0, 0, 1},
+    [OP_ADD] = {"add", K_ONE, 0, 1, 0},
+    [OP_CAS] = {"compare_set", K_ONE, 2, 0, 0},
+    [OP_WAIT] = {"wait", K_LIST, 0, 0, 1},
+    [OP_CHECK] = {"check", K_ONE_TORCH_LIST, 0, 0, 0},
+    [OP_DELETE] = {"delete", K_ONE, 0, 0, 0},
+    [OP_NUM_KEYS] = {"num_keys", K_NONE, 0, 0, 0},
+    [OP_PING] = {"ping", K_NONE, 0, 0, 0},
+};
+
+const char *store_op_name(int op) { return op > 0 && op < OP_COUNT ? layouts[op].name : "?"; }
 
 /* A cursor over a request; lw is the width of its length fields. */
 typedef struct cur {
@@ -82,23 +106,19 @@ static int take_value(cur *r, int op, const unsigned char **at, uint32_t *vn, ch
     return rc;
 }
 
-/* The fields after the op (and, for ddpc's GET/WAIT, the timeout): shared by
- * both protocols, which differ only in the width of length fields and in
- * CHECK taking one key (ddpc) or a list (torch). Returns 0, -1 (short) or
- * -2 (why filled). */
-static int take_fields(cur *r, store_req *q, int check_list, char *why, size_t wl) {
+/* The fields after the op (and, for ddpc's GET/WAIT, the timeout), as
+ * q->op's layout says; the protocols differ only in the width of length
+ * fields and in CHECK's keys. Returns 0, -1 (short) or -2 (why filled). */
+static int take_fields(cur *r, store_req *q, char *why, size_t wl) {
+    const struct op_layout *l = &layouts[q->op];
     int rc;
-    q->nkeys = 1;
-    if (q->op == OP_NUM_KEYS || q->op == OP_PING) {
-        q->nkeys = 0;
-        return 0;
-    }
-    if (q->op == OP_WAIT || (q->op == OP_CHECK && check_list)) {
+    q->nkeys = l->keys != K_NONE;
+    if (!q->nkeys) return 0;
+    if (l->keys == K_LIST || (l->keys == K_ONE_TORCH_LIST && q->proto == PROTO_TORCH)) {
         uint64_t n;
         if (take_len(r, &n)) return -1;
         if (n == 0 || n > STORE_MAX_WAIT_KEYS) {
-            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [1, %d]", store_op_name(q->op), n,
-                     STORE_MAX_WAIT_KEYS);
+            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [1, %d]", l->name, n, STORE_MAX_WAIT_KEYS);
             return -2;
         }
         q->nkeys = (uint32_t)n;
@@ -113,20 +133,14 @@ static int take_fields(cur *r, store_req *q, int check_list, char *why, size_t w
             q->klen = kn;
         }
     }
-    const unsigned char *d;
-    switch (q->op) {
-    case OP_SET:
-        return take_value(r, q->op, &q->v1, &q->n1, why, wl);
-    case OP_CAS:
-        if ((rc = take_value(r, q->op, &q->v1, &q->n1, why, wl))) return rc;
-        return take_value(r, q->op, &q->v2, &q->n2, why, wl);
-    case OP_ADD:
+    if (l->values >= 1 && (rc = take_value(r, q->op, &q->v1, &q->n1, why, wl))) return rc;
+    if (l->values >= 2 && (rc = take_value(r, q->op, &q->v2, &q->n2, why, wl))) return rc;
+    if (l->delta) {
+        const unsigned char *d;
         if (take_n(r, 8, &d)) return -1;
         q->delta = get_i64(d);
-        return 0;
-    default:
-        return 0;
     }
+    return 0;
 }
 
 int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen) {
@@ -144,10 +158,8 @@ int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char 
         snprintf(why, whylen, "unknown operation %d", q->op);
         return -1;
     }
-    if (q->op == OP_GET || q->op == OP_WAIT) {
-        if (take_n(&r, 4, &at) == 0) q->wait_s = get_u32(at) / 1000.0;
-    }
-    int rc = take_fields(&r, q, 0, why, whylen);
+    if (layouts[q->op].timeout && take_n(&r, 4, &at) == 0) q->wait_s = get_u32(at) / 1000.0;
+    int rc = take_fields(&r, q, why, whylen);
     if (rc == -2) return -1;
     if (rc || r.short_ || r.left) {
         snprintf(why, whylen, "%s: malformed request of %zu bytes", store_op_name(q->op), len);
@@ -174,7 +186,7 @@ long store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char
     }
     q->op = op_of[buf[0]];
     cur r = {buf + 1, len - 1, 8, 0};
-    int rc = take_fields(&r, q, 1, why, whylen);
+    int rc = take_fields(&r, q, why, whylen);
     if (rc == -2) return -1;
     if (rc || r.short_) return 0;
     return (long)(len - r.left);

@@ -33,6 +33,8 @@
 
 #include "base/base.h"
 #include "base/sock.h"
+#include "base/strbuf.h"
+#include "base/util.h"
 #include "store/proto.h"
 
 /* ------------------------------------------------------------ the table */
@@ -52,15 +54,9 @@ typedef struct table {
     size_t n;    /* number of keys */
 } table;
 
-static uint64_t fnv1a(const char *k, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
-    return h;
-}
-
 static entry *tab_find(const table *t, const char *k, uint32_t kn) {
     if (!t->nb) return NULL;
-    uint64_t h = fnv1a(k, kn);
+    uint64_t h = ddpc__fnv1a(k, kn);
     for (entry *e = t->b[h % t->nb]; e; e = e->next)
         if (e->hash == h && e->klen == kn && memcmp(e->key, k, kn) == 0) return e;
     return NULL;
@@ -105,7 +101,7 @@ static int tab_set(table *t, const char *k, uint32_t kn, const void *val, size_t
     }
     memcpy(e->key, k, kn);
     e->klen = kn;
-    e->hash = fnv1a(k, kn);
+    e->hash = ddpc__fnv1a(k, kn);
     e->val = v;
     e->vlen = vn;
     e->next = t->b[e->hash % t->nb];
@@ -116,7 +112,7 @@ static int tab_set(table *t, const char *k, uint32_t kn, const void *val, size_t
 
 static int tab_del(table *t, const char *k, uint32_t kn) {
     if (!t->nb) return 0;
-    uint64_t h = fnv1a(k, kn);
+    uint64_t h = ddpc__fnv1a(k, kn);
     for (entry **pp = &t->b[h % t->nb]; *pp; pp = &(*pp)->next) {
         entry *e = *pp;
         if (e->hash == h && e->klen == kn && memcmp(e->key, k, kn) == 0) {
@@ -296,22 +292,17 @@ static void req_done(conn *c) {
     c->req_len = 0;
 }
 
-/* Number of q's keys missing from the table; their names go into msg. */
-static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req *q, char *msg, size_t ml,
-                             int *cut) {
+/* Number of q's keys missing from the table; their names go into names
+ * (when not NULL) as far as they fit. */
+static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req *q, ddpc__strbuf *names) {
     const unsigned char *p = q->keys;
     uint32_t missing = 0;
-    size_t used = 0;
-    msg[0] = 0;
-    *cut = 0;
     for (uint32_t i = 0; i < q->nkeys; i++) {
         uint32_t kn;
         const char *k = store_req_key(q, &p, &kn);
         if (tab_find(&s->tab, k, kn)) continue;
+        if (names) ddpc__sb_printf(names, "%s'%.*s'", missing ? ", " : "", (int)kn, k);
         missing++;
-        if (used + kn + 8 < ml)
-            used += (size_t)snprintf(msg + used, ml - used, "%s'%.*s'", used ? ", " : "", (int)kn, k);
-        else *cut = 1;
     }
     return missing;
 }
@@ -329,121 +320,162 @@ static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
         else return;
     } else {
         char msg[800];
-        int cut;
-        uint32_t missing = missing_keys(s, q, msg, sizeof msg, &cut);
+        ddpc__strbuf names;
+        ddpc__sb_fixed(&names, msg, sizeof msg);
+        uint32_t missing = missing_keys(s, q, &names);
         if (missing && now < c->deadline) return;
         if (missing == 0) {
             unsigned char stop = TWAIT_STOP_WAITING;
             answer(c, &stop, c->proto == PROTO_TORCH, 0);
         } else {
             reply_msg(c, RS_TIMEOUT, "%u of %u keys were not set in time: %s%s", missing, q->nkeys, msg,
-                      cut ? ", ..." : "");
+                      names.cut ? ", ..." : "");
         }
     }
     if (c->state == C_WAITING) c->state = C_READY;
     req_done(c);
 }
 
-/* Executes one decoded request: answers it, parks it (GET and WAIT whose
- * keys are missing) or refuses it. */
-static void handle_request(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    unsigned char num[24];
-    const char *k = q->key;
-    uint32_t kn = q->klen;
-    int kshow = (int)(kn > 200 ? 200 : kn);
-    entry *e;
-    if (q->op == OP_WAIT || (q->op == OP_GET && q->proto == PROTO_DDPC)) {
-        double now = ddpc_now();
-        c->wq = *q;
-        c->deadline = q->wait_s < 0 ? 1e300 : now + q->wait_s;
-        c->state = C_WAITING;
-        check_waiter(s, c, now);
-        if (c->state == C_WAITING && q->proto == PROTO_TORCH && c->in_have > c->req_len) {
-            c->state = C_READY; /* its next request is here: it gave up already (see server_main) */
-            req_done(c);
+/* ------------------------------------------------------------ requests */
+
+/* A request handler answers q on c, refuses it, or parks it (GET and WAIT
+ * whose keys are missing). Returns 1 when q is finished with, 0 when it is
+ * parked: a parked request's bytes stay in c->in until check_waiter
+ * answers it. */
+typedef int (*op_fn)(struct ddpc_store_server *s, conn *c, const store_req *q);
+
+/* At most 200 bytes of a key, for messages. */
+#define KSHOW(q) (int)((q)->klen > 200 ? 200 : (q)->klen), (q)->key
+
+/* GET (ddpc) and WAIT: parked until the keys exist or the timeout passes. */
+static int op_wait(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    double now = ddpc_now();
+    c->wq = *q;
+    c->deadline = q->wait_s < 0 ? 1e300 : now + q->wait_s;
+    c->state = C_WAITING;
+    check_waiter(s, c, now);
+    if (c->state == C_WAITING && q->proto == PROTO_TORCH && c->in_have > c->req_len) {
+        c->state = C_READY; /* its next request is here: it gave up already (see server_main) */
+        req_done(c);
+    }
+    return 0;
+}
+
+/* ddpc's GET waits; TCPStore's clients wait first, and an absent key ends
+ * the connection. */
+static int op_get(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    if (q->proto == PROTO_DDPC) return op_wait(s, c, q);
+    entry *e = tab_find(&s->tab, q->key, q->klen);
+    if (!e) {
+        fail_conn(c, "get: key '%.*s' does not exist", KSHOW(q));
+        return 1;
+    }
+    answer(c, e->val, e->vlen, 1);
+    return 1;
+}
+
+static int op_set(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    if (tab_set(&s->tab, q->key, q->klen, q->v1, q->n1) != 0) {
+        refuse(c, "set: server out of memory");
+        return 1;
+    }
+    s->dirty = 1;
+    if (c->proto == PROTO_DDPC) reply(c, RS_OK, NULL, 0);
+    return 1;
+}
+
+/* The value, absent meaning 0, plus delta, stored as decimal text. */
+static int op_add(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    int64_t cur_v = 0, res;
+    entry *e = tab_find(&s->tab, q->key, q->klen);
+    if (e && parse_int(e->val, e->vlen, &cur_v) != 0) {
+        refuse(c, "add: the value of key '%.*s' is not an integer", KSHOW(q));
+        return 1;
+    }
+    if (__builtin_add_overflow(cur_v, q->delta, &res)) {
+        refuse(c, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v, q->delta, KSHOW(q));
+        return 1;
+    }
+    char num[24];
+    int len = snprintf(num, sizeof num, "%" PRId64, res);
+    if (tab_set(&s->tab, q->key, q->klen, num, (size_t)len) != 0) {
+        refuse(c, "add: server out of memory");
+        return 1;
+    }
+    s->dirty = 1;
+    answer_i64(c, res);
+    return 1;
+}
+
+/* torch's TCPStore: absent and expected empty -> set; absent and expected
+ * non-empty -> answer expected; present -> swap if equal. */
+static int op_cas(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    entry *e = tab_find(&s->tab, q->key, q->klen);
+    if (!e && q->n1) {
+        answer(c, q->v1, q->n1, 1);
+        return 1;
+    }
+    if (!e || (e->vlen == q->n1 && memcmp(e->val, q->v1, q->n1) == 0)) {
+        if (tab_set(&s->tab, q->key, q->klen, q->v2, q->n2) != 0) {
+            refuse(c, "compare_set: server out of memory");
+            return 1;
         }
+        s->dirty = 1;
+        e = tab_find(&s->tab, q->key, q->klen);
+    }
+    answer(c, e->val, e->vlen, 1);
+    return 1;
+}
+
+static int op_check(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    int all = missing_keys(s, q, NULL) == 0;
+    unsigned char r = (unsigned char)(c->proto == PROTO_TORCH ? (all ? TCHECK_READY : TCHECK_NOT_READY) : all);
+    answer(c, &r, 1, 0);
+    return 1;
+}
+
+static int op_delete(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    int del = tab_del(&s->tab, q->key, q->klen);
+    if (c->proto == PROTO_TORCH) {
+        answer_i64(c, del);
+    } else {
+        unsigned char r = (unsigned char)del;
+        reply(c, RS_OK, &r, 1);
+    }
+    return 1;
+}
+
+static int op_num_keys(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    answer_i64(c, (int64_t)s->tab.n);
+    return 1;
+}
+
+static int op_ping(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    reply(c, RS_OK, NULL, 0);
+    return 1;
+}
+
+/* The request dispatcher's table, indexed by OP_*: both protocols decode
+ * into these operations (their names and request layouts are decode.c's). */
+static const struct op_handler {
+    int op;
+    op_fn fn;
+} handlers[OP_COUNT] = {
+    [OP_SET] = {OP_SET, op_set},          [OP_GET] = {OP_GET, op_get},
+    [OP_ADD] = {OP_ADD, op_add},          [OP_CAS] = {OP_CAS, op_cas},
+    [OP_WAIT] = {OP_WAIT, op_wait},       [OP_CHECK] = {OP_CHECK, op_check},
+    [OP_DELETE] = {OP_DELETE, op_delete}, [OP_NUM_KEYS] = {OP_NUM_KEYS, op_num_keys},
+    [OP_PING] = {OP_PING, op_ping},
+};
+
+/* Executes one decoded request and, when it is finished with, drops its
+ * bytes from the input. */
+static void handle_request(struct ddpc_store_server *s, conn *c, const store_req *q) {
+    if (q->op <= 0 || q->op >= OP_COUNT || handlers[q->op].op != q->op) { /* the decoders let none through */
+        fail_conn(c, "unknown operation %d", q->op);
         return;
     }
-    switch (q->op) {
-    case OP_GET: /* TCPStore: clients wait first; an absent key ends the connection */
-        if (!(e = tab_find(&s->tab, k, kn))) {
-            fail_conn(c, "get: key '%.*s' does not exist", kshow, k);
-            return;
-        }
-        answer(c, e->val, e->vlen, 1);
-        break;
-    case OP_SET:
-        if (tab_set(&s->tab, k, kn, q->v1, q->n1) != 0) {
-            refuse(c, "set: server out of memory");
-            break;
-        }
-        s->dirty = 1;
-        if (c->proto == PROTO_DDPC) reply(c, RS_OK, NULL, 0);
-        break;
-    case OP_ADD: {
-        int64_t cur_v = 0, res;
-        e = tab_find(&s->tab, k, kn);
-        if (e && parse_int(e->val, e->vlen, &cur_v) != 0) {
-            refuse(c, "add: the value of key '%.*s' is not an integer", kshow, k);
-            break;
-        }
-        if (__builtin_add_overflow(cur_v, q->delta, &res)) {
-            refuse(c, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v, q->delta, kshow, k);
-            break;
-        }
-        int len = snprintf((char *)num, sizeof num, "%" PRId64, res);
-        if (tab_set(&s->tab, k, kn, num, (size_t)len) != 0) {
-            refuse(c, "add: server out of memory");
-            break;
-        }
-        s->dirty = 1;
-        answer_i64(c, res);
-        break;
-    }
-    case OP_CAS:
-        e = tab_find(&s->tab, k, kn);
-        /* torch's TCPStore: absent and expected empty -> set; absent and
-         * expected non-empty -> answer expected; present -> swap if equal. */
-        if (!e && q->n1) {
-            answer(c, q->v1, q->n1, 1);
-            break;
-        }
-        if (!e || (e->vlen == q->n1 && memcmp(e->val, q->v1, q->n1) == 0)) {
-            if (tab_set(&s->tab, k, kn, q->v2, q->n2) != 0) {
-                refuse(c, "compare_set: server out of memory");
-                break;
-            }
-            s->dirty = 1;
-            e = tab_find(&s->tab, k, kn);
-        }
-        answer(c, e->val, e->vlen, 1);
-        break;
-    case OP_CHECK: {
-        char msg[8];
-        int cut;
-        int all = missing_keys(s, q, msg, sizeof msg, &cut) == 0;
-        num[0] = (unsigned char)(c->proto == PROTO_TORCH ? (all ? TCHECK_READY : TCHECK_NOT_READY) : all);
-        answer(c, num, 1, 0);
-        break;
-    }
-    case OP_DELETE: {
-        int del = tab_del(&s->tab, k, kn);
-        if (c->proto == PROTO_TORCH) {
-            answer_i64(c, del);
-        } else {
-            num[0] = (unsigned char)del;
-            reply(c, RS_OK, num, 1);
-        }
-        break;
-    }
-    case OP_NUM_KEYS:
-        answer_i64(c, (int64_t)s->tab.n);
-        break;
-    case OP_PING:
-        reply(c, RS_OK, NULL, 0);
-        break;
-    }
-    if (c->state == C_READY) req_done(c);
+    if (handlers[q->op].fn(s, c, q) && c->state == C_READY) req_done(c);
 }
 
 /* The first 8 bytes of a connection that did not open with a TCPStore query. */
