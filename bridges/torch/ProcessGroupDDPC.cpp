@@ -338,12 +338,11 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     ddpc_store* st = nullptr;
     if (ddpc_store_from_ops(&ops, &ref, "torch's c10d store", &st) != DDPC_OK)
       fail(std::string("cannot wrap the store: ") + ddpc_last_error());
-    ddpc_comm_config cfg;
-    ddpc_comm_config_init(&cfg);
-    cfg.connect_timeout_s = timeout.count() / 1000.0;
-    cfg.exec_timeout_s = timeout.count() / 1000.0;
-    cfg.progress_thread = 0; /* the waiting caller, or the completion thread, runs each call */
-    ddpc_status s = ddpc_comm_init_store(&comm_, st, rank, size, &cfg);
+    ddpc_comm_options opt = ddpc_comm_options_default();
+    opt.connect_timeout_s = timeout.count() / 1000.0;
+    opt.exec_timeout_s = timeout.count() / 1000.0;
+    opt.progress_thread = 0; /* the waiting caller, or the completion thread, runs each call */
+    ddpc_status s = ddpc_comm_init_store(&comm_, st, rank, size, &opt);
     ddpc_store_close(st);
     if (s != DDPC_OK) fail(std::string("init_process_group: ") + ddpc_last_error());
     thread_ = std::thread([this] { loop(); });

@@ -117,7 +117,7 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
 ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank);
 
 /* Settings a caller may give a communicator instead of the environment's. */
-typedef struct ddpc_comm_config {
+typedef struct ddpc_comm_options {
     double connect_timeout_s; /* bootstrap deadline; <= 0: DDPC_CONNECT_TIMEOUT */
     double exec_timeout_s;    /* per operation; 0: no limit; < 0: DDPC_EXEC_TIMEOUT */
     /* Who runs queued (async) operations. 1, or < 0 for the default: a
@@ -127,9 +127,9 @@ typedef struct ddpc_comm_config {
      * thread of their own to wait on every operation: one thread hand-off
      * less per call. Operations nobody waits for then do not progress. */
     int progress_thread;
-} ddpc_comm_config;
-/* Fills cfg with "take everything from the environment". */
-void ddpc_comm_config_init(ddpc_comm_config *cfg);
+} ddpc_comm_options;
+/* Options that take everything from the environment (each field -1). */
+ddpc_comm_options ddpc_comm_options_default(void);
 
 /* From a key-value store the caller already has (store.h:
  * ddpc_store_from_ops wraps any store, e.g. PyTorch's c10d Store; a
@@ -137,10 +137,10 @@ void ddpc_comm_config_init(ddpc_comm_config *cfg);
  * keys no other communicator uses (a fresh prefix per communicator). The
  * store carries only the rendezvous; data goes over ddpc's own connections.
  * st is borrowed for this call, and for the communicator's life when
- * ddpc_comm_split will be called on it. cfg may be NULL. */
+ * ddpc_comm_split will be called on it. opt may be NULL (the defaults). */
 typedef struct ddpc_store ddpc_store;
 ddpc_status ddpc_comm_init_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                 const ddpc_comm_config *cfg);
+                                 const ddpc_comm_options *opt);
 
 int ddpc_comm_rank(const ddpc_comm *c);
 int ddpc_comm_size(const ddpc_comm *c);

@@ -595,21 +595,21 @@ fail:
 
 /*
  * Creates a communicator that meets its peers through st, the caller's
- * store, under prefix. cfg (may be NULL) overrides the environment's
+ * store, under prefix. opt (may be NULL) overrides the environment's
  * timeouts. The address to listen on routes to MASTER_ADDR when it is set
  * (else loopback), unless DDPC_IF_IP / DDPC_SOCKET_IFNAME choose it.
  */
 static ddpc_status comm_create_store(int rank, int size, ddpc_store *st, const char *prefix,
-                                     const ddpc_comm_config *cfg, ddpc_comm **out) {
+                                     const ddpc_comm_options *opt, ddpc_comm **out) {
     *out = NULL;
     ddpc_comm *c = comm_alloc(rank, size);
     if (!c) return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
     ddpc_store *view = NULL;
     ddpc_status s = read_settings(c);
     if (s != DDPC_OK) goto fail;
-    if (cfg && cfg->connect_timeout_s > 0) c->connect_timeout = cfg->connect_timeout_s;
-    if (cfg && cfg->exec_timeout_s >= 0) c->exec_timeout = cfg->exec_timeout_s;
-    if (cfg && cfg->progress_thread == 0) c->no_thread = 1;
+    if (opt && opt->connect_timeout_s > 0) c->connect_timeout = opt->connect_timeout_s;
+    if (opt && opt->exec_timeout_s >= 0) c->exec_timeout = opt->exec_timeout_s;
+    if (opt && opt->progress_thread == 0) c->no_thread = 1;
     snprintf(c->store_host, sizeof c->store_host, "%s", ddpc_store_addr(st));
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
     c->ext_store = st;
@@ -633,11 +633,9 @@ fail:
 
 /* ------------------------------------------------------------ creation */
 
-void ddpc_comm_config_init(ddpc_comm_config *cfg) {
-    if (!cfg) return;
-    cfg->connect_timeout_s = -1;
-    cfg->exec_timeout_s = -1;
-    cfg->progress_thread = -1;
+ddpc_comm_options ddpc_comm_options_default(void) {
+    ddpc_comm_options o = {.connect_timeout_s = -1, .exec_timeout_s = -1, .progress_thread = -1};
+    return o;
 }
 
 /* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
@@ -767,12 +765,12 @@ static struct uid_server {
 } uid_servers[16];
 
 ddpc_status ddpc_comm_init_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                 const ddpc_comm_config *cfg) {
+                                 const ddpc_comm_options *opt) {
     if (!out || !st)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_store: out and st must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
-    return comm_create_store(rank, size, st, "", cfg, out);
+    return comm_create_store(rank, size, st, "", opt, out);
 }
 
 ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
@@ -1305,8 +1303,8 @@ ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
         snprintf(prefix, sizeof prefix, "%.200ssplit%" PRIu64 "/c%d/", c->prefix, nsplit, color);
         snprintf(who, sizeof who, "the store %s:%d", c->store_host, c->store_port);
         if (c->ext_store) {
-            ddpc_comm_config cfg = {c->connect_timeout, c->exec_timeout, !c->no_thread};
-            cs = comm_create_store(newrank, n, c->ext_store, prefix, &cfg, &child);
+            ddpc_comm_options opt = {c->connect_timeout, c->exec_timeout, !c->no_thread};
+            cs = comm_create_store(newrank, n, c->ext_store, prefix, &opt, &child);
         } else {
             cs = comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, &child);
         }

@@ -153,7 +153,7 @@ struct ddpc_comm {
     int busy;               /* an operation is running (inline or queued) */
     int stop;
     int thread_started;
-    int no_thread;          /* ddpc_comm_config.progress_thread == 0: waiters run the queue */
+    int no_thread;          /* ddpc_comm_options.progress_thread == 0: waiters run the queue */
     pthread_t thread;
 
     /* last error, for ddpc_comm_last_error */

@@ -1029,13 +1029,12 @@ static void ops_body(int rank, int world, void *arg) {
     ddpc_store *st = NULL;
     CHECK_OK(ddpc_store_from_ops(&ops, &k, "the test's store", &st));
     CHECK(!strcmp(ddpc_store_protocol(st), "ops"));
-    ddpc_comm_config cfg;
-    ddpc_comm_config_init(&cfg);
-    cfg.connect_timeout_s = 10;
-    cfg.exec_timeout_s = 5;
-    cfg.progress_thread = 0; /* the waiters run the queue */
+    ddpc_comm_options opt = ddpc_comm_options_default();
+    opt.connect_timeout_s = 10;
+    opt.exec_timeout_s = 5;
+    opt.progress_thread = 0; /* the waiters run the queue */
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_store(&c, st, rank, world, &cfg));
+    CHECK_OK(ddpc_comm_init_store(&c, st, rank, world, &opt));
     CHECK(k.calls >= 3);
     sum_check(c, world * (world - 1) / 2);
     int32_t a[3] = {rank, rank, rank}, b = rank;
