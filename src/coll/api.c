@@ -1,7 +1,8 @@
 /*
  * api.c — the public collective entry points of ddpc.h: argument checks
  * (each bad argument is DDPC_ERR_INVALID_ARG naming the call and the
- * argument; no sequence number is used up), then ddpc__submit.
+ * argument; no sequence number is used up), then ddpc__submit, which is
+ * handed the executor (ddpc__run) with the arguments.
  */
 #include <math.h>
 #include <stdint.h>
@@ -38,7 +39,7 @@ static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, s
                       ddpc_dtype t, ddpc_op op, int root, ddpc_work **w, int async, const char *what) {
     if (async && !w) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = {k, send, recv, count, t, op, root, NULL};
+    ddpc_args a = {k, send, recv, count, t, op, root, NULL, ddpc__run};
     return ddpc__submit(c, &a, async ? w : NULL);
 }
 
@@ -214,7 +215,7 @@ static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendc
     memcpy(vec + 2 * n, recvcounts, sizeof *vec * (size_t)n);
     memcpy(vec + 3 * n, rdispls, sizeof *vec * (size_t)n);
     if (async) *w = NULL;
-    ddpc_args a = {DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec};
+    ddpc_args a = {DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run};
     return ddpc__submit(c, &a, async ? w : NULL); /* owns vec from here */
 }
 ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts, const size_t *sdispls,

@@ -18,6 +18,11 @@
 #include "comm/comm.h"
 #include "coll/reduce.h"
 
+/* Runs one operation on the calling thread (dispatch.c): chooses the
+ * algorithm and executes it. The exec's fingerprint is filled in. api.c
+ * hands it to the communicator's queue with every operation (ddpc_args.run). */
+ddpc_status ddpc__run(ddpc_exec *e);
+
 /* Messages up to this many bytes use the latency algorithms (recursive
  * doubling, binomial trees) under DDPC_ALGO=auto; larger ones the ring or
  * the pipelined chain. */

@@ -889,7 +889,7 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
 static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
     ddpc_exec e;
     DDPC_CHECK(exec_init(c, a, &e));
-    return ddpc__run(&e);
+    return a->run(&e);
 }
 
 static void work_release(struct ddpc_work *w) {
@@ -1259,6 +1259,38 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
 
 /* ------------------------------------------------------------ split */
 
+/* Split's own exchange, an executor of comm's (no collective): every rank
+ * sends its count elements to every other rank over the parent's
+ * connections and receives theirs into recv, in rank order; with count 0 it
+ * is a barrier. Run as an operation of the parent, it keeps its place in the
+ * queue, its sequence number and fingerprint, and fails as any operation
+ * does (a lost peer, DDPC_TIMEOUT, abort). */
+static ddpc_status exchange_all(ddpc_exec *e) {
+    ddpc_comm *c = e->c;
+    size_t nb = e->a.count * ddpc_dtype_size(e->a.dtype);
+    if (nb) memcpy((char *)e->a.recv + (size_t)c->rank * nb, e->a.send, nb);
+    if (c->size == 1) return DDPC_OK;
+    ddpc_req *r = calloc(2 * (size_t)(c->size - 1), sizeof *r);
+    if (!r) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
+    int k = 0;
+    for (int p = 0; p < c->size; p++) {
+        if (p == c->rank) continue;
+        ddpc__post_send(e, &r[k++], p, e->a.send, nb);
+        ddpc__post_recv(e, &r[k++], p, (char *)e->a.recv + (size_t)p * nb, nb);
+    }
+    ddpc_status s = ddpc__wait_all(e, r, k);
+    free(r);
+    return s;
+}
+
+/* Runs split's exchange of count int32 per rank (an allgather), or of
+ * nothing (a barrier), on c as one blocking operation. */
+static ddpc_status split_exchange(ddpc_comm *c, ddpc_kind kind, const int32_t *mine, int32_t *all,
+                                  size_t count) {
+    ddpc_args a = {kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all};
+    return ddpc__submit(c, &a, NULL);
+}
+
 typedef struct member {
     int color, key, rank;
 } member;
@@ -1280,7 +1312,7 @@ ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
         free(m);
         return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
     }
-    ddpc_status s = ddpc_allgather(c, mine, all, 2, DDPC_INT32);
+    ddpc_status s = split_exchange(c, DDPC_K_ALLGATHER, mine, all, 2);
     if (s != DDPC_OK) {
         free(all);
         free(m);
@@ -1312,7 +1344,7 @@ ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
         ddpc_log_set_rank(c->rank);
     }
     /* every child is connected before anyone may stop the store */
-    s = ddpc_barrier(c);
+    s = split_exchange(c, DDPC_K_BARRIER, NULL, NULL, 0);
     if (cs != DDPC_OK) {
         ddpc_comm_destroy(child);
         return ddpc_err(cs, "split: %s", keep);

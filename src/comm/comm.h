@@ -65,6 +65,14 @@ typedef struct ddpc_hdr {
     uint64_t nbytes; /* payload bytes that follow this header */
 } ddpc_hdr;
 
+struct ddpc_exec;
+/* An executor: runs one operation on the calling thread, given its exec
+ * (arguments, fingerprint, deadline), driving the sockets through
+ * ddpc__post_send / ddpc__post_recv / ddpc__wait. The collectives' executor
+ * is handed in with each operation by the layer that issues it (so the
+ * queue runs algorithms it does not know); split's exchange is comm's own. */
+typedef ddpc_status (*ddpc_run_fn)(struct ddpc_exec *e);
+
 /* The arguments of one operation, as the caller passed them. */
 typedef struct ddpc_args {
     ddpc_kind kind;
@@ -76,6 +84,8 @@ typedef struct ddpc_args {
     int root; /* root, or peer for send/recv; -1 when none */
     size_t *vec; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (size
                   * entries each) in one block owned by the operation; else NULL */
+    ddpc_run_fn run; /* executes it (a send or receive that waits in the queue
+                      * is run by the queue's own batching instead) */
 } ddpc_args;
 
 /* One posted send or receive of a message to or from one peer. Lives in the
@@ -225,12 +235,6 @@ void *ddpc__scratch(ddpc_comm *c, size_t nbytes);
  * otherwise *w gets a work handle. Arguments are already validated. */
 ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **w);
 /* (ddpc__submit owns a->vec, whatever it returns.) */
-
-/* ------------------------------------------------------------ algorithms */
-
-/* Runs one operation on the calling thread (src/coll/dispatch.c): chooses
- * the algorithm and executes it. The exec's fingerprint is filled in. */
-ddpc_status ddpc__run(ddpc_exec *e);
 
 /* -------------------------------------------------------- bootstrap bits */
 
