@@ -25,6 +25,7 @@
 #include "base/base.h"
 #include "base/env.h"
 #include "base/sock.h"
+#include "base/strbuf.h"
 #include "store/client.h"
 #include "store/proto.h"
 
@@ -242,51 +243,28 @@ const char *ddpc_store_protocol(const ddpc_store *st) {
 
 /* --------------------------------------------- PyTorch's TCPStore protocol */
 
-/* A request being built; oom remembers a failed growth. */
-typedef struct tbuf {
-    unsigned char *p;
-    size_t n, cap;
-    int oom;
-} tbuf;
-
-static void tb_put(tbuf *b, const void *src, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-static void tb_u64(tbuf *b, uint64_t v) {
+static void tb_u64(ddpc__strbuf *b, uint64_t v) {
     unsigned char x[8];
     put_u64(x, v);
-    tb_put(b, x, 8);
+    ddpc__sb_put(b, x, 8);
 }
 /* A bytes field: u64 length + bytes. */
-static void tb_bytes(tbuf *b, const void *v, size_t n) {
+static void tb_bytes(ddpc__strbuf *b, const void *v, size_t n) {
     tb_u64(b, n);
-    tb_put(b, v, n);
+    ddpc__sb_put(b, v, n);
 }
 /* The view's prefix + key as one str field (checked by full_key_len). */
-static void tb_key(tbuf *b, const ddpc_store *st, const char *key) {
+static void tb_key(ddpc__strbuf *b, const ddpc_store *st, const char *key) {
     size_t kl = strlen(key);
     tb_u64(b, st->prefix_len + kl);
-    tb_put(b, st->prefix, st->prefix_len);
-    tb_put(b, key, kl);
+    ddpc__sb_put(b, st->prefix, st->prefix_len);
+    ddpc__sb_put(b, key, kl);
 }
 /* A request's head: the query type, then its key (if any). */
-static tbuf tb_start(const ddpc_store *st, int query, const char *key) {
-    tbuf b = {0};
+static ddpc__strbuf tb_start(const ddpc_store *st, int query, const char *key) {
+    ddpc__strbuf b = DDPC_STRBUF_HEAP; /* oom remembers a failed growth */
     unsigned char q = (unsigned char)query;
-    tb_put(&b, &q, 1);
+    ddpc__sb_put(&b, &q, 1);
     if (key) tb_key(&b, st, key);
     return b;
 }
@@ -297,20 +275,21 @@ static tbuf tb_start(const ddpc_store *st, int query, const char *key) {
  * appended). wait_s > 0: the reply may legitimately take that long (a
  * WAIT); then DDPC_ERR_TIMEOUT, and the connection is dropped to be
  * re-opened by the next call (TCPStore cannot cancel a wait). */
-static ddpc_status trpc(ddpc_store *st, const char *what, tbuf *req, double wait_s, int want,
+static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, double wait_s, int want,
                         unsigned char *fixed, unsigned char **body, size_t *blen) {
     ddpc_store *r = st->root;
     ddpc_status s = DDPC_OK;
     if (body) *body = NULL;
     if (blen) *blen = 0;
-    if (req->oom) s = ddpc_err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
+    int oom = req->oom;
+    if (oom) s = ddpc_err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
     else if (r->broken)
         s = ddpc_err(DDPC_ERR_PEER_LOST, "store at %s: %s: the connection is unusable after an earlier error",
                      r->addr, what);
     else if (r->fd < 0) s = open_conn(r, ddpc_now() + r->op_timeout, r->op_timeout);
     double deadline = ddpc_now() + r->op_timeout;
-    if (s == DDPC_OK) s = ddpc_sock_write_full(r->fd, req->p, req->n, deadline, -1);
-    free(req->p);
+    if (s == DDPC_OK) s = ddpc_sock_write_full(r->fd, req->p, req->len, deadline, -1);
+    ddpc__sb_free(req);
     if (s != DDPC_OK || want == 0) goto out;
     double rdl = wait_s > 0 ? ddpc_now() + wait_s : deadline;
     unsigned char len8[8];
@@ -342,7 +321,7 @@ static ddpc_status trpc(ddpc_store *st, const char *what, tbuf *req, double wait
     *body = b;
     *blen = (size_t)len;
 out:
-    if (s == DDPC_OK || req->oom) return s;
+    if (s == DDPC_OK || oom) return s;
     if (s == DDPC_ERR_PEER_LOST && r->fd >= 0) {
         /* a TCPStore closes on a request it cannot serve: reconnect next time */
         close(r->fd);
@@ -363,7 +342,7 @@ out:
  * DDPC_ERR_TIMEOUT when they do not come in time. */
 static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys, int n, double wait_s,
                               int *ready) {
-    tbuf b = tb_start(st, query, NULL);
+    ddpc__strbuf b = tb_start(st, query, NULL);
     tb_u64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) tb_key(&b, st, keys[i]);
     unsigned char v = 0xff;
@@ -378,7 +357,7 @@ static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys
 }
 
 /* An integer reply (ADD, DELETE_KEY, GETNUMKEYS). */
-static ddpc_status torch_int(ddpc_store *st, const char *what, tbuf *b, int64_t *out) {
+static ddpc_status torch_int(ddpc_store *st, const char *what, ddpc__strbuf *b, int64_t *out) {
     unsigned char v[8];
     DDPC_CHECK(trpc(st, what, b, 0, 8, v, NULL, NULL));
     *out = get_i64(v);
@@ -386,7 +365,7 @@ static ddpc_status torch_int(ddpc_store *st, const char *what, tbuf *b, int64_t 
 }
 
 static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n) {
-    tbuf b = tb_start(st, TQ_GETNUMKEYS, NULL);
+    ddpc__strbuf b = tb_start(st, TQ_GETNUMKEYS, NULL);
     return torch_int(st, "num_keys", &b, n);
 }
 
@@ -399,7 +378,7 @@ static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, 
         return ddpc_err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix, key,
                         timeout_s > 0 ? timeout_s : 0);
     DDPC_CHECK(s);
-    tbuf b = tb_start(st, TQ_GET, key);
+    ddpc__strbuf b = tb_start(st, TQ_GET, key);
     unsigned char *v;
     size_t n;
     DDPC_CHECK(trpc(st, "get", &b, 0, -1, NULL, &v, &n));
@@ -476,7 +455,7 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
     if (len && !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
     if (st->root->proto == PROTO_OPS) return ddpc__ops_set(st, key, val, len);
     if (st->root->proto == PROTO_TORCH) {
-        tbuf b = tb_start(st, TQ_SET, key);
+        ddpc__strbuf b = tb_start(st, TQ_SET, key);
         tb_bytes(&b, val, len);
         return trpc(st, "set", &b, 0, 0, NULL, NULL, NULL);
     }
@@ -521,11 +500,11 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     DDPC_CHECK(full_key_len(st, "add", key, &kl));
     if (st->root->proto == PROTO_OPS) return ddpc__ops_add(st, key, delta, result);
     if (st->root->proto == PROTO_TORCH) {
-        tbuf b = tb_start(st, TQ_ADD, key);
+        ddpc__strbuf b = tb_start(st, TQ_ADD, key);
         unsigned char d[8];
         int64_t v;
         put_i64(d, delta);
-        tb_put(&b, d, 8);
+        ddpc__sb_put(&b, d, 8);
         DDPC_CHECK(torch_int(st, "add", &b, &v));
         if (result) *result = v;
         return DDPC_OK;
@@ -568,7 +547,7 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
         return ddpc__ops_create(st, key, desired, desired_len, actual, actual_len);
     }
     if (st->root->proto == PROTO_TORCH) {
-        tbuf b = tb_start(st, TQ_COMPARE_SET, key);
+        ddpc__strbuf b = tb_start(st, TQ_COMPARE_SET, key);
         tb_bytes(&b, expected, expected_len);
         tb_bytes(&b, desired, desired_len);
         unsigned char *v;
@@ -644,7 +623,7 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     if (st->root->proto == PROTO_TORCH) {
         int64_t v = 0;
         if (op == OP_CHECK) return torch_keys(st, TQ_CHECK, &key, 1, 0, flag);
-        tbuf b = tb_start(st, TQ_DELETE_KEY, key);
+        ddpc__strbuf b = tb_start(st, TQ_DELETE_KEY, key);
         DDPC_CHECK(torch_int(st, what, &b, &v));
         if (flag) *flag = v > 0;
         return DDPC_OK;
