@@ -64,6 +64,12 @@ $(BUILD)/libddpc.a: $(LIB_OBJ)
 $(BUILD)/libddpc.so: $(LIB_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# ddpc-run: its main (tools/ddpc-run.c) and its parts (tools/run/*.c, one job each)
+RUN_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/run/*.c)))
+$(BUILD)/bin/ddpc-run: $(BUILD)/obj/tools/ddpc-run.o $(RUN_OBJ) $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(RUN_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
+
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)

@@ -1,0 +1,332 @@
+/*
+ * options.c — ddpc-run's command line: its own flags and torchrun's (with
+ * dashes or underscores, "--opt=value" or "--opt value", -r/-t/-m), read
+ * into an opts. Bad usage ends the process with status 2 and a message
+ * naming the option; nothing else here has side effects.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "base/env.h"
+#include "run.h"
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: ddpc-run [options] PROGRAM [ARGS...]\n"
+        "\n"
+        "Starts --nproc-per-node copies of PROGRAM on this node with torchrun's\n"
+        "environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+        "ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*), hosts\n"
+        "the job's store at MASTER_ADDR:MASTER_PORT on node 0 (the workers use it as\n"
+        "torchrun's agent store: TORCHELASTIC_USE_AGENT_STORE=True), prefixes their output\n"
+        "lines with \"[rank]: \", and stops every worker on every node when one fails.\n"
+        "Every option is also accepted with underscores (--nproc_per_node) and as\n"
+        "\"--opt value\" as well as \"--opt=value\".\n"
+        "\n"
+        "  --nproc-per-node=N     workers on this node (or auto/cpu: one per core; default 1)\n"
+        "  --nnodes=N             nodes in the job (N or N:N; default 1)\n"
+        "  --node-rank=R          this node's rank, 0..nnodes-1 (default 0); node R's\n"
+        "                         workers are ranks R*N .. R*N+N-1\n"
+        "  --master-addr=HOST     host of node 0 (default 127.0.0.1)\n"
+        "  --master-port=PORT     port of the job's store on node 0 (default 29500)\n"
+        "  --standalone           one node on free ports (ignores --master-*)\n"
+        "  --max-restarts=K       restart all workers on all nodes up to K times (default 0)\n"
+        "  --monitor-interval=S   seconds between heartbeats and checks of other nodes\n"
+        "                         (default 1)\n"
+        "  --heartbeat-timeout=S  a node silent this long is lost (default 10; also\n"
+        "                         DDPC_HEARTBEAT_TIMEOUT)\n"
+        "  --join-timeout=S       seconds for all nodes to join (default DDPC_CONNECT_TIMEOUT)\n"
+        "  --grace=S              seconds between SIGTERM and SIGKILL when stopping\n"
+        "                         workers (default 5; also DDPC_KILL_GRACE)\n"
+        "  --run-id=ID            job id shared by all nodes (default \"none\")\n"
+        "  --rdzv-id=ID           same as --run-id\n"
+        "  --rdzv-endpoint=H[:P]  node 0's host and the store's port (as\n"
+        "                         --master-addr=H --master-port=P)\n"
+        "  --rdzv-backend=B       c10d or static: accepted for torchrun's command lines\n"
+        "  --start-method=M       spawn, fork or forkserver: accepted, workers are always exec'd\n"
+        "  --log-dir=DIR          write DIR/<run-id>/attempt_<restart>/<rank>/{stdout,stderr}.log\n"
+        "                         (with neither --redirects nor --tee: both streams, teed)\n"
+        "  -r, --redirects=SPEC   streams to the log files only: 0 none, 1 stdout,\n"
+        "                         2 stderr, 3 both, or per local rank \"0:3,1:2\"\n"
+        "  -t, --tee=SPEC         streams to the log files and the console (same SPEC)\n"
+        "  --no-python            run PROGRAM as it is even when it ends in .py\n"
+        "  -m, --module           PROGRAM is a Python module: run \"python3 -u -m PROGRAM\"\n"
+        "  --env                  print the environment variables ddpc reads (Markdown)\n"
+        "  -h, --help             this text\n"
+        "\n"
+        "A PROGRAM ending in .py runs as \"$DDPC_PYTHON -u PROGRAM\" (DDPC_PYTHON default\n"
+        "python3). OMP_NUM_THREADS and OPENBLAS_NUM_THREADS are set to 1 when unset\n"
+        "and more than one worker runs per node. Signals SIGINT, SIGTERM and SIGHUP\n"
+        "are forwarded to every worker. Exit status: 0 when every worker on every\n"
+        "node exited 0; the first failed worker's exit code (128+N for signal N);\n"
+        "128+N when ddpc-run itself got signal N; 1 for a job that could not start;\n"
+        "2 for bad usage.\n");
+}
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ddpc-run: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see ddpc-run --help)\n");
+    va_end(ap);
+    exit(EXIT_USAGE);
+}
+
+static long parse_int_opt(const char *name, const char *v, long lo, long hi) {
+    long x;
+    if (ddpc_parse_long(name, v, lo, hi, &x) != DDPC_OK)
+        die_usage("--%s: %s", name, ddpc_last_error());
+    return x;
+}
+
+static double parse_real_opt(const char *name, const char *v, double lo, double hi) {
+    double x;
+    if (ddpc_parse_double(name, v, lo, hi, &x) != DDPC_OK)
+        die_usage("--%s: %s", name, ddpc_last_error());
+    return x;
+}
+
+/* "3" for every local rank, or "0:1,1:2" per local rank. */
+static void parse_std_spec(const char *name, const char *v, int *out) {
+    if (strchr(v, ':') == NULL) {
+        int c = (int)parse_int_opt(name, v, 0, 3);
+        for (int i = 0; i < MAX_NPROC; i++) out[i] = c;
+        return;
+    }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon) die_usage("--%s=%s: '%s' is not LOCAL_RANK:CODE", name, v, tok);
+        *colon = 0;
+        int lr = (int)parse_int_opt(name, tok, 0, MAX_NPROC - 1);
+        out[lr] = (int)parse_int_opt(name, colon + 1, 0, 3);
+    }
+}
+
+static double env_real(ddpc_env_id id) {
+    double x;
+    if (ddpc__env_double(id, &x) != DDPC_OK) die_usage("%s", ddpc_last_error());
+    return x;
+}
+
+static void set_defaults(opts *o) {
+    memset(o, 0, sizeof *o);
+    o->nproc = 1;
+    o->nnodes = 1;
+    snprintf(o->master_addr, sizeof o->master_addr, "%s", "127.0.0.1");
+    o->master_port = 29500;
+    o->monitor_interval = 1.0;
+    o->join_timeout = env_real(DDPC_ENV_CONNECT_TIMEOUT);
+    o->hb_timeout = env_real(DDPC_ENV_HEARTBEAT_TIMEOUT);
+    o->grace = env_real(DDPC_ENV_KILL_GRACE);
+    snprintf(o->run_id, sizeof o->run_id, "none");
+}
+
+static const char *const flags[] = { "standalone", "no-python", "module", "env", "help", NULL };
+static const char *const valued[] = { "nproc-per-node",
+                                      "nnodes",
+                                      "node-rank",
+                                      "master-addr",
+                                      "master-port",
+                                      "max-restarts",
+                                      "monitor-interval",
+                                      "heartbeat-timeout",
+                                      "join-timeout",
+                                      "grace",
+                                      "run-id",
+                                      "rdzv-id",
+                                      "log-dir",
+                                      "redirects",
+                                      "tee",
+                                      "rdzv-endpoint",
+                                      "rdzv-backend",
+                                      "start-method",
+                                      NULL };
+
+static int in_list(const char *const *list, const char *name) {
+    for (int k = 0; list[k]; k++)
+        if (!strcmp(list[k], name)) return 1;
+    return 0;
+}
+
+/* argv[*i] is an option: its normalised name ("--a_b=c" -> "a-b") in
+ * name, and its value (NULL for a flag), consuming argv[*i + 1] for
+ * "--opt value". */
+static const char *read_option(int argc, char **argv, int *i, char name[64]) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "-h")) a = "--help";
+    /* torchrun's short forms -r SPEC and -t SPEC */
+    if ((!strcmp(a, "-r") || !strcmp(a, "-t")) && *i + 1 < argc)
+        a = a[1] == 'r' ? "--redirects" : "--tee";
+    if (a[1] != '-') die_usage("unknown option %s", a);
+    const char *eq = strchr(a, '=');
+    size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (nl >= 64) die_usage("unknown option %.80s", a);
+    memcpy(name, a + 2, nl);
+    name[nl] = 0;
+    for (char *p = name; *p; p++)
+        if (*p == '_') *p = '-';
+    if (in_list(flags, name)) {
+        if (eq) die_usage("--%s takes no value", name);
+        return NULL;
+    }
+    if (!in_list(valued, name)) die_usage("unknown option --%s", name);
+    if (eq) return eq + 1;
+    if (*i + 1 < argc) return argv[++*i];
+    die_usage("--%s needs a value", name);
+}
+
+static void set_nproc(opts *o, const char *name, const char *val) {
+    if (!strcmp(val, "auto") || !strcmp(val, "cpu")) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->nproc = n > 0 ? (int)(n < MAX_NPROC ? n : MAX_NPROC) : 1;
+    } else if (!strcmp(val, "gpu")) {
+        die_usage("--nproc-per-node=gpu: ddpc runs on CPUs; give a number");
+    } else {
+        o->nproc = (int)parse_int_opt(name, val, 1, MAX_NPROC);
+    }
+}
+
+static void set_nnodes(opts *o, const char *name, const char *val) {
+    const char *colon = strchr(val, ':');
+    if (!colon) {
+        o->nnodes = (int)parse_int_opt(name, val, 1, 65536);
+        return;
+    }
+    char lo[32];
+    snprintf(lo, sizeof lo, "%.*s", (int)(colon - val), val);
+    long a1 = parse_int_opt(name, lo, 1, 65536), a2 = parse_int_opt(name, colon + 1, 1, 65536);
+    if (a1 != a2)
+        die_usage("--nnodes=%s: elastic node ranges are not supported; give MIN == MAX", val);
+    o->nnodes = (int)a1;
+}
+
+static void set_run_id(opts *o, const char *name, const char *val) {
+    size_t n = strlen(val);
+    if (n == 0 || n >= sizeof o->run_id)
+        die_usage("--%s='%s' must be 1 to 128 characters", name, val);
+    for (const char *p = val; *p; p++)
+        if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+              (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+            die_usage("--%s='%s': use letters, digits, '-', '_' and '.'", name, val);
+    snprintf(o->run_id, sizeof o->run_id, "%s", val);
+}
+
+/* HOST[:PORT]: where node 0's store is. */
+static void set_rdzv_endpoint(opts *o, const char *name, const char *val) {
+    const char *colon = strrchr(val, ':');
+    size_t hl = colon ? (size_t)(colon - val) : strlen(val);
+    if (hl == 0 || hl >= sizeof o->master_addr)
+        die_usage("--rdzv-endpoint='%s' is not HOST[:PORT]", val);
+    snprintf(o->master_addr, sizeof o->master_addr, "%.*s", (int)hl, val);
+    if (colon) o->rdzv_port = (int)parse_int_opt(name, colon + 1, 1, 65535);
+}
+
+/* Applies option name (value val, NULL for a flag) to o. */
+static void apply_option(opts *o, const char *name, const char *val, int *have_redirects,
+                         int *have_tee) {
+    if (!strcmp(name, "help")) {
+        usage(stdout);
+        exit(0);
+    } else if (!strcmp(name, "env")) {
+        ddpc_env_print(stdout, 1);
+        exit(0);
+    } else if (!strcmp(name, "standalone"))
+        o->standalone = 1;
+    else if (!strcmp(name, "no-python"))
+        o->no_python = 1;
+    else if (!strcmp(name, "module"))
+        o->module = 1;
+    else if (!strcmp(name, "nproc-per-node"))
+        set_nproc(o, name, val);
+    else if (!strcmp(name, "nnodes"))
+        set_nnodes(o, name, val);
+    else if (!strcmp(name, "node-rank"))
+        o->node_rank = (int)parse_int_opt(name, val, 0, 65535);
+    else if (!strcmp(name, "master-addr")) {
+        if (!*val || strlen(val) >= sizeof o->master_addr)
+            die_usage("--master-addr='%s' is not a host", val);
+        snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
+    } else if (!strcmp(name, "master-port"))
+        o->master_port = (int)parse_int_opt(name, val, 1, 65535);
+    else if (!strcmp(name, "max-restarts"))
+        o->max_restarts = (int)parse_int_opt(name, val, 0, 1000000);
+    else if (!strcmp(name, "monitor-interval"))
+        o->monitor_interval = parse_real_opt(name, val, 0.001, 3600);
+    else if (!strcmp(name, "heartbeat-timeout"))
+        o->hb_timeout = parse_real_opt(name, val, 0.001, 1e7);
+    else if (!strcmp(name, "join-timeout"))
+        o->join_timeout = parse_real_opt(name, val, 0.001, 1e7);
+    else if (!strcmp(name, "grace"))
+        o->grace = parse_real_opt(name, val, 0, 1e6);
+    else if (!strcmp(name, "run-id") || !strcmp(name, "rdzv-id"))
+        set_run_id(o, name, val);
+    else if (!strcmp(name, "rdzv-endpoint"))
+        set_rdzv_endpoint(o, name, val);
+    else if (!strcmp(name, "rdzv-backend")) {
+        if (strcmp(val, "c10d") && strcmp(val, "static"))
+            die_usage("--rdzv-backend=%s: only c10d and static (both mean ddpc-run's own store) "
+                      "are supported",
+                      val);
+    } else if (!strcmp(name, "start-method")) {
+        if (strcmp(val, "spawn") && strcmp(val, "fork") && strcmp(val, "forkserver"))
+            die_usage("--start-method=%s is not spawn, fork or forkserver", val);
+    } else if (!strcmp(name, "log-dir")) {
+        if (!*val || strlen(val) >= sizeof o->log_dir - 64)
+            die_usage("--log-dir='%s' is not usable", val);
+        snprintf(o->log_dir, sizeof o->log_dir, "%s", val);
+        o->log_any = 1;
+    } else if (!strcmp(name, "redirects")) {
+        parse_std_spec(name, val, o->redirects);
+        *have_redirects = 1;
+    } else if (!strcmp(name, "tee")) {
+        parse_std_spec(name, val, o->tee);
+        *have_tee = 1;
+    }
+}
+
+/* Checks the options against each other once all are read. */
+static void finish_options(opts *o, int have_redirects, int have_tee) {
+    if (o->rdzv_port) o->master_port = o->rdzv_port;
+    if (o->standalone) o->nnodes = 1, o->node_rank = 0;
+    if (o->node_rank >= o->nnodes)
+        die_usage("--node-rank=%d is out of range for --nnodes=%d (0..%d)", o->node_rank, o->nnodes,
+                  o->nnodes - 1);
+    if ((have_redirects || have_tee) && !o->log_any)
+        die_usage("--redirects and --tee need --log-dir");
+    if (o->log_any && !have_redirects && !have_tee)
+        for (int k = 0; k < MAX_NPROC; k++) o->tee[k] = 3;
+    for (int k = 0; k < MAX_NPROC; k++) o->tee[k] &= ~o->redirects[k];
+}
+
+void run_parse_args(int argc, char **argv, opts *o) {
+    set_defaults(o);
+    int have_redirects = 0, have_tee = 0, i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || a[1] == 0) break; /* PROGRAM */
+        if (!strcmp(a, "-m")) {
+            o->module = 1;
+            continue;
+        }
+        char name[64];
+        const char *val = read_option(argc, argv, &i, name);
+        apply_option(o, name, val, &have_redirects, &have_tee);
+    }
+    if (i >= argc) die_usage("no PROGRAM to run");
+    o->argv = argv + i;
+    finish_options(o, have_redirects, have_tee);
+}

@@ -1,0 +1,297 @@
+/*
+ * rendezvous.c — the job's store and what the nodes' launchers agree on
+ * through it: joining (the job's configuration, one launcher per node rank),
+ * the barrier before each restart, heartbeats and lost nodes, the
+ * generation's outcome (the first node to set it wins) and the end of the
+ * job. Node 0's launcher hosts the store.
+ *
+ * Store keys (all under "run/<run-id>/"):
+ *   config            "nnodes=N nproc=P max_restarts=K" (a second job differing is refused)
+ *   node/<r>          "host pid" of the launcher that claimed node rank r
+ *   hb/<r>            heartbeat counter, bumped every monitor interval
+ *   gen<g>/start/<r>  node r is ready to start generation g (a barrier)
+ *   gen<g>/ndone      nodes whose workers all exited 0
+ *   gen<g>/outcome    the generation's outcome, as outcome_encode writes it
+ *   exit/<r>          node r has finished (node 0 keeps the store up until all have)
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "run.h"
+
+char *key(job *J, const char *fmt, ...) {
+    static char buf[512];
+    int n = snprintf(buf, sizeof buf, "run/%s/", J->o->run_id);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+/* Waits (in slices, handling signals) until the key "what/<r>" (or
+ * "gen<gen>/what/<r>" when gen >= 0) exists for every node r, at most
+ * timeout_s. Returns 0 when all exist, 1 on timeout, -1 on a store error or
+ * (when interruptible) a stop signal. missing (may be NULL) gets the list
+ * of the nodes whose key is absent. */
+static int wait_nodes(job *J, const char *what, int gen, double timeout_s, int interruptible,
+                      char *missing, size_t mlen) {
+    int n = J->o->nnodes, rc = -1;
+    char **keys = calloc((size_t)n, sizeof *keys);
+    if (!keys) goto done;
+    for (int r = 0; r < n; r++) {
+        if (gen >= 0)
+            keys[r] = strdup(key(J, "gen%d/%s/%d", gen, what, r));
+        else
+            keys[r] = strdup(key(J, "%s/%d", what, r));
+        if (!keys[r]) goto done;
+    }
+    double deadline = ddpc_now() + timeout_s;
+    rc = 1;
+    for (;;) {
+        handle_signals(J);
+        if (J->got_signal && interruptible) {
+            rc = -1;
+            break;
+        }
+        double left = deadline - ddpc_now();
+        if (left <= 0) break;
+        ddpc_status s =
+            ddpc_store_wait(J->store, (const char *const *)keys, n, left < 0.25 ? left : 0.25);
+        if (s == DDPC_OK) {
+            rc = 0;
+            break;
+        }
+        if (s != DDPC_ERR_TIMEOUT) {
+            say("lost the job's store: %s", ddpc_last_error());
+            J->store_lost = 1;
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 1 && missing) {
+        size_t used = 0;
+        missing[0] = 0;
+        for (int r = 0; r < n && used + 16 < mlen; r++) {
+            int ex = 1;
+            if (ddpc_store_check(J->store, keys[r], &ex) == DDPC_OK && !ex)
+                used += (size_t)snprintf(missing + used, mlen - used, "%s%d", used ? ", " : "", r);
+        }
+    }
+done:
+    for (int r = 0; keys && r < n; r++) free(keys[r]);
+    free(keys);
+    return rc;
+}
+
+/* Hosts the store (node 0) and connects to it. 0 or -1 (said why). */
+static int connect_store(job *J) {
+    opts *o = J->o;
+    if (o->node_rank == 0) {
+        if (ddpc_store_server_start(o->master_addr, o->master_port, &J->server) != DDPC_OK) {
+            say("cannot host the job's store at %s:%d: %s (choose another with --master-port)",
+                o->master_addr, o->master_port, ddpc_last_error());
+            return -1;
+        }
+        o->master_port = ddpc_store_server_port(J->server);
+    }
+    if (ddpc_store_connect(o->master_addr, o->master_port, o->join_timeout, &J->store) != DDPC_OK) {
+        say("node %d cannot reach the job's store on node 0 at %s:%d within %g s: %s", o->node_rank,
+            o->master_addr, o->master_port, o->join_timeout, ddpc_last_error());
+        return -1;
+    }
+    /* a store that stops answering (node 0's launcher hung) counts as lost
+     * within the heartbeat timeout, not DDPC_STORE_TIMEOUT */
+    ddpc_store_set_timeout(J->store,
+                           o->hb_timeout > o->join_timeout ? o->join_timeout : o->hb_timeout);
+    return 0;
+}
+
+/* Sets key k to val unless it exists; *got (malloc'd, NUL-terminated by
+ * the store client) gets the value that is there now. 0, or -1 (said why). */
+static int claim(job *J, const char *k, const char *val, char **got) {
+    size_t gl = 0;
+    *got = NULL;
+    if (ddpc_store_compare_set(J->store, k, NULL, 0, val, strlen(val), (void **)got, &gl) !=
+        DDPC_OK) {
+        say("cannot register with the job's store: %s", ddpc_last_error());
+        return -1;
+    }
+    if (gl != strlen(val) || memcmp(*got, val, gl) != 0) return 1;
+    return 0;
+}
+
+/* Registers this launcher: the job's configuration must match a job
+ * already using this run id, and this node rank must be free. 0 or -1. */
+static int register_node(job *J) {
+    opts *o = J->o;
+    char want[128], me[320], *got = NULL;
+    int rc = -1, c;
+    snprintf(want, sizeof want, "nnodes=%d nproc_per_node=%d max_restarts=%d", o->nnodes, o->nproc,
+             o->max_restarts);
+    if ((c = claim(J, key(J, "config"), want, &got)) != 0) {
+        if (c > 0)
+            say("refusing to join: run id '%s' at %s:%d belongs to a job with %s, and this "
+                "launcher has %s "
+                "(give every node the same --nnodes, --nproc-per-node and --max-restarts, or "
+                "another "
+                "--run-id)",
+                o->run_id, o->master_addr, o->master_port, got, want);
+        goto done;
+    }
+    free(got);
+    snprintf(me, sizeof me, "%s pid %d", J->host, (int)getpid());
+    if ((c = claim(J, key(J, "node/%d", o->node_rank), me, &got)) != 0) {
+        if (c > 0)
+            say("refusing to join: node rank %d of run id '%s' is already taken by the launcher on "
+                "%s",
+                o->node_rank, o->run_id, got);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(got);
+    return rc;
+}
+
+int join_job(job *J) {
+    opts *o = J->o;
+    if (connect_store(J) != 0 || register_node(J) != 0) return 1;
+    if (o->nnodes > 1) {
+        char missing[1024];
+        int rc = wait_nodes(J, "node", -1, o->join_timeout, 1, missing, sizeof missing);
+        if (rc == 1) {
+            say("nodes %s of %d never joined within %g s (run id '%s', store at %s:%d); start them "
+                "with --nnodes=%d --node-rank=R --master-addr=%s, or raise --join-timeout / "
+                "DDPC_CONNECT_TIMEOUT",
+                missing, o->nnodes, o->join_timeout, o->run_id, o->master_addr, o->master_port,
+                o->nnodes, o->master_addr);
+            return 1;
+        }
+        if (rc < 0) return J->got_signal ? 128 + J->got_signal : 1;
+        say("node %d: all %d nodes joined (run id '%s')", o->node_rank, o->nnodes, o->run_id);
+    }
+    J->joined = 1;
+    return 0;
+}
+
+int await_restart(job *J) {
+    opts *o = J->o;
+    ddpc_store_set(J->store, key(J, "gen%d/start/%d", J->gen, o->node_rank), "", 0);
+    char missing[1024];
+    int w = wait_nodes(J, "start", J->gen, o->join_timeout, 1, missing, sizeof missing);
+    if (w == 0) return 0;
+    if (w == 1)
+        say("nodes %s did not come back for restart %d within %g s", missing, J->gen,
+            o->join_timeout);
+    return J->got_signal ? 128 + J->got_signal : 1;
+}
+
+void publish_outcome(job *J, const run_outcome *mine, run_outcome *won) {
+    if (won && won != mine)
+        outcome_set(won, mine->kind, mine->node, mine->rank, mine->status, "%s",
+                    outcome_text(mine));
+    if (J->o->nnodes == 1 || J->store_lost) return;
+    char *text = outcome_encode(mine);
+    void *got = NULL;
+    size_t gl = 0;
+    if (!text || ddpc_store_compare_set(J->store, key(J, "gen%d/outcome", J->gen), NULL, 0, text,
+                                        strlen(text), &got, &gl) != DDPC_OK) {
+        if (text) J->store_lost = 1;
+    } else if (won) {
+        outcome_decode(got, won);
+    }
+    free(got);
+    free(text);
+}
+
+int count_node_done(job *J, run_outcome *oc) {
+    int64_t nd = 0;
+    if (ddpc_store_add(J->store, key(J, "gen%d/ndone", J->gen), 1, &nd) != DDPC_OK) {
+        J->store_lost = 1;
+        outcome_set(oc, RUN_STORE_LOST, J->o->node_rank, -1, 0, "node %d lost the job's store (%s)",
+                    J->o->node_rank, ddpc_last_error());
+        return -1;
+    }
+    if (nd == J->o->nnodes) {
+        run_outcome ok = { RUN_OK, -1, -1, 0, NULL };
+        publish_outcome(J, &ok, NULL);
+    }
+    return 0;
+}
+
+/* The store went away while this node asked it something: node 0's
+ * launcher (which hosts it) is gone. */
+static void store_lost(job *J, run_outcome *oc, const char *why) {
+    J->store_lost = 1;
+    outcome_set(oc, RUN_STORE_LOST, J->o->node_rank, -1, 0,
+                "node %d lost the job's store on node 0 (%s)%s", J->o->node_rank, ddpc_last_error(),
+                why);
+}
+
+int read_outcome(job *J, double wait_s, run_outcome *oc) {
+    void *v = NULL;
+    size_t n;
+    ddpc_status s = ddpc_store_get(J->store, key(J, "gen%d/outcome", J->gen), wait_s, &v, &n);
+    if (s == DDPC_OK) {
+        outcome_decode(v, oc);
+        free(v);
+        return 1;
+    }
+    if (s == DDPC_ERR_TIMEOUT) return 0;
+    store_lost(J, oc, wait_s > 0 ? "" : ": node 0's launcher is gone");
+    return 1;
+}
+
+int heartbeat(job *J, run_outcome *oc) {
+    opts *o = J->o;
+    double now = ddpc_now();
+    if (ddpc_store_add(J->store, key(J, "hb/%d", o->node_rank), 1, NULL) != DDPC_OK) {
+        store_lost(J, oc, ": node 0's launcher is gone");
+        return 1;
+    }
+    for (int r = 0; r < o->nnodes; r++) {
+        if (r == o->node_rank) continue;
+        int64_t v = 0;
+        void *p = NULL;
+        size_t n;
+        ddpc_status s = ddpc_store_get(J->store, key(J, "hb/%d", r), 0, &p, &n);
+        if (s == DDPC_OK) {
+            v = strtoll((char *)p, NULL, 10);
+            free(p);
+        } else if (s != DDPC_ERR_TIMEOUT) {
+            store_lost(J, oc, "");
+            return 1;
+        }
+        if (v != J->hb_val[r] || J->hb_seen[r] == 0) {
+            J->hb_val[r] = v;
+            J->hb_seen[r] = now;
+        } else if (now - J->hb_seen[r] > o->hb_timeout) {
+            void *who = NULL;
+            ddpc_store_get(J->store, key(J, "node/%d", r), 0, &who, &n);
+            outcome_set(oc, RUN_NODE_LOST, r, -1, 0,
+                        "node %d's launcher (%s) sent no heartbeat for %.1f s "
+                        "(--heartbeat-timeout %g s); it is presumed dead",
+                        r, who ? (char *)who : "?", now - J->hb_seen[r], o->hb_timeout);
+            free(who);
+            J->node_lost = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void finish_job(job *J) {
+    opts *o = J->o;
+    if (o->nnodes == 1 || J->store_lost || !J->store || !J->joined || J->node_lost) return;
+    if (ddpc_store_set(J->store, key(J, "exit/%d", o->node_rank), "", 0) != DDPC_OK) return;
+    if (o->node_rank != 0) return;
+    char missing[1024];
+    double limit = o->grace + o->monitor_interval + 2;
+    if (wait_nodes(J, "exit", -1, limit, 0, missing, sizeof missing) == 1)
+        say("nodes %s did not confirm the end of the job within %.0f s", missing, limit);
+}
