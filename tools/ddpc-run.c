@@ -313,6 +313,10 @@ int main(int argc, char **argv) {
         snprintf(o.master_addr, sizeof o.master_addr, "127.0.0.1");
         o.master_port = 0;
     }
+    if (isatty(2)) { /* rank 0's progress bar, as tqdm's under torchrun */
+        console_progress_on();
+        J.progress_env = getenv("DDPC_PROGRESS") == NULL;
+    }
     int rc = 1;
     if (build_exec_argv(&J) != 0 || setup_signals(&J) != 0 || alloc_job(&J) != 0) goto done;
     rc = run_job(&J);

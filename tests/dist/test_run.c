@@ -1,8 +1,9 @@
 /* test_run.c — ddpc-run, end to end: workers' environment for 1..8 workers,
  * usage errors, two nodes on loopback and in two network namespaces,
  * failures and their summary, restarts, signal forwarding, no orphans,
- * output lines, log files, nodes that never come, a launcher that dies,
- * and the classic PyTorch DDP example running unchanged. */
+ * output lines, log files, rank 0's progress bar on a terminal, nodes that
+ * never come, a launcher that dies, and the classic PyTorch DDP example
+ * running unchanged. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -531,6 +532,62 @@ TEST_T(run_log_dir_redirects_and_tee, 60) {
     CHECK(access(path, F_OK) != 0);
     snprintf(path, sizeof path, "%s/b/r2/attempt_0/0/stderr.log", d);
     CHECK(access(path, F_OK) == 0);
+}
+
+/* Rank 0 draws a progress bar when told DDPC_PROGRESS=1 (as ddpc-train
+ * does); rank 1 writes a line in the middle of it. */
+static const char *BAR_SCRIPT =
+    "echo \"rank $RANK progress=${DDPC_PROGRESS:-unset}\"\n"
+    "if [ \"$DDPC_PROGRESS\" = 1 ]; then\n"
+    "  for i in 1 2 3; do printf '\\rstep %d/3' $i >&2; sleep 0.1; done; printf '\\n' >&2\n"
+    "else sleep 0.15; echo \"rank $RANK in the middle\" >&2; fi\n"
+    "echo \"rank $RANK done\"\n";
+
+/* A whole file's content (static buffer). */
+static const char *slurp(const char *path) {
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "no %s", path);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+TEST_T(run_progress_bar_on_a_terminal, 60) {
+    if (run(10, "command -v script") != 0) SKIP("script(1) (util-linux) is not installed: no pseudo-terminal");
+    const char *d = tmpdir();
+    const char *sc = script(d, "bar.sh", BAR_SCRIPT);
+    /* script(1) gives ddpc-run a pseudo-terminal as stdout and stderr */
+    int rc = run(30, "script -qec '%s --standalone --nproc-per-node=2 --log-dir=%s/logs --run-id=p %s' /dev/null",
+                 R(), d, sc);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "rank 0 progress=1");     /* rank 0 only is told */
+    CHECK_CONTAINS(out, "rank 1 progress=unset");
+    CHECK_CONTAINS(out, "\r[0]: step 1/3");       /* updates redraw one line */
+    CHECK_CONTAINS(out, "\r[0]: step 2/3");
+    CHECK_CONTAINS(out, "[0]: step 3/3\r\n");     /* its final state ends as a line */
+    /* every other line starts a line of its own: after a newline, or after
+     * the progress line was cleared ("\r" + erase to the end of the row) */
+    for (const char *p = strstr(out, "[1]: "); p; p = strstr(p + 1, "[1]: "))
+        CHECK_MSG(p == out || p[-1] == '\n' || (p - out >= 4 && !strncmp(p - 4, "\r\033[K", 4)),
+                  "rank 1's line is not at the start of a row: %s", out);
+    CHECK_CONTAINS(out, "[1]: rank 1 in the middle");
+    /* the log files hold clean lines: the bar's final state once */
+    char path[512];
+    snprintf(path, sizeof path, "%s/logs/p/attempt_0/0/stderr.log", d);
+    CHECK_STR(slurp(path), "step 3/3\n");
+    snprintf(path, sizeof path, "%s/logs/p/attempt_0/0/stdout.log", d);
+    CHECK_STR(slurp(path), "rank 0 progress=1\nrank 0 done\n");
+    /* the user's own setting is kept */
+    rc = run(30, "script -qec 'DDPC_PROGRESS=0 %s --standalone %s' /dev/null", R(), sc);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "rank 0 progress=0");
+    /* not a terminal: nobody is told */
+    rc = run(30, "%s --standalone --nproc-per-node=2 %s", R(), sc);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, "rank 0 progress=unset");
+    CHECK(strchr(out, '\r') == NULL);
 }
 
 TEST_T(run_node_that_never_arrives, 30) {

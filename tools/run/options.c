@@ -62,10 +62,12 @@ static void usage(FILE *f) {
         "A PROGRAM ending in .py runs as \"$DDPC_PYTHON -u PROGRAM\" (DDPC_PYTHON default\n"
         "python3). OMP_NUM_THREADS and OPENBLAS_NUM_THREADS are set to 1 when unset\n"
         "and more than one worker runs per node. Signals SIGINT, SIGTERM and SIGHUP\n"
-        "are forwarded to every worker. Exit status: 0 when every worker on every\n"
-        "node exited 0; the first failed worker's exit code (128+N for signal N);\n"
-        "128+N when ddpc-run itself got signal N; 1 for a job that could not start;\n"
-        "2 for bad usage.\n");
+        "are forwarded to every worker. When ddpc-run's stderr is a terminal, rank 0\n"
+        "is told DDPC_PROGRESS=1 (unless set) and its '\\r' progress updates show as\n"
+        "one updating line there; log files get only the line's final state. Exit\n"
+        "status: 0 when every worker on every node exited 0; the first failed\n"
+        "worker's exit code (128+N for signal N); 128+N when ddpc-run itself got\n"
+        "signal N; 1 for a job that could not start; 2 for bad usage.\n");
 }
 
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
