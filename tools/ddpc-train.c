@@ -8,7 +8,7 @@
  * Started by a launcher (ddpc-run, torchrun, mpirun, srun: RANK or
  * OMPI_COMM_WORLD_RANK or SLURM_PROCID set), every process trains a shard
  * with DDP: rank 0's parameters everywhere, gradient buckets averaged while
- * backward runs (sync_grads), the sums of loss, accuracy and count reduced
+ * backward runs (backward returns with them averaged), the sums of loss, accuracy and count reduced
  * over all ranks (reduce_sums) so every rank reports the same global
  * figures, and the test set evaluated as one shard per rank. Started alone,
  * it trains in one process.
@@ -77,7 +77,8 @@ static void usage(FILE *f) {
             "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
             "  --max-eval-batches N  evaluate only the first N test batches of each process's shard\n"
             "                      (default 0 = the whole test set)\n"
-            "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal)\n"
+            "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal,\n"
+            "                      or DDPC_PROGRESS=1, which ddpc-run sets for rank 0 on a terminal)\n"
             "  --local-rank N      accepted for torch.distributed.launch, which passes it; LOCAL_RANK is read\n"
             "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
             "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
@@ -128,7 +129,7 @@ static void parse_options(int argc, char **argv, options *o) {
     o->log_every = 100;
     o->prefetch = -1;
     o->progress = -1;
-    ddpc_ddp_options_default(&o->ddp);
+    o->ddp = ddpc_ddp_options_default();
     float lr = 0, wd = 0, momentum = 0;
     int nesterov = 0;
     ddpc_optim_kind kind = DDPC_OPTIM_SGD;
@@ -223,10 +224,6 @@ typedef struct trainer {
     FILE *metrics;
 } trainer;
 
-/* Makes the gradients the average over all ranks (waits for DDP's
- * buckets). With one process they already are. */
-static ddpc_status sync_grads(trainer *t) { return t->ddp ? ddpc_ddp_sync(t->ddp) : DDPC_OK; }
-
 /* Sums v[0..n) over all ranks, in place. With one process: unchanged. */
 static ddpc_status reduce_sums(trainer *t, double *v, int n) {
     return t->ddp ? ddpc_ddp_allreduce_sum(t->ddp, v, n) : DDPC_OK;
@@ -234,34 +231,38 @@ static ddpc_status reduce_sums(trainer *t, double *v, int n) {
 
 static ddpc_status setup(trainer *t) {
     const options *o = &t->o;
-    /* threads: --threads, else DDPC_THREADS, else CPUs / ranks on this node */
-    int threads = o->threads;
-    if (!threads && ddpc_env_isset("DDPC_THREADS")) {
-        long v;
-        DDPC_CHECK(ddpc_env_long("DDPC_THREADS", 1, 1024, &v));
-        threads = (int)v;
-    }
+    /* threads: --threads, else nn's choice (DDPC_THREADS, else CPUs / ranks on this node) */
+    if (o->threads) ddpc_nn_set_threads(o->threads);
+    int threads = ddpc_nn_threads();
     long local = 1;
     if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local));
-    if (!threads) threads = ddpc_nn_default_threads((int)local);
-    ddpc_nn_set_threads(threads);
     /* a loader thread pays where a CPU is left over for it; where the ranks'
      * BLAS threads take every CPU it only takes turns with them (a context
      * switch or two a batch, and a preempted rank the others wait for) */
     int prefetch = t->prefetch = o->prefetch >= 0 ? o->prefetch
                                    : ddpc_cpu_count() > local * threads ? 2 : 0;
 
-    DDPC_CHECK(ddpc_mnist_load(o->data, "train", &t->train_ds));
-    DDPC_CHECK(ddpc_mnist_load(o->data, "test", &t->test_ds));
+    DDPC_CHECK(ddpc_dataset_create_mnist(o->data, "train", &t->train_ds));
+    DDPC_CHECK(ddpc_dataset_create_mnist(o->data, "test", &t->test_ds));
     if (t->train_ds->rows != 28 || t->train_ds->cols != 28 || t->test_ds->rows != 28 || t->test_ds->cols != 28)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28", o->data,
                         t->train_ds->rows, t->train_ds->cols);
-    DDPC_CHECK(ddpc_sampler_create((size_t)t->train_ds->n, t->world, t->rank, 1, o->seed, 0, &t->sampler));
-    DDPC_CHECK(ddpc_loader_create(t->train_ds, t->sampler, o->batch_size, 0, 0.5f, 0.5f, prefetch, &t->train));
+    ddpc_sampler_options so = ddpc_sampler_options_default();
+    so.num_replicas = t->world;
+    so.rank = t->rank;
+    so.seed = o->seed;
+    DDPC_CHECK(ddpc_sampler_create((size_t)t->train_ds->n, &so, &t->sampler));
+    ddpc_loader_options lo = ddpc_loader_options_default();
+    lo.batch_size = o->batch_size;
+    lo.mean = lo.std = 0.5f;
+    lo.prefetch = prefetch;
+    DDPC_CHECK(ddpc_loader_create(t->train_ds, t->sampler, &lo, &t->train));
     /* the test set in shards r, r+world, ... (padding is skipped when evaluating) */
-    DDPC_CHECK(ddpc_sampler_create((size_t)t->test_ds->n, t->world, t->rank, 0, 0, 0, &t->test_sampler));
-    DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, o->batch_size, 0, 0.5f, 0.5f, prefetch, &t->test));
-    DDPC_CHECK(ddpc_model_preset(o->model, o->batch_size, o->seed, &t->m));
+    so.shuffle = 0;
+    so.seed = 0;
+    DDPC_CHECK(ddpc_sampler_create((size_t)t->test_ds->n, &so, &t->test_sampler));
+    DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, &lo, &t->test));
+    DDPC_CHECK(ddpc_model_create_preset(o->model, o->seed, &t->m));
     DDPC_CHECK(ddpc_optim_create(t->m, &o->opt, &t->opt));
     if (o->resume) {
         ddpc_ckpt_meta meta;
@@ -298,14 +299,14 @@ static ddpc_status setup(trainer *t) {
 static void teardown(trainer *t) {
     if (t->metrics) fclose(t->metrics);
     ddpc_ddp_destroy(t->ddp);
-    ddpc_optim_free(t->opt);
-    ddpc_model_free(t->m);
-    ddpc_loader_free(t->train);
-    ddpc_loader_free(t->test);
-    ddpc_sampler_free(t->sampler);
-    ddpc_sampler_free(t->test_sampler);
-    ddpc_dataset_free(t->train_ds);
-    ddpc_dataset_free(t->test_ds);
+    ddpc_optim_destroy(t->opt);
+    ddpc_model_destroy(t->m);
+    ddpc_loader_destroy(t->train);
+    ddpc_loader_destroy(t->test);
+    ddpc_sampler_destroy(t->sampler);
+    ddpc_sampler_destroy(t->test_sampler);
+    ddpc_dataset_destroy(t->train_ds);
+    ddpc_dataset_destroy(t->test_ds);
 }
 
 static void progress_bar(size_t done, size_t total, double loss, double secs) {
@@ -326,9 +327,21 @@ enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_N };
 static const char *const phase_name[PH_N] = {"data", "forward", "backward", "sync", "step"};
 typedef struct phases { double s[PH_N]; } phases;
 
+/* Whether rank 0 draws a progress bar on stderr: --progress, or by
+ * default when stderr is a terminal or DDPC_PROGRESS=1 (ddpc-run sets it for
+ * rank 0 when its own stderr is a terminal: the bar is \r updates ended by
+ * one newline, which the launcher passes through). */
+static int show_bar(const trainer *t) {
+    if (t->rank != 0 || t->o.progress == 0) return 0;
+    if (t->o.progress == 1 || isatty(2)) return 1;
+    const char *v = ddpc_env_str("DDPC_PROGRESS", NULL);
+    return v && !strcmp(v, "1");
+}
+
 /*
- * One training epoch: for each batch, zero_grad, forward, loss, backward,
- * sync_grads, step. Accumulates the loss and accuracy sums of this rank.
+ * One training epoch: for each batch, zero_grad, forward, loss, backward
+ * (which under DDP returns with averaged gradients), step. Accumulates the
+ * loss and accuracy sums of this rank.
  */
 static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double *secs,
                                phases *ph) {
@@ -339,34 +352,29 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     DDPC_CHECK(ddpc_loader_start_epoch(t->train, epoch));
     size_t total = ddpc_loader_num_batches(t->train);
     if (o->max_batches && (size_t)o->max_batches < total) total = (size_t)o->max_batches;
-    int bar = t->rank == 0 && (o->progress == 1 || (o->progress == -1 && isatty(2)));
-    size_t K = ddpc_model_out_features(t->m);
-    float *dlogits = ddpc_model_output_grad(t->m);
+    int bar = show_bar(t);
     double t0 = ddpc_now(), last_bar = 0;
     for (size_t bi = 0; bi < total; bi++) {
         const ddpc_batch *b;
         double c0 = ddpc_now();
         DDPC_CHECK(ddpc_loader_next(t->train, &b));
         if (!b) break;
-        const float *logits;
         float loss;
-        int correct;
         double c1 = ddpc_now();
-        ddpc_model_zero_grad(t->m);
-        DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, &logits));
-        DDPC_CHECK(ddpc_cross_entropy(logits, b->y, b->size, (int)K, dlogits, &loss, &correct));
-        double c2 = ddpc_now();
-        DDPC_CHECK(ddpc_model_backward(t->m, dlogits));
-        double c3 = ddpc_now();
-        DDPC_CHECK(sync_grads(t));
-        double c4 = ddpc_now();
+        ddpc_optim_zero_grad(t->opt);
+        DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, NULL));
+        DDPC_CHECK(ddpc_model_loss(t->m, DDPC_CROSS_ENTROPY, b->y, &loss));
+        int correct = ddpc_model_correct(t->m);
+        double c2 = ddpc_now(), sync0 = t->ddp ? ddpc_ddp_sync_seconds(t->ddp) : 0;
+        DDPC_CHECK(ddpc_model_backward(t->m));
+        double c3 = ddpc_now(), sync = t->ddp ? ddpc_ddp_sync_seconds(t->ddp) - sync0 : 0;
         DDPC_CHECK(ddpc_optim_step(t->opt));
-        double c5 = ddpc_now();
+        double c4 = ddpc_now();
         ph->s[PH_DATA] += c1 - c0;
         ph->s[PH_FORWARD] += c2 - c1;
-        ph->s[PH_BACKWARD] += c3 - c2;
-        ph->s[PH_SYNC] += c4 - c3;
-        ph->s[PH_STEP] += c5 - c4;
+        ph->s[PH_BACKWARD] += c3 - c2 - sync; /* the wait for the buckets as backward ends */
+        ph->s[PH_SYNC] += sync;
+        ph->s[PH_STEP] += c4 - c3;
         t->step++;
         if (!isfinite(loss))
             return ddpc_err(DDPC_ERR_INVALID_ARG, "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
@@ -400,7 +408,6 @@ static ddpc_status evaluate(trainer *t, epoch_sums *s) {
     memset(s, 0, sizeof *s);
     ddpc_model_train(t->m, 0);
     DDPC_CHECK(ddpc_loader_start_epoch(t->test, 0));
-    size_t K = ddpc_model_out_features(t->m);
     size_t n = (size_t)t->test_ds->n, mine = (n - (size_t)t->rank + (size_t)t->world - 1) / (size_t)t->world;
     size_t batches = ddpc_loader_num_batches(t->test);
     if (t->o.max_eval_batches && (size_t)t->o.max_eval_batches < batches) batches = (size_t)t->o.max_eval_batches;
@@ -411,13 +418,11 @@ static ddpc_status evaluate(trainer *t, epoch_sums *s) {
         int rows = seen + (size_t)b->size <= mine ? b->size : (int)(mine - seen);
         seen += (size_t)b->size;
         if (rows <= 0) continue;
-        const float *logits;
         float loss;
-        int correct;
-        DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, &logits));
-        DDPC_CHECK(ddpc_cross_entropy(logits, b->y, rows, (int)K, NULL, &loss, &correct));
+        DDPC_CHECK(ddpc_model_forward(t->m, b->x, rows, NULL));
+        DDPC_CHECK(ddpc_model_loss(t->m, DDPC_CROSS_ENTROPY, b->y, &loss));
         s->v[0] += (double)loss * rows;
-        s->v[1] += correct;
+        s->v[1] += ddpc_model_correct(t->m);
         s->v[2] += rows;
     }
     ddpc_model_train(t->m, 1);

@@ -4,8 +4,9 @@
  * order, bit for bit, as PyTorch 1.13 for the same seed and epoch) and a
  * batch loader whose background thread keeps k batches ready.
  *
- * Ownership: every *_load / *_create hands the caller an object it frees
- * with the matching *_free; passing NULL to those is harmless. Errors are a
+ * Ownership: every *_load / *_create* hands the caller an object it frees
+ * with the matching *_destroy; passing NULL to those is harmless. Options
+ * are plain structs filled by a *_options_default() call. Errors are a
  * ddpc_status; ddpc_last_error() names the file, argument and what is wrong.
  */
 #ifndef DDPC_DATA_H
@@ -51,7 +52,7 @@ typedef struct ddpc_idx {
  * DDPC_ERR_NOT_FOUND. Every error names the path.
  */
 ddpc_status ddpc_idx_load(const char *path, ddpc_idx **out);
-void ddpc_idx_free(ddpc_idx *x);   /* NULL harmless */
+void ddpc_idx_destroy(ddpc_idx *x);   /* NULL harmless */
 
 /* -------------------------------------------------------------- datasets */
 
@@ -72,8 +73,8 @@ typedef struct ddpc_dataset {
  * Images must be a 3-D ubyte IDX, labels a 1-D ubyte IDX, with the same
  * number of samples, at least one. Errors name the file and what is wrong.
  */
-ddpc_status ddpc_mnist_load(const char *dir, const char *split, ddpc_dataset **out);
-void ddpc_dataset_free(ddpc_dataset *ds);   /* NULL harmless */
+ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_dataset **out);
+void ddpc_dataset_destroy(ddpc_dataset *ds);   /* NULL harmless */
 
 /* ------------------------------------------------------------ transforms */
 
@@ -95,27 +96,41 @@ void ddpc_randperm(size_t n, uint64_t seed, int64_t *out);
 
 typedef struct ddpc_sampler ddpc_sampler;
 
+typedef struct ddpc_sampler_options {
+    int num_replicas;   /* ranks sharing the dataset; default 1 */
+    int rank;           /* this one, in [0, num_replicas); default 0 */
+    int shuffle;        /* default 1 */
+    uint64_t seed;      /* default 0 */
+    int drop_last;      /* default 0 */
+} ddpc_sampler_options;
+
+ddpc_sampler_options ddpc_sampler_options_default(void);
+
 /*
- * PyTorch's DistributedSampler over dataset_len samples: with shuffle the
- * order is randperm(dataset_len) seeded with seed + epoch, else 0..len-1.
- * Without drop_last the list is padded by wrapping round to a multiple of
- * num_replicas; with drop_last its tail is dropped so that it divides.
- * Rank r takes every num_replicas-th index from r. num_replicas < 1 or rank
- * outside [0, num_replicas) is DDPC_ERR_INVALID_ARG. The epoch starts at 0.
+ * PyTorch's DistributedSampler over dataset_len samples (o NULL = the
+ * defaults): with shuffle the order is randperm(dataset_len) seeded with
+ * seed + epoch, else 0..len-1. Without drop_last the list is padded by
+ * wrapping round to a multiple of num_replicas; with drop_last its tail is
+ * dropped so that it divides. Rank r takes every num_replicas-th index from
+ * r. num_replicas < 1 or rank outside [0, num_replicas) is
+ * DDPC_ERR_INVALID_ARG. The epoch starts at 0. Under DDP,
+ * ddpc_sampler_create_dist (ddp.h) takes num_replicas and rank from the
+ * communicator.
  */
-ddpc_status ddpc_sampler_create(size_t dataset_len, int num_replicas, int rank, int shuffle,
-                                uint64_t seed, int drop_last, ddpc_sampler **out);
+ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
+                                ddpc_sampler **out);
 void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch);
 size_t ddpc_sampler_len(const ddpc_sampler *s);          /* this rank's number of samples */
 size_t ddpc_sampler_dataset_len(const ddpc_sampler *s);  /* the dataset_len it was made for */
 /* This rank's ddpc_sampler_len() indices for the current epoch; borrowed,
  * valid until the next set_epoch or free. */
 const int64_t *ddpc_sampler_indices(ddpc_sampler *s);
-void ddpc_sampler_free(ddpc_sampler *s);   /* NULL harmless */
+void ddpc_sampler_destroy(ddpc_sampler *s);   /* NULL harmless */
 
 /* --------------------------------------------------------------- loading */
 
 typedef struct ddpc_batch {
+    size_t index;        /* this batch's number in the epoch, from 0 (enumerate's) */
     int size;            /* samples in this batch (the last may be smaller) */
     const float *x;      /* (size, rows*cols) transformed pixels */
     const int32_t *y;    /* (size) labels */
@@ -123,20 +138,28 @@ typedef struct ddpc_batch {
 
 typedef struct ddpc_loader ddpc_loader;
 
+typedef struct ddpc_loader_options {
+    int batch_size;     /* samples a batch; default 1 (as DataLoader's) */
+    int drop_last;      /* drop a last partial batch; default 0 */
+    float mean, std;    /* Normalize((mean,), (std,)) after ToTensor; default 0, 1 */
+    int prefetch;       /* batches a background thread keeps ready; default 0
+                         * (decoded inline in ddpc_loader_next) */
+} ddpc_loader_options;
+
+ddpc_loader_options ddpc_loader_options_default(void);
+
 /*
  * Batches of ds in the sampler's order (sampler NULL = all samples in
  * order; the sampler is borrowed and must outlive the loader, and its
- * dataset_len must not exceed ds->n). drop_last drops a last partial batch.
- * prefetch = how many batches a background thread keeps ready (0 = decode
- * inline in ddpc_loader_next); the thread, and a caller waiting for it,
- * poll for up to 100 us before they sleep, so give it a CPU of its own.
- * ds is borrowed too. While the loader lives,
- * set the sampler's epoch only through ddpc_loader_start_epoch (the thread
- * reads the sampler's indices). One thread calls the loader's functions.
+ * dataset_len must not exceed ds->n); o NULL = the defaults. With prefetch
+ * the thread, and a caller waiting for it, poll for up to 100 us before
+ * they sleep, so give it a CPU of its own. ds is borrowed too. While the
+ * loader lives, set the sampler's epoch only through ddpc_loader_start_epoch
+ * (the thread reads the sampler's indices). One thread calls the loader's
+ * functions.
  */
-ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler, int batch_size,
-                               int drop_last, float mean, float std, int prefetch,
-                               ddpc_loader **out);
+ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
+                               const ddpc_loader_options *o, ddpc_loader **out);
 /* Starts (or restarts, also mid-epoch) an epoch: stops the thread's current
  * work, calls ddpc_sampler_set_epoch(epoch) and begins again at batch 0. */
 ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
@@ -145,7 +168,7 @@ ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
  * (then DDPC_ERR_TIMEOUT). Before any start_epoch: DDPC_ERR_INVALID_ARG. */
 ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b);
 size_t ddpc_loader_num_batches(const ddpc_loader *l);
-void ddpc_loader_free(ddpc_loader *l);   /* joins the thread; NULL harmless */
+void ddpc_loader_destroy(ddpc_loader *l);   /* joins the thread; NULL harmless */
 
 #ifdef __cplusplus
 }

@@ -6,10 +6,11 @@
  *     ddpc_ddp *ddp;
  *     ddpc_ddp_create(comm, model, NULL, &ddp);   // rank 0's parameters everywhere
  *     for each batch:
- *         ddpc_model_zero_grad(model);
- *         forward, loss, backward                  // buckets allreduce while backward runs
- *         ddpc_ddp_sync(ddp);                      // wait for all buckets: grads = mean over ranks
- *         optimizer step
+ *         ddpc_optim_zero_grad(opt);
+ *         forward, loss
+ *         ddpc_model_backward(model);              // buckets allreduce while backward runs;
+ *                                                  // returns with grads = mean over ranks
+ *         ddpc_optim_step(opt);
  *
  * Buckets are ranges of the model's gradient block, formed as PyTorch does:
  * parameters in reverse registration order, each joining the open bucket,
@@ -17,7 +18,9 @@
  * bucket_mb (the others). A bucket's allreduce is
  * issued (async) as soon as backward has made its last gradient final, so
  * communication overlaps the rest of backward; the last bucket, which backward
- * completes as it ends, is reduced by ddpc_ddp_sync on the calling thread.
+ * completes as it ends, is reduced on the calling thread by the hook DDP
+ * installs at the end of backward (as PyTorch's reducer uses autograd's
+ * final callback), which then waits for every bucket.
  * Every rank issues the buckets in the same order.
  *
  * Overlap needs a CPU for the progress thread to run on, or time on a wire
@@ -30,6 +33,7 @@
 #ifndef DDPC_DDP_H
 #define DDPC_DDP_H
 
+#include "ddpc/data.h"
 #include "ddpc/ddpc.h"
 #include "ddpc/nn.h"
 
@@ -61,8 +65,8 @@ typedef struct ddpc_ddp_options {
 
 typedef struct ddpc_ddp ddpc_ddp;
 
-/* Fills o with the defaults above. */
-void ddpc_ddp_options_default(ddpc_ddp_options *o);
+/* The defaults above. */
+ddpc_ddp_options ddpc_ddp_options_default(void);
 /* "none", "fp16"/"float16", "bf16"/"bfloat16". */
 ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out);
 /* "auto", "on", "off". */
@@ -71,7 +75,8 @@ ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out);
 /* Collective over c. Checks that every rank's model has the same parameters
  * (names and shapes; a mismatch is DDPC_ERR_MISMATCH naming the first
  * differing parameter and the ranks), broadcasts rank 0's parameters, forms
- * the buckets and installs the model's gradient hook. opts NULL = defaults. */
+ * the buckets and installs the model's hooks (ddpc_model_set_hooks), so that
+ * ddpc_model_backward returns with averaged gradients. opts NULL = defaults. */
 ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
                             ddpc_ddp **out);
 
@@ -79,26 +84,39 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
  * next backward with sync on (1, the default) allreduces the accumulated sum. */
 void ddpc_ddp_set_sync(ddpc_ddp *d, int sync);
 
-/* Waits for every bucket of the last backward (issuing any that backward did
- * not complete, e.g. for parameters that got no gradient), then leaves the
- * average over ranks in the gradient block. A no-op when sync is off. */
+/* What the end of backward does: waits for every bucket of the last
+ * backward (issuing any that backward did not complete, e.g. for parameters
+ * that got no gradient), then leaves the average over ranks in the gradient
+ * block. Backward does this itself; calling it after is harmless: it returns
+ * at once when no backward has run since the gradients were averaged, and
+ * when sync is off. */
 ddpc_status ddpc_ddp_sync(ddpc_ddp *d);
+/* Seconds spent so far waiting for the buckets at the end of backward
+ * (the communication that backward did not hide), for timing. */
+double ddpc_ddp_sync_seconds(const ddpc_ddp *d);
 
 /* Sums vals[0..n) over all ranks in place (metric sums: loss, correct, count). */
 ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
 
+/* DistributedSampler(dataset): ddpc_sampler_create with num_replicas and
+ * rank taken from c (o NULL = the other defaults; its num_replicas and rank
+ * are ignored). */
+ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
+                                     const ddpc_sampler_options *o, ddpc_sampler **out);
+
 int ddpc_ddp_num_buckets(const ddpc_ddp *d);
-/* Buckets whose allreduce has been issued and not yet waited for: right
- * after a backward (before ddpc_ddp_sync) with overlap, every bucket whose
- * gradients are final is in flight, except the last, which ddpc_ddp_sync
- * reduces; without overlap none is (all but the last are already reduced). */
+/* Buckets whose allreduce has been issued and not yet waited for: as
+ * backward ends (seen from a backward_end hook wrapping DDP's) with overlap,
+ * every bucket whose gradients are final is in flight, except the last,
+ * which the end of backward reduces; without overlap none is (all but the
+ * last are already reduced); after backward none is. */
 int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
 /* 1 when buckets overlap backward (the options' overlap, resolved). */
 int ddpc_ddp_overlaps(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */
 void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
 
-/* Removes the hook from the model and frees everything. NULL is harmless. */
+/* Removes the hooks from the model and frees everything. NULL is harmless. */
 void ddpc_ddp_destroy(ddpc_ddp *d);
 
 #ifdef __cplusplus

@@ -4,8 +4,8 @@
  * Adam/AdamW with PyTorch's exact update rules, PyTorch's default
  * initialisers, a seeded RNG, and checkpoints in the safetensors format.
  *
- * A model is a Sequential stack of layers built with ddpc_model_create, the
- * ddpc_model_add_* calls and ddpc_model_build. After build, all parameters
+ * A model is a Sequential stack of layers, given to ddpc_model_create as
+ * an array of layer values (ddpc_linear, ddpc_relu, ...). All parameters
  * live in one contiguous float block and all gradients in another with the
  * same layout; each parameter (ddpc_param) is a named view into both, in
  * registration (forward) order, named like PyTorch's state_dict keys
@@ -13,15 +13,15 @@
  *
  * One training step:
  *
- *     ddpc_model_zero_grad(m);
- *     ddpc_model_forward(m, x, B, &logits);            x (B, C*H*W)   logits (B, K)
- *     ddpc_cross_entropy(logits, y, B, K, ddpc_model_output_grad(m), &loss, &correct);
- *     ddpc_model_backward(m, ddpc_model_output_grad(m));  grads += d loss / d param
- *     ...gradients may be synchronised across ranks here...
+ *     ddpc_optim_zero_grad(opt);                            optimizer.zero_grad()
+ *     ddpc_model_forward(m, x, B, NULL);                    x (B, C*H*W)
+ *     ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, &loss);     y (B)
+ *     ddpc_model_backward(m);                               grads += d loss / d param
  *     ddpc_optim_step(opt);
  *
  * Gradients accumulate (+=) over backward calls until zero_grad, as in
- * PyTorch. Buffers are sized for max_batch at build time: no step allocates.
+ * PyTorch. Batch buffers are sized by the first forward (and grow with a
+ * larger batch): a step at a batch size already seen allocates nothing.
  *
  * Nothing here is thread-safe on one model; distinct models are independent.
  * Every call returning ddpc_status reports the details of a failure in
@@ -53,12 +53,58 @@ float ddpc_rng_uniform(ddpc_rng *r);
 /* ------------------------------------------------------------- threads */
 
 /* Sets the number of threads OpenBLAS uses for matrix products in this
- * process (n >= 1): 1 per rank when several ranks share a node. */
+ * process (n >= 1). Without a call, the first model created chooses:
+ * DDPC_THREADS when set, else ddpc_nn_default_threads(LOCAL_WORLD_SIZE). */
 void ddpc_nn_set_threads(int n);
-/* The number OpenBLAS uses now. */
+/* The number OpenBLAS uses (choosing it as above if nothing has yet). */
 int ddpc_nn_threads(void);
 /* The CPUs this process may run on divided by ranks_per_node, at least 1. */
 int ddpc_nn_default_threads(int ranks_per_node);
+
+/* -------------------------------------------------------------- layers */
+
+typedef enum ddpc_layer_kind {
+    DDPC_LAYER_INPUT = 1,  /* not a layer: the input sample's shape (c, h, w) */
+    DDPC_LAYER_LINEAR,
+    DDPC_LAYER_CONV2D,
+    DDPC_LAYER_RELU,
+    DDPC_LAYER_MAXPOOL2D,
+    DDPC_LAYER_FLATTEN,
+    DDPC_LAYER_DROPOUT,
+} ddpc_layer_kind;
+
+/* A layer's description, a plain value: make one with the calls below
+ * (which set PyTorch's defaults) and change a field where needed
+ * (e.g. `ddpc_layer l = ddpc_linear(512, 10); l.bias = 0;`). */
+typedef struct ddpc_layer {
+    ddpc_layer_kind kind;
+    int in, out;          /* Linear: features; Conv2d: channels */
+    int kernel, stride, padding;  /* Conv2d; MaxPool2d (kernel, stride) */
+    int bias;             /* Linear, Conv2d: 1 (default) adds a bias */
+    float p;              /* Dropout: probability of zeroing */
+    int c, h, w;          /* Input: the sample's shape */
+} ddpc_layer;
+
+/* The input sample's shape, as the first entry; needed only when the first
+ * layer does not say it (Linear(in, ...) means flat samples of in features). */
+ddpc_layer ddpc_input(int c, int h, int w);
+/* nn.Linear(in, out): weight (out, in), bias (out). */
+ddpc_layer ddpc_linear(int in, int out);
+/* nn.Conv2d(in, out, kernel, stride, padding): weight (out, in, k, k), bias (out). */
+ddpc_layer ddpc_conv2d(int in, int out, int kernel, int stride, int padding);
+ddpc_layer ddpc_relu(void);
+/* nn.MaxPool2d(kernel, stride): kernel x kernel windows every stride. */
+ddpc_layer ddpc_maxpool2d(int kernel, int stride);
+ddpc_layer ddpc_flatten(void);
+/* nn.Dropout(p): zeroes each element with probability p in train mode and
+ * scales the rest by 1/(1-p); the identity in eval mode. 0 <= p < 1. */
+ddpc_layer ddpc_dropout(float p);
+
+/* An array literal of layers and its length, for ddpc_model_create (C only):
+ * ddpc_model_create(DDPC_LAYERS(ddpc_linear(784, 10)), NULL, &m). */
+#define DDPC_LAYERS(...)                                                              \
+    (const ddpc_layer[]){__VA_ARGS__},                                                \
+        (int)(sizeof((const ddpc_layer[]){__VA_ARGS__}) / sizeof(ddpc_layer))
 
 /* --------------------------------------------------------------- model */
 
@@ -75,44 +121,32 @@ typedef struct ddpc_param {
     size_t offset;     /* elements from the start of the blocks */
 } ddpc_param;
 
-/* Fired during backward as each parameter's gradient becomes final, in
- * reverse layer order (within a layer: bias, then weight). */
-typedef void (*ddpc_grad_ready_fn)(void *ctx, int param_index);
+typedef struct ddpc_model_options {
+    uint64_t seed;     /* initial parameters and dropout masks; default 0 */
+} ddpc_model_options;
 
-/* A model whose input is one sample of shape (c, h, w) (use (1, 1, n) for
- * flat vectors), that takes batches of at most max_batch samples; seed fixes
- * the initial parameters and the dropout masks. */
-ddpc_status ddpc_model_create(int c, int h, int w, int max_batch, uint64_t seed,
+ddpc_model_options ddpc_model_options_default(void);
+
+/*
+ * nn.Sequential(layers[0], ..., layers[n-1]): shapes are checked along the
+ * stack and a mismatch is an error naming the layer. The parameters are
+ * initialised as PyTorch does by default: Linear and Conv2d weights by
+ * kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+ * biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)), layer by layer from o->seed
+ * (o NULL = defaults). layers is read only during the call.
+ */
+ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
                               ddpc_model **out);
 
-/* Layers, appended in forward order; shapes are checked against the running
- * output shape of the stack and a mismatch is an error naming the layer. */
-ddpc_status ddpc_model_add_linear(ddpc_model *m, int in_features, int out_features, int bias);
-ddpc_status ddpc_model_add_conv2d(ddpc_model *m, int in_channels, int out_channels,
-                                  int kernel, int stride, int padding, int bias);
-ddpc_status ddpc_model_add_relu(ddpc_model *m);
-/* kernel x kernel windows every stride (PyTorch's default stride = kernel). */
-ddpc_status ddpc_model_add_maxpool2d(ddpc_model *m, int kernel, int stride);
-ddpc_status ddpc_model_add_flatten(ddpc_model *m);
-/* Zeroes each element with probability p in train mode and scales the rest
- * by 1/(1-p); the identity in eval mode. 0 <= p < 1. */
-ddpc_status ddpc_model_add_dropout(ddpc_model *m, float p);
-
-/* Allocates the blocks and the batch buffers and initialises the parameters
- * as PyTorch does by default: Linear and Conv2d weights by
- * kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and
- * biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)). No layer may be added after. */
-ddpc_status ddpc_model_build(ddpc_model *m);
-
-/* The models of ddpc-train, built: "linear" Flatten+Linear(784, 10);
- * "mlp" Flatten, 784-512-512-10 with ReLU; "cnn" Conv(1,16,3,pad 1), ReLU,
- * MaxPool 2, Conv(16,32,3,pad 1), ReLU, MaxPool 2, Flatten, Linear(1568,128),
- * ReLU, Linear(128,10).
- * Input (1, 28, 28), classes 10. An unknown name is an error naming it. */
-ddpc_status ddpc_model_preset(const char *name, int max_batch, uint64_t seed, ddpc_model **out);
+/* The models of ddpc-train, built with ddpc_model_create: "linear"
+ * Flatten+Linear(784, 10); "mlp" Flatten, 784-512-512-10 with ReLU; "cnn"
+ * Conv(1,16,3,pad 1), ReLU, MaxPool 2, Conv(16,32,3,pad 1), ReLU, MaxPool 2,
+ * Flatten, Linear(1568,128), ReLU, Linear(128,10). Input (1, 28, 28),
+ * classes 10. An unknown name is an error naming it. */
+ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model **out);
 
 /* Frees everything. NULL is harmless. */
-void ddpc_model_free(ddpc_model *m);
+void ddpc_model_destroy(ddpc_model *m);
 
 int ddpc_model_num_params(const ddpc_model *m);
 /* Parameter i (0 <= i < num_params) in registration order; NULL if out of range. */
@@ -123,12 +157,10 @@ int ddpc_model_find_param(const ddpc_model *m, const char *name);
 float *ddpc_model_param_block(ddpc_model *m, size_t *numel);
 /* All gradients, same layout. */
 float *ddpc_model_grad_block(ddpc_model *m, size_t *numel);
-void ddpc_model_set_grad_hook(ddpc_model *m, ddpc_grad_ready_fn fn, void *ctx);
 
 /* Sizes: input features per sample (c*h*w), output features per sample. */
 size_t ddpc_model_in_features(const ddpc_model *m);
 size_t ddpc_model_out_features(const ddpc_model *m);
-int ddpc_model_max_batch(const ddpc_model *m);
 /* A one-line description ("Flatten -> Linear(784, 10)"; 7850 params). */
 const char *ddpc_model_describe(const ddpc_model *m);
 
@@ -139,19 +171,53 @@ int ddpc_model_is_training(const ddpc_model *m);
 /* Sets every gradient to 0. */
 void ddpc_model_zero_grad(ddpc_model *m);
 
-/* Runs the stack on x (B, in_features), 1 <= B <= max_batch, borrowed until
- * the next backward. *out (B, out_features) is owned by the model and valid
- * until the next forward. */
+/* Runs the stack on x (B, in_features), B >= 1, borrowed until the next
+ * backward. The batch buffers are sized on the first forward and grow when
+ * a larger batch comes. *out (may be NULL) (B, out_features) is owned by the
+ * model and valid until the next forward. */
 ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float **out);
 
-/* A model-owned buffer (max_batch, out_features) for the loss's gradient. */
+typedef enum ddpc_loss {
+    DDPC_CROSS_ENTROPY = 0,  /* nn.CrossEntropyLoss(): targets are class indices */
+} ddpc_loss;
+
+/* criterion(output, targets) on the last forward's output (B rows):
+ * *loss (may be NULL) gets the loss, and d loss / d output is kept for
+ * ddpc_model_backward. targets (B) are in [0, out_features), else an error
+ * naming the first bad one. */
+ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
+                            float *loss);
+/* Rows of the last ddpc_model_loss whose output's argmax (first maximum)
+ * equals the target. */
+int ddpc_model_correct(const ddpc_model *m);
+
+/* For a loss of the caller's own: the model-owned (B, out_features) buffer
+ * of the last forward, to be filled with d loss / d output before
+ * ddpc_model_backward. */
 float *ddpc_model_output_grad(ddpc_model *m);
 
-/* Back-propagates dout (B, out_features) = d loss / d output of the last
- * forward (B as there), adding each parameter's gradient into the gradient
- * block and firing the grad hook as each becomes final. dout may be
- * ddpc_model_output_grad(m). */
-ddpc_status ddpc_model_backward(ddpc_model *m, const float *dout);
+/* loss.backward(): back-propagates the gradient of the last loss (or of
+ * ddpc_model_output_grad) through the last forward, adding each
+ * parameter's gradient into the gradient block, then runs the hooks (under
+ * DDP: backward returns with the gradients averaged over ranks). An error
+ * without a loss since the last forward. */
+ddpc_status ddpc_model_backward(ddpc_model *m);
+
+/* Callbacks of backward (DDP installs its own; one set per model). */
+typedef struct ddpc_model_hooks {
+    /* parameter param_index's gradient is final: in reverse layer order
+     * (within a layer: bias, then weight); may be NULL */
+    void (*grad_ready)(void *ctx, int param_index);
+    /* backward has ended (as autograd's final callback); its status is
+     * backward's; may be NULL */
+    ddpc_status (*backward_end)(void *ctx);
+    void *ctx;
+} ddpc_model_hooks;
+
+/* Installs *h (NULL removes the hooks). */
+void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h);
+/* The hooks installed now (all NULL when none), e.g. to wrap them. */
+ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m);
 
 /* The dropout RNG's state, for checkpoints. */
 ddpc_rng *ddpc_model_rng(ddpc_model *m);
@@ -159,6 +225,7 @@ ddpc_rng *ddpc_model_rng(ddpc_model *m);
 /* ---------------------------------------------------------------- loss */
 
 /*
+ * The kernel of DDPC_CROSS_ENTROPY, for callers holding logits of their own:
  * CrossEntropyLoss with mean reduction: log-softmax of logits (B, K)
  * (numerically stable: the row maximum is subtracted first), then the mean
  * over the batch of -log p[label]. labels (B) in [0, K), else an error naming
@@ -202,7 +269,10 @@ typedef struct ddpc_optim ddpc_optim;
 /* An optimizer over all of m's parameters (m borrowed; it must outlive the
  * optimizer). Options out of range are an error naming the option. */
 ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_optim **out);
-void ddpc_optim_free(ddpc_optim *o);
+/* NULL is harmless. */
+void ddpc_optim_destroy(ddpc_optim *o);
+/* optimizer.zero_grad(): sets the gradients of its model's parameters to 0. */
+void ddpc_optim_zero_grad(ddpc_optim *o);
 
 /*
  * One update of every parameter from its gradient, with torch.optim's rules:

@@ -266,7 +266,7 @@ ddpc_status ddpc_idx_load(const char *path, ddpc_idx **out) {
     if (s == DDPC_OK) s = read_data(&r, x, nbytes);
     close_reader(&r);
     if (s != DDPC_OK) {
-        ddpc_idx_free(x);
+        ddpc_idx_destroy(x);
         return s;
     }
     to_host_order(x->data, x->count, idx_esize(x->dtype_code));
@@ -276,7 +276,7 @@ ddpc_status ddpc_idx_load(const char *path, ddpc_idx **out) {
     return DDPC_OK;
 }
 
-void ddpc_idx_free(ddpc_idx *x) {
+void ddpc_idx_destroy(ddpc_idx *x) {
     if (!x) return;
     free(x->data);
     free(x);

@@ -71,6 +71,7 @@ static void decode(ddpc_loader *l, const int64_t *idx, size_t b, slot *sl) {
     ddpc__xform_rows(&l->xform, l->ds, ix, size, sl->x);
     for (int i = 0; i < size; i++) sl->y[i] = l->ds->labels[ix[i]];
     sl->b.size = size;
+    sl->b.index = b;
 }
 
 /* Waits on cv until woken or until deadline (absolute, ddpc_now clock), at
@@ -163,11 +164,19 @@ static void *producer(void *arg) {
  * Creates a loader (see data.h): checks the arguments, builds the lookup
  * table, allocates the slots and, when prefetch > 0, starts the thread.
  */
-ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler, int batch_size,
-                               int drop_last, float mean, float std, int prefetch,
-                               ddpc_loader **out) {
+ddpc_loader_options ddpc_loader_options_default(void) {
+    ddpc_loader_options o = {.batch_size = 1, .drop_last = 0, .mean = 0.0f, .std = 1.0f, .prefetch = 0};
+    return o;
+}
+
+ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
+                               const ddpc_loader_options *o, ddpc_loader **out) {
     if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: out is NULL");
     *out = NULL;
+    ddpc_loader_options def = ddpc_loader_options_default();
+    if (!o) o = &def;
+    int batch_size = o->batch_size, drop_last = o->drop_last, prefetch = o->prefetch;
+    float mean = o->mean, std = o->std;
     if (!ds || !ds->images || !ds->labels || ds->n < 0 || ds->rows < 1 || ds->cols < 1)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: dataset is NULL or empty");
     if (batch_size < 1)
@@ -233,7 +242,7 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler, in
         else l->have_thread = 1;
     }
     if (s != DDPC_OK) {
-        ddpc_loader_free(l);
+        ddpc_loader_destroy(l);
         return s;
     }
     DDPC_INFO(DATA, "loader: %zu samples, batch %d, %zu batches/epoch, drop_last %d, prefetch %d",
@@ -327,7 +336,7 @@ size_t ddpc_loader_num_batches(const ddpc_loader *l) { return l ? l->nb : 0; }
 
 /* Stops the thread (it finishes at most the batch it is decoding), joins
  * it and frees everything. */
-void ddpc_loader_free(ddpc_loader *l) {
+void ddpc_loader_destroy(ddpc_loader *l) {
     if (!l) return;
     if (l->have_thread) {
         pthread_mutex_lock(&l->mu);

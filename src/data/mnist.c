@@ -41,15 +41,15 @@ static void find_file(const char *dir, const char *prefix, const char *kind, cha
  * data.h). The images' buffer and the labels' buffer are taken over from
  * the IDX objects, so nothing is copied.
  */
-ddpc_status ddpc_mnist_load(const char *dir, const char *split, ddpc_dataset **out) {
+ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_dataset **out) {
     if (!dir || !split || !out)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_mnist_load: NULL argument");
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: NULL argument");
     *out = NULL;
     const char *prefix;
     if (strcmp(split, "train") == 0) prefix = "train";
     else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0) prefix = "t10k";
     else
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_mnist_load: split '%s' is not 'train' or 'test'",
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: split '%s' is not 'train' or 'test'",
                         split);
     char ipath[PATH_MAX], lpath[PATH_MAX];
     find_file(dir, prefix, "images-idx3", ipath, sizeof ipath);
@@ -82,7 +82,7 @@ ddpc_status ddpc_mnist_load(const char *dir, const char *split, ddpc_dataset **o
     }
     ds = calloc(1, sizeof *ds);
     if (!ds) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_mnist_load: out of memory");
+        s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_dataset_create_mnist: out of memory");
         goto done;
     }
     ds->n = im->dims[0];
@@ -99,12 +99,12 @@ ddpc_status ddpc_mnist_load(const char *dir, const char *split, ddpc_dataset **o
               ds->num_classes, ipath, lpath);
     *out = ds;
 done:
-    ddpc_idx_free(im);
-    ddpc_idx_free(lb);
+    ddpc_idx_destroy(im);
+    ddpc_idx_destroy(lb);
     return s;
 }
 
-void ddpc_dataset_free(ddpc_dataset *ds) {
+void ddpc_dataset_destroy(ddpc_dataset *ds) {
     if (!ds) return;
     free(ds->images);
     free(ds->labels);

@@ -96,10 +96,19 @@ struct ddpc_sampler {
  * len % replicas != 0, ceil((len - replicas) / replicas) = floor(len /
  * replicas); else ceil(len / replicas). Memory: (len + num_samples) int64.
  */
-ddpc_status ddpc_sampler_create(size_t dataset_len, int num_replicas, int rank, int shuffle,
-                                uint64_t seed, int drop_last, ddpc_sampler **out) {
+ddpc_sampler_options ddpc_sampler_options_default(void) {
+    ddpc_sampler_options o = {.num_replicas = 1, .rank = 0, .shuffle = 1, .seed = 0, .drop_last = 0};
+    return o;
+}
+
+ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
+                                ddpc_sampler **out) {
     if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: out is NULL");
     *out = NULL;
+    ddpc_sampler_options def = ddpc_sampler_options_default();
+    if (!o) o = &def;
+    int num_replicas = o->num_replicas, rank = o->rank, shuffle = o->shuffle, drop_last = o->drop_last;
+    uint64_t seed = o->seed;
     if (num_replicas < 1)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: num_replicas=%d, must be >= 1",
                         num_replicas);
@@ -124,7 +133,7 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, int num_replicas, int rank, 
     s->perm = malloc((dataset_len ? dataset_len : 1) * sizeof *s->perm);
     s->indices = malloc((s->num_samples ? s->num_samples : 1) * sizeof *s->indices);
     if (!s->perm || !s->indices) {
-        ddpc_sampler_free(s);
+        ddpc_sampler_destroy(s);
         return ddpc_err(DDPC_ERR_NOMEM, "ddpc_sampler_create: cannot allocate %zu indices",
                         dataset_len + s->num_samples);
     }
@@ -165,7 +174,7 @@ const int64_t *ddpc_sampler_indices(ddpc_sampler *s) {
     return s->indices;
 }
 
-void ddpc_sampler_free(ddpc_sampler *s) {
+void ddpc_sampler_destroy(ddpc_sampler *s) {
     if (!s) return;
     free(s->perm);
     free(s->indices);

@@ -1,5 +1,7 @@
 /* ddp.c — the reducer: parameter broadcast, gradient buckets allreduced while
- * backward runs, averaging, no_sync accumulation, fp16/bf16 compression. */
+ * backward runs and waited for as it ends, averaging, no_sync accumulation,
+ * fp16/bf16 compression; and the sampler that takes its shard from the
+ * communicator. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,17 +32,17 @@ struct ddpc_ddp {
     unsigned char *marked; /* (nparams) gradient final in this round */
     int next_issue;      /* buckets [0, next_issue) have been issued this round */
     int in_round;        /* a backward has started marking since the last sync */
+    int averaged;        /* the gradients are averaged: no backward since the last sync */
+    double sync_s;       /* seconds spent in sync */
     int sync;            /* 0 under no_sync */
     int overlap;         /* buckets go to the progress thread (else: reduced at once) */
     ddpc_status failed;  /* first error seen by the hook, reported by sync */
 };
 
-void ddpc_ddp_options_default(ddpc_ddp_options *o) {
-    o->first_bucket_mb = 1.0;
-    o->bucket_mb = 25.0;
-    o->compress = DDPC_COMPRESS_NONE;
-    o->overlap = DDPC_OVERLAP_AUTO;
-    o->broadcast_params = 1;
+ddpc_ddp_options ddpc_ddp_options_default(void) {
+    ddpc_ddp_options o = {.first_bucket_mb = 1.0, .bucket_mb = 25.0, .compress = DDPC_COMPRESS_NONE,
+                          .overlap = DDPC_OVERLAP_AUTO, .broadcast_params = 1};
+    return o;
 }
 
 ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out) {
@@ -130,9 +132,12 @@ static void start_round(ddpc_ddp *d) {
     }
     d->next_issue = 0;
     d->in_round = 1;
+    d->averaged = 0;
 }
 
-/* The model's gradient hook: parameter i's gradient is final. */
+static ddpc_status on_backward_end(void *ctx);
+
+/* The model's grad_ready hook: parameter i's gradient is final. */
 static void on_grad_ready(void *ctx, int i) {
     ddpc_ddp *d = ctx;
     if (!d->sync) return;
@@ -257,8 +262,7 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
     d->model = m;
     d->world = ddpc_comm_size(c);
     d->sync = 1;
-    if (opts) d->opt = *opts;
-    else ddpc_ddp_options_default(&d->opt);
+    d->opt = opts ? *opts : ddpc_ddp_options_default();
     if (d->opt.overlap != DDPC_OVERLAP_AUTO && d->opt.overlap != DDPC_OVERLAP_ON &&
         d->opt.overlap != DDPC_OVERLAP_OFF) {
         ddpc_status s = ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: overlap must be auto, on or off (got %d)",
@@ -286,7 +290,8 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
         ddpc_ddp_destroy(d);
         return s;
     }
-    ddpc_model_set_grad_hook(m, on_grad_ready, d);
+    ddpc_model_hooks h = {on_grad_ready, on_backward_end, d};
+    ddpc_model_set_hooks(m, &h);
     DDPC_INFO(DDP, "DDP over %d ranks: %zu gradients in %d buckets (%.2f MB first, %.2f MB rest); "
               "buckets %s", d->world, n, d->nbuckets, d->opt.first_bucket_mb, d->opt.bucket_mb,
               d->overlap ? "overlap backward (progress thread)" : "reduced by backward's thread");
@@ -294,10 +299,13 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
     return DDPC_OK;
 }
 
-void ddpc_ddp_set_sync(ddpc_ddp *d, int sync) { d->sync = sync != 0; }
+void ddpc_ddp_set_sync(ddpc_ddp *d, int sync) {
+    if (sync && !d->sync) d->averaged = 0; /* what no_sync accumulated is not averaged */
+    d->sync = sync != 0;
+}
 
-ddpc_status ddpc_ddp_sync(ddpc_ddp *d) {
-    if (!d->sync) return DDPC_OK;
+/* Waits for every bucket of the round (see ddp.h). */
+static ddpc_status sync_round(ddpc_ddp *d) {
     if (!d->in_round) start_round(d); /* backward marked nothing: reduce all buckets */
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].ready = 1;
     issue_ready(d);
@@ -320,7 +328,34 @@ ddpc_status ddpc_ddp_sync(ddpc_ddp *d) {
     d->in_round = 0;
     d->failed = DDPC_OK;
     if (s != DDPC_OK) return ddpc_err_wrap(s, "DDP: gradient allreduce failed");
+    d->averaged = 1;
     return DDPC_OK;
+}
+
+/* The model's backward_end hook: backward returns with averaged gradients. */
+static ddpc_status on_backward_end(void *ctx) {
+    ddpc_ddp *d = ctx;
+    if (!d->sync) return DDPC_OK;
+    double t0 = ddpc_now();
+    ddpc_status s = sync_round(d);
+    d->sync_s += ddpc_now() - t0;
+    return s;
+}
+
+ddpc_status ddpc_ddp_sync(ddpc_ddp *d) {
+    if (!d->sync || d->averaged) return DDPC_OK;
+    return on_backward_end(d);
+}
+
+double ddpc_ddp_sync_seconds(const ddpc_ddp *d) { return d->sync_s; }
+
+ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
+                                     const ddpc_sampler_options *o, ddpc_sampler **out) {
+    if (!c) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
+    ddpc_sampler_options so = o ? *o : ddpc_sampler_options_default();
+    so.num_replicas = ddpc_comm_size(c);
+    so.rank = ddpc_comm_rank(c);
+    return ddpc_sampler_create(dataset_len, &so, out);
 }
 
 ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n) {
@@ -348,7 +383,7 @@ void ddpc_ddp_destroy(ddpc_ddp *d) {
         if (d->buckets[b].work) ddpc_work_free(d->buckets[b].work);
         free(d->buckets[b].packed);
     }
-    if (d->model && d->buckets) ddpc_model_set_grad_hook(d->model, NULL, NULL);
+    if (d->model && d->buckets) ddpc_model_set_hooks(d->model, NULL);
     free(d->buckets);
     free(d->param_bucket);
     free(d->marked);

@@ -15,27 +15,22 @@
 
 #define MAX_LAYERS 256
 
+
 /* Ties the dropout stream to the seed without sharing the init stream. */
 #define DROPOUT_SEED_MIX 0x6d2b79f5a1c3e5f7ull
 
-ddpc_status ddpc_model_create(int c, int h, int w, int max_batch, uint64_t seed,
-                              ddpc_model **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: out is NULL");
-    *out = NULL;
+/* An empty stack whose samples have shape (c, h, w). */
+static ddpc_status model_new(int c, int h, int w, uint64_t seed, ddpc_model **out) {
     if (c < 1 || h < 1 || w < 1)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) must be positive", c,
                         h, w);
     if ((double)c * h * w > 1e9)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) is too large", c, h, w);
-    if (max_batch < 1 || max_batch > 1 << 20)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "max_batch=%d is out of range [1, %d]", max_batch,
-                        1 << 20);
     ddpc_model *m = calloc(1, sizeof *m);
     if (!m) return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory");
     m->in_c = m->cur_c = c;
     m->in_h = m->cur_h = h;
     m->in_w = m->cur_w = w;
-    m->max_batch = max_batch;
     m->seed = seed;
     m->training = 1;
     ddpc_rng_seed(&m->rng, seed ^ DROPOUT_SEED_MIX);
@@ -43,16 +38,8 @@ ddpc_status ddpc_model_create(int c, int h, int w, int max_batch, uint64_t seed,
     return DDPC_OK;
 }
 
-/* Appends a layer with the running input shape; returns NULL (error raised) if full or built. */
+/* Appends a layer with the running input shape; returns NULL (error raised) if full. */
 static nn_layer *push_layer(ddpc_model *m, layer_kind kind, const char *what) {
-    if (!m) {
-        ddpc_err(DDPC_ERR_INVALID_ARG, "%s: model is NULL", what);
-        return NULL;
-    }
-    if (m->built) {
-        ddpc_err(DDPC_ERR_INVALID_ARG, "%s: the model is already built", what);
-        return NULL;
-    }
     if (m->nlayers == MAX_LAYERS) {
         ddpc_err(DDPC_ERR_INVALID_ARG, "%s: more than %d layers", what, MAX_LAYERS);
         return NULL;
@@ -117,7 +104,7 @@ static ddpc_status add_param(ddpc_model *m, int layer, const char *suffix, int n
     return DDPC_OK;
 }
 
-ddpc_status ddpc_model_add_linear(ddpc_model *m, int in_features, int out_features, int bias) {
+static ddpc_status add_linear(ddpc_model *m, int in_features, int out_features, int bias) {
     nn_layer *L = push_layer(m, LAYER_LINEAR, "Linear");
     if (!L) return DDPC_ERR_INVALID_ARG;
     int idx = m->nlayers;
@@ -144,8 +131,8 @@ ddpc_status ddpc_model_add_linear(ddpc_model *m, int in_features, int out_featur
     return DDPC_OK;
 }
 
-ddpc_status ddpc_model_add_conv2d(ddpc_model *m, int in_channels, int out_channels, int kernel,
-                                  int stride, int padding, int bias) {
+static ddpc_status add_conv2d(ddpc_model *m, int in_channels, int out_channels, int kernel,
+                             int stride, int padding, int bias) {
     nn_layer *L = push_layer(m, LAYER_CONV2D, "Conv2d");
     if (!L) return DDPC_ERR_INVALID_ARG;
     int idx = m->nlayers;
@@ -176,14 +163,14 @@ ddpc_status ddpc_model_add_conv2d(ddpc_model *m, int in_channels, int out_channe
     return DDPC_OK;
 }
 
-ddpc_status ddpc_model_add_relu(ddpc_model *m) {
+static ddpc_status add_relu(ddpc_model *m) {
     nn_layer *L = push_layer(m, LAYER_RELU, "ReLU");
     if (!L) return DDPC_ERR_INVALID_ARG;
     commit_layer(m, L, L->in_c, L->in_h, L->in_w);
     return DDPC_OK;
 }
 
-ddpc_status ddpc_model_add_maxpool2d(ddpc_model *m, int kernel, int stride) {
+static ddpc_status add_maxpool2d(ddpc_model *m, int kernel, int stride) {
     nn_layer *L = push_layer(m, LAYER_MAXPOOL2D, "MaxPool2d");
     if (!L) return DDPC_ERR_INVALID_ARG;
     int idx = m->nlayers;
@@ -197,14 +184,14 @@ ddpc_status ddpc_model_add_maxpool2d(ddpc_model *m, int kernel, int stride) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc_model_add_flatten(ddpc_model *m) {
+static ddpc_status add_flatten(ddpc_model *m) {
     nn_layer *L = push_layer(m, LAYER_FLATTEN, "Flatten");
     if (!L) return DDPC_ERR_INVALID_ARG;
     commit_layer(m, L, 1, 1, (int)L->in_n);
     return DDPC_OK;
 }
 
-ddpc_status ddpc_model_add_dropout(ddpc_model *m, float p) {
+static ddpc_status add_dropout(ddpc_model *m, float p) {
     nn_layer *L = push_layer(m, LAYER_DROPOUT, "Dropout");
     if (!L) return DDPC_ERR_INVALID_ARG;
     if (!(p >= 0.0f && p < 1.0f))
@@ -251,12 +238,11 @@ static void fill_uniform(ddpc_rng *r, float *p, size_t n, float bound) {
     for (size_t i = 0; i < n; i++) p[i] = (2.0f * ddpc_rng_uniform(r) - 1.0f) * bound;
 }
 
-ddpc_status ddpc_model_build(ddpc_model *m) {
-    if (!m) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_build: model is NULL");
-    if (m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_build: already built");
-    if (m->nlayers == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_build: no layers");
-    size_t B = (size_t)m->max_batch;
-    /* 1. blocks */
+/* Allocates the blocks, marks which layers need an input gradient and
+ * initialises the parameters: PyTorch's default init, layer by layer in
+ * order, weight then bias. */
+static ddpc_status build(ddpc_model *m) {
+    if (m->nlayers == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "model: no layers");
     m->pblock = alloc_floats(m->numel);
     m->gblock = alloc_floats(m->numel);
     if (!m->pblock || !m->gblock) return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory for %zu params", m->numel);
@@ -265,32 +251,11 @@ ddpc_status ddpc_model_build(ddpc_model *m) {
         m->params[i].data = m->pblock + m->params[i].offset;
         m->params[i].grad = m->gblock + m->params[i].offset;
     }
-    /* 2. batch buffers; an input gradient only where an earlier layer has parameters */
-    int seen_params = 0;
+    int seen_params = 0; /* an input gradient only where an earlier layer has parameters */
     for (int i = 0; i < m->nlayers; i++) {
-        nn_layer *L = &m->layers[i];
-        L->need_dx = seen_params;
-        if (L->has_params) seen_params = 1;
-        if (L->kind != LAYER_FLATTEN) { /* Flatten aliases its input and passes gradients through */
-            if (!(L->buf = alloc_floats(B * L->out_n))) goto nomem;
-            if (L->need_dx && !(L->dbuf = alloc_floats(B * L->in_n))) goto nomem;
-        }
-        if (L->kind == LAYER_CONV2D) {
-            if (B * L->out_h * L->out_w > (size_t)INT32_MAX ||
-                B * L->in_c * L->k * L->k * L->out_h * L->out_w > ((size_t)1 << 40))
-                return ddpc_err(DDPC_ERR_INVALID_ARG, "layer %d Conv2d: max_batch %d makes its im2col buffer too large",
-                                i, m->max_batch);
-            size_t colsz = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
-            if (!(L->col = alloc_floats(B * colsz))) goto nomem;
-            if (L->need_dx && !(L->dcol = alloc_floats(B * colsz))) goto nomem;
-            if (!(L->tmp = alloc_floats(B * L->out_n))) goto nomem;
-        }
-        if (L->kind == LAYER_MAXPOOL2D && !(L->argmax = malloc(B * L->out_n * sizeof(int32_t))))
-            goto nomem;
-        if (L->kind == LAYER_DROPOUT && !(L->mask = alloc_floats(B * L->out_n))) goto nomem;
+        m->layers[i].need_dx = seen_params;
+        if (m->layers[i].has_params) seen_params = 1;
     }
-    if (!(m->out_grad = alloc_floats(B * m->layers[m->nlayers - 1].out_n))) goto nomem;
-    /* 3. PyTorch's default init, layer by layer in order: weight, then bias */
     ddpc_rng init;
     ddpc_rng_seed(&init, m->seed);
     for (int i = 0; i < m->nlayers; i++) {
@@ -306,55 +271,9 @@ ddpc_status ddpc_model_build(ddpc_model *m) {
     describe(m);
     DDPC_INFO(NN, "model: %s", m->desc);
     return DDPC_OK;
-nomem:
-    return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory for batch buffers (max_batch %d)", m->max_batch);
 }
 
-ddpc_status ddpc_model_preset(const char *name, int max_batch, uint64_t seed, ddpc_model **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_preset: out is NULL");
-    *out = NULL;
-    if (!name) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_preset: name is NULL");
-    int kind = !strcmp(name, "linear") ? 0 : !strcmp(name, "mlp") ? 1 : !strcmp(name, "cnn") ? 2 : -1;
-    if (kind < 0)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown model '%s' (linear, mlp, cnn)", name);
-    ddpc_model *m;
-    DDPC_CHECK(ddpc_model_create(1, 28, 28, max_batch, seed, &m));
-    ddpc_status s = DDPC_OK;
-#define ADD(call) do { if (s == DDPC_OK) s = (call); } while (0)
-    if (kind == 0) {
-        ADD(ddpc_model_add_flatten(m));
-        ADD(ddpc_model_add_linear(m, 784, 10, 1));
-    } else if (kind == 1) {
-        ADD(ddpc_model_add_flatten(m));
-        ADD(ddpc_model_add_linear(m, 784, 512, 1));
-        ADD(ddpc_model_add_relu(m));
-        ADD(ddpc_model_add_linear(m, 512, 512, 1));
-        ADD(ddpc_model_add_relu(m));
-        ADD(ddpc_model_add_linear(m, 512, 10, 1));
-    } else {
-        ADD(ddpc_model_add_conv2d(m, 1, 16, 3, 1, 1, 1));
-        ADD(ddpc_model_add_relu(m));
-        ADD(ddpc_model_add_maxpool2d(m, 2, 2));
-        ADD(ddpc_model_add_conv2d(m, 16, 32, 3, 1, 1, 1));
-        ADD(ddpc_model_add_relu(m));
-        ADD(ddpc_model_add_maxpool2d(m, 2, 2));
-        ADD(ddpc_model_add_flatten(m));
-        ADD(ddpc_model_add_linear(m, 32 * 7 * 7, 128, 1));
-        ADD(ddpc_model_add_relu(m));
-        ADD(ddpc_model_add_linear(m, 128, 10, 1));
-    }
-    ADD(ddpc_model_build(m));
-#undef ADD
-    if (s != DDPC_OK) {
-        ddpc_model_free(m);
-        return s;
-    }
-    *out = m;
-    return DDPC_OK;
-}
-
-void ddpc_model_free(ddpc_model *m) {
-    if (!m) return;
+static void free_batch_buffers(ddpc_model *m) {
     for (int i = 0; i < m->nlayers; i++) {
         nn_layer *L = &m->layers[i];
         free(L->buf);
@@ -364,13 +283,195 @@ void ddpc_model_free(ddpc_model *m) {
         free(L->tmp);
         free(L->argmax);
         free(L->mask);
+        L->buf = L->dbuf = L->col = L->dcol = L->tmp = L->mask = NULL;
+        L->argmax = NULL;
     }
+    free(m->out_grad);
+    m->out_grad = NULL;
+    m->cap_batch = 0;
+}
+
+#define MAX_BATCH (1 << 20)
+
+/* Sizes the batch buffers for B samples: done by the first forward, and
+ * again (growing) by one with a larger batch. */
+static ddpc_status ensure_batch(ddpc_model *m, int B) {
+    if (B <= m->cap_batch) return DDPC_OK;
+    if (B > MAX_BATCH)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: batch %d is larger than %d", B, MAX_BATCH);
+    free_batch_buffers(m);
+    size_t n = (size_t)B;
+    for (int i = 0; i < m->nlayers; i++) {
+        nn_layer *L = &m->layers[i];
+        if (L->kind != LAYER_FLATTEN) { /* Flatten aliases its input and passes gradients through */
+            if (!(L->buf = alloc_floats(n * L->out_n))) goto nomem;
+            if (L->need_dx && !(L->dbuf = alloc_floats(n * L->in_n))) goto nomem;
+        }
+        if (L->kind == LAYER_CONV2D) {
+            size_t colsz = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
+            if (n * L->out_h * L->out_w > (size_t)INT32_MAX || n * colsz > ((size_t)1 << 40))
+                return ddpc_err(DDPC_ERR_INVALID_ARG, "layer %d Conv2d: batch %d makes its im2col buffer too large",
+                                i, B);
+            if (!(L->col = alloc_floats(n * colsz))) goto nomem;
+            if (L->need_dx && !(L->dcol = alloc_floats(n * colsz))) goto nomem;
+            if (!(L->tmp = alloc_floats(n * L->out_n))) goto nomem;
+        }
+        if (L->kind == LAYER_MAXPOOL2D && !(L->argmax = malloc(n * L->out_n * sizeof(int32_t))))
+            goto nomem;
+        if (L->kind == LAYER_DROPOUT && !(L->mask = alloc_floats(n * L->out_n))) goto nomem;
+    }
+    if (!(m->out_grad = alloc_floats(n * m->layers[m->nlayers - 1].out_n))) goto nomem;
+    m->cap_batch = B;
+    return DDPC_OK;
+nomem:
+    free_batch_buffers(m);
+    return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory for the buffers of a batch of %d", B);
+}
+
+ddpc_model_options ddpc_model_options_default(void) {
+    ddpc_model_options o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+ddpc_layer ddpc_input(int c, int h, int w) {
+    ddpc_layer l = {.kind = DDPC_LAYER_INPUT, .c = c, .h = h, .w = w};
+    return l;
+}
+
+ddpc_layer ddpc_linear(int in, int out) {
+    ddpc_layer l = {.kind = DDPC_LAYER_LINEAR, .in = in, .out = out, .bias = 1};
+    return l;
+}
+
+ddpc_layer ddpc_conv2d(int in, int out, int kernel, int stride, int padding) {
+    ddpc_layer l = {.kind = DDPC_LAYER_CONV2D, .in = in, .out = out, .kernel = kernel,
+                    .stride = stride, .padding = padding, .bias = 1};
+    return l;
+}
+
+ddpc_layer ddpc_relu(void) {
+    ddpc_layer l = {.kind = DDPC_LAYER_RELU};
+    return l;
+}
+
+ddpc_layer ddpc_maxpool2d(int kernel, int stride) {
+    ddpc_layer l = {.kind = DDPC_LAYER_MAXPOOL2D, .kernel = kernel, .stride = stride};
+    return l;
+}
+
+ddpc_layer ddpc_flatten(void) {
+    ddpc_layer l = {.kind = DDPC_LAYER_FLATTEN};
+    return l;
+}
+
+ddpc_layer ddpc_dropout(float p) {
+    ddpc_layer l = {.kind = DDPC_LAYER_DROPOUT, .p = p};
+    return l;
+}
+
+/* Appends one layer value to the stack. */
+static ddpc_status add_layer(ddpc_model *m, const ddpc_layer *l, int i) {
+    switch (l->kind) {
+    case DDPC_LAYER_LINEAR: return add_linear(m, l->in, l->out, l->bias);
+    case DDPC_LAYER_CONV2D: return add_conv2d(m, l->in, l->out, l->kernel, l->stride, l->padding, l->bias);
+    case DDPC_LAYER_RELU: return add_relu(m);
+    case DDPC_LAYER_MAXPOOL2D: return add_maxpool2d(m, l->kernel, l->stride);
+    case DDPC_LAYER_FLATTEN: return add_flatten(m);
+    case DDPC_LAYER_DROPOUT: return add_dropout(m, l->p);
+    case DDPC_LAYER_INPUT:
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "model: layers[%d] is an input shape; only layers[0] may be", i);
+    }
+    return ddpc_err(DDPC_ERR_INVALID_ARG, "model: layers[%d] has unknown kind %d", i, (int)l->kind);
+}
+
+/*
+ * 1. the input shape: layers[0] when it is ddpc_input, else flat samples of
+ *    the first Linear's in features
+ * 2. the layers, each checked against the running shape
+ * 3. blocks and initial parameters (build)
+ */
+ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
+                              ddpc_model **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: out is NULL");
+    *out = NULL;
+    if (!layers || n < 1) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: no layers");
+    ddpc_model_options def = ddpc_model_options_default();
+    if (!o) o = &def;
+    int first = 0, c, h, w;
+    if (layers[0].kind == DDPC_LAYER_INPUT) {
+        c = layers[0].c, h = layers[0].h, w = layers[0].w;
+        first = 1;
+    } else if (layers[0].kind == DDPC_LAYER_LINEAR) {
+        c = 1, h = 1, w = layers[0].in;
+    } else {
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: the first layer does not give "
+                        "the input's shape; put ddpc_input(c, h, w) first");
+    }
+    ddpc_nn_threads(); /* chooses the BLAS threads if the program has not */
+    ddpc_model *m = NULL;
+    DDPC_CHECK(model_new(c, h, w, o->seed, &m));
+    ddpc_status s = DDPC_OK;
+    for (int i = first; s == DDPC_OK && i < n; i++) s = add_layer(m, &layers[i], i);
+    if (s == DDPC_OK) s = build(m);
+    if (s != DDPC_OK) {
+        ddpc_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model **out) {
+    static const struct {
+        const char *name;
+        int n;
+        ddpc_layer_kind kind[11];
+        int arg[11][5]; /* in, out, kernel, stride, padding */
+    } presets[] = {
+        {"linear", 3, {DDPC_LAYER_INPUT, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR}, {{0}, {0}, {784, 10}}},
+        {"mlp", 7,
+         {DDPC_LAYER_INPUT, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR, DDPC_LAYER_RELU, DDPC_LAYER_LINEAR,
+          DDPC_LAYER_RELU, DDPC_LAYER_LINEAR},
+         {{0}, {0}, {784, 512}, {0}, {512, 512}, {0}, {512, 10}}},
+        {"cnn", 11,
+         {DDPC_LAYER_INPUT, DDPC_LAYER_CONV2D, DDPC_LAYER_RELU, DDPC_LAYER_MAXPOOL2D, DDPC_LAYER_CONV2D,
+          DDPC_LAYER_RELU, DDPC_LAYER_MAXPOOL2D, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR, DDPC_LAYER_RELU,
+          DDPC_LAYER_LINEAR},
+         {{0}, {1, 16, 3, 1, 1}, {0}, {0, 0, 2, 2}, {16, 32, 3, 1, 1}, {0}, {0, 0, 2, 2}, {0},
+          {32 * 7 * 7, 128}, {0}, {128, 10}}},
+    };
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create_preset: out is NULL");
+    *out = NULL;
+    for (size_t k = 0; name && k < sizeof presets / sizeof presets[0]; k++) {
+        if (strcmp(name, presets[k].name) != 0) continue;
+        ddpc_layer l[11];
+        for (int i = 0; i < presets[k].n; i++) {
+            const int *a = presets[k].arg[i];
+            switch (presets[k].kind[i]) {
+            case DDPC_LAYER_INPUT: l[i] = ddpc_input(1, 28, 28); break;
+            case DDPC_LAYER_LINEAR: l[i] = ddpc_linear(a[0], a[1]); break;
+            case DDPC_LAYER_CONV2D: l[i] = ddpc_conv2d(a[0], a[1], a[2], a[3], a[4]); break;
+            case DDPC_LAYER_MAXPOOL2D: l[i] = ddpc_maxpool2d(a[2], a[3]); break;
+            case DDPC_LAYER_RELU: l[i] = ddpc_relu(); break;
+            default: l[i] = ddpc_flatten(); break;
+            }
+        }
+        ddpc_model_options o = ddpc_model_options_default();
+        o.seed = seed;
+        return ddpc_model_create(l, presets[k].n, &o, out);
+    }
+    return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown model '%s' (linear, mlp, cnn)", name ? name : "(null)");
+}
+
+void ddpc_model_destroy(ddpc_model *m) {
+    if (!m) return;
+    free_batch_buffers(m);
     for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
     free(m->layers);
     free(m->params);
     free(m->pblock);
     free(m->gblock);
-    free(m->out_grad);
     free(m);
 }
 
@@ -398,10 +499,17 @@ float *ddpc_model_grad_block(ddpc_model *m, size_t *numel) {
     return m ? m->gblock : NULL;
 }
 
-void ddpc_model_set_grad_hook(ddpc_model *m, ddpc_grad_ready_fn fn, void *ctx) {
+void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h) {
     if (!m) return;
-    m->hook = fn;
-    m->hook_ctx = ctx;
+    if (h) m->hooks = *h;
+    else memset(&m->hooks, 0, sizeof m->hooks);
+}
+
+ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m) {
+    ddpc_model_hooks h;
+    if (m) h = m->hooks;
+    else memset(&h, 0, sizeof h);
+    return h;
 }
 
 size_t ddpc_model_in_features(const ddpc_model *m) {
@@ -411,8 +519,6 @@ size_t ddpc_model_in_features(const ddpc_model *m) {
 size_t ddpc_model_out_features(const ddpc_model *m) {
     return m && m->nlayers ? m->layers[m->nlayers - 1].out_n : 0;
 }
-
-int ddpc_model_max_batch(const ddpc_model *m) { return m ? m->max_batch : 0; }
 
 const char *ddpc_model_describe(const ddpc_model *m) { return m ? m->desc : ""; }
 
@@ -426,7 +532,27 @@ void ddpc_model_zero_grad(ddpc_model *m) {
     if (m && m->gblock) memset(m->gblock, 0, m->numel * sizeof(float));
 }
 
-float *ddpc_model_output_grad(ddpc_model *m) { return m ? m->out_grad : NULL; }
+float *ddpc_model_output_grad(ddpc_model *m) {
+    if (!m || !m->B) return NULL;
+    m->have_grad = 1; /* the caller fills it */
+    return m->out_grad;
+}
+
+ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
+                            float *loss) {
+    if (!m || !m->B) return ddpc_err(DDPC_ERR_INVALID_ARG, "loss: no forward pass to take the loss of");
+    if (criterion != DDPC_CROSS_ENTROPY)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "loss: unknown criterion %d", (int)criterion);
+    size_t K = m->layers[m->nlayers - 1].out_n;
+    if (K > INT32_MAX) return ddpc_err(DDPC_ERR_INVALID_ARG, "loss: %zu classes are too many", K);
+    m->have_grad = 0;
+    DDPC_CHECK(ddpc_cross_entropy(m->layers[m->nlayers - 1].out, targets, m->B, (int)K, m->out_grad,
+                                  loss, &m->correct));
+    m->have_grad = 1;
+    return DDPC_OK;
+}
+
+int ddpc_model_correct(const ddpc_model *m) { return m ? m->correct : 0; }
 
 ddpc_rng *ddpc_model_rng(ddpc_model *m) { return m ? &m->rng : NULL; }
 
@@ -435,11 +561,12 @@ ddpc_rng *ddpc_model_rng(ddpc_model *m) { return m ? &m->rng : NULL; }
  * input and output for backward.
  */
 ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float **out) {
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: model is NULL or not built");
-    if (!x || !out) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: x or out is NULL");
-    if (B < 1 || B > m->max_batch)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: batch %d is out of range [1, max_batch %d]", B,
-                        m->max_batch);
+    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: model is NULL");
+    if (!x) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: x is NULL");
+    if (B < 1) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: batch %d must be at least 1", B);
+    m->B = 0;
+    m->have_grad = 0;
+    DDPC_CHECK(ensure_batch(m, B));
     const float *cur = x;
     for (int i = 0; i < m->nlayers; i++) {
         nn_layer *L = &m->layers[i];
@@ -456,21 +583,24 @@ ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float
         cur = L->out;
     }
     m->B = B;
-    *out = cur;
+    if (out) *out = cur;
     return DDPC_OK;
 }
 
 /*
  * From the last layer to the first: parameter gradients are added into the
- * gradient block (the hook fires for each), and the input gradient is
- * computed only where an earlier layer has parameters to receive it.
+ * gradient block (grad_ready fires for each), and the input gradient is
+ * computed only where an earlier layer has parameters to receive it; then
+ * backward_end runs.
  */
-ddpc_status ddpc_model_backward(ddpc_model *m, const float *dout) {
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: model is NULL or not built");
-    if (!dout) return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: dout is NULL");
+ddpc_status ddpc_model_backward(ddpc_model *m) {
+    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: model is NULL");
     if (m->B == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: no forward pass to go back through");
+    if (!m->have_grad)
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: no loss since the last forward (ddpc_model_loss)");
+    m->have_grad = 0;
     int B = m->B;
-    const float *g = dout;
+    const float *g = m->out_grad;
     for (int i = m->nlayers - 1; i >= 0; i--) {
         nn_layer *L = &m->layers[i];
         if (!L->need_dx && !L->has_params) break; /* nothing below needs a gradient */
@@ -486,5 +616,5 @@ ddpc_status ddpc_model_backward(ddpc_model *m, const float *dout) {
         if (!dx) break;
         g = dx;
     }
-    return DDPC_OK;
+    return m->hooks.backward_end ? m->hooks.backward_end(m->hooks.ctx) : DDPC_OK;
 }

@@ -22,7 +22,7 @@ typedef enum layer_kind {
     LAYER_DROPOUT,
 } layer_kind;
 
-/* One layer of the stack. Shapes are per sample; buffers hold max_batch samples. */
+/* One layer of the stack. Shapes are per sample; buffers hold the model's cap_batch samples. */
 typedef struct nn_layer {
     layer_kind kind;
     int in_c, in_h, in_w;     /* input sample shape (C, H, W); flat inputs are (1, 1, n) */
@@ -38,13 +38,13 @@ typedef struct nn_layer {
     int has_params;
     int need_dx;              /* 1 when an earlier layer has parameters */
 
-    float *buf;               /* (max_batch, out_n) owned output buffer; NULL for Flatten */
-    float *dbuf;              /* (max_batch, in_n) owned d loss / d input, when need_dx */
+    float *buf;               /* (cap_batch, out_n) owned output buffer; NULL for Flatten */
+    float *dbuf;              /* (cap_batch, in_n) owned d loss / d input, when need_dx */
     float *col;               /* Conv2d: (in_c*k*k, B*out_h*out_w) im2col of the whole batch */
     float *dcol;              /* Conv2d: (in_c*k*k, B*out_h*out_w) its gradient, when need_dx */
     float *tmp;               /* Conv2d: (out_c, B*out_h*out_w) output or gradient, channel-major */
-    int32_t *argmax;          /* MaxPool2d: (max_batch, out_n) index of the max within the sample */
-    float *mask;              /* Dropout: (max_batch, out_n) 0 or 1/(1-p) */
+    int32_t *argmax;          /* MaxPool2d: (cap_batch, out_n) index of the max within the sample */
+    float *mask;              /* Dropout: (cap_batch, out_n) 0 or 1/(1-p) */
 
     const float *in;          /* (B, in_n) input of the last forward (borrowed) */
     const float *out;         /* (B, out_n) output of the last forward (buf, or in for Flatten) */
@@ -53,7 +53,7 @@ typedef struct nn_layer {
 struct ddpc_model {
     int in_c, in_h, in_w;     /* input sample shape */
     int cur_c, cur_h, cur_w;  /* output shape of the stack so far (while adding layers) */
-    int max_batch;
+    int cap_batch;            /* samples the batch buffers hold: 0 until the first forward */
     uint64_t seed;
     ddpc_rng rng;             /* dropout masks */
 
@@ -66,18 +66,19 @@ struct ddpc_model {
     float *gblock;            /* (numel) all gradients */
     size_t numel;
 
-    float *out_grad;          /* (max_batch, out_n of the last layer) for the loss */
+    float *out_grad;          /* (cap_batch, out_n of the last layer) d loss / d output */
     int built;
     int training;
     int B;                    /* batch of the last forward, 0 before any */
-    ddpc_grad_ready_fn hook;
-    void *hook_ctx;
+    int have_grad;            /* out_grad holds a loss's gradient for the last forward */
+    int correct;              /* rows the last loss found right */
+    ddpc_model_hooks hooks;
     char desc[1024];
 };
 
 /* Kernels (layers.c). x (B, in_n), y (B, out_n); g = d loss / d y (B, out_n);
  * dx (B, in_n) or NULL when the input's gradient is not needed. Parameter
- * gradients are added into the model's gradient block; the hook fires after
+ * gradients are added into the model's gradient block; grad_ready fires after
  * them and before dx is computed. */
 void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
 void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx, int B);
@@ -113,9 +114,9 @@ int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n);
 /* w (n) -= lr * (g + wd * w), vectorised where the CPU allows. */
 void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
 
-/* Fires the grad hook for parameter index i (i < 0: nothing). */
+/* Fires the grad_ready hook for parameter index i (i < 0: nothing). */
 static inline void nn_fire(ddpc_model *m, int i) {
-    if (i >= 0 && m->hook) m->hook(m->hook_ctx, i);
+    if (i >= 0 && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, i);
 }
 
 #endif /* DDPC_NN_IMPL_H */

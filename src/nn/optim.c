@@ -83,7 +83,7 @@ ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_o
     for (int j = 0; j < p->nstate; j++) {
         p->state[j] = calloc(m->numel ? m->numel : 1, sizeof(float));
         if (!p->state[j]) {
-            ddpc_optim_free(p);
+            ddpc_optim_destroy(p);
             return ddpc_err(DDPC_ERR_NOMEM, "optimizer: out of memory for its state");
         }
     }
@@ -91,10 +91,14 @@ ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_o
     return DDPC_OK;
 }
 
-void ddpc_optim_free(ddpc_optim *o) {
+void ddpc_optim_destroy(ddpc_optim *o) {
     if (!o) return;
     for (int j = 0; j < 2; j++) free(o->state[j]);
     free(o);
+}
+
+void ddpc_optim_zero_grad(ddpc_optim *o) {
+    if (o) ddpc_model_zero_grad(o->m);
 }
 
 static void sgd_step(ddpc_optim *p) {

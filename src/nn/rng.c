@@ -1,10 +1,14 @@
 /*
  * rng.c — the seeded RNG (xoshiro256**, seeded by splitmix64) and the
- * OpenBLAS thread count.
+ * OpenBLAS thread count (chosen by the first model unless the program sets it).
  */
 #include <cblas.h>
+#include <stdatomic.h>
 
+#include "base/env.h"
 #include "nn/nn_impl.h"
+
+static atomic_int threads_chosen; /* by ddpc_nn_set_threads, or automatically */
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -39,11 +43,29 @@ float ddpc_rng_uniform(ddpc_rng *r) {
 
 void ddpc_nn_set_threads(int n) {
     if (n < 1) n = 1;
+    atomic_store(&threads_chosen, 1);
     openblas_set_num_threads(n);
     DDPC_INFO(NN, "OpenBLAS threads: %d", n);
 }
 
-int ddpc_nn_threads(void) { return openblas_get_num_threads(); }
+/* DDPC_THREADS, else the CPUs shared among LOCAL_WORLD_SIZE ranks (a value
+ * out of range is logged and the default taken: this cannot fail). */
+static void choose_threads(void) {
+    long n = 0, local = 1;
+    if (ddpc_env_isset("DDPC_THREADS") && ddpc_env_long("DDPC_THREADS", 1, 1024, &n) != DDPC_OK) {
+        DDPC_WARN(NN, "%s; choosing the BLAS threads by CPUs", ddpc_last_error());
+        n = 0;
+    }
+    if (!n && ddpc_env_isset("LOCAL_WORLD_SIZE") &&
+        ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local) != DDPC_OK)
+        local = 1;
+    ddpc_nn_set_threads(n ? (int)n : ddpc_nn_default_threads((int)local));
+}
+
+int ddpc_nn_threads(void) {
+    if (!atomic_load(&threads_chosen)) choose_threads();
+    return openblas_get_num_threads();
+}
 
 int ddpc_nn_default_threads(int ranks_per_node) {
     long cpus = ddpc_cpu_count();

@@ -2,6 +2,7 @@
  * accumulation; compression; buckets; a model mismatch is named. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,13 +13,14 @@
 enum { IN = 20, HID = 16, OUT = 4, B = 6, STEPS = 5, MICRO = 2 };
 
 /* A small MLP: two Linear layers, so there are several buckets. */
-static ddpc_model *small_mlp(int max_batch, int hidden) {
+static ddpc_model *small_mlp(int hidden) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, IN, max_batch, 7, &m));
-    CHECK_OK(ddpc_model_add_linear(m, IN, hidden, 1));
-    CHECK_OK(ddpc_model_add_relu(m));
-    CHECK_OK(ddpc_model_add_linear(m, hidden, OUT, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 7;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
+                                           ddpc_linear(IN, hidden),
+                                           ddpc_relu(),
+                                           ddpc_linear(hidden, OUT)), &mo, &m));
     return m;
 }
 
@@ -40,7 +42,7 @@ typedef struct {
  * each global batch of world*B. With world 1 and batch world*B this is the
  * reference. */
 static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *comm) {
-    ddpc_model *m = small_mlp(batch, HID);
+    ddpc_model *m = small_mlp(HID);
     if (rank != 0) { /* DDP must overwrite a rank's own start with rank 0's */
         size_t n;
         float *p = ddpc_model_param_block(m, &n);
@@ -48,8 +50,7 @@ static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *c
     }
     ddpc_ddp *ddp = NULL;
     if (comm) {
-        ddpc_ddp_options o;
-        ddpc_ddp_options_default(&o);
+        ddpc_ddp_options o = ddpc_ddp_options_default();
         o.first_bucket_mb = 60.0 * 4 / 1048576; /* 60 floats: two buckets */
         o.bucket_mb = 400.0 * 4 / 1048576;
         o.compress = a->compress;
@@ -75,9 +76,8 @@ static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *c
             for (int i = 0; i < batch; i++) sample(base + i, x + i * IN, y + i);
             const float *logits;
             CHECK_OK(ddpc_model_forward(m, x, batch, &logits));
-            CHECK_OK(ddpc_cross_entropy(logits, y, batch, OUT, ddpc_model_output_grad(m), NULL, NULL));
-            CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
-            if (ddp) CHECK_OK(ddpc_ddp_sync(ddp));
+            CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+            CHECK_OK(ddpc_model_backward(m)); /* under DDP: returns with averaged gradients */
         }
         CHECK_OK(ddpc_optim_step(opt));
     }
@@ -89,8 +89,8 @@ static void train(int rank, int world, int batch, const run_arg *a, ddpc_comm *c
         fclose(f);
     }
     ddpc_ddp_destroy(ddp);
-    ddpc_optim_free(opt);
-    ddpc_model_free(m);
+    ddpc_optim_destroy(opt);
+    ddpc_model_destroy(m);
 }
 
 static void ddp_rank(int rank, int world, void *arg) {
@@ -150,14 +150,51 @@ TEST_T(ddp_no_sync_accumulation, 90) { equivalence_both(2, MICRO, DDPC_COMPRESS_
 TEST_T(ddp_compress_fp16, 90) { equivalence_both(2, 1, DDPC_COMPRESS_FP16, 2e-2); }
 TEST_T(ddp_compress_bf16, 90) { equivalence_both(3, 1, DDPC_COMPRESS_BF16, 5e-2); }
 
+/* Wraps DDP's hooks to look at the buckets as backward ends, before DDP's
+ * backward_end runs. */
+static struct {
+    ddpc_model_hooks ddp;  /* DDP's own hooks */
+    ddpc_ddp *d;
+    ddpc_comm *c;
+    ddpc_model *m;
+    int in_flight;         /* buckets in flight as backward ended */
+    int check_buckets;     /* also gather a checksum of bucket 0 and the last */
+    float all[4];          /* {bucket 0, last} of rank 0, then of rank 1 */
+} spy;
+
+static void spy_grad_ready(void *ctx, int i) { spy.ddp.grad_ready(ctx, i); }
+
+static ddpc_status spy_backward_end(void *ctx) {
+    spy.in_flight = ddpc_ddp_buckets_in_flight(spy.d);
+    if (spy.check_buckets) {
+        size_t n, f0, c0, fl, cl;
+        float *g = ddpc_model_grad_block(spy.m, &n), mine[2] = {0, 0};
+        ddpc_ddp_bucket_range(spy.d, 0, &f0, &c0);
+        ddpc_ddp_bucket_range(spy.d, ddpc_ddp_num_buckets(spy.d) - 1, &fl, &cl);
+        for (size_t k = 0; k < c0; k++) mine[0] += g[f0 + k] * (float)(k + 1);
+        for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
+        CHECK_OK(ddpc_allgather(spy.c, mine, spy.all, 2, DDPC_FLOAT32));
+    }
+    return spy.ddp.backward_end(ctx);
+}
+
+static void spy_install(ddpc_model *m, ddpc_ddp *d, ddpc_comm *c) {
+    memset(&spy, 0, sizeof spy);
+    spy.ddp = ddpc_model_get_hooks(m);
+    spy.d = d;
+    spy.c = c;
+    spy.m = m;
+    ddpc_model_hooks h = {spy_grad_ready, spy_backward_end, spy.ddp.ctx};
+    ddpc_model_set_hooks(m, &h);
+}
+
 /* The buckets cover the gradient block exactly, in reverse order. */
 static void bucket_rank(int rank, int world, void *arg) {
     t_set_rank_env(rank, world, *(int *)arg);
     ddpc_comm *c;
     CHECK_OK(ddpc_comm_init_env(&c));
-    ddpc_model *m = small_mlp(4, HID);
-    ddpc_ddp_options o;
-    ddpc_ddp_options_default(&o);
+    ddpc_model *m = small_mlp(HID);
+    ddpc_ddp_options o = ddpc_ddp_options_default();
     o.first_bucket_mb = 20.0 * 4 / 1048576;
     o.bucket_mb = 100.0 * 4 / 1048576;
     o.overlap = DDPC_OVERLAP_ON;
@@ -174,55 +211,53 @@ static void bucket_rank(int rank, int world, void *arg) {
     }
     CHECK_EQ(end, 0);
     /* backward issues every bucket's allreduce as its gradients become final,
-     * before sync is called, but the last (sync reduces it on the calling
-     * thread); under no_sync it issues none */
+     * but the last (the end of backward reduces it on the calling thread,
+     * then waits for all); under no_sync it issues none. A spy wrapping DDP's
+     * backward_end hook sees the buckets in flight as backward ends. */
     float x[2 * IN];
     int32_t y[2];
     for (int i = 0; i < 2; i++) sample(i + rank * 2, x + i * IN, y + i);
+    spy_install(m, d, c);
     for (int pass = 0; pass < 2; pass++) {
         ddpc_ddp_set_sync(d, pass == 1);
-        const float *logits;
-        CHECK_OK(ddpc_model_forward(m, x, 2, &logits));
-        CHECK_OK(ddpc_cross_entropy(logits, y, 2, OUT, ddpc_model_output_grad(m), NULL, NULL));
+        CHECK_OK(ddpc_model_forward(m, x, 2, NULL));
+        CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
         CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
-        CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
-        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), pass == 1 ? ddpc_ddp_num_buckets(d) - 1 : 0);
-        CHECK_OK(ddpc_ddp_sync(d));
+        CHECK_OK(ddpc_model_backward(m));
+        CHECK_EQ(spy.in_flight, pass == 1 ? ddpc_ddp_num_buckets(d) - 1 : 0);
         CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
     }
+    /* sync after backward is harmless: the gradients stay as they are */
+    float *g = ddpc_model_grad_block(m, &n), *before = malloc(n * sizeof(float));
+    memcpy(before, g, n * sizeof(float));
+    CHECK_OK(ddpc_ddp_sync(d));
+    CHECK(memcmp(before, g, n * sizeof(float)) == 0);
+    free(before);
     /* parameters, last first: 2.bias (4 floats), 2.weight (64), 0.bias (16),
      * 0.weight (320); a bucket closes once it holds at least its limit */
     CHECK_EQ(ddpc_ddp_num_buckets(d), 2);
     ddpc_ddp_destroy(d);
     /* without overlap, backward itself has reduced every bucket but the last
-     * when it returns: bucket 0 is the same on every rank, the last is not
-     * (each rank saw other samples) until sync */
+     * as it ends (seen by the spy): bucket 0 is the same on every rank, the
+     * last is not (each rank saw other samples) until DDP's hook has run */
     o.overlap = DDPC_OVERLAP_OFF;
     CHECK_OK(ddpc_ddp_create(c, m, &o, &d));
     CHECK_EQ(ddpc_ddp_overlaps(d), 0);
-    {
-        const float *logits;
-        float *g = ddpc_model_grad_block(m, &n);
-        ddpc_model_zero_grad(m);
-        CHECK_OK(ddpc_model_forward(m, x, 2, &logits));
-        CHECK_OK(ddpc_cross_entropy(logits, y, 2, OUT, ddpc_model_output_grad(m), NULL, NULL));
-        CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
-        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
-        size_t f0, c0, fl, cl;
-        ddpc_ddp_bucket_range(d, 0, &f0, &c0);
-        ddpc_ddp_bucket_range(d, ddpc_ddp_num_buckets(d) - 1, &fl, &cl);
-        float mine[2] = {0, 0}, all[2 * 2];
-        for (size_t k = 0; k < c0; k++) mine[0] += g[f0 + k] * (float)(k + 1);
-        for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
-        CHECK_OK(ddpc_allgather(c, mine, all, 2, DDPC_FLOAT32));
-        CHECK_MSG(all[0] == all[2], "bucket 0 not reduced by backward: %g vs %g", all[0], all[2]);
-        CHECK_MSG(all[1] != all[3], "the last bucket was reduced before sync: %g", all[1]);
-        CHECK_OK(ddpc_ddp_sync(d));
-        mine[1] = 0;
-        for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
-        CHECK_OK(ddpc_allgather(c, mine, all, 2, DDPC_FLOAT32));
-        CHECK_MSG(all[1] == all[3], "the last bucket differs after sync: %g vs %g", all[1], all[3]);
-    }
+    spy_install(m, d, c);
+    spy.check_buckets = 1;
+    ddpc_model_zero_grad(m);
+    CHECK_OK(ddpc_model_forward(m, x, 2, NULL));
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
+    CHECK_EQ(spy.in_flight, 0);
+    CHECK_MSG(spy.all[0] == spy.all[2], "bucket 0 not reduced by backward: %g vs %g", spy.all[0], spy.all[2]);
+    CHECK_MSG(spy.all[1] != spy.all[3], "the last bucket was reduced before the end: %g", spy.all[1]);
+    float mine[2] = {0, 0}, all[2 * 2];
+    size_t fl, cl;
+    ddpc_ddp_bucket_range(d, ddpc_ddp_num_buckets(d) - 1, &fl, &cl);
+    for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
+    CHECK_OK(ddpc_allgather(c, mine, all, 2, DDPC_FLOAT32));
+    CHECK_MSG(all[1] == all[3], "the last bucket differs after backward: %g vs %g", all[1], all[3]);
     ddpc_ddp_destroy(d);
     /* the layouts PyTorch 1.13 gives for the same sizes and limits:
      * torch.distributed._compute_bucket_assignment_by_size(params, [first, rest], ...)
@@ -245,7 +280,7 @@ static void bucket_rank(int rank, int world, void *arg) {
         }
         ddpc_ddp_destroy(d);
     }
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
@@ -259,13 +294,13 @@ static void mismatch_rank(int rank, int world, void *arg) {
     t_set_rank_env(rank, world, *(int *)arg);
     ddpc_comm *c;
     CHECK_OK(ddpc_comm_init_env(&c));
-    ddpc_model *m = small_mlp(4, rank == 2 ? HID + 1 : HID);
+    ddpc_model *m = small_mlp(rank == 2 ? HID + 1 : HID);
     ddpc_ddp *d = NULL;
     CHECK_STATUS(ddpc_ddp_create(c, m, NULL, &d), DDPC_ERR_MISMATCH);
     CHECK(d == NULL);
     CHECK_CONTAINS(ddpc_last_error(), "parameter 0");
     CHECK_CONTAINS(ddpc_last_error(), "rank(s) 2");
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
@@ -279,7 +314,7 @@ static void metrics_rank(int rank, int world, void *arg) {
     t_set_rank_env(rank, world, *(int *)arg);
     ddpc_comm *c;
     CHECK_OK(ddpc_comm_init_env(&c));
-    ddpc_model *m = small_mlp(4, HID);
+    ddpc_model *m = small_mlp(HID);
     ddpc_ddp *d;
     CHECK_OK(ddpc_ddp_create(c, m, NULL, &d));
     double v[3] = {rank + 0.5, 10.0 * rank, 1};
@@ -288,7 +323,7 @@ static void metrics_rank(int rank, int world, void *arg) {
     CHECK_NEAR(v[1], 10.0 * world * (world - 1) / 2.0, 1e-12);
     CHECK_NEAR(v[2], world, 0);
     ddpc_ddp_destroy(d);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
     CHECK_OK(ddpc_comm_destroy(c));
 }
 

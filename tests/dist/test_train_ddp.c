@@ -41,11 +41,11 @@ static const char *tmp(const char *name) {
 /* The parameters stored in a checkpoint of the linear model. */
 static void load_params(const char *path, float *p, size_t *n) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_preset("linear", 1, 0, &m));
+    CHECK_OK(ddpc_model_create_preset("linear", 0, &m));
     CHECK_OK(ddpc_checkpoint_load(path, m, NULL, NULL));
     const float *b = ddpc_model_param_block(m, n);
     memcpy(p, b, *n * sizeof *p);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 static void same_params(const char *a, const char *b, double tol) {

@@ -18,9 +18,8 @@ static size_t numel;
 
 static void setup(void) {
     if (m) return;
-    if (ddpc_model_create(1, 1, 3, 1, 0, &m) != DDPC_OK || ddpc_model_add_linear(m, 3, 2, 1) != DDPC_OK ||
-        ddpc_model_add_relu(m) != DDPC_OK || ddpc_model_add_linear(m, 2, 1, 1) != DDPC_OK ||
-        ddpc_model_build(m) != DDPC_OK)
+    if (ddpc_model_create(DDPC_LAYERS(ddpc_linear(3, 2), ddpc_relu(), ddpc_linear(2, 1)), NULL, &m) !=
+        DDPC_OK)
         fuzz_fail("model: %s", ddpc_last_error());
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_ADAM);
     if (ddpc_optim_create(m, &o, &opt) != DDPC_OK) fuzz_fail("optimizer: %s", ddpc_last_error());

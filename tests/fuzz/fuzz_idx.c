@@ -55,7 +55,7 @@ int fuzz_idx(const uint8_t *data, size_t size) {
         size_t whole = 4 + 4 * (size_t)x->ndim + x->count * elem_size(x->dtype_code);
         if (!gz && whole != n) fuzz_fail("loaded %zu bytes' worth from a %zu-byte file", whole, n);
         if (x->count && !x->data) fuzz_fail("no data for %zu elements", x->count);
-        ddpc_idx_free(x);
+        ddpc_idx_destroy(x);
     } else {
         if (x != NULL) fuzz_fail("error %s left *out set", ddpc_status_str(st));
         if (!strstr(ddpc_last_error(), path)) fuzz_fail("error does not name the file: %s", ddpc_last_error());

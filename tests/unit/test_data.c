@@ -18,6 +18,29 @@
 
 /* ------------------------------------------------------------ helpers */
 
+/* The sampler and loader of a test's parameter matrix, through their options. */
+static ddpc_status mk_sampler(size_t n, int replicas, int rank, int shuffle, uint64_t seed,
+                              int drop_last, ddpc_sampler **out) {
+    ddpc_sampler_options o = ddpc_sampler_options_default();
+    o.num_replicas = replicas;
+    o.rank = rank;
+    o.shuffle = shuffle;
+    o.seed = seed;
+    o.drop_last = drop_last;
+    return ddpc_sampler_create(n, &o, out);
+}
+
+static ddpc_status mk_loader(const ddpc_dataset *ds, ddpc_sampler *s, int batch_size, int drop_last,
+                             float mean, float std, int prefetch, ddpc_loader **out) {
+    ddpc_loader_options o = ddpc_loader_options_default();
+    o.batch_size = batch_size;
+    o.drop_last = drop_last;
+    o.mean = mean;
+    o.std = std;
+    o.prefetch = prefetch;
+    return ddpc_loader_create(ds, s, &o, out);
+}
+
 static char g_dir[256];
 
 /* A fresh temporary directory for this test process. */
@@ -109,8 +132,8 @@ static int have_fmnist(void) {
 TEST(data_fashion_mnist_real) {
     if (!have_fmnist()) SKIP("%s not installed (Debian package dataset-fashion-mnist)", FMNIST);
     ddpc_dataset *tr = NULL, *te = NULL;
-    CHECK_OK(ddpc_mnist_load(FMNIST, "train", &tr));
-    CHECK_OK(ddpc_mnist_load(FMNIST, "test", &te));
+    CHECK_OK(ddpc_dataset_create_mnist(FMNIST, "train", &tr));
+    CHECK_OK(ddpc_dataset_create_mnist(FMNIST, "test", &te));
     CHECK_EQ(tr->n, 60000);
     CHECK_EQ(te->n, 10000);
     CHECK_EQ(tr->rows, 28);
@@ -145,9 +168,9 @@ TEST(data_fashion_mnist_real) {
     int counts[10] = {0};
     for (int i = 0; i < tr->n; i++) counts[tr->labels[i]]++;
     for (int c = 0; c < 10; c++) CHECK_EQ(counts[c], 6000);
-    ddpc_dataset_free(tr);
-    ddpc_dataset_free(te);
-    ddpc_dataset_free(NULL);
+    ddpc_dataset_destroy(tr);
+    ddpc_dataset_destroy(te);
+    ddpc_dataset_destroy(NULL);
 }
 
 /* The same files decompressed (and under MNIST's dotted names) load the same. */
@@ -164,21 +187,21 @@ TEST(data_raw_files_same_as_gz) {
         free(p);
     }
     ddpc_dataset *a = NULL, *b = NULL;
-    CHECK_OK(ddpc_mnist_load(FMNIST, "test", &a));
-    CHECK_OK(ddpc_mnist_load(tmpdir(), "test", &b));
+    CHECK_OK(ddpc_dataset_create_mnist(FMNIST, "test", &a));
+    CHECK_OK(ddpc_dataset_create_mnist(tmpdir(), "test", &b));
     CHECK_EQ(a->n, b->n);
     CHECK_EQ(a->num_classes, b->num_classes);
     CHECK(memcmp(a->images, b->images, (size_t)a->n * 784) == 0);
     CHECK(memcmp(a->labels, b->labels, (size_t)a->n) == 0);
     /* no train split in the temp dir: an error naming the file looked for */
     ddpc_dataset *c = NULL;
-    CHECK_STATUS(ddpc_mnist_load(tmpdir(), "train", &c), DDPC_ERR_NOT_FOUND);
+    CHECK_STATUS(ddpc_dataset_create_mnist(tmpdir(), "train", &c), DDPC_ERR_NOT_FOUND);
     CHECK_CONTAINS(ddpc_last_error(), "train-images-idx3-ubyte");
     CHECK(c == NULL);
-    CHECK_STATUS(ddpc_mnist_load(tmpdir(), "validation", &c), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_dataset_create_mnist(tmpdir(), "validation", &c), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "validation");
-    ddpc_dataset_free(a);
-    ddpc_dataset_free(b);
+    ddpc_dataset_destroy(a);
+    ddpc_dataset_destroy(b);
     rm_tmpdir();
 }
 
@@ -208,7 +231,7 @@ TEST(data_idx_dtypes_and_byte_order) {
         CHECK_EQ(x->dims[1], 3);
         CHECK_EQ(x->count, 6);
         for (int i = 0; i < 6; i++) CHECK_EQ(((int32_t *)x->data)[i], (i - 2) * 1000003);
-        ddpc_idx_free(x);
+        ddpc_idx_destroy(x);
     }
     /* double: -1.5 and 2^-3 */
     int d1[1] = {2};
@@ -224,15 +247,15 @@ TEST(data_idx_dtypes_and_byte_order) {
     CHECK_OK(ddpc_idx_load(tpath("f64.idx"), &x));
     CHECK_NEAR(((double *)x->data)[0], -1.5, 0);
     CHECK_NEAR(((double *)x->data)[1], 0.125, 0);
-    ddpc_idx_free(x);
+    ddpc_idx_destroy(x);
     /* int16 and a zero dimension (count 0) */
     int d0[2] = {4, 0};
     k = make_idx(buf, DDPC_IDX_SHORT, 2, d0, 0);
     write_file(tpath("empty.idx"), buf, k, 0);
     CHECK_OK(ddpc_idx_load(tpath("empty.idx"), &x));
     CHECK_EQ(x->count, 0);
-    ddpc_idx_free(x);
-    ddpc_idx_free(NULL);
+    ddpc_idx_destroy(x);
+    ddpc_idx_destroy(NULL);
     rm_tmpdir();
 }
 
@@ -331,37 +354,37 @@ TEST(data_mnist_bad_datasets) {
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 3, di, 80), 1);
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dl, 4), 1);
     ddpc_dataset *ds = NULL;
-    CHECK_STATUS(ddpc_mnist_load(dir, "train", &ds), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_dataset_create_mnist(dir, "train", &ds), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "5 images");
     CHECK_CONTAINS(ddpc_last_error(), "4 labels");
     CHECK_CONTAINS(ddpc_last_error(), lp);
     /* labels as int32 */
     dl[0] = 5;
     write_file(lp, lb, make_idx(lb, DDPC_IDX_INT, 1, dl, 20), 1);
-    CHECK_STATUS(ddpc_mnist_load(dir, "train", &ds), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_dataset_create_mnist(dir, "train", &ds), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "labels must be a 1-D ubyte");
     /* images of rank 2 */
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dl, 5), 1);
     int d2[2] = {5, 16};
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 2, d2, 80), 1);
-    CHECK_STATUS(ddpc_mnist_load(dir, "train", &ds), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_dataset_create_mnist(dir, "train", &ds), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "images must be a 3-D ubyte");
     /* zero samples */
     int dz[3] = {0, 4, 4}, dlz[1] = {0};
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 3, dz, 0), 1);
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dlz, 0), 1);
-    CHECK_STATUS(ddpc_mnist_load(dir, "train", &ds), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_dataset_create_mnist(dir, "train", &ds), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "no samples");
     /* and a good one: labels 0..6 give 7 classes */
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 3, di, 80), 1);
     unsigned char l5[13] = {0, 0, 8, 1, 0, 0, 0, 5, 3, 6, 0, 1, 2};
     write_file(lp, l5, sizeof l5, 1);
-    CHECK_OK(ddpc_mnist_load(dir, "train", &ds));
+    CHECK_OK(ddpc_dataset_create_mnist(dir, "train", &ds));
     CHECK_EQ(ds->n, 5);
     CHECK_EQ(ds->rows, 4);
     CHECK_EQ(ds->num_classes, 7);
     CHECK_EQ(ds->images[79], (79 * 7 + 3) & 255);
-    ddpc_dataset_free(ds);
+    ddpc_dataset_destroy(ds);
     rm_tmpdir();
 }
 
@@ -407,7 +430,7 @@ TEST_T(data_idx_fuzz, 120) {
             for (int d = 0; d < x->ndim; d++) want *= (size_t)x->dims[d];
             CHECK_EQ(x->count, want);
             if (!gz) CHECK_EQ(4 + 4 * (size_t)x->ndim + x->count * esz, len);
-            ddpc_idx_free(x);
+            ddpc_idx_destroy(x);
         } else {
             bad++;
             CHECK(x == NULL);
@@ -436,7 +459,7 @@ TEST(data_transform_values) {
     unsigned char lb[16];
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dl, 3), 0);
     ddpc_dataset *ds = NULL;
-    CHECK_OK(ddpc_mnist_load(dir, "test", &ds));
+    CHECK_OK(ddpc_dataset_create_mnist(dir, "test", &ds));
     int64_t idx[3] = {2, 0, 2};
     float out[12];
     ddpc_transform_batch(ds, idx, 3, 0.5f, 0.5f, out);
@@ -449,7 +472,7 @@ TEST(data_transform_values) {
     CHECK(out[5] == 1.0f);
     ddpc_transform_batch(ds, idx, 1, 0.1307f, 0.3081f, out);
     CHECK_NEAR(out[0], (200 / 255.0 - 0.1307) / 0.3081, 1e-5);
-    ddpc_dataset_free(ds);
+    ddpc_dataset_destroy(ds);
     rm_tmpdir();
 }
 
@@ -465,12 +488,12 @@ static void check_shards(size_t len, int R, int drop_last, int shuffle, uint64_t
     int64_t *padded = malloc((total + 1) * sizeof *padded);
     for (int r = 0; r < R; r++) {
         ddpc_sampler *s = NULL;
-        CHECK_OK(ddpc_sampler_create(len, R, r, shuffle, seed, drop_last, &s));
+        CHECK_OK(mk_sampler(len, R, r, shuffle, seed, drop_last, &s));
         ddpc_sampler_set_epoch(s, epoch);
         CHECK_EQ(ddpc_sampler_len(s), want);
         const int64_t *ix = ddpc_sampler_indices(s);
         for (size_t i = 0; i < want; i++) padded[(size_t)r + i * (size_t)R] = ix[i];
-        ddpc_sampler_free(s);
+        ddpc_sampler_destroy(s);
     }
     size_t head = total < len ? total : len;
     char *seen = calloc(len + 1, 1);
@@ -504,16 +527,16 @@ TEST(data_sampler_properties) {
 
 TEST(data_sampler_epochs_and_args) {
     ddpc_sampler *s = NULL;
-    CHECK_STATUS(ddpc_sampler_create(10, 4, 4, 1, 0, 0, &s), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_sampler(10, 4, 4, 1, 0, 0, &s), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "rank 4");
-    CHECK_STATUS(ddpc_sampler_create(10, 4, -1, 1, 0, 0, &s), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_sampler(10, 4, -1, 1, 0, 0, &s), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "rank -1");
-    CHECK_STATUS(ddpc_sampler_create(10, 0, 0, 1, 0, 0, &s), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_sampler(10, 0, 0, 1, 0, 0, &s), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "num_replicas=0");
     CHECK(s == NULL);
     /* reshuffle per epoch, same order again for the same epoch, ranks agree */
     const size_t n = 1000;
-    CHECK_OK(ddpc_sampler_create(n, 1, 0, 1, 0, 0, &s));
+    CHECK_OK(mk_sampler(n, 1, 0, 1, 0, 0, &s));
     int64_t *e0 = malloc(n * sizeof *e0);
     memcpy(e0, ddpc_sampler_indices(s), n * sizeof *e0);
     ddpc_sampler_set_epoch(s, 1);
@@ -531,19 +554,19 @@ TEST(data_sampler_epochs_and_args) {
     CHECK(memcmp(ddpc_sampler_indices(s), e0, n * sizeof *e0) == 0);
     /* the order depends on seed + epoch only, as torch's */
     ddpc_sampler *t = NULL;
-    CHECK_OK(ddpc_sampler_create(n, 1, 0, 1, 1, 0, &t));
+    CHECK_OK(mk_sampler(n, 1, 0, 1, 1, 0, &t));
     ddpc_sampler_set_epoch(s, 1);
     CHECK(memcmp(ddpc_sampler_indices(s), ddpc_sampler_indices(t), n * sizeof *e0) == 0);
-    ddpc_sampler_free(t);
+    ddpc_sampler_destroy(t);
     /* shuffle off: epoch does not matter */
-    CHECK_OK(ddpc_sampler_create(n, 3, 2, 0, 0, 0, &t));
+    CHECK_OK(mk_sampler(n, 3, 2, 0, 0, 0, &t));
     ddpc_sampler_set_epoch(t, 5);
     CHECK_EQ(ddpc_sampler_len(t), 334);
     CHECK_EQ(ddpc_sampler_indices(t)[0], 2);
     CHECK_EQ(ddpc_sampler_indices(t)[333], 1); /* 2 + 333*3 = 1001 wraps to 1 */
-    ddpc_sampler_free(t);
-    ddpc_sampler_free(s);
-    ddpc_sampler_free(NULL);
+    ddpc_sampler_destroy(t);
+    ddpc_sampler_destroy(s);
+    ddpc_sampler_destroy(NULL);
     free(e0);
 }
 
@@ -611,7 +634,7 @@ TEST_T(data_sampler_vs_torch, 180) {
             CHECK_MSG(fgets(line, (int)cap, f) != NULL, "torch output ends early at case %d", c);
             lines++;
             ddpc_sampler *s = NULL;
-            CHECK_OK(ddpc_sampler_create(cases[c][0], (int)cases[c][3], r, (int)cases[c][5], cases[c][1],
+            CHECK_OK(mk_sampler(cases[c][0], (int)cases[c][3], r, (int)cases[c][5], cases[c][1],
                                          (int)cases[c][4], &s));
             ddpc_sampler_set_epoch(s, cases[c][2]);
             const int64_t *ix = ddpc_sampler_indices(s);
@@ -630,7 +653,7 @@ TEST_T(data_sampler_vs_torch, 180) {
                 p = end;
             }
             CHECK_EQ(k, ddpc_sampler_len(s));
-            ddpc_sampler_free(s);
+            ddpc_sampler_destroy(s);
         }
     }
     CHECK(lines > 60);
@@ -673,6 +696,7 @@ static void check_epoch(ddpc_loader *l, const ddpc_dataset *ds, const int64_t *o
         CHECK(nb <= want_nb);
         size_t want = len - pos < (size_t)bs ? len - pos : (size_t)bs;
         CHECK_EQ(b->size, want);
+        CHECK_EQ(b->index, nb - 1); /* enumerate(loader)'s count */
         for (int i = 0; i < b->size; i++, pos++) {
             int64_t s = order[pos];
             CHECK_EQ(b->y[i], ds->labels[s]);
@@ -700,66 +724,66 @@ TEST(data_loader_order_sizes_drop_last) {
             for (int pf = 0; pf <= 3; pf += 1 + (pf == 1)) {
                 /* all samples in order */
                 ddpc_loader *l = NULL;
-                CHECK_OK(ddpc_loader_create(ds, NULL, bss[a], dl, 0.5f, 0.5f, pf, &l));
+                CHECK_OK(mk_loader(ds, NULL, bss[a], dl, 0.5f, 0.5f, pf, &l));
                 CHECK_OK(ddpc_loader_start_epoch(l, 0));
                 check_epoch(l, ds, ident, 250, bss[a], dl, 0.5f, 0.5f);
-                ddpc_loader_free(l);
+                ddpc_loader_destroy(l);
                 /* a shard of a shuffled sampler, two epochs */
                 ddpc_sampler *s = NULL;
-                CHECK_OK(ddpc_sampler_create(250, 3, 1, 1, 5, 0, &s));
-                CHECK_OK(ddpc_loader_create(ds, s, bss[a], dl, 0.1307f, 0.3081f, pf, &l));
+                CHECK_OK(mk_sampler(250, 3, 1, 1, 5, 0, &s));
+                CHECK_OK(mk_loader(ds, s, bss[a], dl, 0.1307f, 0.3081f, pf, &l));
                 for (uint64_t e = 0; e < 2; e++) {
                     CHECK_OK(ddpc_loader_start_epoch(l, e));
                     check_epoch(l, ds, ddpc_sampler_indices(s), ddpc_sampler_len(s), bss[a], dl,
                                 0.1307f, 0.3081f);
                 }
-                ddpc_loader_free(l);
-                ddpc_sampler_free(s);
+                ddpc_loader_destroy(l);
+                ddpc_sampler_destroy(s);
             }
-    ddpc_dataset_free(ds);
+    ddpc_dataset_destroy(ds);
 }
 
 TEST(data_loader_args) {
     ddpc_dataset *ds = synth(10);
     ddpc_loader *l = NULL;
-    CHECK_STATUS(ddpc_loader_create(ds, NULL, 0, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_loader(ds, NULL, 0, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "batch_size=0");
-    CHECK_STATUS(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.5f, -1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_loader(ds, NULL, 4, 0, 0.5f, 0.5f, -1, &l), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "prefetch=-1");
-    CHECK_STATUS(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.0f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_loader(ds, NULL, 4, 0, 0.5f, 0.0f, 1, &l), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "std=0");
-    CHECK_STATUS(ddpc_loader_create(NULL, NULL, 4, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(mk_loader(NULL, NULL, 4, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
     ddpc_sampler *s = NULL;
-    CHECK_OK(ddpc_sampler_create(11, 1, 0, 1, 0, 0, &s));
-    CHECK_STATUS(ddpc_loader_create(ds, s, 4, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
+    CHECK_OK(mk_sampler(11, 1, 0, 1, 0, 0, &s));
+    CHECK_STATUS(mk_loader(ds, s, 4, 0, 0.5f, 0.5f, 1, &l), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "11 samples");
     CHECK(l == NULL);
-    CHECK_OK(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.5f, 2, &l));
+    CHECK_OK(mk_loader(ds, NULL, 4, 0, 0.5f, 0.5f, 2, &l));
     const ddpc_batch *b;
     CHECK_STATUS(ddpc_loader_next(l, &b), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "ddpc_loader_start_epoch");
-    ddpc_loader_free(l);
+    ddpc_loader_destroy(l);
     /* a bad DDPC_DATA_TIMEOUT is named */
     setenv("DDPC_DATA_TIMEOUT", "soon", 1);
-    CHECK_STATUS(ddpc_loader_create(ds, NULL, 4, 0, 0.5f, 0.5f, 2, &l), DDPC_ERR_ENV);
+    CHECK_STATUS(mk_loader(ds, NULL, 4, 0, 0.5f, 0.5f, 2, &l), DDPC_ERR_ENV);
     CHECK_CONTAINS(ddpc_last_error(), "DDPC_DATA_TIMEOUT");
     unsetenv("DDPC_DATA_TIMEOUT");
-    ddpc_loader_free(NULL);
-    ddpc_sampler_free(s);
+    ddpc_loader_destroy(NULL);
+    ddpc_sampler_destroy(s);
     /* an empty shard (drop_last with more replicas than samples): no batches */
-    CHECK_OK(ddpc_sampler_create(5, 8, 7, 1, 0, 1, &s));
+    CHECK_OK(mk_sampler(5, 8, 7, 1, 0, 1, &s));
     CHECK_EQ(ddpc_sampler_len(s), 0);
     for (int pf = 0; pf < 3; pf += 2) {
-        CHECK_OK(ddpc_loader_create(ds, s, 4, 0, 0.5f, 0.5f, pf, &l));
+        CHECK_OK(mk_loader(ds, s, 4, 0, 0.5f, 0.5f, pf, &l));
         CHECK_EQ(ddpc_loader_num_batches(l), 0);
         CHECK_OK(ddpc_loader_start_epoch(l, 3));
         b = (const ddpc_batch *)1;
         CHECK_OK(ddpc_loader_next(l, &b));
         CHECK(b == NULL);
-        ddpc_loader_free(l);
+        ddpc_loader_destroy(l);
     }
-    ddpc_sampler_free(s);
-    ddpc_dataset_free(ds);
+    ddpc_sampler_destroy(s);
+    ddpc_dataset_destroy(ds);
 }
 
 /* Copies a whole epoch's batches (x and y) into one buffer. */
@@ -782,17 +806,17 @@ static size_t epoch_bytes(ddpc_loader *l, uint64_t epoch, size_t d, float *x, in
 TEST_T(data_loader_prefetch_identical_real, 120) {
     if (!have_fmnist()) SKIP("%s not installed", FMNIST);
     ddpc_dataset *ds = NULL;
-    CHECK_OK(ddpc_mnist_load(FMNIST, "train", &ds));
+    CHECK_OK(ddpc_dataset_create_mnist(FMNIST, "train", &ds));
     const size_t d = 784, n = 30000;
     float *x0 = malloc(n * d * sizeof(float)), *x1 = malloc(n * d * sizeof(float));
     int32_t *y0 = malloc(n * sizeof(int32_t)), *y1 = malloc(n * sizeof(int32_t));
     int32_t *ylab0 = malloc(n * sizeof(int32_t));
     ddpc_sampler *s0 = NULL, *s1 = NULL;
-    CHECK_OK(ddpc_sampler_create(60000, 2, 1, 1, 0, 0, &s0));
-    CHECK_OK(ddpc_sampler_create(60000, 2, 1, 1, 0, 0, &s1));
+    CHECK_OK(mk_sampler(60000, 2, 1, 1, 0, 0, &s0));
+    CHECK_OK(mk_sampler(60000, 2, 1, 1, 0, 0, &s1));
     ddpc_loader *inl = NULL, *pre = NULL;
-    CHECK_OK(ddpc_loader_create(ds, s0, 64, 0, 0.5f, 0.5f, 0, &inl));
-    CHECK_OK(ddpc_loader_create(ds, s1, 64, 0, 0.5f, 0.5f, 4, &pre));
+    CHECK_OK(mk_loader(ds, s0, 64, 0, 0.5f, 0.5f, 0, &inl));
+    CHECK_OK(mk_loader(ds, s1, 64, 0, 0.5f, 0.5f, 4, &pre));
     CHECK_EQ(ddpc_loader_num_batches(pre), 469); /* ceil(30000 / 64) */
     for (uint64_t e = 0; e < 2; e++) {
         CHECK_EQ(epoch_bytes(inl, e, d, x0, y0), n);
@@ -809,11 +833,11 @@ TEST_T(data_loader_prefetch_identical_real, 120) {
     size_t same = 0;
     for (size_t i = 0; i < n; i++) same += ylab0[i] == y1[i];
     CHECK(same < n / 5); /* labels agree by chance about 1 in 10 */
-    ddpc_loader_free(inl);
-    ddpc_loader_free(pre);
-    ddpc_sampler_free(s0);
-    ddpc_sampler_free(s1);
-    ddpc_dataset_free(ds);
+    ddpc_loader_destroy(inl);
+    ddpc_loader_destroy(pre);
+    ddpc_sampler_destroy(s0);
+    ddpc_sampler_destroy(s1);
+    ddpc_dataset_destroy(ds);
     free(x0);
     free(x1);
     free(y0);
@@ -832,11 +856,11 @@ TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
     const size_t d = 15;
     for (int prefetch = 1; prefetch <= 3; prefetch++) {
         ddpc_sampler *s0 = NULL, *s1 = NULL;
-        CHECK_OK(ddpc_sampler_create(300, 1, 0, 1, 5, 0, &s0));
-        CHECK_OK(ddpc_sampler_create(300, 1, 0, 1, 5, 0, &s1));
+        CHECK_OK(mk_sampler(300, 1, 0, 1, 5, 0, &s0));
+        CHECK_OK(mk_sampler(300, 1, 0, 1, 5, 0, &s1));
         ddpc_loader *inl = NULL, *pre = NULL;
-        CHECK_OK(ddpc_loader_create(ds, s0, 7, 0, 0.5f, 0.5f, 0, &inl));
-        CHECK_OK(ddpc_loader_create(ds, s1, 7, 0, 0.5f, 0.5f, prefetch, &pre));
+        CHECK_OK(mk_loader(ds, s0, 7, 0, 0.5f, 0.5f, 0, &inl));
+        CHECK_OK(mk_loader(ds, s1, 7, 0, 0.5f, 0.5f, prefetch, &pre));
         double t0 = ddpc_now();
         for (uint64_t e = 0; e < 2; e++) {
             CHECK_OK(ddpc_loader_start_epoch(inl, e));
@@ -858,12 +882,12 @@ TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
         }
         double secs = ddpc_now() - t0;
         CHECK_MSG(secs < 4.0 * t_slow(), "prefetch %d: 2 epochs of 43 batches took %.2f s (lost wake-ups?)", prefetch, secs);
-        ddpc_loader_free(inl);
-        ddpc_loader_free(pre);
-        ddpc_sampler_free(s0);
-        ddpc_sampler_free(s1);
+        ddpc_loader_destroy(inl);
+        ddpc_loader_destroy(pre);
+        ddpc_sampler_destroy(s0);
+        ddpc_sampler_destroy(s1);
     }
-    ddpc_dataset_free(ds);
+    ddpc_dataset_destroy(ds);
 }
 
 /* start_epoch mid-way (while the thread is decoding ahead) starts cleanly at
@@ -871,9 +895,9 @@ TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
 TEST_T(data_loader_restart_mid_epoch, 120) {
     ddpc_dataset *ds = synth(256);
     ddpc_sampler *s = NULL;
-    CHECK_OK(ddpc_sampler_create(256, 2, 0, 1, 3, 0, &s));
+    CHECK_OK(mk_sampler(256, 2, 0, 1, 3, 0, &s));
     ddpc_loader *l = NULL;
-    CHECK_OK(ddpc_loader_create(ds, s, 5, 0, 0.5f, 0.5f, 3, &l));
+    CHECK_OK(mk_loader(ds, s, 5, 0, 0.5f, 0.5f, 3, &l));
     srand(7);
     for (int it = 0; it < 300; it++) {
         uint64_t e = (uint64_t)(rand() % 4);
@@ -897,15 +921,15 @@ TEST_T(data_loader_restart_mid_epoch, 120) {
     /* free while the thread is mid-epoch */
     for (int it = 0; it < 50; it++) {
         ddpc_loader *m = NULL;
-        CHECK_OK(ddpc_loader_create(ds, NULL, 1, 0, 0.5f, 0.5f, 1 + it % 8, &m));
+        CHECK_OK(mk_loader(ds, NULL, 1, 0, 0.5f, 0.5f, 1 + it % 8, &m));
         CHECK_OK(ddpc_loader_start_epoch(m, 0));
         const ddpc_batch *b;
         for (int k = 0; k < it % 5; k++) CHECK_OK(ddpc_loader_next(m, &b));
-        ddpc_loader_free(m);
+        ddpc_loader_destroy(m);
     }
-    ddpc_loader_free(l);
-    ddpc_sampler_free(s);
-    ddpc_dataset_free(ds);
+    ddpc_loader_destroy(l);
+    ddpc_sampler_destroy(s);
+    ddpc_dataset_destroy(ds);
 }
 
 /* The wide (AVX2) path and the table agree with plain float32 arithmetic

@@ -10,6 +10,18 @@
 
 /* ------------------------------------------------------------ helpers */
 
+static ddpc_layer linear_nobias(int in, int out) {
+    ddpc_layer l = ddpc_linear(in, out);
+    l.bias = 0;
+    return l;
+}
+
+static ddpc_layer conv2d_nobias(int in, int out, int kernel, int stride, int padding) {
+    ddpc_layer l = ddpc_conv2d(in, out, kernel, stride, padding);
+    l.bias = 0;
+    return l;
+}
+
 static void fill_randn(ddpc_rng *r, float *x, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) {
         float u = ddpc_rng_uniform(r) + 1e-7f, v = ddpc_rng_uniform(r);
@@ -42,8 +54,8 @@ static double grad_check(ddpc_model *m, const float *x, const int32_t *y, int B,
     ddpc_model_zero_grad(m);
     const float *out;
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
-    CHECK_OK(ddpc_cross_entropy(out, y, B, (int)ddpc_model_out_features(m), ddpc_model_output_grad(m), NULL, NULL));
-    CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
     double worst = 0;
     int kinks = 0, checked = 0;
     for (int i = 0; i < ddpc_model_num_params(m); i++) {
@@ -75,6 +87,13 @@ static double grad_check(ddpc_model *m, const float *x, const int32_t *y, int B,
     *ddpc_model_rng(m) = rng0;
     CHECK_MSG(kinks * 20 <= checked, "%d of %d elements sat on a kink", kinks, kinks + checked);
     return worst;
+}
+
+/* Backward from a given d loss / d output g (n floats), through the
+ * custom-loss path. */
+static ddpc_status backward_with(ddpc_model *m, const float *g, size_t n) {
+    memcpy(ddpc_model_output_grad(m), g, n * sizeof(float));
+    return ddpc_model_backward(m);
 }
 
 static void rand_batch(uint64_t seed, float *x, size_t n, int32_t *y, int B, int K) {
@@ -141,9 +160,10 @@ TEST(nn_cross_entropy_gradcheck) {
 
 TEST(nn_linear_forward_values) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, 3, 2, 0, &m));
-    CHECK_OK(ddpc_model_add_linear(m, 3, 2, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 0;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 3),
+                                           ddpc_linear(3, 2)), &mo, &m));
     CHECK_EQ(ddpc_model_num_params(m), 2);
     const ddpc_param *W = ddpc_model_param(m, 0), *b = ddpc_model_param(m, 1);
     CHECK_STR(W->name, "0.weight");
@@ -161,19 +181,26 @@ TEST(nn_linear_forward_values) {
     CHECK_NEAR(out[1], -0.5, 1e-6);
     CHECK_NEAR(out[2], -0.5, 1e-6);
     CHECK_NEAR(out[3], -3.5, 1e-6);
-    CHECK_STATUS(ddpc_model_forward(m, x, 3, &out), DDPC_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ddpc_last_error(), "batch 3");
-    ddpc_model_free(m);
+    /* a larger batch grows the buffers; a smaller one reuses them */
+    float x3[9] = {1, 1, 1, 2, 0, -1, 0, 0, 1};
+    CHECK_OK(ddpc_model_forward(m, x3, 3, &out));
+    CHECK_NEAR(out[3], -3.5, 1e-6);
+    CHECK_NEAR(out[4], 3.5, 1e-6);
+    CHECK_NEAR(out[5], 0.5, 1e-6);
+    CHECK_OK(ddpc_model_forward(m, x, 1, &out));
+    CHECK_NEAR(out[0], 6.5, 1e-6);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_init_bounds) {
     /* PyTorch's defaults: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases */
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(4, 6, 6, 1, 7, &m));
-    CHECK_OK(ddpc_model_add_conv2d(m, 4, 8, 3, 1, 0, 1));
-    CHECK_OK(ddpc_model_add_flatten(m));
-    CHECK_OK(ddpc_model_add_linear(m, 8 * 4 * 4, 50, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 7;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(4, 6, 6),
+                                           ddpc_conv2d(4, 8, 3, 1, 0),
+                                           ddpc_flatten(),
+                                           ddpc_linear(8 * 4 * 4, 50)), &mo, &m));
     double fan[4] = {36, 36, 128, 128};
     for (int i = 0; i < 4; i++) {
         const ddpc_param *p = ddpc_model_param(m, i);
@@ -187,35 +214,36 @@ TEST(nn_init_bounds) {
     }
     /* the same seed gives the same parameters; another seed others */
     ddpc_model *m2, *m3;
-    CHECK_OK(ddpc_model_preset("mlp", 4, 7, &m2));
-    CHECK_OK(ddpc_model_preset("mlp", 4, 7, &m3));
+    CHECK_OK(ddpc_model_create_preset("mlp", 7, &m2));
+    CHECK_OK(ddpc_model_create_preset("mlp", 7, &m3));
     size_t n2, n3;
     float *p2 = ddpc_model_param_block(m2, &n2), *p3 = ddpc_model_param_block(m3, &n3);
     CHECK_EQ(n2, 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10);
     CHECK(n2 == n3 && memcmp(p2, p3, n2 * 4) == 0);
-    ddpc_model_free(m3);
-    CHECK_OK(ddpc_model_preset("mlp", 4, 8, &m3));
+    ddpc_model_destroy(m3);
+    CHECK_OK(ddpc_model_create_preset("mlp", 8, &m3));
     p3 = ddpc_model_param_block(m3, &n3);
     CHECK(memcmp(p2, p3, n2 * 4) != 0);
-    ddpc_model_free(m);
-    ddpc_model_free(m2);
-    ddpc_model_free(m3);
+    ddpc_model_destroy(m);
+    ddpc_model_destroy(m2);
+    ddpc_model_destroy(m3);
 }
 
 TEST(nn_gradcheck_linear_relu) {
     enum { B = 4, IN = 6, H = 8, K = 3 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, IN, B, 11, &m));
-    CHECK_OK(ddpc_model_add_linear(m, IN, H, 1));
-    CHECK_OK(ddpc_model_add_relu(m));
-    CHECK_OK(ddpc_model_add_linear(m, H, K, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 11;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
+                                           ddpc_linear(IN, H),
+                                           ddpc_relu(),
+                                           ddpc_linear(H, K)), &mo, &m));
     scale_params(m, 2.0f);
     float x[B * IN];
     int32_t y[B];
     rand_batch(5, x, B * IN, y, B, K);
     grad_check(m, x, y, B, 2e-3f, 3e-4, 1e-2);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_gradcheck_conv_pool) {
@@ -223,57 +251,60 @@ TEST(nn_gradcheck_conv_pool) {
      * the second conv's and the pool's input gradients reach the first conv */
     enum { B = 2, K = 3 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(2, 7, 7, B, 12, &m));
-    CHECK_OK(ddpc_model_add_conv2d(m, 2, 3, 3, 1, 1, 1)); /* 3x7x7 */
-    CHECK_OK(ddpc_model_add_relu(m));
-    CHECK_OK(ddpc_model_add_maxpool2d(m, 2, 2));          /* 3x3x3 */
-    CHECK_OK(ddpc_model_add_conv2d(m, 3, 4, 2, 2, 1, 1)); /* 4x2x2 */
-    CHECK_OK(ddpc_model_add_flatten(m));
-    CHECK_OK(ddpc_model_add_linear(m, 16, K, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 12;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(2, 7, 7),
+                                           ddpc_conv2d(2, 3, 3, 1, 1), /* 3x7x7 */
+                                           ddpc_relu(),
+                                           ddpc_maxpool2d(2, 2), /* 3x3x3 */
+                                           ddpc_conv2d(3, 4, 2, 2, 1), /* 4x2x2 */
+                                           ddpc_flatten(),
+                                           ddpc_linear(16, K)), &mo, &m));
     scale_params(m, 2.0f);
     float x[B * 2 * 7 * 7];
     int32_t y[B];
     rand_batch(6, x, sizeof x / sizeof x[0], y, B, K);
     grad_check(m, x, y, B, 2e-3f, 3e-4, 1e-2);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_gradcheck_conv_nobias_overlapping_pool) {
     /* no bias, pool windows overlapping (k 3, stride 2), conv stride 2 */
     enum { B = 3, K = 4 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 9, 9, B, 13, &m));
-    CHECK_OK(ddpc_model_add_conv2d(m, 1, 2, 3, 2, 0, 0)); /* 2x4x4 */
-    CHECK_OK(ddpc_model_add_relu(m));
-    CHECK_OK(ddpc_model_add_conv2d(m, 2, 3, 2, 1, 1, 1)); /* 3x5x5 */
-    CHECK_OK(ddpc_model_add_maxpool2d(m, 3, 2));          /* 3x2x2 */
-    CHECK_OK(ddpc_model_add_flatten(m));
-    CHECK_OK(ddpc_model_add_linear(m, 12, K, 0));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 13;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 9, 9),
+                                           conv2d_nobias(1, 2, 3, 2, 0), /* 2x4x4 */
+                                           ddpc_relu(),
+                                           ddpc_conv2d(2, 3, 2, 1, 1), /* 3x5x5 */
+                                           ddpc_maxpool2d(3, 2), /* 3x2x2 */
+                                           ddpc_flatten(),
+                                           linear_nobias(12, K)), &mo, &m));
     CHECK_EQ(ddpc_model_num_params(m), 4);
     scale_params(m, 2.0f);
     float x[B * 81];
     int32_t y[B];
     rand_batch(7, x, sizeof x / sizeof x[0], y, B, K);
     grad_check(m, x, y, B, 2e-3f, 3e-4, 1e-2);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_gradcheck_dropout) {
     enum { B = 4, IN = 5, H = 10, K = 3 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, IN, B, 14, &m));
-    CHECK_OK(ddpc_model_add_linear(m, IN, H, 1));
-    CHECK_OK(ddpc_model_add_dropout(m, 0.4f));
-    CHECK_OK(ddpc_model_add_linear(m, H, K, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 14;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
+                                           ddpc_linear(IN, H),
+                                           ddpc_dropout(0.4f),
+                                           ddpc_linear(H, K)), &mo, &m));
     scale_params(m, 2.0f);
     float x[B * IN];
     int32_t y[B];
     rand_batch(8, x, B * IN, y, B, K);
     grad_check(m, x, y, B, 2e-3f, 3e-4, 1e-2);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 /* The tolerances of grad_check catch a gradient 5% off: for every weight of
@@ -282,9 +313,10 @@ TEST(nn_gradcheck_dropout) {
 TEST(nn_gradcheck_catches_errors) {
     enum { B = 3, IN = 4, K = 3 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, IN, B, 15, &m));
-    CHECK_OK(ddpc_model_add_linear(m, IN, K, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 15;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
+                                           ddpc_linear(IN, K)), &mo, &m));
     scale_params(m, 2.0f);
     float x[B * IN];
     int32_t y[B];
@@ -292,8 +324,8 @@ TEST(nn_gradcheck_catches_errors) {
     const float *out;
     ddpc_model_zero_grad(m);
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
-    CHECK_OK(ddpc_cross_entropy(out, y, B, K, ddpc_model_output_grad(m), NULL, NULL));
-    CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
     const ddpc_param *W = ddpc_model_param(m, 0);
     ddpc_rng rng0 = *ddpc_model_rng(m);
     int caught = 0;
@@ -309,7 +341,7 @@ TEST(nn_gradcheck_catches_errors) {
         caught += fabs(num - 1.05 * ana) > tol;
     }
     CHECK_MSG(caught * 4 >= (int)W->numel * 3, "a 5%% error is caught on only %d of %zu weights", caught, W->numel);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 /* ------------------------------------------------- hooks, accumulation */
@@ -328,19 +360,19 @@ static void on_ready(void *ctx, int i) {
 
 TEST(nn_grad_hook_order) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_preset("cnn", 2, 1, &m));
+    CHECK_OK(ddpc_model_create_preset("cnn", 1, &m));
     CHECK_EQ(ddpc_model_num_params(m), 8);
     const char *names[8] = {"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias", "9.weight", "9.bias"};
     for (int i = 0; i < 8; i++) CHECK_STR(ddpc_model_param(m, i)->name, names[i]);
     hook_log h = {.n = 0, .m = m};
-    ddpc_model_set_grad_hook(m, on_ready, &h);
+    ddpc_model_set_hooks(m, &(ddpc_model_hooks){on_ready, NULL, &h});
     float x[2 * 784];
     int32_t y[2];
     rand_batch(1, x, 2 * 784, y, 2, 10);
     const float *out;
     CHECK_OK(ddpc_model_forward(m, x, 2, &out));
-    CHECK_OK(ddpc_cross_entropy(out, y, 2, 10, ddpc_model_output_grad(m), NULL, NULL));
-    CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
     CHECK_EQ(h.n, 8);
     int want[8] = {7, 6, 5, 4, 3, 2, 1, 0};
     for (int i = 0; i < 8; i++) CHECK_EQ(h.order[i], want[i]);
@@ -352,7 +384,7 @@ TEST(nn_grad_hook_order) {
         at += ddpc_model_param(m, i)->numel;
     }
     CHECK_EQ(at, n);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 /* The hook fires when the gradient is final: a copy taken inside the hook
@@ -370,21 +402,21 @@ static void on_ready_copy(void *ctx, int i) {
 
 TEST(nn_grad_hook_sees_final_grads) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_preset("mlp", 8, 2, &m));
+    CHECK_OK(ddpc_model_create_preset("mlp", 2, &m));
     size_t n;
     float *g = ddpc_model_grad_block(m, &n);
     snap s = {m, calloc(n, sizeof(float))};
-    ddpc_model_set_grad_hook(m, on_ready_copy, &s);
+    ddpc_model_set_hooks(m, &(ddpc_model_hooks){on_ready_copy, NULL, &s});
     float x[8 * 784];
     int32_t y[8];
     rand_batch(2, x, 8 * 784, y, 8, 10);
     const float *out;
     CHECK_OK(ddpc_model_forward(m, x, 8, &out));
-    CHECK_OK(ddpc_cross_entropy(out, y, 8, 10, ddpc_model_output_grad(m), NULL, NULL));
-    CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
     CHECK(memcmp(g, s.copy, n * sizeof(float)) == 0);
     free(s.copy);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_grad_accumulation) {
@@ -392,27 +424,28 @@ TEST(nn_grad_accumulation) {
      * equal one pass over the whole batch; zero_grad clears */
     enum { B = 8 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_preset("mlp", B, 3, &m));
+    CHECK_OK(ddpc_model_create_preset("mlp", 3, &m));
     float x[B * 784];
     int32_t y[B];
     rand_batch(4, x, B * 784, y, B, 10);
     size_t n;
     float *g = ddpc_model_grad_block(m, &n);
     const float *out;
-    float *d = ddpc_model_output_grad(m);
     ddpc_model_zero_grad(m);
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
-    CHECK_OK(ddpc_cross_entropy(out, y, B, 10, d, NULL, NULL));
-    CHECK_OK(ddpc_model_backward(m, d));
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
     float *full = malloc(n * sizeof(float));
     memcpy(full, g, n * sizeof(float));
     ddpc_model_zero_grad(m);
     for (size_t i = 0; i < n; i++) CHECK(g[i] == 0.0f);
     for (int half = 0; half < 2; half++) {
+        /* a loss of the caller's own, through ddpc_model_output_grad */
         CHECK_OK(ddpc_model_forward(m, x + half * (B / 2) * 784, B / 2, &out));
+        float *d = ddpc_model_output_grad(m);
         CHECK_OK(ddpc_cross_entropy(out, y + half * (B / 2), B / 2, 10, d, NULL, NULL));
         for (int i = 0; i < (B / 2) * 10; i++) d[i] *= 0.5f;
-        CHECK_OK(ddpc_model_backward(m, d));
+        CHECK_OK(ddpc_model_backward(m));
     }
     double worst = 0, scale = 0;
     for (size_t i = 0; i < n; i++) {
@@ -422,15 +455,16 @@ TEST(nn_grad_accumulation) {
     CHECK(scale > 1e-3);
     CHECK_MSG(worst <= 1e-5 * scale + 1e-7, "accumulated grads differ by %g (scale %g)", worst, scale);
     free(full);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_dropout_train_eval) {
     enum { B = 50, N = 100 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, N, B, 5, &m));
-    CHECK_OK(ddpc_model_add_dropout(m, 0.25f));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 5;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N),
+                                           ddpc_dropout(0.25f)), &mo, &m));
     CHECK_EQ(ddpc_model_num_params(m), 0);
     float *x = malloc(B * N * sizeof(float));
     for (int i = 0; i < B * N; i++) x[i] = 1.0f + (float)(i % 7);
@@ -449,40 +483,58 @@ TEST(nn_dropout_train_eval) {
     memcpy(first, out, B * N * sizeof(float));
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
     CHECK(memcmp(first, out, B * N * sizeof(float)) != 0);
-    ddpc_model *m2;
-    CHECK_OK(ddpc_model_create(1, 1, N, B, 5, &m2));
-    CHECK_OK(ddpc_model_add_dropout(m2, 0.25f));
-    CHECK_OK(ddpc_model_build(m2));
+    ddpc_model *m2; /* the same options: seed 5 */
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N),
+                                           ddpc_dropout(0.25f)), &mo, &m2));
     CHECK_OK(ddpc_model_forward(m2, x, B, &out));
     CHECK(memcmp(first, out, B * N * sizeof(float)) == 0);
     /* eval: identity */
     ddpc_model_train(m, 0);
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
     CHECK(memcmp(x, out, B * N * sizeof(float)) == 0);
-    CHECK_STATUS(ddpc_model_add_dropout(m, 0.1f), DDPC_ERR_INVALID_ARG);
-    CHECK_CONTAINS(ddpc_last_error(), "already built");
     free(x);
     free(first);
-    ddpc_model_free(m);
-    ddpc_model_free(m2);
+    ddpc_model_destroy(m);
+    ddpc_model_destroy(m2);
 }
 
 TEST(nn_shape_errors) {
-    ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 28, 28, 4, 0, &m));
-    CHECK_STATUS(ddpc_model_add_linear(m, 784, 10, 1), DDPC_ERR_INVALID_ARG);
+    ddpc_model *m = NULL;
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_linear(784, 10)), NULL, &m),
+                 DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "Flatten");
-    CHECK_STATUS(ddpc_model_add_conv2d(m, 3, 8, 3, 1, 1, 1), DDPC_ERR_INVALID_ARG);
+    CHECK(m == NULL);
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_conv2d(3, 8, 3, 1, 1)), NULL, &m),
+                 DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "input has 1 channels");
-    CHECK_OK(ddpc_model_add_flatten(m));
-    CHECK_STATUS(ddpc_model_add_linear(m, 100, 10, 1), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_flatten(), ddpc_linear(100, 10)),
+                                   NULL, &m),
+                 DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "784 features");
-    CHECK_STATUS(ddpc_model_add_dropout(m, 1.0f), DDPC_ERR_INVALID_ARG);
-    ddpc_model_free(m);
-    CHECK_STATUS(ddpc_model_preset("resnet", 4, 0, &m), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_linear(4, 4), ddpc_dropout(1.0f)), NULL, &m),
+                 DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_relu()), NULL, &m), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "ddpc_input");
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_linear(4, 4), ddpc_input(1, 1, 4)), NULL, &m),
+                 DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_model_create_preset("resnet", 0, &m), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "resnet");
-    CHECK_STATUS(ddpc_model_create(1, 28, 28, 0, 0, &m), DDPC_ERR_INVALID_ARG);
-    ddpc_model_free(NULL);
+    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(0, 28, 28), ddpc_flatten()), NULL, &m),
+                 DDPC_ERR_INVALID_ARG);
+    /* forward needs a batch, backward a loss */
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_linear(2, 2)), NULL, &m));
+    float x[2] = {1, 2};
+    int32_t y[1] = {1};
+    CHECK_STATUS(ddpc_model_forward(m, x, 0, NULL), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL), DDPC_ERR_INVALID_ARG);
+    CHECK_OK(ddpc_model_forward(m, x, 1, NULL));
+    CHECK_STATUS(ddpc_model_backward(m), DDPC_ERR_INVALID_ARG);
+    CHECK_CONTAINS(ddpc_last_error(), "no loss");
+    CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+    CHECK_OK(ddpc_model_backward(m));
+    CHECK_STATUS(ddpc_model_backward(m), DDPC_ERR_INVALID_ARG); /* once per loss, as autograd */
+    ddpc_model_destroy(m);
+    ddpc_model_destroy(NULL);
 }
 
 /* ----------------------------------------------------------- optimizer */
@@ -493,9 +545,10 @@ TEST(nn_shape_errors) {
 static void run_opt(ddpc_optim_options o, const double want[3][2]) {
     static const float G[3][2] = {{0.5f, 0.25f}, {0.5f, -1.0f}, {-0.25f, 0.125f}};
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, 1, 1, 0, &m));
-    CHECK_OK(ddpc_model_add_linear(m, 1, 1, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 0;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 1),
+                                           ddpc_linear(1, 1)), &mo, &m));
     size_t n;
     float *p = ddpc_model_param_block(m, &n), *g = ddpc_model_grad_block(m, &n);
     CHECK_EQ(n, 2);
@@ -511,8 +564,8 @@ static void run_opt(ddpc_optim_options o, const double want[3][2]) {
         CHECK_NEAR(p[1], want[s][1], 2e-6);
     }
     CHECK_EQ(ddpc_optim_steps(opt), 3);
-    ddpc_optim_free(opt);
-    ddpc_model_free(m);
+    ddpc_optim_destroy(opt);
+    ddpc_model_destroy(m);
 }
 
 TEST(nn_sgd_steps) {
@@ -552,7 +605,7 @@ TEST(nn_adam_steps) {
 
 TEST(nn_optim_bad_options) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_preset("linear", 1, 0, &m));
+    CHECK_OK(ddpc_model_create_preset("linear", 0, &m));
     ddpc_optim *opt;
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.nesterov = 1;
@@ -571,8 +624,8 @@ TEST(nn_optim_bad_options) {
     CHECK_CONTAINS(ddpc_last_error(), "rmsprop");
     CHECK_OK(ddpc_optim_kind_parse("adamw", &k));
     CHECK_EQ(k, DDPC_OPTIM_ADAMW);
-    ddpc_optim_free(NULL);
-    ddpc_model_free(m);
+    ddpc_optim_destroy(NULL);
+    ddpc_model_destroy(m);
 }
 
 /* A few hundred SGD steps on a separable synthetic problem drive the loss
@@ -580,11 +633,12 @@ TEST(nn_optim_bad_options) {
 TEST(nn_learns_synthetic) {
     enum { B = 32, IN = 20, K = 4 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, IN, B, 21, &m));
-    CHECK_OK(ddpc_model_add_linear(m, IN, 32, 1));
-    CHECK_OK(ddpc_model_add_relu(m));
-    CHECK_OK(ddpc_model_add_linear(m, 32, K, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 21;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
+                                           ddpc_linear(IN, 32),
+                                           ddpc_relu(),
+                                           ddpc_linear(32, K)), &mo, &m));
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.lr = 0.1f;
     o.momentum = 0.9f;
@@ -606,14 +660,15 @@ TEST(nn_learns_synthetic) {
         const float *out;
         ddpc_model_zero_grad(m);
         CHECK_OK(ddpc_model_forward(m, x, B, &out));
-        CHECK_OK(ddpc_cross_entropy(out, y, B, K, ddpc_model_output_grad(m), &loss, &correct));
-        CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+        CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, &loss));
+        correct = ddpc_model_correct(m);
+        CHECK_OK(ddpc_model_backward(m));
         CHECK_OK(ddpc_optim_step(opt));
         if (step == 0) first = loss;
     }
     CHECK_MSG(loss < 0.1f * first && correct >= B - 1, "loss %g -> %g, %d/%d right", first, loss, correct, B);
-    ddpc_optim_free(opt);
-    ddpc_model_free(m);
+    ddpc_optim_destroy(opt);
+    ddpc_model_destroy(m);
 }
 
 /* Linear's forward and weight gradient against a double-precision reference,
@@ -625,9 +680,10 @@ TEST(nn_linear_matches_reference) {
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int B = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
         ddpc_model *m;
-        CHECK_OK(ddpc_model_create(1, 1, K, B, 30 + si, &m));
-        CHECK_OK(ddpc_model_add_linear(m, K, N, 1));
-        CHECK_OK(ddpc_model_build(m));
+        ddpc_model_options mo = ddpc_model_options_default();
+        mo.seed = 30 + si;
+        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, K),
+                                               ddpc_linear(K, N)), &mo, &m));
         const ddpc_param *W = ddpc_model_param(m, 0), *bias = ddpc_model_param(m, 1);
         float *x = malloc((size_t)B * K * sizeof(float)), *g = malloc((size_t)B * N * sizeof(float));
         ddpc_rng r;
@@ -645,8 +701,8 @@ TEST(nn_linear_matches_reference) {
             }
         /* two backward passes accumulate: dW = 2 g^T x */
         ddpc_model_zero_grad(m);
-        CHECK_OK(ddpc_model_backward(m, g));
-        CHECK_OK(ddpc_model_backward(m, g));
+        CHECK_OK(backward_with(m, g, (size_t)B * N));
+        CHECK_OK(backward_with(m, g, (size_t)B * N));
         for (int o = 0; o < N; o++) {
             double db = 0;
             for (int i = 0; i < B; i++) db += g[i * N + o];
@@ -660,7 +716,7 @@ TEST(nn_linear_matches_reference) {
         }
         free(x);
         free(g);
-        ddpc_model_free(m);
+        ddpc_model_destroy(m);
     }
 }
 
@@ -676,10 +732,11 @@ TEST(nn_conv_pool_match_reference) {
             p = cfg[ci][6], B = 3;
         int OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
         ddpc_model *m;
-        CHECK_OK(ddpc_model_create(C, H, W, B, 40 + ci, &m));
-        CHECK_OK(ddpc_model_add_conv2d(m, C, OC, k, s, p, 1));
-        CHECK_OK(ddpc_model_add_maxpool2d(m, 2, 2));
-        CHECK_OK(ddpc_model_build(m));
+        ddpc_model_options mo = ddpc_model_options_default();
+        mo.seed = 40 + ci;
+        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(C, H, W),
+                                               ddpc_conv2d(C, OC, k, s, p),
+                                               ddpc_maxpool2d(2, 2)), &mo, &m));
         const ddpc_param *Wt = ddpc_model_param(m, 0), *bias = ddpc_model_param(m, 1);
         size_t nin = (size_t)B * C * H * W;
         float *x = malloc(nin * sizeof(float));
@@ -719,7 +776,7 @@ TEST(nn_conv_pool_match_reference) {
                     }
         free(x);
         free(conv);
-        ddpc_model_free(m);
+        ddpc_model_destroy(m);
     }
 }
 
@@ -728,9 +785,10 @@ TEST(nn_conv_pool_match_reference) {
 TEST(nn_adam_vector_path) {
     for (int kind = DDPC_OPTIM_ADAM; kind <= DDPC_OPTIM_ADAMW; kind++) {
         ddpc_model *m;
-        CHECK_OK(ddpc_model_create(1, 1, 6, 1, 3, &m));
-        CHECK_OK(ddpc_model_add_linear(m, 6, 7, 1)); /* 49 parameters */
-        CHECK_OK(ddpc_model_build(m));
+        ddpc_model_options mo = ddpc_model_options_default();
+        mo.seed = 3;
+        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 6),
+                                               ddpc_linear(6, 7)), &mo, &m)); /* 49 parameters */
         size_t n;
         float *w = ddpc_model_param_block(m, &n), *g = ddpc_model_grad_block(m, &n);
         CHECK_EQ(n, 49);
@@ -758,8 +816,8 @@ TEST(nn_adam_vector_path) {
                           ddpc_optim_kind_name((ddpc_optim_kind)kind), t, i, w[i], rw[i]);
             }
         }
-        ddpc_optim_free(opt);
-        ddpc_model_free(m);
+        ddpc_optim_destroy(opt);
+        ddpc_model_destroy(m);
     }
 }
 
@@ -767,10 +825,11 @@ TEST(nn_adam_vector_path) {
 TEST(nn_relu_values) {
     enum { N = 37 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, N, 1, 0, &m));
-    CHECK_OK(ddpc_model_add_linear(m, N, N, 0));
-    CHECK_OK(ddpc_model_add_relu(m));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 0;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N),
+                                           linear_nobias(N, N),
+                                           ddpc_relu()), &mo, &m));
     const ddpc_param *W = ddpc_model_param(m, 0);
     memset(W->data, 0, W->numel * sizeof(float));
     for (int i = 0; i < N; i++) W->data[i * N + i] = 1.0f; /* identity */
@@ -783,8 +842,8 @@ TEST(nn_relu_values) {
     CHECK_OK(ddpc_model_forward(m, x, 1, &out));
     for (int i = 0; i < N; i++) CHECK_NEAR(out[i], x[i] > 0 ? x[i] : 0, 0);
     ddpc_model_zero_grad(m);
-    CHECK_OK(ddpc_model_backward(m, g));
+    CHECK_OK(backward_with(m, g, N));
     /* dW[i][i] = g[i] * x[i] where x[i] > 0, else 0 */
     for (int i = 0; i < N; i++) CHECK_NEAR(W->grad[i * N + i], x[i] > 0 ? g[i] * x[i] : 0, 1e-6);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
 }

@@ -15,7 +15,7 @@
 /* A few SGD-with-momentum steps on random data, so parameters and state are
  * non-trivial. */
 static void train_steps(ddpc_model *m, ddpc_optim *o, int steps, uint64_t seed) {
-    int B = ddpc_model_max_batch(m);
+    int B = 4;
     size_t in = ddpc_model_in_features(m);
     float *x = malloc((size_t)B * in * sizeof(float));
     int32_t *y = malloc((size_t)B * sizeof(int32_t));
@@ -27,8 +27,8 @@ static void train_steps(ddpc_model *m, ddpc_optim *o, int steps, uint64_t seed) 
         const float *out;
         ddpc_model_zero_grad(m);
         CHECK_OK(ddpc_model_forward(m, x, B, &out));
-        CHECK_OK(ddpc_cross_entropy(out, y, B, 10, ddpc_model_output_grad(m), NULL, NULL));
-        CHECK_OK(ddpc_model_backward(m, ddpc_model_output_grad(m)));
+        CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
+        CHECK_OK(ddpc_model_backward(m));
         CHECK_OK(ddpc_optim_step(o));
     }
     free(x);
@@ -36,7 +36,7 @@ static void train_steps(ddpc_model *m, ddpc_optim *o, int steps, uint64_t seed) 
 }
 
 static void make(const char *preset, ddpc_optim_kind k, uint64_t seed, ddpc_model **m, ddpc_optim **o) {
-    CHECK_OK(ddpc_model_preset(preset, 4, seed, m));
+    CHECK_OK(ddpc_model_create_preset(preset, seed, m));
     ddpc_optim_options oo = ddpc_optim_options_default(k);
     oo.momentum = k == DDPC_OPTIM_SGD ? 0.9f : 0.0f;
     CHECK_OK(ddpc_optim_create(*m, &oo, o));
@@ -76,26 +76,27 @@ TEST(ckpt_roundtrip_resumes_exactly) {
         train_steps(c, oc, 2, 11);
         CHECK_MSG(same_block(a, b) && same_block(a, c), "optimizer %s did not resume exactly",
                   ddpc_optim_kind_name((ddpc_optim_kind)k));
-        ddpc_optim_free(oa);
-        ddpc_optim_free(ob);
-        ddpc_optim_free(oc);
-        ddpc_model_free(a);
-        ddpc_model_free(b);
-        ddpc_model_free(c);
+        ddpc_optim_destroy(oa);
+        ddpc_optim_destroy(ob);
+        ddpc_optim_destroy(oc);
+        ddpc_model_destroy(a);
+        ddpc_model_destroy(b);
+        ddpc_model_destroy(c);
     }
     t_tmp_remove();
 }
 
 TEST(ckpt_weights_only_and_dropout_rng) {
     ddpc_model *a, *b;
-    CHECK_OK(ddpc_model_create(1, 1, 8, 2, 3, &a));
-    CHECK_OK(ddpc_model_add_linear(a, 8, 8, 1));
-    CHECK_OK(ddpc_model_add_dropout(a, 0.5f));
-    CHECK_OK(ddpc_model_build(a));
-    CHECK_OK(ddpc_model_create(1, 1, 8, 2, 4, &b));
-    CHECK_OK(ddpc_model_add_linear(b, 8, 8, 1));
-    CHECK_OK(ddpc_model_add_dropout(b, 0.5f));
-    CHECK_OK(ddpc_model_build(b));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 3;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 8),
+                                           ddpc_linear(8, 8),
+                                           ddpc_dropout(0.5f)), &mo, &a));
+    mo.seed = 4;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 8),
+                                           ddpc_linear(8, 8),
+                                           ddpc_dropout(0.5f)), &mo, &b));
     float x[16] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8};
     const float *out;
     CHECK_OK(ddpc_model_forward(a, x, 2, &out)); /* advances a's dropout stream */
@@ -113,9 +114,9 @@ TEST(ckpt_weights_only_and_dropout_rng) {
     CHECK_OK(ddpc_optim_create(b, &oo, &o));
     CHECK_STATUS(ddpc_checkpoint_load(path, b, o, NULL), DDPC_ERR_MISMATCH);
     CHECK_CONTAINS(ddpc_last_error(), "no optimizer state");
-    ddpc_optim_free(o);
-    ddpc_model_free(a);
-    ddpc_model_free(b);
+    ddpc_optim_destroy(o);
+    ddpc_model_destroy(a);
+    ddpc_model_destroy(b);
     t_tmp_remove();
 }
 
@@ -147,30 +148,31 @@ TEST(ckpt_mismatch_named) {
     /* SGD without momentum keeps no state: the file's momentum is named */
     ddpc_model *mlp3;
     ddpc_optim *plain;
-    CHECK_OK(ddpc_model_preset("mlp", 4, 1, &mlp3));
+    CHECK_OK(ddpc_model_create_preset("mlp", 1, &mlp3));
     ddpc_optim_options po = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     CHECK_OK(ddpc_optim_create(mlp3, &po, &plain));
     CHECK_STATUS(ddpc_checkpoint_load(path, mlp3, plain, NULL), DDPC_ERR_MISMATCH);
     CHECK_CONTAINS(ddpc_last_error(), "tensor 'optim.1.weight.momentum' is optimizer state that this sgd optimizer does not keep (it has no momentum)");
-    ddpc_optim_free(plain);
-    ddpc_model_free(mlp3);
+    ddpc_optim_destroy(plain);
+    ddpc_model_destroy(mlp3);
     /* a smaller model: the file's extra tensors are named */
     ddpc_model *small;
-    CHECK_OK(ddpc_model_create(1, 28, 28, 1, 0, &small));
-    CHECK_OK(ddpc_model_add_flatten(small));
-    CHECK_OK(ddpc_model_add_linear(small, 784, 512, 1));
-    CHECK_OK(ddpc_model_build(small));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 0;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28),
+                                           ddpc_flatten(),
+                                           ddpc_linear(784, 512)), &mo, &small));
     CHECK_STATUS(ddpc_checkpoint_load(path, small, NULL, NULL), DDPC_ERR_MISMATCH);
     CHECK_CONTAINS(ddpc_last_error(), "tensor '3.weight' matches nothing");
-    ddpc_model_free(small);
-    ddpc_optim_free(adam);
-    ddpc_model_free(mlp2);
-    ddpc_optim_free(omlp);
-    ddpc_optim_free(olin);
-    ddpc_optim_free(ocnn);
-    ddpc_model_free(mlp);
-    ddpc_model_free(lin);
-    ddpc_model_free(cnn);
+    ddpc_model_destroy(small);
+    ddpc_optim_destroy(adam);
+    ddpc_model_destroy(mlp2);
+    ddpc_optim_destroy(omlp);
+    ddpc_optim_destroy(olin);
+    ddpc_optim_destroy(ocnn);
+    ddpc_model_destroy(mlp);
+    ddpc_model_destroy(lin);
+    ddpc_model_destroy(cnn);
     t_tmp_remove();
 }
 
@@ -199,9 +201,10 @@ static const char *write_raw(const char *name, const char *hdr, long long hl_ove
 
 TEST(ckpt_malformed_files) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create(1, 1, 2, 1, 0, &m));
-    CHECK_OK(ddpc_model_add_linear(m, 2, 1, 1));
-    CHECK_OK(ddpc_model_build(m));
+    ddpc_model_options mo = ddpc_model_options_default();
+    mo.seed = 0;
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 2),
+                                           ddpc_linear(2, 1)), &mo, &m));
     const char *good = "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
                        "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
     {
@@ -273,7 +276,7 @@ TEST(ckpt_malformed_files) {
         CHECK(s == DDPC_OK || s == DDPC_ERR_IO || s == DDPC_ERR_MISMATCH);
         if (s != DDPC_OK) CHECK(strlen(ddpc_last_error()) > 0);
     }
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
     t_tmp_remove();
 }
 
@@ -301,8 +304,8 @@ TEST(ckpt_atomic_replace) {
     /* a directory that does not exist: an error naming the temporary */
     CHECK_STATUS(ddpc_checkpoint_save("/nonexistent-dir/x.safetensors", m, o, NULL), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "/nonexistent-dir/x.safetensors.tmp");
-    ddpc_optim_free(o);
-    ddpc_model_free(m);
+    ddpc_optim_destroy(o);
+    ddpc_model_destroy(m);
     t_tmp_remove();
 }
 
@@ -356,7 +359,7 @@ TEST_T(ckpt_read_by_pytorch, 120) {
     }
     CHECK_CONTAINS(out, "optim.0.weight.exp_avg [16, 1, 3, 3]");
     CHECK_CONTAINS(out, "optim.9.bias.exp_avg_sq [10]");
-    ddpc_optim_free(o);
-    ddpc_model_free(m);
+    ddpc_optim_destroy(o);
+    ddpc_model_destroy(m);
     t_tmp_remove();
 }

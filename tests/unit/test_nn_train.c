@@ -87,12 +87,12 @@ TEST_T(train_learns_and_writes_metrics, 300) {
     CHECK_MSG(acc > 0.75, "test accuracy %.3f after 800 batches", acc); /* chance is 0.1 */
     /* the checkpoint holds the linear model, its optimizer and the epoch */
     ddpc_model *m;
-    CHECK_OK(ddpc_model_preset("linear", 1, 0, &m));
+    CHECK_OK(ddpc_model_create_preset("linear", 0, &m));
     ddpc_ckpt_meta meta;
     CHECK_OK(ddpc_checkpoint_load(ckpt, m, NULL, &meta));
     CHECK_EQ(meta.epoch, 2);
     CHECK_EQ(meta.step, 800);
-    ddpc_model_free(m);
+    ddpc_model_destroy(m);
     /* --resume of a finished run does nothing; of another model, names the mismatch */
     snprintf(args, sizeof args, "--epochs 2 --resume %s", ckpt);
     CHECK_EQ(train(args, out, sizeof out), 0);
@@ -130,8 +130,8 @@ TEST_T(train_resume_matches_straight_run, 300) {
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
     CHECK_CONTAINS(out, "resumed from");
     ddpc_model *ma, *mb;
-    CHECK_OK(ddpc_model_preset("mlp", 1, 0, &ma));
-    CHECK_OK(ddpc_model_preset("mlp", 1, 1, &mb));
+    CHECK_OK(ddpc_model_create_preset("mlp", 0, &ma));
+    CHECK_OK(ddpc_model_create_preset("mlp", 1, &mb));
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.momentum = 0.9f;
     ddpc_optim *oa, *ob;
@@ -148,9 +148,9 @@ TEST_T(train_resume_matches_straight_run, 300) {
     float *pa = ddpc_model_param_block(ma, &n), *pb = ddpc_model_param_block(mb, &n);
     CHECK(memcmp(pa, pb, n * sizeof(float)) == 0);
     CHECK(memcmp(ddpc_optim_state(oa, 0, NULL), ddpc_optim_state(ob, 0, NULL), n * sizeof(float)) == 0);
-    ddpc_optim_free(oa);
-    ddpc_optim_free(ob);
-    ddpc_model_free(ma);
-    ddpc_model_free(mb);
+    ddpc_optim_destroy(oa);
+    ddpc_optim_destroy(ob);
+    ddpc_model_destroy(ma);
+    ddpc_model_destroy(mb);
     t_tmp_remove();
 }
