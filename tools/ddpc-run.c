@@ -178,6 +178,14 @@ static void watch_workers(job *J, gen_state *g) {
     stop_workers(J);
 }
 
+/* The grace period after SIGTERM is over: SIGKILL to what still runs. */
+static void kill_stragglers(job *J) {
+    if (!J->kill_at || !J->alive || ddpc_now() < J->kill_at) return;
+    say("workers still running %.1f s after SIGTERM: sending SIGKILL", J->o->grace);
+    signal_workers(J, SIGKILL);
+    J->kill_at = ddpc_now() + 3600; /* once */
+}
+
 /* Runs one generation: starts the workers, streams their output, watches
  * them (and the other nodes), stops them. *oc gets how it ended. */
 static void run_generation(job *J, run_outcome *oc) {
@@ -192,11 +200,7 @@ static void run_generation(job *J, run_outcome *oc) {
         if (watch_nodes(J, &g, now)) continue;
         wait_events(J, &g, now);
         watch_workers(J, &g);
-        if (J->kill_at && J->alive && ddpc_now() >= J->kill_at) {
-            say("workers still running %.1f s after SIGTERM: sending SIGKILL", J->o->grace);
-            signal_workers(J, SIGKILL);
-            J->kill_at = ddpc_now() + 3600; /* once */
-        }
+        kill_stragglers(J);
     }
     workers_close_streams(J);
     outcome_clear(oc);

@@ -133,61 +133,29 @@ static void set_defaults(opts *o) {
     snprintf(o->run_id, sizeof o->run_id, "none");
 }
 
-static const char *const flags[] = { "standalone", "no-python", "module", "env", "help", NULL };
-static const char *const valued[] = { "nproc-per-node",
-                                      "nnodes",
-                                      "node-rank",
-                                      "master-addr",
-                                      "master-port",
-                                      "max-restarts",
-                                      "monitor-interval",
-                                      "heartbeat-timeout",
-                                      "join-timeout",
-                                      "grace",
-                                      "run-id",
-                                      "rdzv-id",
-                                      "log-dir",
-                                      "redirects",
-                                      "tee",
-                                      "rdzv-endpoint",
-                                      "rdzv-backend",
-                                      "start-method",
-                                      NULL };
+/* One option: what it sets in o. seen collects SEEN_* bits. */
+typedef void setter(opts *o, const char *name, const char *val, int *seen);
+enum { SEEN_REDIRECTS = 1, SEEN_TEE = 2 };
 
-static int in_list(const char *const *list, const char *name) {
-    for (int k = 0; list[k]; k++)
-        if (!strcmp(list[k], name)) return 1;
-    return 0;
+static void set_help(opts *o, const char *name, const char *val, int *seen) {
+    usage(stdout);
+    exit(0);
 }
 
-/* argv[*i] is an option: its normalised name ("--a_b=c" -> "a-b") in
- * name, and its value (NULL for a flag), consuming argv[*i + 1] for
- * "--opt value". */
-static const char *read_option(int argc, char **argv, int *i, char name[64]) {
-    const char *a = argv[*i];
-    if (!strcmp(a, "-h")) a = "--help";
-    /* torchrun's short forms -r SPEC and -t SPEC */
-    if ((!strcmp(a, "-r") || !strcmp(a, "-t")) && *i + 1 < argc)
-        a = a[1] == 'r' ? "--redirects" : "--tee";
-    if (a[1] != '-') die_usage("unknown option %s", a);
-    const char *eq = strchr(a, '=');
-    size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-    if (nl >= 64) die_usage("unknown option %.80s", a);
-    memcpy(name, a + 2, nl);
-    name[nl] = 0;
-    for (char *p = name; *p; p++)
-        if (*p == '_') *p = '-';
-    if (in_list(flags, name)) {
-        if (eq) die_usage("--%s takes no value", name);
-        return NULL;
-    }
-    if (!in_list(valued, name)) die_usage("unknown option --%s", name);
-    if (eq) return eq + 1;
-    if (*i + 1 < argc) return argv[++*i];
-    die_usage("--%s needs a value", name);
+static void set_env(opts *o, const char *name, const char *val, int *seen) {
+    ddpc_env_print(stdout, 1);
+    exit(0);
 }
 
-static void set_nproc(opts *o, const char *name, const char *val) {
+static void set_standalone(opts *o, const char *name, const char *val, int *seen) {
+    o->standalone = 1;
+}
+static void set_no_python(opts *o, const char *name, const char *val, int *seen) {
+    o->no_python = 1;
+}
+static void set_module(opts *o, const char *name, const char *val, int *seen) { o->module = 1; }
+
+static void set_nproc(opts *o, const char *name, const char *val, int *seen) {
     if (!strcmp(val, "auto") || !strcmp(val, "cpu")) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->nproc = n > 0 ? (int)(n < MAX_NPROC ? n : MAX_NPROC) : 1;
@@ -198,7 +166,7 @@ static void set_nproc(opts *o, const char *name, const char *val) {
     }
 }
 
-static void set_nnodes(opts *o, const char *name, const char *val) {
+static void set_nnodes(opts *o, const char *name, const char *val, int *seen) {
     const char *colon = strchr(val, ':');
     if (!colon) {
         o->nnodes = (int)parse_int_opt(name, val, 1, 65536);
@@ -212,7 +180,7 @@ static void set_nnodes(opts *o, const char *name, const char *val) {
     o->nnodes = (int)a1;
 }
 
-static void set_run_id(opts *o, const char *name, const char *val) {
+static void set_run_id(opts *o, const char *name, const char *val, int *seen) {
     size_t n = strlen(val);
     if (n == 0 || n >= sizeof o->run_id)
         die_usage("--%s='%s' must be 1 to 128 characters", name, val);
@@ -224,7 +192,7 @@ static void set_run_id(opts *o, const char *name, const char *val) {
 }
 
 /* HOST[:PORT]: where node 0's store is. */
-static void set_rdzv_endpoint(opts *o, const char *name, const char *val) {
+static void set_rdzv_endpoint(opts *o, const char *name, const char *val, int *seen) {
     const char *colon = strrchr(val, ':');
     size_t hl = colon ? (size_t)(colon - val) : strlen(val);
     if (hl == 0 || hl >= sizeof o->master_addr)
@@ -233,67 +201,134 @@ static void set_rdzv_endpoint(opts *o, const char *name, const char *val) {
     if (colon) o->rdzv_port = (int)parse_int_opt(name, colon + 1, 1, 65535);
 }
 
-/* Applies option name (value val, NULL for a flag) to o. */
-static void apply_option(opts *o, const char *name, const char *val, int *have_redirects,
-                         int *have_tee) {
-    if (!strcmp(name, "help")) {
-        usage(stdout);
-        exit(0);
-    } else if (!strcmp(name, "env")) {
-        ddpc_env_print(stdout, 1);
-        exit(0);
-    } else if (!strcmp(name, "standalone"))
-        o->standalone = 1;
-    else if (!strcmp(name, "no-python"))
-        o->no_python = 1;
-    else if (!strcmp(name, "module"))
-        o->module = 1;
-    else if (!strcmp(name, "nproc-per-node"))
-        set_nproc(o, name, val);
-    else if (!strcmp(name, "nnodes"))
-        set_nnodes(o, name, val);
-    else if (!strcmp(name, "node-rank"))
-        o->node_rank = (int)parse_int_opt(name, val, 0, 65535);
-    else if (!strcmp(name, "master-addr")) {
-        if (!*val || strlen(val) >= sizeof o->master_addr)
-            die_usage("--master-addr='%s' is not a host", val);
-        snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
-    } else if (!strcmp(name, "master-port"))
-        o->master_port = (int)parse_int_opt(name, val, 1, 65535);
-    else if (!strcmp(name, "max-restarts"))
-        o->max_restarts = (int)parse_int_opt(name, val, 0, 1000000);
-    else if (!strcmp(name, "monitor-interval"))
-        o->monitor_interval = parse_real_opt(name, val, 0.001, 3600);
-    else if (!strcmp(name, "heartbeat-timeout"))
-        o->hb_timeout = parse_real_opt(name, val, 0.001, 1e7);
-    else if (!strcmp(name, "join-timeout"))
-        o->join_timeout = parse_real_opt(name, val, 0.001, 1e7);
-    else if (!strcmp(name, "grace"))
-        o->grace = parse_real_opt(name, val, 0, 1e6);
-    else if (!strcmp(name, "run-id") || !strcmp(name, "rdzv-id"))
-        set_run_id(o, name, val);
-    else if (!strcmp(name, "rdzv-endpoint"))
-        set_rdzv_endpoint(o, name, val);
-    else if (!strcmp(name, "rdzv-backend")) {
-        if (strcmp(val, "c10d") && strcmp(val, "static"))
-            die_usage("--rdzv-backend=%s: only c10d and static (both mean ddpc-run's own store) "
-                      "are supported",
-                      val);
-    } else if (!strcmp(name, "start-method")) {
-        if (strcmp(val, "spawn") && strcmp(val, "fork") && strcmp(val, "forkserver"))
-            die_usage("--start-method=%s is not spawn, fork or forkserver", val);
-    } else if (!strcmp(name, "log-dir")) {
-        if (!*val || strlen(val) >= sizeof o->log_dir - 64)
-            die_usage("--log-dir='%s' is not usable", val);
-        snprintf(o->log_dir, sizeof o->log_dir, "%s", val);
-        o->log_any = 1;
-    } else if (!strcmp(name, "redirects")) {
-        parse_std_spec(name, val, o->redirects);
-        *have_redirects = 1;
-    } else if (!strcmp(name, "tee")) {
-        parse_std_spec(name, val, o->tee);
-        *have_tee = 1;
+static void set_node_rank(opts *o, const char *name, const char *val, int *seen) {
+    o->node_rank = (int)parse_int_opt(name, val, 0, 65535);
+}
+
+static void set_master_addr(opts *o, const char *name, const char *val, int *seen) {
+    if (!*val || strlen(val) >= sizeof o->master_addr)
+        die_usage("--master-addr='%s' is not a host", val);
+    snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
+}
+
+static void set_master_port(opts *o, const char *name, const char *val, int *seen) {
+    o->master_port = (int)parse_int_opt(name, val, 1, 65535);
+}
+
+static void set_max_restarts(opts *o, const char *name, const char *val, int *seen) {
+    o->max_restarts = (int)parse_int_opt(name, val, 0, 1000000);
+}
+
+static void set_monitor_interval(opts *o, const char *name, const char *val, int *seen) {
+    o->monitor_interval = parse_real_opt(name, val, 0.001, 3600);
+}
+
+static void set_hb_timeout(opts *o, const char *name, const char *val, int *seen) {
+    o->hb_timeout = parse_real_opt(name, val, 0.001, 1e7);
+}
+
+static void set_join_timeout(opts *o, const char *name, const char *val, int *seen) {
+    o->join_timeout = parse_real_opt(name, val, 0.001, 1e7);
+}
+
+static void set_grace(opts *o, const char *name, const char *val, int *seen) {
+    o->grace = parse_real_opt(name, val, 0, 1e6);
+}
+
+static void set_rdzv_backend(opts *o, const char *name, const char *val, int *seen) {
+    if (strcmp(val, "c10d") && strcmp(val, "static"))
+        die_usage("--rdzv-backend=%s: only c10d and static (both mean ddpc-run's own store) are "
+                  "supported",
+                  val);
+}
+
+static void set_start_method(opts *o, const char *name, const char *val, int *seen) {
+    if (strcmp(val, "spawn") && strcmp(val, "fork") && strcmp(val, "forkserver"))
+        die_usage("--start-method=%s is not spawn, fork or forkserver", val);
+}
+
+static void set_log_dir(opts *o, const char *name, const char *val, int *seen) {
+    if (!*val || strlen(val) >= sizeof o->log_dir - 64)
+        die_usage("--log-dir='%s' is not usable", val);
+    snprintf(o->log_dir, sizeof o->log_dir, "%s", val);
+    o->log_any = 1;
+}
+
+static void set_redirects(opts *o, const char *name, const char *val, int *seen) {
+    parse_std_spec(name, val, o->redirects);
+    *seen |= SEEN_REDIRECTS;
+}
+
+static void set_tee(opts *o, const char *name, const char *val, int *seen) {
+    parse_std_spec(name, val, o->tee);
+    *seen |= SEEN_TEE;
+}
+
+/* Every long option (normalised: dashes), whether it takes a value, and
+ * its setter. */
+static const struct option_row {
+    const char *name;
+    int takes_value;
+    setter *set;
+} option_table[] = {
+    { "help", 0, set_help },
+    { "env", 0, set_env },
+    { "standalone", 0, set_standalone },
+    { "no-python", 0, set_no_python },
+    { "module", 0, set_module },
+    { "nproc-per-node", 1, set_nproc },
+    { "nnodes", 1, set_nnodes },
+    { "node-rank", 1, set_node_rank },
+    { "master-addr", 1, set_master_addr },
+    { "master-port", 1, set_master_port },
+    { "max-restarts", 1, set_max_restarts },
+    { "monitor-interval", 1, set_monitor_interval },
+    { "heartbeat-timeout", 1, set_hb_timeout },
+    { "join-timeout", 1, set_join_timeout },
+    { "grace", 1, set_grace },
+    { "run-id", 1, set_run_id },
+    { "rdzv-id", 1, set_run_id },
+    { "log-dir", 1, set_log_dir },
+    { "redirects", 1, set_redirects },
+    { "tee", 1, set_tee },
+    { "rdzv-endpoint", 1, set_rdzv_endpoint },
+    { "rdzv-backend", 1, set_rdzv_backend },
+    { "start-method", 1, set_start_method },
+};
+
+/* argv[*i] is an option: its normalised name ("--a_b=c" -> "a-b") in
+ * name, its value (NULL for a flag) in *val, consuming argv[*i + 1] for
+ * "--opt value". Returns its row. */
+static const struct option_row *read_option(int argc, char **argv, int *i, char name[64],
+                                            const char **val) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "-h")) a = "--help";
+    /* torchrun's short forms -r SPEC and -t SPEC */
+    if ((!strcmp(a, "-r") || !strcmp(a, "-t")) && *i + 1 < argc)
+        a = a[1] == 'r' ? "--redirects" : "--tee";
+    if (a[1] != '-') die_usage("unknown option %s", a);
+    const char *eq = strchr(a, '=');
+    size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (nl >= 64) die_usage("unknown option %.80s", a);
+    memcpy(name, a + 2, nl);
+    name[nl] = 0;
+    for (char *p = name; *p; p++)
+        if (*p == '_') *p = '-';
+    const struct option_row *row = NULL;
+    for (size_t k = 0; k < sizeof option_table / sizeof option_table[0] && !row; k++)
+        if (!strcmp(option_table[k].name, name)) row = &option_table[k];
+    if (!row) die_usage("unknown option --%s", name);
+    *val = NULL;
+    if (!row->takes_value) {
+        if (eq) die_usage("--%s takes no value", name);
+    } else if (eq) {
+        *val = eq + 1;
+    } else if (*i + 1 < argc) {
+        *val = argv[++*i];
+    } else {
+        die_usage("--%s needs a value", name);
     }
+    return row;
 }
 
 /* Checks the options against each other once all are read. */
@@ -312,7 +347,7 @@ static void finish_options(opts *o, int have_redirects, int have_tee) {
 
 void run_parse_args(int argc, char **argv, opts *o) {
     set_defaults(o);
-    int have_redirects = 0, have_tee = 0, i;
+    int seen = 0, i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -325,10 +360,10 @@ void run_parse_args(int argc, char **argv, opts *o) {
             continue;
         }
         char name[64];
-        const char *val = read_option(argc, argv, &i, name);
-        apply_option(o, name, val, &have_redirects, &have_tee);
+        const char *val;
+        read_option(argc, argv, &i, name, &val)->set(o, name, val, &seen);
     }
     if (i >= argc) die_usage("no PROGRAM to run");
     o->argv = argv + i;
-    finish_options(o, have_redirects, have_tee);
+    finish_options(o, seen & SEEN_REDIRECTS, seen & SEEN_TEE);
 }
