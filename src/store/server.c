@@ -685,6 +685,47 @@ static void accept_all(struct ddpc_store_server *s) {
     }
 }
 
+/* One connection's turn after poll (revents re): its waiter given up or
+ * gone, its reply written, its requests read and answered, its deadline,
+ * its closing. -1: drop it. */
+static int conn_step(struct ddpc_store_server *s, conn *c, short re, double now) {
+    if (re & POLLNVAL) return -1;
+    if (c->state == C_WAITING && c->proto == PROTO_TORCH && (re & POLLIN) &&
+        !(re & (POLLRDHUP | POLLHUP | POLLERR))) {
+        /* a TCPStore client cannot cancel a wait: one that sends its
+         * next request has given up on it, as torch's server assumes */
+        c->state = C_READY;
+        req_done(c);
+    }
+    if (c->state == C_WAITING && (re & (POLLRDHUP | POLLHUP | POLLERR))) {
+        DDPC_TRACE(STORE, "store: %s left while waiting", c->peer);
+        return -1;
+    }
+    if (c->out_len && (re & (POLLOUT | POLLHUP | POLLERR)) && conn_write(c) < 0) return -1;
+    if (!c->out_len && (re & (POLLIN | POLLHUP | POLLERR)) && (c->state == C_HANDSHAKE || c->state == C_READY) &&
+        conn_read(s, c) < 0)
+        return -1;
+    if (c->state == C_WAITING && now >= c->deadline) check_waiter(s, c, now);
+    if (torch_pump(s, c) < 0) return -1; /* requests queued behind one just answered */
+    if (c->out_len && c->out_off == 0 && conn_write(c) < 0) return -1; /* answer at once */
+    if (c->state == C_CLOSING && conn_close_step(c, now) < 0) return -1;
+    return 0;
+}
+
+/* Keys were set: answers the waiters among conns[0..nc) they satisfy. */
+static void wake_waiters(struct ddpc_store_server *s, int nc, double now) {
+    s->dirty = 0;
+    for (int i = 0; i < nc; i++) {
+        conn *c = s->conns[i];
+        if (!c || c->state != C_WAITING) continue;
+        check_waiter(s, c, now);
+        if (torch_pump(s, c) < 0 || (c->out_len && conn_write(c) < 0)) {
+            conn_free(c);
+            s->conns[i] = NULL;
+        }
+    }
+}
+
 /* The server thread: poll, accept, read, answer, time out waiters. */
 static void *server_main(void *arg) {
     struct ddpc_store_server *s = arg;
@@ -724,47 +765,12 @@ static void *server_main(void *arg) {
         if (n > 0 && (pf[0].revents & POLLIN)) break;
         now = ddpc_now();
         int nc = s->nconns;
-        for (int i = 0; i < nc; i++) {
-            conn *c = s->conns[i];
-            short re = n > 0 ? pf[i + 2].revents : 0;
-            int drop = 0;
-            if (re & POLLNVAL) drop = 1;
-            if (!drop && c->state == C_WAITING && c->proto == PROTO_TORCH && (re & POLLIN) &&
-                !(re & (POLLRDHUP | POLLHUP | POLLERR))) {
-                /* a TCPStore client cannot cancel a wait: one that sends its
-                 * next request has given up on it, as torch's server assumes */
-                c->state = C_READY;
-                req_done(c);
-            }
-            if (!drop && c->state == C_WAITING && (re & (POLLRDHUP | POLLHUP | POLLERR))) {
-                DDPC_TRACE(STORE, "store: %s left while waiting", c->peer);
-                drop = 1;
-            }
-            if (!drop && c->out_len && (re & (POLLOUT | POLLHUP | POLLERR))) drop = conn_write(c) < 0;
-            if (!drop && !c->out_len && (re & (POLLIN | POLLHUP | POLLERR)) &&
-                (c->state == C_HANDSHAKE || c->state == C_READY))
-                drop = conn_read(s, c) < 0;
-            if (!drop && c->state == C_WAITING && now >= c->deadline) check_waiter(s, c, now);
-            if (!drop) drop = torch_pump(s, c) < 0; /* requests queued behind one just answered */
-            if (!drop && c->out_len && c->out_off == 0) drop = conn_write(c) < 0; /* answer at once */
-            if (!drop && c->state == C_CLOSING) drop = conn_close_step(c, now) < 0;
-            if (drop) {
-                conn_free(c);
+        for (int i = 0; i < nc; i++)
+            if (conn_step(s, s->conns[i], n > 0 ? pf[i + 2].revents : 0, now) < 0) {
+                conn_free(s->conns[i]);
                 s->conns[i] = NULL;
             }
-        }
-        if (s->dirty) { /* keys were set: wake the waiters they satisfy */
-            s->dirty = 0;
-            for (int i = 0; i < nc; i++) {
-                conn *c = s->conns[i];
-                if (!c || c->state != C_WAITING) continue;
-                check_waiter(s, c, now);
-                if (torch_pump(s, c) < 0 || (c->out_len && conn_write(c) < 0)) {
-                    conn_free(c);
-                    s->conns[i] = NULL;
-                }
-            }
-        }
+        if (s->dirty) wake_waiters(s, nc, now);
         int j = 0;
         for (int i = 0; i < nc; i++)
             if (s->conns[i]) s->conns[j++] = s->conns[i];
