@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "nn/nn_impl.h"
 #include "nn/safetensors.h"
 
@@ -125,12 +126,13 @@ done:
 
 /* ------------------------------------------------------------ loading */
 
+/* "[a, b, c]" into out[cap], cut short when it does not fit. */
 static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
-    size_t len = 0;
-    len += (size_t)snprintf(out, cap, "[");
-    for (int d = 0; d < ndim && len < cap; d++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (len < cap) snprintf(out + len, cap - len, "]");
+    ddpc__strbuf b;
+    ddpc__sb_fixed(&b, out, cap);
+    ddpc__sb_put(&b, "[", 1);
+    for (int d = 0; d < ndim; d++) ddpc__sb_printf(&b, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    ddpc__sb_put(&b, "]", 1);
 }
 
 /* t must be F32 with p's shape; otherwise a mismatch naming it. */
