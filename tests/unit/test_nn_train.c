@@ -154,3 +154,30 @@ TEST_T(train_resume_matches_straight_run, 300) {
     ddpc_model_destroy(mb);
     t_tmp_remove();
 }
+
+/* The progress bar's contract (ddpc-run's side is in test_run): with stderr
+ * not a terminal there is none, unless DDPC_PROGRESS=1 (ddpc-run sets it for
+ * rank 0 when its own stderr is a terminal) or --progress; the bar is '\r'
+ * updates without a newline, ended by one newline, and replaces the
+ * "Epoch | Batch | Loss" lines; --no-progress wins over DDPC_PROGRESS. */
+TEST_T(train_progress_bar_contract, 120) {
+    need_data();
+    char out[16384], cmd[1024];
+    const char *common = "--threads 1 --epochs 1 --max-batches 30 --max-eval-batches 2 --log-every 10";
+    snprintf(cmd, sizeof cmd, "env -u DDPC_PROGRESS %s %s 2>&1 >/dev/null", t_bin("ddpc-train"), common);
+    CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
+    CHECK_MSG(strchr(out, '\r') == NULL, "a bar with stderr not a terminal: %s", out);
+    snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s 2>&1 >/dev/null", t_bin("ddpc-train"), common);
+    CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
+    CHECK_MSG(strncmp(out, "\r[", 2) == 0, "no bar under DDPC_PROGRESS=1: %s", out);
+    CHECK_CONTAINS(out, "30/30 loss");
+    char *nl = strchr(out, '\n');
+    CHECK_MSG(nl && nl[1] == 0, "the bar is not ended by exactly one newline: %s", out);
+    snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s 2>/dev/null", t_bin("ddpc-train"), common);
+    CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "| Batch:") == NULL, "log lines beside the bar: %s", out);
+    snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s --no-progress 2>&1 >/dev/null", t_bin("ddpc-train"),
+             common);
+    CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
+    CHECK_MSG(strchr(out, '\r') == NULL, "--no-progress drew a bar: %s", out);
+}
