@@ -177,10 +177,10 @@ ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddp
     if (port <= 0 || port > 65535)
         return ddpc_err(DDPC_ERR_INVALID_ARG, "store port %d is out of range [1, 65535]", port);
     if (strlen(host) > 255) return ddpc_err(DDPC_ERR_INVALID_ARG, "store host name is too long");
-    if (!(timeout_s > 0)) DDPC_CHECK(ddpc_env_double("DDPC_CONNECT_TIMEOUT", 0.001, 1e7, &timeout_s));
+    if (!(timeout_s > 0)) DDPC_CHECK(ddpc__env_double(DDPC_ENV_CONNECT_TIMEOUT, &timeout_s));
     double op_timeout;
-    DDPC_CHECK(ddpc_env_double("DDPC_STORE_TIMEOUT", 0.001, 1e7, &op_timeout));
-    const char *want = ddpc_env_str("DDPC_STORE_PROTOCOL", NULL);
+    DDPC_CHECK(ddpc__env_double(DDPC_ENV_STORE_TIMEOUT, &op_timeout));
+    const char *want = ddpc__env(DDPC_ENV_STORE_PROTOCOL, NULL);
     if (strcmp(want, "auto") && strcmp(want, "ddpc") && strcmp(want, "torch"))
         return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_PROTOCOL='%s' is not auto, ddpc or torch", want);
     ddpc_store *st = calloc(1, sizeof *st);
