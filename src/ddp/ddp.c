@@ -108,7 +108,7 @@ static void finish(ddpc_ddp *d, int b) {
 /* Issues, in bucket order, every ready bucket whose predecessors are issued:
  * all ranks then issue the same allreduces in the same order (without
  * overlap each is reduced here, on backward's thread). The last
- * bucket is left to ddpc_ddp_sync: it becomes ready as backward ends, so no
+ * bucket is left to sync_round, at the end of backward: it becomes ready then, so no
  * computation is left to overlap it with, and the calling thread reducing it
  * itself saves the hand-off to the progress thread and back (two thread
  * switches, and on a host whose cores are all busy, a preempted rank). */
