@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     DDPC_TRY(ddpc_dataset_create_mnist(data, "train", &dataset)); /* MNIST(data, train=True) */
     DDPC_TRY(ddpc_sampler_create_dist(comm, dataset->n, NULL, &sampler)); /* DistributedSampler */
     ddpc_loader_options lo = ddpc_loader_options_default(); /* DataLoader(dataset, sampler, */
-    lo.batch_size = 32;                                     /*   batch_size=32); MNIST's transform: */
+    lo.batch_size = 32;                                     /*   batch_size=32); transform: */
     lo.mean = lo.std = 0.5f;                                /*   Normalize((0.5,), (0.5,)) */
     DDPC_TRY(ddpc_loader_create(dataset, sampler, &lo, &loader));
     ddpc_optim_options so = ddpc_optim_options_default(DDPC_OPTIM_SGD);
