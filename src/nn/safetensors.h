@@ -56,7 +56,8 @@ void ddpc__st_close(ddpc__st_file *f);
 const ddpc__st_tensor *ddpc__st_find(const ddpc__st_file *f, const char *name);
 /* The __metadata__ value of key, or NULL. */
 const char *ddpc__st_meta(const ddpc__st_file *f, const char *key);
-/* Copies an F32 tensor's t->numel values into dst (host order). */
+/* Copies numel float32 values of tensor t (an F32 one of that many
+ * elements: the caller checks) into dst, in host byte order. */
 void ddpc__st_get_f32(const ddpc__st_file *f, const ddpc__st_tensor *t, float *dst, size_t numel);
 
 /* One float32 tensor to write (all borrowed). */
