@@ -43,6 +43,18 @@ void ddpc_err_clear(void);
         }                                                                      \
     } while (0)
 
+/* As DDPC_CHECK, for a function with one cleanup label: keeps the status
+ * of expr in s and jumps to label when it is not DDPC_OK. */
+#define DDPC_CHECK_GOTO(expr, s, label)                                        \
+    do {                                                                       \
+        (s) = (expr);                                                          \
+        if ((s) != DDPC_OK) {                                                  \
+            ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
+                     __LINE__, #expr, ddpc_status_str(s));                     \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
 /* ------------------------------------------------------------ logging */
 
 enum { DDPC_LOG_NONE = 0, DDPC_LOG_WARN = 1, DDPC_LOG_INFO = 2, DDPC_LOG_TRACE = 3 };

@@ -1,6 +1,8 @@
 /*
- * comm.h — the communicator's insides, shared by src/comm (bootstrap, queue,
- * progress) and src/coll (the algorithms).
+ * comm.h — the communicator's insides: shared by its own files (comm.c
+ * lifecycle, bootstrap.c, iface.c, queue.c, progress.c, split.c) and by the
+ * algorithms above it, which drive the sockets through the post/wait calls
+ * below and hand the queue their executor with each operation.
  *
  * Execution model. Operations on one communicator run one at a time, in the
  * order issued: a blocking call with nothing queued runs on the caller's
@@ -116,6 +118,7 @@ typedef struct ddpc_peer {
 } ddpc_peer;
 
 struct ddpc_work;
+typedef struct ddpc_srv_ref ddpc_srv_ref; /* comm.c: a store server shared by splits */
 
 struct ddpc_comm {
     int rank, size;
@@ -141,7 +144,7 @@ struct ddpc_comm {
     char store_host[256];
     int store_port;
     char prefix[320];       /* key namespace, ends with '/' */
-    struct ddpc_srv_ref *srv; /* the store this rank hosts (shared with splits), or NULL */
+    ddpc_srv_ref *srv;      /* the store this rank hosts (shared with splits), or NULL */
     ddpc_store *ext_store;  /* the caller's store (ddpc_comm_init_store), borrowed, or NULL */
     uint64_t nsplit;        /* splits done so far (namespaces children) */
 
@@ -230,13 +233,40 @@ void *ddpc__scratch(ddpc_comm *c, size_t nbytes);
 
 /* ------------------------------------------------------------ queue */
 
-/* Runs or queues one operation (src/comm/comm.c). w == NULL: blocking (runs
- * on the caller's thread when nothing is queued, else waits its turn);
- * otherwise *w gets a work handle. Arguments are already validated. */
+/* Runs or queues one operation (queue.c) with its executor a->run. w ==
+ * NULL: blocking (runs on the caller's thread when nothing is queued, else
+ * waits its turn); otherwise *w gets a work handle. Arguments are already
+ * validated. ddpc__submit owns a->vec, whatever it returns. */
 ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **w);
-/* (ddpc__submit owns a->vec, whatever it returns.) */
+/* Refuses new operations, runs or waits out the queued ones (on this
+ * thread when c has no progress thread) and joins the progress thread
+ * (queue.c; ddpc_comm_destroy's first step). */
+void ddpc__queue_stop(ddpc_comm *c);
 
-/* -------------------------------------------------------- bootstrap bits */
+/* ------------------------------------------------------------ lifecycle */
+
+/* Creates a communicator whose store is at host:port under key prefix
+ * (comm.c). host_store: rank 0 starts the server there (unless srv is
+ * given, which is then shared). who names the variables the address came
+ * from, for error texts. */
+ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
+                              ddpc_srv_ref *srv, const char *prefix, const char *who, ddpc_comm **out);
+/* Creates a communicator that meets its peers through st, the caller's
+ * store (borrowed; kept in ext_store for splits), under prefix. opt (may be
+ * NULL) overrides the environment's timeouts. The address to listen on
+ * routes to MASTER_ADDR when it is set (else loopback), unless DDPC_IF_IP /
+ * DDPC_SOCKET_IFNAME choose it. */
+ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const char *prefix,
+                                    const ddpc_comm_options *opt, ddpc_comm **out);
+
+/* ------------------------------------------------------------ bootstrap */
+
+/* Meets c's peers (bootstrap.c): through the store at host:port (who names
+ * where the address came from) or through the caller's store st, under
+ * c->prefix, before c->connect_timeout. On return c has a connection to
+ * every peer, its local group and its spin settings. */
+ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const char *who);
+ddpc_status ddpc__bootstrap_store(ddpc_comm *c, ddpc_store *st);
 
 /* Picks the address to listen on (DDPC_IF_IP, DDPC_SOCKET_IFNAME, else the
  * route towards peer_host) into ip/ifname (src/comm/iface.c). */

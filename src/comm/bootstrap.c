@@ -1,0 +1,476 @@
+/*
+ * bootstrap.c — how a communicator's ranks meet: through the store, to a
+ * full mesh of connections, same-host pairs on shared memory.
+ *
+ * In order, each step a function below:
+ *   1. connect to the store (store_connect; hosting it is comm.c's) and
+ *      reconnect when it vanishes before any peer is connected
+ *      (ddpc__bootstrap_addr);
+ *   2. listen on the chosen address (listen_for_peers; the choice is
+ *      iface.c's);
+ *   3. publish "peer/<rank>" = {size, host id, address, port, DDPC_SHM,
+ *      DDPC_SHM_BYTES} under the communicator's key prefix (publish), wait
+ *      for every rank's entry, bounded by DDPC_CONNECT_TIMEOUT, the error
+ *      listing the ranks that never came (wait_entries), and read them
+ *      (read_entries);
+ *   4. connect to every lower rank, accept every higher one (a full mesh:
+ *      any algorithm can talk to any peer, and every rank sees a dead peer's
+ *      sockets close); each connection opens with a hello {magic, version,
+ *      communicator id, rank} (connect_lower, accept_higher);
+ *   5. ranks with the same host id form the local group (local_group); a
+ *      pair in it whose ranks both publish DDPC_SHM=1 and the same
+ *      DDPC_SHM_BYTES upgrades its connection to shared memory (setup_shm,
+ *      transport.h: ddpc_shm_offer), the TCP socket staying as its doorbell.
+ *      Both ends decide from the same published entries, so they always
+ *      agree; where shared memory cannot be had, the pair stays on TCP with
+ *      a warning.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/strbuf.h"
+#include "base/util.h"
+#include "comm/comm.h"
+#include "ddpc/store.h"
+
+#define HELLO_MAGIC 0x48504444u /* "DDPH" */
+#define HELLO_VERSION 1u
+
+typedef struct hello {
+    uint32_t magic, version;
+    uint64_t uid;
+    int32_t rank, size;
+} hello;
+
+static const ddpc_transport *const tcp = &ddpc_transport_tcp;
+
+/* This host's identity: hostname, kernel boot id and network namespace, so
+ * that "nodes" simulated in network namespaces of one kernel count as
+ * separate hosts, as their launcher's LOCAL_RANK does. */
+static void host_id(char *buf, size_t len) {
+    char name[64] = "?", boot[64] = "", ns[64] = "";
+    gethostname(name, sizeof name);
+    name[sizeof name - 1] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    snprintf(buf, len, "%s/%.40s/%s", name, boot, ns);
+    for (char *p = buf; *p; p++)
+        if (*p == ' ') *p = '_';
+}
+
+/* How a waiting rank retries before it sleeps (ddpc__progress), unless
+ * DDPC_SPIN_US says how long. While this host's ranks do not outnumber its
+ * CPUs, a sleeping rank's core halts, and waking it costs tens of
+ * microseconds a message (more under a hypervisor): retry up to 1 ms, the
+ * first busy_polls tries without yielding (a peer's reply is often under a
+ * microsecond away, less than one sched_yield costs under a hypervisor).
+ * Where they outnumber them, a spinning rank takes time from one that has
+ * work: 50 us, every try yielding the core. */
+static void choose_spin(ddpc_comm *c) {
+    long local = c->local_size, lws;
+    if (ddpc_env_isset("LOCAL_WORLD_SIZE") &&
+        ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1L << 20, &lws) == DDPC_OK && lws > local)
+        local = lws; /* a sub-communicator's host may hold more of the job's ranks */
+    long cpus = ddpc_cpu_count();
+    c->busy_polls = local <= cpus && c->spin_s != 0 ? DDPC_BUSY_POLLS : 0;
+    c->poll_budget = c->busy_polls;
+    if (c->spin_s >= 0) return;
+    c->spin_s = local <= cpus ? 1e-3 : 50e-6;
+    DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits poll %d times, then spin "
+              "%g us before sleeping (DDPC_SPIN_US)", c->rank, local, cpus, c->busy_polls,
+              c->spin_s * 1e6);
+}
+
+/* ------------------------------------------------------------ 2. listen */
+
+/* Listens on c->ip (from DDPC_IF_BASE_PORT on, else any port) when there
+ * are peers; *port is where (0 for a communicator of one). */
+static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port) {
+    long base_port;
+    *lis = NULL;
+    *port = 0;
+    DDPC_CHECK(ddpc_env_long("DDPC_IF_BASE_PORT", 0, 65535, &base_port));
+    if (c->size == 1) return DDPC_OK;
+    ddpc_status s = tcp->listen(c->ip, (int)base_port, lis, port);
+    if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
+    return DDPC_OK;
+}
+
+/* ------------------------------------------------- 3. publish, read entries */
+
+/* Publishes this rank's entry; one already there from another process
+ * with this rank is an error naming it. */
+static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
+    char val[512], key[64];
+    snprintf(val, sizeof val, "v2 %d %d %s %s %d %ld", c->size, port, c->ip, c->peers[c->rank].host,
+             c->shm, c->shm_bytes);
+    snprintf(key, sizeof key, "peer/%d", c->rank);
+    void *actual = NULL;
+    size_t alen = 0;
+    ddpc_status s = ddpc_store_compare_set(st, key, NULL, 0, val, strlen(val), &actual, &alen);
+    if (s == DDPC_OK && (alen != strlen(val) || memcmp(actual, val, alen) != 0))
+        s = ddpc_err(DDPC_ERR_ENV, "RANK=%d is already taken by another process (%.*s)", c->rank,
+                     (int)alen, (char *)actual);
+    free(actual);
+    return s;
+}
+
+/* The error for the entries miss[0, nmiss) that never came; s is how the
+ * waiting ended (not DDPC_OK: the store went away). */
+static ddpc_status never_arrived(ddpc_comm *c, const char **miss, int nmiss, ddpc_status s) {
+    char list[256] = "", why[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < nmiss && i < 32; i++) {
+        int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", miss[i] + 5);
+        if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
+    }
+    if (nmiss > 32) snprintf(list + used, sizeof list - used, " and %d more", nmiss - 32);
+    if (s != DDPC_OK) snprintf(why, sizeof why, " (then the store went away: %s)", ddpc_last_error());
+    return ddpc_err(DDPC_ERR_TIMEOUT, "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
+                    c->rank, list, c->size, c->connect_timeout, why);
+}
+
+/* Waits until every key[0, size) exists, in short rounds, so that the ranks
+ * still missing are known even if the store's host gives up first.
+ * *store_gone = 1 when the store was lost while ranks were missing. */
+static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys, double deadline,
+                                int *store_gone) {
+    int nmiss = c->size;
+    const char **miss = malloc(sizeof *miss * (size_t)c->size);
+    if (!miss) return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+    memcpy(miss, keys, sizeof *miss * (size_t)c->size);
+    ddpc_status s = DDPC_OK;
+    for (;;) {
+        int k = 0;
+        for (int i = 0; i < nmiss && s == DDPC_OK; i++) {
+            int ex = 0;
+            s = ddpc_store_check(st, miss[i], &ex);
+            if (!ex) miss[k++] = miss[i];
+        }
+        if (s == DDPC_OK) nmiss = k;
+        if (s != DDPC_OK || nmiss == 0 || ddpc_expired(deadline)) break;
+        double left = deadline - ddpc_now();
+        ddpc_status w = ddpc_store_wait(st, miss, nmiss, left < 0.25 ? (left > 0.001 ? left : 0.001) : 0.25);
+        if (w != DDPC_OK && w != DDPC_ERR_TIMEOUT) s = w;
+    }
+    if (nmiss > 0) {
+        if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
+        s = never_arrived(c, miss, nmiss, s);
+    }
+    free(miss);
+    return s;
+}
+
+/* Reads every rank's entry into c->peers. */
+static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys, int *store_gone) {
+    ddpc_status s = DDPC_OK;
+    for (int r = 0; r < c->size && s == DDPC_OK; r++) {
+        void *v = NULL;
+        size_t vl = 0;
+        s = ddpc_store_get(st, keys[r], 1.0, &v, &vl);
+        if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
+        if (s != DDPC_OK) break;
+        char txt[512];
+        snprintf(txt, sizeof txt, "%.*s", (int)vl, (char *)v);
+        free(v);
+        ddpc_peer *pe = &c->peers[r];
+        int psize = 0;
+        if (sscanf(txt, "v2 %d %d %63s %127s %d %ld", &psize, &pe->port, pe->ip, pe->host, &pe->shm,
+                   &pe->shm_bytes) != 6)
+            s = ddpc_err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
+        else if (psize != c->size)
+            s = ddpc_err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
+                         psize, c->rank, c->size);
+    }
+    return s;
+}
+
+/* Step 3 whole: publish this rank's entry, wait for everyone's, read them.
+ * *store_gone = 1 when it failed because the store's connection was lost. */
+static ddpc_status exchange_entries(ddpc_comm *c, ddpc_store *st, int port, double deadline,
+                                    int *store_gone) {
+    ddpc_status s = publish(c, st, port);
+    if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
+    if (s != DDPC_OK) return s;
+    /* the keys "peer/<r>": pointers, then the texts they point to */
+    const char **keys = malloc((size_t)c->size * (sizeof *keys + 24));
+    if (!keys) return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+    char *text = (char *)(keys + c->size);
+    for (int r = 0; r < c->size; r++) {
+        snprintf(text + r * 24, 24, "peer/%d", r);
+        keys[r] = text + r * 24;
+    }
+    DDPC_CHECK_GOTO(wait_entries(c, st, keys, deadline, store_gone), s, out);
+    DDPC_CHECK_GOTO(read_entries(c, st, keys, store_gone), s, out);
+out:
+    free(keys);
+    return s;
+}
+
+/* ----------------------------------------------------- 4. the full mesh */
+
+/* The hello's communicator id: this store and key space, and rank 0's
+ * listening address (unique among live communicators). */
+static uint64_t hello_id(const ddpc_comm *c) {
+    const ddpc_peer *p0 = &c->peers[0];
+    return ddpc__fnv1a(c->prefix, strlen(c->prefix)) ^ ((uint64_t)c->store_port << 48) ^
+           ddpc__fnv1a(c->store_host, strlen(c->store_host)) ^
+           (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
+}
+
+/* Connects to every lower rank and greets it. */
+static ddpc_status connect_lower(ddpc_comm *c, uint64_t uid, double deadline) {
+    for (int r = 0; r < c->rank; r++) {
+        ddpc_peer *pe = &c->peers[r];
+        ddpc_status s = tcp->connect(pe->ip, pe->port, deadline, &pe->conn);
+        if (s != DDPC_OK)
+            return ddpc_err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip, pe->port);
+        hello h = {HELLO_MAGIC, HELLO_VERSION, uid, c->rank, c->size};
+        s = tcp->send_full(pe->conn, &h, sizeof h, deadline, c->abort_fd);
+        if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: greeting rank %d", c->rank, r);
+    }
+    return DDPC_OK;
+}
+
+/* The error for the higher ranks that never connected; s is how accepting
+ * ended. */
+static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
+    char miss[256] = "";
+    size_t used = 0;
+    for (int r = c->rank + 1; r < c->size; r++)
+        if (!c->peers[r].conn) {
+            int n = snprintf(miss + used, sizeof miss - used, "%s%d", used ? ", " : "", r);
+            if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
+        }
+    return ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                    "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank, miss,
+                    c->connect_timeout);
+}
+
+/* Accepts every higher rank on lis, each known by its hello. */
+static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, uint64_t uid, double deadline) {
+    for (int k = c->rank + 1; k < c->size; k++) {
+        ddpc_conn *conn = NULL;
+        ddpc_status s = tcp->accept(lis, deadline, c->abort_fd, &conn);
+        if (s != DDPC_OK) return never_connected(c, s);
+        hello h;
+        s = tcp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
+        if (s == DDPC_OK && (h.magic != HELLO_MAGIC || h.version != HELLO_VERSION || h.uid != uid ||
+                             h.rank <= c->rank || h.rank >= c->size || c->peers[h.rank].conn))
+            s = ddpc_err(DDPC_ERR_PROTOCOL,
+                         "rank %d: unexpected hello (magic 0x%x version %u rank %d) on the data port",
+                         c->rank, h.magic, h.version, h.rank);
+        if (s != DDPC_OK) {
+            tcp->close(conn);
+            return s;
+        }
+        c->peers[h.rank].conn = conn;
+    }
+    return DDPC_OK;
+}
+
+/* ------------------------------------------ 5. topology, shared memory */
+
+/* This rank's place among the ranks of its host. */
+static void local_group(ddpc_comm *c) {
+    const char *me = c->peers[c->rank].host;
+    c->local_rank = 0;
+    c->local_size = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (strcmp(c->peers[r].host, me) != 0) continue;
+        if (r < c->rank) c->local_rank++;
+        c->local_size++;
+    }
+}
+
+/* Whether this rank and peer p move to shared memory: same host, both
+ * DDPC_SHM=1, the same DDPC_SHM_BYTES (from the published entries, so both
+ * ends decide alike). Warns, once per pair, where the settings differ. */
+static int shm_pair(const ddpc_comm *c, int p) {
+    const ddpc_peer *pe = &c->peers[p];
+    if (p == c->rank || strcmp(pe->host, c->peers[c->rank].host) != 0) return 0;
+    if (!c->shm || !pe->shm) {
+        if (c->shm)
+            DDPC_WARN(SHM, "rank %d: rank %d on this host has DDPC_SHM=0 (this rank: 1); using TCP to it",
+                      c->rank, p);
+        return 0;
+    }
+    if (pe->shm_bytes != c->shm_bytes) {
+        DDPC_WARN(SHM, "rank %d: rank %d on this host has DDPC_SHM_BYTES=%ld, this rank %ld; using TCP "
+                  "to it (set the same value on every rank)", c->rank, p, pe->shm_bytes, c->shm_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* The upgrade of same-host connections to shared memory, in three rounds
+ * so that no rank waits on one that waits on it: offers to higher ranks
+ * (small writes that never block), then answers to the lower ranks'
+ * offers, then the answers to this rank's own offers. */
+static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
+    if (!c->shm || c->local_size < 2) return DDPC_OK;
+    ddpc_shm_pending **pend = calloc((size_t)c->size, sizeof *pend);
+    char *use = calloc((size_t)c->size, 1);
+    ddpc_status s = DDPC_OK;
+    int p = -1; /* the peer being set up */
+    if (!pend || !use) {
+        s = ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (p = 0; p < c->size; p++) use[p] = (char)shm_pair(c, p);
+    for (int round = 0; round < 3 && s == DDPC_OK; round++) {
+        int lo = round == 1 ? 0 : c->rank + 1, hi = round == 1 ? c->rank : c->size;
+        for (p = lo; p < hi && s == DDPC_OK; p++) {
+            if (!use[p]) continue;
+            ddpc_peer *pe = &c->peers[p];
+            ddpc_conn *sc = NULL;
+            char who[32];
+            snprintf(who, sizeof who, "rank %d", p);
+            if (round == 0) {
+                s = ddpc_shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &pend[p]);
+            } else if (round == 1) {
+                s = ddpc_shm_join(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &sc);
+            } else {
+                s = ddpc_shm_finish(pend[p], pe->conn, who, deadline, c->abort_fd, &sc);
+                pend[p] = NULL;
+            }
+            if (s != DDPC_OK) break;
+            if (sc) { /* sc has its own copy of the socket */
+                ddpc_shm_set_copy_policy(sc, c->shm_copy);
+                pe->tp->close(pe->conn);
+                pe->conn = sc;
+                pe->tp = &ddpc_transport_shm;
+            }
+        }
+    }
+    if (s != DDPC_OK)
+        s = ddpc_err_wrap(s, "rank %d: setting up shared memory with rank %d", c->rank, p);
+out:
+    for (int q = 0; pend && q < c->size; q++) ddpc_shm_pending_free(pend[q]);
+    free(pend);
+    free(use);
+    return s;
+}
+
+/* Logs, at INFO, which transport each peer uses:
+ * "rank 0: shm to ranks 1-3; tcp to ranks 4,5". */
+static void log_transports(const ddpc_comm *c) {
+    if (!ddpc_log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->size < 2) return;
+    static const ddpc_transport *const tps[2] = {&ddpc_transport_shm, &ddpc_transport_tcp};
+    int *ranks = malloc(sizeof *ranks * (size_t)c->size);
+    if (!ranks) return;
+    char line[1024];
+    ddpc__strbuf b;
+    ddpc__sb_fixed(&b, line, sizeof line);
+    ddpc__sb_printf(&b, "rank %d:", c->rank);
+    for (int t = 0, parts = 0; t < 2; t++) {
+        int n = 0;
+        for (int r = 0; r < c->size; r++)
+            if (r != c->rank && c->peers[r].tp == tps[t]) ranks[n++] = r;
+        if (!n) continue;
+        ddpc__sb_printf(&b, "%s %s to ranks ", parts++ ? ";" : "", tps[t]->name);
+        ddpc__sb_ranks(&b, ranks, n);
+    }
+    free(ranks);
+    DDPC_INFO(INIT, "%s", line);
+}
+
+/* ------------------------------------------------------------ the whole */
+
+/* Steps 2–5 (see the top of the file), before deadline. st is the
+ * communicator's prefixed view of the store (borrowed). *store_gone = 1
+ * when it failed because the store's connection was lost before any peer
+ * was connected (the caller may reconnect and retry). */
+static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int *store_gone) {
+    ddpc_listener *lis = NULL;
+    int port = 0;
+    ddpc_status s;
+    *store_gone = 0;
+    host_id(c->peers[c->rank].host, sizeof c->peers[c->rank].host);
+    DDPC_CHECK(listen_for_peers(c, &lis, &port));
+    DDPC_CHECK_GOTO(exchange_entries(c, st, port, deadline, store_gone), s, out);
+    uint64_t uid = hello_id(c);
+    DDPC_CHECK_GOTO(connect_lower(c, uid, deadline), s, out);
+    DDPC_CHECK_GOTO(accept_higher(c, lis, uid, deadline), s, out);
+    tcp->close_listener(lis);
+    lis = NULL;
+    local_group(c);
+    choose_spin(c);
+    DDPC_CHECK_GOTO(setup_shm(c, deadline), s, out);
+    DDPC_INFO(INIT, "rank %d of %d ready: local rank %d of %d, listening on %s:%d (%s)", c->rank,
+              c->size, c->local_rank, c->local_size, c->ip, port, c->ifname[0] ? c->ifname : "?");
+    log_transports(c);
+out:
+    tcp->close_listener(lis);
+    return s;
+}
+
+/* Connects to the store at host:port before deadline; a reset during the
+ * handshake is a store closing down (see ddpc__bootstrap_addr), tried again
+ * for a while by a rank that does not host it. */
+static ddpc_status store_connect(ddpc_comm *c, const char *host, int port, double deadline,
+                                 ddpc_store **root) {
+    double left = deadline - ddpc_now();
+    ddpc_status s = ddpc_store_connect(host, port, left > 0.001 ? left : 0.001, root);
+    for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc_expired(deadline); k++) {
+        ddpc_sleep(0.02);
+        left = deadline - ddpc_now();
+        s = ddpc_store_connect(host, port, left > 0.001 ? left : 0.001, root);
+    }
+    return s;
+}
+
+ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const char *who) {
+    double deadline = ddpc_deadline_in(c->connect_timeout);
+    char first_err[1024] = "";
+    ddpc_store *root = NULL, *st = NULL;
+    ddpc_status s;
+    for (int attempt = 0;; attempt++) {
+        s = store_connect(c, host, port, deadline, &root);
+        if (s != DDPC_OK && first_err[0]) { /* the retry found no store: report the first failure */
+            s = ddpc_err(DDPC_ERR_TIMEOUT, "%s", first_err);
+            goto out;
+        }
+        if (s != DDPC_OK) {
+            s = ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                         "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s", c->rank,
+                         who, c->connect_timeout, ddpc_last_error());
+            goto out;
+        }
+        DDPC_CHECK_GOTO(ddpc_store_prefixed(root, c->prefix, &st), s, out);
+        int store_gone = 0;
+        s = bootstrap(c, st, deadline, &store_gone);
+        /* a store that vanished under a rank that does not host it: most
+         * likely rank 0's previous communicator's, about to be replaced by
+         * the next one on the same port. Reconnect while time remains. */
+        if (s == DDPC_OK || !store_gone || c->srv || attempt >= 20 || ddpc_expired(deadline)) goto out;
+        if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", ddpc_last_error());
+        DDPC_INFO(INIT, "rank %d: lost the store during bootstrap (%s); reconnecting", c->rank, ddpc_last_error());
+        ddpc_store_close(st);
+        ddpc_store_close(root);
+        st = root = NULL;
+        ddpc_sleep(0.05);
+    }
+out:
+    ddpc_store_close(st);
+    ddpc_store_close(root);
+    return s;
+}
+
+ddpc_status ddpc__bootstrap_store(ddpc_comm *c, ddpc_store *st) {
+    ddpc_store *view = NULL;
+    int store_gone = 0;
+    DDPC_CHECK(ddpc_store_prefixed(st, c->prefix, &view));
+    ddpc_status s = bootstrap(c, view, ddpc_deadline_in(c->connect_timeout), &store_gone);
+    ddpc_store_close(view);
+    return s;
+}

@@ -1,0 +1,404 @@
+/*
+ * queue.c — the ordered queue of a communicator's operations: submission
+ * (a blocking call with nothing queued runs on its caller's thread), the
+ * progress thread, the batching of queued sends and receives (so that
+ * pairs that send each other first still meet), receives from any source,
+ * and the work handles of asynchronous calls.
+ *
+ * Each operation comes with its executor (ddpc_args.run, handed in by the
+ * layer that issues it); the queue only decides which thread runs what, and
+ * when. The socket driving is progress.c's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "comm/comm.h"
+
+struct ddpc_work {
+    ddpc_comm *c; /* borrowed; only used while queued */
+    ddpc_args a;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int started;    /* taken off the queue (under c->mu) */
+    ddpc_status st;
+    double timeout; /* the comm's exec timeout, for wait(-1) */
+    double spin_s;  /* the comm's spin before a wait sleeps */
+    int no_thread;  /* the comm has no progress thread: waiters run the queue */
+    int refs;       /* atomic: the caller's and the queue's */
+    char err[1024];
+    struct ddpc_work *next;
+};
+
+static int is_collective(ddpc_kind k) { return k != DDPC_K_SEND && k != DDPC_K_RECV; }
+static int is_reducing(ddpc_kind k) {
+    return k == DDPC_K_ALLREDUCE || k == DDPC_K_REDUCE || k == DDPC_K_REDUCE_SCATTER;
+}
+static int is_rooted(ddpc_kind k) {
+    return k == DDPC_K_BROADCAST || k == DDPC_K_REDUCE || k == DDPC_K_GATHER || k == DDPC_K_SCATTER;
+}
+
+/* Readies e to execute a on c: fingerprint, sequence number, deadline.
+ * Fails when c was aborted or failed earlier. */
+static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        return ddpc_err(DDPC_ERR_ABORTED, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
+    if (c->failed != DDPC_OK) {
+        char msg[1024];
+        pthread_mutex_lock(&c->err_mu);
+        snprintf(msg, sizeof msg, "%s", c->last_err);
+        pthread_mutex_unlock(&c->err_mu);
+        return ddpc_err(c->failed, "the communicator failed earlier: %s", msg);
+    }
+    memset(e, 0, sizeof *e);
+    e->c = c;
+    e->a = *a;
+    e->fp.magic = DDPC_MSG_MAGIC;
+    e->fp.kind = (uint8_t)(a->kind == DDPC_K_RECV ? DDPC_K_SEND : a->kind);
+    e->fp.dtype = a->kind == DDPC_K_BARRIER ? 0 : (uint8_t)a->dtype;
+    e->fp.op = is_reducing(a->kind) ? (uint8_t)a->op : 0;
+    e->fp.root = is_rooted(a->kind) ? a->root : -1;
+    e->fp.count = a->count;
+    e->fp.seq = is_collective(a->kind) ? c->seq++ : 0;
+    e->deadline = ddpc_deadline_in(c->exec_timeout);
+    e->lost = -1;
+    e->culprit = -1;
+    if (ddpc_log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
+        char d[160];
+        ddpc__describe(&e->fp, d, sizeof d);
+        DDPC_TRACE(COLL, "%s #%" PRIu64 " start", d, e->fp.seq);
+    }
+    return DDPC_OK;
+}
+
+/* Runs one operation on this thread: fingerprint, deadline, its executor. */
+static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
+    ddpc_exec e;
+    DDPC_CHECK(exec_init(c, a, &e));
+    return a->run(&e);
+}
+
+/* A work handle for a, held by the caller and the queue (two references);
+ * NULL on out of memory. It takes over a->vec only once enqueued. */
+static struct ddpc_work *work_new(ddpc_comm *c, const ddpc_args *a) {
+    struct ddpc_work *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->c = c;
+    w->a = *a;
+    w->refs = 2;
+    w->timeout = c->exec_timeout;
+    w->spin_s = c->spin_s;
+    w->no_thread = c->no_thread;
+    pthread_mutex_init(&w->mu, NULL);
+    ddpc__cond_init_monotonic(&w->cv);
+    return w;
+}
+
+static void work_free(struct ddpc_work *w) {
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->a.vec);
+    free(w);
+}
+
+static void work_release(struct ddpc_work *w) {
+    if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) == 0) work_free(w);
+}
+
+static void work_complete(struct ddpc_work *w, ddpc_status st) {
+    pthread_mutex_lock(&w->mu);
+    w->st = st;
+    if (st != DDPC_OK) snprintf(w->err, sizeof w->err, "%s", ddpc_last_error());
+    __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    work_release(w);
+}
+
+static int is_p2p(ddpc_kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
+
+/* The rank whose next message to this one is the point-to-point message
+ * due next from it, for a receive from DDPC_ANY_SOURCE (its header is read
+ * without being taken); -1 when none has arrived yet. Ranks with a receive
+ * already posted are passed over: their next message is that one's. */
+static int any_source(ddpc_comm *c, const ddpc_args *a) {
+    for (int k = 1; k < c->size; k++) {
+        int p = (c->rank + k) % c->size;
+        ddpc_peer *pe = &c->peers[p];
+        ddpc_hdr h;
+        size_t got = 0;
+        int eof = 0;
+        if (pe->rq || !pe->conn || pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) != DDPC_OK) continue;
+        if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.kind == DDPC_K_SEND && h.flags == DDPC_F_DATA &&
+            h.seq == c->p2p_recvd[p])
+            return p;
+    }
+    return -1;
+}
+
+/* One queued send or receive of a batch (run_p2p). */
+typedef struct p2p_item {
+    struct ddpc_work *w;
+    ddpc_exec e;
+    ddpc_req q;
+    int posted, done;
+} p2p_item;
+
+/* Runs the point-to-point operations at the head of the queue together, and
+ * takes in those queued behind them while they run: every send and receive
+ * of the batch is posted at once and progresses together, so two ranks that
+ * each send the other a large message before receiving (torch's
+ * batch_isend_irecv, isend then irecv) do not wait on each other forever.
+ * Per pair, messages still match in the order issued. c->mu is held on
+ * entry and on return; the head is a send or receive; nothing executes. */
+static void run_p2p(ddpc_comm *c) {
+    p2p_item *b = NULL;
+    size_t n = 0, cap = 0, left = 0;
+    c->busy = 1;
+    for (;;) {
+        size_t first_new = n;
+        while (c->qhead && is_p2p(c->qhead->a.kind)) {
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 16;
+                p2p_item *nb = realloc(b, sizeof *b * nc);
+                if (!nb) break; /* run what is taken; the rest waits its turn */
+                b = nb;
+                cap = nc;
+            }
+            struct ddpc_work *w = c->qhead;
+            c->qhead = w->next;
+            if (!c->qhead) c->qtail = NULL;
+            w->started = 1;
+            memset(&b[n], 0, sizeof b[n]);
+            b[n++].w = w;
+            left++;
+        }
+        pthread_mutex_unlock(&c->mu);
+        for (size_t i = first_new; i < n; i++) { /* ready the new ones */
+            p2p_item *it = &b[i];
+            ddpc_status s = exec_init(c, &it->w->a, &it->e);
+            if (s != DDPC_OK || it->w->a.count == 0) {
+                it->done = 1;
+                left--;
+                work_complete(it->w, s);
+            }
+            it->e.nap = 0.001;
+        }
+        int hold_recv = 0; /* behind a receive from any source still choosing */
+        for (size_t i = 0; i < n; i++) { /* post, in order */
+            p2p_item *it = &b[i];
+            ddpc_args *a = &it->w->a;
+            if (it->done || it->posted || (a->kind == DDPC_K_RECV && hold_recv)) continue;
+            if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE && (a->root = any_source(c, a)) < 0) {
+                hold_recv = 1;
+                continue;
+            }
+            size_t nb = a->count * ddpc_dtype_size(a->dtype);
+            if (a->kind == DDPC_K_SEND) {
+                it->e.fp.seq = c->p2p_sent[a->root]++;
+                ddpc__post_send(&it->e, &it->q, a->root, a->send, nb);
+            } else {
+                it->e.fp.seq = c->p2p_recvd[a->root]++;
+                ddpc__post_recv(&it->e, &it->q, a->root, a->recv, nb);
+            }
+            it->posted = 1;
+        }
+        if (left) { /* progress through the oldest pending one (its deadline) */
+            p2p_item *drv = NULL;
+            for (size_t i = 0; i < n && !drv; i++)
+                if (!b[i].done) drv = &b[i];
+            ddpc_status s = ddpc__progress(&drv->e, 1);
+            for (size_t i = 0; i < n; i++) {
+                p2p_item *it = &b[i];
+                if (it->done || (s == DDPC_OK && !(it->posted && it->q.done))) continue;
+                it->done = 1;
+                left--;
+                work_complete(it->w, s);
+            }
+        }
+        pthread_mutex_lock(&c->mu);
+        if (!left && !(c->qhead && is_p2p(c->qhead->a.kind))) break;
+    }
+    free(b);
+    c->busy = 0;
+    pthread_cond_broadcast(&c->cv);
+}
+
+/* Takes the queue's head and runs it on this thread; c->mu is held on entry
+ * and on return, and no operation is executing. */
+static void run_head(ddpc_comm *c) {
+    if (is_p2p(c->qhead->a.kind)) {
+        run_p2p(c);
+        return;
+    }
+    struct ddpc_work *w = c->qhead;
+    c->qhead = w->next;
+    if (!c->qhead) c->qtail = NULL;
+    w->started = 1;
+    c->busy = 1;
+    pthread_mutex_unlock(&c->mu);
+    ddpc_status st = execute(c, &w->a);
+    work_complete(w, st);
+    pthread_mutex_lock(&c->mu);
+    c->busy = 0;
+    pthread_cond_broadcast(&c->cv);
+}
+
+/* The progress thread: runs queued operations in order until stopped and
+ * the queue is empty. */
+static void *worker(void *arg) {
+    ddpc_comm *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (!c->qhead || c->busy) {
+            if (c->stop && !c->qhead) break;
+            pthread_cond_wait(&c->cv, &c->mu);
+            continue;
+        }
+        run_head(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* A thread that waits for w without a limit of its own runs the queue up to
+ * w itself when no operation is executing, instead of sleeping while the
+ * progress thread wakes to do it: the last bucket of a DDP step costs two
+ * thread hand-offs less. Order is kept (only the head runs, one at a time). */
+static void run_inline(struct ddpc_work *w) {
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done) return; /* w->c may be gone once w is done */
+    ddpc_comm *c = w->c;
+    pthread_mutex_lock(&c->mu);
+    while (!w->started && !c->busy && c->qhead) run_head(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The fast path of a blocking call: c->mu is held on entry (and released),
+ * nothing is queued or executing; a runs here, now. */
+static ddpc_status run_now(ddpc_comm *c, const ddpc_args *a) {
+    c->busy = 1;
+    pthread_mutex_unlock(&c->mu);
+    ddpc_status st = execute(c, a);
+    pthread_mutex_lock(&c->mu);
+    c->busy = 0;
+    if (c->qhead) pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    free(a->vec);
+    return st;
+}
+
+ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wout) {
+    ddpc_status s = DDPC_OK;
+    struct ddpc_work *w = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (c->stop) {
+        s = ddpc_err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", c->rank);
+        goto refuse;
+    }
+    if (!wout && !c->busy && !c->qhead) return run_now(c, a);
+    w = work_new(c, a);
+    if (!w) {
+        s = ddpc_err(DDPC_ERR_NOMEM, "out of memory for a work handle");
+        goto refuse;
+    }
+    if (!c->thread_started && !c->no_thread) {
+        if (pthread_create(&c->thread, NULL, worker, c) != 0) {
+            s = ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "cannot start the progress thread");
+            w->a.vec = NULL; /* freed below */
+            work_free(w);
+            goto refuse;
+        }
+        c->thread_started = 1;
+    }
+    if (c->qtail) c->qtail->next = w;
+    else c->qhead = w;
+    c->qtail = w;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (wout) {
+        *wout = w;
+        return DDPC_OK;
+    }
+    s = ddpc_work_wait(w, INFINITY); /* the operation itself is bounded */
+    ddpc_work_free(w);
+    return s;
+refuse:
+    pthread_mutex_unlock(&c->mu);
+    free(a->vec);
+    return s;
+}
+
+/* Waits for w: timeout_s > 0: that long; 0: not at all; < 0: the comm's
+ * exec timeout (none when that is 0); INFINITY: no limit. 1 when done. */
+static int wait_done(struct ddpc_work *w, double timeout_s) {
+    double limit = timeout_s < 0 ? (w->timeout > 0 ? w->timeout : INFINITY) : timeout_s;
+    double deadline = ddpc_now() + limit;
+    double spin_until = ddpc_now() + (w->spin_s < limit ? w->spin_s : limit);
+    while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && ddpc_now() < spin_until)
+        sched_yield(); /* as the progress loop does: a sleeping core is slow to wake */
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && ddpc_now() < deadline)
+        ddpc__cond_wait_until(&w->cv, &w->mu, deadline, isinf(limit) ? 0 : 1.0);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
+    if (!w) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
+    /* bounded as the operation is */
+    if (timeout_s < 0 || isinf(timeout_s) || (w->no_thread && timeout_s > 0)) run_inline(w);
+    if (!wait_done(w, timeout_s))
+        return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
+                        "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);
+    if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
+    return DDPC_OK;
+}
+
+int ddpc_work_source(ddpc_work *w) {
+    if (!w) return -1;
+    pthread_mutex_lock(&w->mu);
+    int src = w->done ? w->a.root : -1;
+    pthread_mutex_unlock(&w->mu);
+    return src;
+}
+
+ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
+    if (!w || !done) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_test: work and done must be non-NULL");
+    pthread_mutex_lock(&w->mu);
+    *done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!*done) return DDPC_OK;
+    if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
+    return DDPC_OK;
+}
+
+void ddpc_work_free(ddpc_work *w) {
+    if (!w) return;
+    if (w->no_thread) run_inline(w); /* nobody else may run it */
+    wait_done(w, INFINITY); /* the operation itself is bounded by DDPC_TIMEOUT */
+    work_release(w);
+}
+
+void ddpc__queue_stop(ddpc_comm *c) {
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cv);
+    if (c->no_thread) { /* what is still queued runs here, after what runs elsewhere */
+        for (;;) {
+            if (c->busy) pthread_cond_wait(&c->cv, &c->mu);
+            else if (c->qhead) run_head(c);
+            else break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (c->thread_started) pthread_join(c->thread, NULL);
+}
