@@ -590,6 +590,32 @@ TEST_T(run_progress_bar_on_a_terminal, 60) {
     CHECK(strchr(out, '\r') == NULL);
 }
 
+/* The contract with ddpc-train, end to end: under ddpc-run on a terminal
+ * its rank 0 draws the bar (told DDPC_PROGRESS=1), and its log file gets
+ * the bar's final state as one clean line. */
+TEST_T(run_ddpc_train_progress_bar_on_a_terminal, 60) {
+    char train[4096];
+    snprintf(train, sizeof train, "%s", t_bin("ddpc-train"));
+    if (access(train, X_OK) != 0) SKIP("%s is not built", train);
+    if (access("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", R_OK) != 0)
+        SKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+    if (run(10, "command -v script") != 0) SKIP("script(1) (util-linux) is not installed");
+    const char *d = tmpdir();
+    int rc = run(50,
+                 "script -qec '%s --standalone --nproc-per-node=2 --log-dir=%s --run-id=t %s --epochs 1 "
+                 "--max-batches 40 --max-eval-batches 2' /dev/null",
+                 R(), d, train);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "\r[0]: [");     /* the bar, redrawn in place */
+    CHECK_CONTAINS(out, "] 40/40 loss"); /* to its end */
+    CHECK(strstr(out, "[1]: [") == NULL); /* rank 1 draws none */
+    char path[512];
+    snprintf(path, sizeof path, "%s/t/attempt_0/0/stderr.log", d);
+    const char *log = slurp(path);
+    CHECK_MSG(strchr(log, '\r') == NULL, "a '\\r' in %s: %s", path, log);
+    CHECK_CONTAINS(log, "] 40/40 loss");
+}
+
 TEST_T(run_node_that_never_arrives, 30) {
     int port = t_free_port_pair();
     double t0 = ddpc_now();
