@@ -1,7 +1,9 @@
 /*
- * model.c — the Sequential model: building the stack, the parameter and
- * gradient blocks with their named views, PyTorch's default initialisation,
- * and the forward and backward passes over a batch.
+ * model.c — the Sequential model: the layer values and building the stack
+ * from them (and the presets), the parameter and gradient blocks with their
+ * named views, PyTorch's default initialisation, batch buffers sized by the
+ * forward passes, the model-bound loss, and the forward and backward passes
+ * over a batch with backward's hooks.
  *
  * The kernels are in layers.c; the loss in loss.c; optimizers in optim.c.
  */
@@ -14,7 +16,7 @@
 #include "nn/nn_impl.h"
 
 #define MAX_LAYERS 256
-
+#define MAX_BATCH (1 << 20)
 
 /* Ties the dropout stream to the seed without sharing the init stream. */
 #define DROPOUT_SEED_MIX 0x6d2b79f5a1c3e5f7ull
@@ -290,8 +292,6 @@ static void free_batch_buffers(ddpc_model *m) {
     m->out_grad = NULL;
     m->cap_batch = 0;
 }
-
-#define MAX_BATCH (1 << 20)
 
 /* Sizes the batch buffers for B samples: done by the first forward, and
  * again (growing) by one with a larger batch. */
