@@ -319,7 +319,7 @@ int main(int argc, char **argv) {
     }
     if (isatty(2)) { /* rank 0's progress bar, as tqdm's under torchrun */
         console_progress_on();
-        J.progress_env = getenv("DDPC_PROGRESS") == NULL;
+        J.progress_env = !ddpc__env_isset(DDPC_ENV_PROGRESS);
     }
     int rc = 1;
     if (build_exec_argv(&J) != 0 || setup_signals(&J) != 0 || alloc_job(&J) != 0) goto done;

@@ -235,7 +235,8 @@ static ddpc_status setup(trainer *t) {
     if (o->threads) ddpc_nn_set_threads(o->threads);
     int threads = ddpc_nn_threads();
     long local = 1;
-    if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local));
+    if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE))
+        DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &local));
     /* a loader thread pays where a CPU is left over for it; where the ranks'
      * BLAS threads take every CPU it only takes turns with them (a context
      * switch or two a batch, and a preempted rank the others wait for) */
@@ -333,9 +334,11 @@ typedef struct phases { double s[PH_N]; } phases;
  * one newline, which the launcher passes through). */
 static int show_bar(const trainer *t) {
     if (t->rank != 0 || t->o.progress == 0) return 0;
-    if (t->o.progress == 1 || isatty(2)) return 1;
-    const char *v = ddpc_env_str("DDPC_PROGRESS", NULL);
-    return v && !strcmp(v, "1");
+    if (t->o.progress == 1) return 1;
+    long v; /* DDPC_PROGRESS=0 or 1 decides; a bad value is as if unset */
+    if (ddpc__env_isset(DDPC_ENV_PROGRESS) && ddpc__env_long(DDPC_ENV_PROGRESS, &v) == DDPC_OK)
+        return v == 1;
+    return isatty(2);
 }
 
 /*
@@ -480,7 +483,8 @@ int main(int argc, char **argv) {
     t.rank = 0;
     t.world = 1;
     ddpc_status s = DDPC_OK;
-    if (getenv("RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("SLURM_PROCID")) {
+    if (ddpc__env_isset(DDPC_ENV_RANK) || ddpc__env_isset(DDPC_ENV_OMPI_RANK) ||
+        ddpc__env_isset(DDPC_ENV_SLURM_PROCID)) {
         s = ddpc_comm_init_env(&t.comm);
         if (s == DDPC_OK) {
             t.rank = ddpc_comm_rank(t.comm);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/env.h"
 
 static const struct {
     const char *name;
@@ -43,7 +44,7 @@ static unsigned parse_subsys(const char *s) {
 }
 
 static void log_init(void) {
-    const char *lv = getenv("DDPC_DEBUG");
+    const char *lv = ddpc__env(DDPC_ENV_DEBUG, NULL);
     if (lv && *lv) {
         if (!strcasecmp(lv, "NONE") || !strcmp(lv, "0")) log_level = DDPC_LOG_NONE;
         else if (!strcasecmp(lv, "WARN")) log_level = DDPC_LOG_WARN;
@@ -51,7 +52,7 @@ static void log_init(void) {
         else if (!strcasecmp(lv, "TRACE")) log_level = DDPC_LOG_TRACE;
         else fprintf(stderr, "ddpc: DDPC_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", lv);
     }
-    const char *ss = getenv("DDPC_DEBUG_SUBSYS");
+    const char *ss = ddpc__env(DDPC_ENV_DEBUG_SUBSYS, NULL);
     if (ss && *ss) log_subsys = parse_subsys(ss);
     if (gethostname(log_host, sizeof log_host) != 0) snprintf(log_host, sizeof log_host, "?");
     log_host[sizeof log_host - 1] = '\0';

@@ -192,7 +192,7 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
                         "ddpc_loader_create: the sampler covers %zu samples but the dataset has %d",
                         ddpc_sampler_dataset_len(sampler), ds->n);
     double timeout_s;
-    DDPC_CHECK(ddpc_env_double("DDPC_DATA_TIMEOUT", 0.001, 1e9, &timeout_s));
+    DDPC_CHECK(ddpc__env_double(DDPC_ENV_DATA_TIMEOUT, &timeout_s));
 
     ddpc_loader *l = calloc(1, sizeof *l);
     if (!l) return ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");

@@ -52,12 +52,12 @@ void ddpc_nn_set_threads(int n) {
  * out of range is logged and the default taken: this cannot fail). */
 static void choose_threads(void) {
     long n = 0, local = 1;
-    if (ddpc_env_isset("DDPC_THREADS") && ddpc_env_long("DDPC_THREADS", 1, 1024, &n) != DDPC_OK) {
+    if (ddpc__env_isset(DDPC_ENV_THREADS) && ddpc__env_long(DDPC_ENV_THREADS, &n) != DDPC_OK) {
         DDPC_WARN(NN, "%s; choosing the BLAS threads by CPUs", ddpc_last_error());
         n = 0;
     }
-    if (!n && ddpc_env_isset("LOCAL_WORLD_SIZE") &&
-        ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1 << 20, &local) != DDPC_OK)
+    if (!n && ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
+        ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &local) != DDPC_OK)
         local = 1;
     ddpc_nn_set_threads(n ? (int)n : ddpc_nn_default_threads((int)local));
 }

@@ -42,7 +42,7 @@ void ddpc_xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
  * default with a warning rather than failing set-up). */
 static int sockbuf_bytes(void) {
     long v;
-    if (ddpc_env_long("DDPC_SOCKBUF", 0, 1L << 30, &v) != DDPC_OK) {
+    if (ddpc__env_long(DDPC_ENV_SOCKBUF, &v) != DDPC_OK) {
         DDPC_WARN(NET, "%s; using the OS default socket buffers", ddpc_last_error());
         return 0;
     }
