@@ -26,6 +26,7 @@
 
 #include "base/base.h"
 #include "base/env.h"
+#include "base/strbuf.h"
 #include "ddpc/data.h"
 #include "ddpc/ddp.h"
 #include "ddpc/ddpc.h"
@@ -454,10 +455,10 @@ static ddpc_status run(trainer *t) {
             fflush(stdout);
             if (t->metrics) {
                 char phs[256];
-                size_t used = 0;
+                ddpc__strbuf sb;
+                ddpc__sb_fixed(&sb, phs, sizeof phs);
                 for (int k = 0; k < PH_N; k++)
-                    used += (size_t)snprintf(phs + used, sizeof phs - used, "%s\"%s\": %.4f",
-                                             k ? ", " : "", phase_name[k], ph.s[k]);
+                    ddpc__sb_printf(&sb, "%s\"%s\": %.4f", k ? ", " : "", phase_name[k], ph.s[k]);
                 fprintf(t->metrics,
                         "{\"epoch\": %" PRIu64 ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
                         "\"test_loss\": %.6f, \"test_samples\": %.0f, \"samples_per_s\": %.1f, \"seconds\": %.4f, "

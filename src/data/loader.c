@@ -27,6 +27,7 @@
 
 #include "base/base.h"
 #include "base/env.h"
+#include "base/util.h"
 #include "data/internal.h"
 
 /* How long a side watches the other's counter before it sleeps. */
@@ -74,24 +75,6 @@ static void decode(ddpc_loader *l, const int64_t *idx, size_t b, slot *sl) {
     sl->b.index = b;
 }
 
-/* Waits on cv until woken or until deadline (absolute, ddpc_now clock), at
- * most cap_s at a time; the caller re-checks its condition. */
-static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline, double cap_s) {
-    double left = deadline - ddpc_now();
-    if (left > cap_s) left = cap_s;
-    if (left <= 0) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + left;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
 static size_t load_count(const size_t *v) { return __atomic_load_n(v, __ATOMIC_ACQUIRE); }
 static void store_count(size_t *v, size_t x) { __atomic_store_n(v, x, __ATOMIC_RELEASE); }
 
@@ -136,7 +119,7 @@ static void *producer(void *arg) {
                 pthread_mutex_lock(&l->mu);
             }
             /* still nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
-            if (!l->quit && nothing_to_do(l)) wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
+            if (!l->quit && nothing_to_do(l)) ddpc__cond_wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
             continue;
         }
         size_t b = l->produced;
@@ -207,13 +190,9 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     ddpc__xform_init(&l->xform, mean, std);
     l->nslots = prefetch + 1;
     pthread_mutex_init(&l->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->ready, &ca);
-    pthread_cond_init(&l->space, &ca);
-    pthread_cond_init(&l->idle, &ca);
-    pthread_condattr_destroy(&ca);
+    ddpc__cond_init_monotonic(&l->ready);
+    ddpc__cond_init_monotonic(&l->space);
+    ddpc__cond_init_monotonic(&l->idle);
 
     ddpc_status s = DDPC_OK;
     const size_t d = (size_t)ds->rows * (size_t)ds->cols;
@@ -262,7 +241,7 @@ ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
     l->cancel = 1;
     pthread_cond_broadcast(&l->space);
     double deadline = ddpc_deadline_in(l->timeout_s);
-    while (l->busy && !ddpc_expired(deadline)) wait_until(&l->idle, &l->mu, deadline, 0.5);
+    while (l->busy && !ddpc_expired(deadline)) ddpc__cond_wait_until(&l->idle, &l->mu, deadline, 0.5);
     if (l->busy) {
         pthread_mutex_unlock(&l->mu);
         return ddpc_err(DDPC_ERR_TIMEOUT,
@@ -316,7 +295,7 @@ ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
         pthread_mutex_lock(&l->mu);
     }
     double deadline = ddpc_deadline_in(l->timeout_s);
-    while (l->produced <= k && !ddpc_expired(deadline)) wait_until(&l->ready, &l->mu, deadline, 0.5);
+    while (l->produced <= k && !ddpc_expired(deadline)) ddpc__cond_wait_until(&l->ready, &l->mu, deadline, 0.5);
     if (l->produced <= k) {
         pthread_mutex_unlock(&l->mu);
         return ddpc_err(DDPC_ERR_TIMEOUT,

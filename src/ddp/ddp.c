@@ -8,6 +8,8 @@
 #include <strings.h>
 
 #include "base/base.h"
+#include "base/strbuf.h"
+#include "base/util.h"
 #include "coll/reduce.h"
 #include "ddpc/ddp.h"
 
@@ -153,8 +155,7 @@ static void on_grad_ready(void *ctx, int i) {
 
 /* A parameter as six integers: ndim, four dims, a hash of its name. */
 static void describe(const ddpc_param *p, int64_t e[6]) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (const char *c = p->name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    uint64_t h = ddpc__fnv1a(p->name, strlen(p->name));
     e[0] = p->ndim;
     for (int k = 0; k < 4; k++) e[1 + k] = k < p->ndim ? p->shape[k] : 0;
     e[5] = (int64_t)(h >> 1);
@@ -190,10 +191,14 @@ static ddpc_status check_params(ddpc_ddp *d) {
         for (int r = 0; r < d->world; r++) lo = firsts[r] < lo ? firsts[r] : lo;
         if (lo != INT64_MAX) {
             char ranks[256] = "";
-            for (int r = 0, used = 0; r < d->world && used < (int)sizeof ranks - 12; r++)
-                if (firsts[r] == lo)
-                    used += snprintf(ranks + used, sizeof ranks - (size_t)used, "%s%d",
-                                     used ? "," : "", r);
+            ddpc__strbuf sb;
+            ddpc__sb_fixed(&sb, ranks, sizeof ranks);
+            int nw = 0, *who = malloc((size_t)d->world * sizeof *who); /* as "0-3,5" */
+            for (int r = 0; who && r < d->world; r++)
+                if (firsts[r] == lo) who[nw++] = r;
+            if (who) ddpc__sb_ranks(&sb, who, nw);
+            else ddpc__sb_puts(&sb, "(no memory to list them)");
+            free(who);
             const char *name = lo < np ? ddpc_model_param(d->model, (int)lo)->name : "(none)";
             s = ddpc_err(DDPC_ERR_MISMATCH,
                          "DDP: models differ across ranks: parameter %lld (here '%s') differs "
