@@ -397,32 +397,26 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc__progress(ddpc_exec *e, int block) {
+/* 1. Spins: cheap retries catch a reply that is microseconds away. *moved
+ * = 1 when something moved.
+ * a. Where every local rank has a CPU, the first tries only pause: a peer
+ *    on another core often answers in under a microsecond, less than one
+ *    sched_yield costs under a hypervisor. Their number adapts: a wait they
+ *    end restores it; one they do not end halves it, down to none, since
+ *    the peers are then late or not running (the scheduler or the
+ *    hypervisor may have put two ranks on one core, where a rank that does
+ *    not yield keeps its peer off it); every 64th wait tries them all again.
+ * b. The rest yield the core at each try, so that a peer waiting for this
+ *    core (ranks outnumbering cores) runs instead. */
+static ddpc_status spin(ddpc_exec *e, int *moved) {
     ddpc_comm *c = e->c;
-    if (is_aborted(c))
-        return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
-    int moved = 0;
-    DDPC_CHECK(drive(e, &moved));
-    if (moved || !block) return DDPC_OK;
-
-    /* 1. spin: cheap retries catch a reply that is microseconds away.
-     * a. Where every local rank has a CPU, the first tries only pause: a
-     *    peer on another core often answers in under a microsecond, less
-     *    than one sched_yield costs under a hypervisor. Their number adapts:
-     *    a wait they end restores it; one they do not end halves it, down to
-     *    none, since the peers are then late or not running (the scheduler
-     *    or the hypervisor may have put two ranks on one core, where a rank
-     *    that does not yield keeps its peer off it); every 64th wait tries
-     *    them all again.
-     * b. The rest yield the core at each try, so that a peer waiting for
-     *    this core (ranks outnumbering cores) runs instead. */
     if (c->busy_polls > 0) {
         int n = c->poll_budget;
         if (c->poll_waits++ % 64 == 0) n = c->busy_polls;
         for (int i = 0; i < n; i++) {
             ddpc_cpu_relax();
-            DDPC_CHECK(drive(e, &moved));
-            if (moved) {
+            DDPC_CHECK(drive(e, moved));
+            if (*moved) {
                 c->poll_budget = c->busy_polls;
                 return DDPC_OK;
             }
@@ -433,43 +427,59 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
         double until = ddpc_now() + c->spin_s;
         do {
             sched_yield();
-            DDPC_CHECK(drive(e, &moved));
-            if (moved) return DDPC_OK;
+            DDPC_CHECK(drive(e, moved));
+            if (*moved) return DDPC_OK;
             if (is_aborted(c))
                 return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
         } while (ddpc_now() < until);
     }
+    return DDPC_OK;
+}
 
-    /* 2. sleep in poll on the busy connections, the idle ones and abort;
-     * a transport with arm (shm) is told first, and may already be ready */
+/* What one sleep in poll watches: the abort eventfd first, then each
+ * connection with work, and the idle ones (to notice a peer's death). */
+typedef struct pollset {
+    struct pollfd *pf;
+    int *pidx;    /* the peer of each entry; -1 for the abort eventfd */
+    short *ready; /* POLLIN for an entry its transport's arm found ready */
+    int n, nready;
     struct pollfd pf_small[17];
     int pidx_small[17];
     short ready_small[17];
-    struct pollfd *pf = pf_small;
-    int *pidx = pidx_small;
-    short *ready = ready_small;
-    if (c->size + 1 > 17) {
-        pf = malloc(sizeof *pf * (size_t)(c->size + 1));
-        pidx = malloc(sizeof *pidx * (size_t)(c->size + 1));
-        ready = malloc(sizeof *ready * (size_t)(c->size + 1));
-        if (!pf || !pidx || !ready) {
-            free(pf);
-            free(pidx);
-            free(ready);
-            return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for poll");
-        }
-    }
-    ddpc_status s = DDPC_OK;
-    int ms = ddpc_deadline_ms(e->deadline, 0);
-    if (ms == 0) {
-        s = timed_out(e);
-        goto out;
-    }
-    if (e->nap > 0 && (ms < 0 || ms > (int)(e->nap * 1000) + 1)) ms = (int)(e->nap * 1000) + 1;
-    int n = 0, nready = 0;
-    pf[n] = (struct pollfd){c->abort_fd, POLLIN, 0};
-    ready[n] = 0;
-    pidx[n++] = -1;
+} pollset;
+
+/* Room for c's connections and its abort eventfd: on the stack for up to
+ * 16 peers, else on the heap. */
+static ddpc_status pollset_init(ddpc_comm *c, pollset *ps) {
+    ps->pf = ps->pf_small;
+    ps->pidx = ps->pidx_small;
+    ps->ready = ps->ready_small;
+    ps->n = ps->nready = 0;
+    if (c->size + 1 <= 17) return DDPC_OK;
+    ps->pf = malloc(sizeof *ps->pf * (size_t)(c->size + 1));
+    ps->pidx = malloc(sizeof *ps->pidx * (size_t)(c->size + 1));
+    ps->ready = malloc(sizeof *ps->ready * (size_t)(c->size + 1));
+    if (ps->pf && ps->pidx && ps->ready) return DDPC_OK;
+    free(ps->pf);
+    free(ps->pidx);
+    free(ps->ready);
+    return DDPC_ERR_NOMEM;
+}
+
+static void pollset_free(pollset *ps) {
+    if (ps->pf == ps->pf_small) return;
+    free(ps->pf);
+    free(ps->pidx);
+    free(ps->ready);
+}
+
+/* Fills ps: the abort eventfd, then every connection with work or idle; a
+ * transport with arm (shm) is told first, and may already be ready. */
+static void pollset_fill(ddpc_comm *c, pollset *ps) {
+    int n = 0;
+    ps->pf[n] = (struct pollfd){c->abort_fd, POLLIN, 0};
+    ps->ready[n] = 0;
+    ps->pidx[n++] = -1;
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
         if (!pe->conn) continue;
@@ -480,50 +490,79 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
         if (!ev) continue;
         int fd = pe->tp->poll_fd(pe->conn);
         if (fd < 0) continue;
-        ready[n] = 0;
+        ps->ready[n] = 0;
         if (pe->tp->arm) {
             if (pe->tp->arm(pe->conn, ev)) {
-                ready[n] = POLLIN;
-                nready++;
+                ps->ready[n] = POLLIN;
+                ps->nready++;
             }
             ev = POLLIN; /* the doorbell; the socket is always writable */
         }
-        pf[n] = (struct pollfd){fd, ev, 0};
-        pidx[n++] = p;
+        ps->pf[n] = (struct pollfd){fd, ev, 0};
+        ps->pidx[n++] = p;
     }
-    int k = poll(pf, (nfds_t)n, nready ? 0 : ms);
-    int poll_errno = errno;
-    for (int i = 1; i < n; i++) {
-        ddpc_peer *pe = &c->peers[pidx[i]];
+    ps->n = n;
+}
+
+/* Polls ps for at most ms (not at all when an armed one is ready), disarms
+ * the armed ones and counts those ready as polled. poll()'s result; errno
+ * kept in *err. */
+static int pollset_wait(ddpc_comm *c, pollset *ps, int ms, int *err) {
+    int k = poll(ps->pf, (nfds_t)ps->n, ps->nready ? 0 : ms);
+    *err = errno;
+    for (int i = 1; i < ps->n; i++) {
+        ddpc_peer *pe = &c->peers[ps->pidx[i]];
         if (!pe->tp->arm) continue;
         pe->tp->arm(pe->conn, 0);
-        if (k >= 0 && ready[i]) {
-            if (!pf[i].revents) k++;
-            pf[i].revents |= ready[i];
+        if (k >= 0 && ps->ready[i]) {
+            if (!ps->pf[i].revents) k++;
+            ps->pf[i].revents |= ps->ready[i];
         }
     }
+    return k;
+}
+
+/* 2. Sleeps in poll on the busy connections, the idle ones and abort,
+ * until something can move, the deadline passes (or e->nap), or c is
+ * aborted; an idle connection that woke it is looked at. */
+static ddpc_status sleep_in_poll(ddpc_exec *e) {
+    ddpc_comm *c = e->c;
+    int ms = ddpc_deadline_ms(e->deadline, 0);
+    if (ms == 0) return timed_out(e);
+    if (e->nap > 0 && (ms < 0 || ms > (int)(e->nap * 1000) + 1)) ms = (int)(e->nap * 1000) + 1;
+    pollset ps;
+    if (pollset_init(c, &ps) != DDPC_OK) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for poll");
+    pollset_fill(c, &ps);
+    int poll_errno = 0;
+    int k = pollset_wait(c, &ps, ms, &poll_errno);
+    ddpc_status s = DDPC_OK;
     if (k < 0 && poll_errno != EINTR) {
         s = ddpc__fail(e, DDPC_ERR_SYSTEM, "poll: %s", strerror(poll_errno));
         goto out;
     }
-    if (k > 0) {
-        for (int i = 1; i < n; i++) {
-            int p = pidx[i];
-            ddpc_peer *pe = &c->peers[p];
-            if (!pf[i].revents || pe->rq || pe->sq) continue;
-            s = inspect_idle(e, p);
-            if (s != DDPC_OK) goto out;
-        }
+    for (int i = 1; k > 0 && i < ps.n; i++) {
+        int p = ps.pidx[i];
+        ddpc_peer *pe = &c->peers[p];
+        if (!ps.pf[i].revents || pe->rq || pe->sq) continue;
+        DDPC_CHECK_GOTO(inspect_idle(e, p), s, out);
     }
     if (is_aborted(c)) s = ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
     else if (k == 0 && ddpc_expired(e->deadline)) s = timed_out(e);
 out:
-    if (pf != pf_small) {
-        free(pf);
-        free(pidx);
-        free(ready);
-    }
+    pollset_free(&ps);
     return s;
+}
+
+ddpc_status ddpc__progress(ddpc_exec *e, int block) {
+    ddpc_comm *c = e->c;
+    if (is_aborted(c))
+        return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
+    int moved = 0;
+    DDPC_CHECK(drive(e, &moved));
+    if (moved || !block) return DDPC_OK;
+    DDPC_CHECK(spin(e, &moved));
+    if (moved) return DDPC_OK;
+    return sleep_in_poll(e);
 }
 
 ddpc_status ddpc__wait(ddpc_exec *e, ddpc_req *r) {
