@@ -283,7 +283,7 @@ TEST(reduce_wraps_and_nan) {
 }
 
 /* Floats have no bitwise ops: the kernels leave the data alone (the API
- * refuses the call before it gets here; test_coll checks that). */
+ * refuses the call before it gets here; test_coll_matrix checks that). */
 TEST(reduce_bitwise_floats) {
     for (int t = DDPC_FLOAT16; t <= DDPC_FLOAT64; t++)
         for (int op = DDPC_BAND; op <= DDPC_BXOR; op++) {
