@@ -1,11 +1,10 @@
 /*
  * test_env.c — the list of environment variables (src/base/env_vars.h): every
- * row sound, the typed readers checking each row's one range, and
- * docs/ENVIRONMENT.md generated from the list and up to date.
+ * row sound, and the typed readers checking each row's one range
+ * (test_docs.c checks docs/ENVIRONMENT.md against the list).
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/env.h"
 #include "test.h"
@@ -65,30 +64,4 @@ TEST(env_typed_readers_check_the_rows_range) {
     CHECK_CONTAINS(ddpc_last_error(), "RANK is not set");
     /* a reader of the wrong type is a bug, not a user's error */
     CHECK_STATUS(ddpc__env_long(DDPC_ENV_TIMEOUT, &l), DDPC_ERR_INTERNAL);
-}
-
-/* docs/ENVIRONMENT.md holds `ddpc-run --env` between its two markers. */
-TEST(env_docs_are_current) {
-    const char *path = "docs/ENVIRONMENT.md";
-    FILE *f = fopen(path, "r");
-    char cwd[512];
-    CHECK_MSG(f, "cannot open %s from %s (run the tests from the top of the repository)", path,
-              getcwd(cwd, sizeof cwd) ? cwd : "?");
-    static char doc[1 << 16];
-    size_t n = fread(doc, 1, sizeof doc - 1, f);
-    fclose(f);
-    doc[n] = 0;
-    const char *begin_mark = "<!-- generated: ddpc-run --env -->\n", *end_mark = "<!-- end generated -->";
-    char *b = strstr(doc, begin_mark), *e = b ? strstr(b, end_mark) : NULL;
-    CHECK_MSG(b && e, "%s lacks its generated block's markers", path);
-    b += strlen(begin_mark);
-    *e = 0;
-    char *gen = NULL;
-    size_t glen = 0;
-    FILE *m = open_memstream(&gen, &glen);
-    ddpc_env_print(m, 1);
-    fclose(m);
-    int same = strcmp(b, gen) == 0;
-    free(gen);
-    CHECK_MSG(same, "%s is out of date: run `make docs` (it rewrites the table from src/base/env_vars.h)", path);
 }
