@@ -10,7 +10,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lopenblas -lz)
 
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden \
            -Werror=implicit-function-declaration \
            -fPIC -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm -lpthread -lrt

@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     ddpc_sampler *sampler;
     ddpc_loader *loader;
     ddpc_optim *optimizer;
-    DDPC_TRY(ddpc_comm_init_env(&comm)); /* dist.init_process_group(init_method="env://") */
+    DDPC_TRY(ddpc_comm_create_env(&comm)); /* dist.init_process_group(init_method="env://") */
     DDPC_TRY(ddpc_model_create(DDPC_LAYERS(ddpc_linear(784, 10)), NULL, &model));
     DDPC_TRY(ddpc_ddp_create(comm, model, NULL, &ddp));     /* model = DDP(model) */
     DDPC_TRY(ddpc_dataset_create_mnist(data, "train", &dataset)); /* MNIST(data, train=True) */

@@ -346,7 +346,7 @@ int main(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, &o);
     bench b = {.o = &o};
-    ddpc_status s = ddpc_comm_init_env(&b.c);
+    ddpc_status s = ddpc_comm_create_env(&b.c);
     if (s != DDPC_OK) {
         fprintf(stderr, "ddpc-bench: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
         return 1;

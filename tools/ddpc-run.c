@@ -328,8 +328,8 @@ int main(int argc, char **argv) {
     reap(&J);
     finish_job(&J);
     reap_orphans();
-    ddpc_store_close(J.store);
-    ddpc_store_server_stop(J.server);
+    ddpc_store_destroy(J.store);
+    ddpc_store_server_destroy(J.server);
 done:
     free_job(&J);
     DDPC_INFO(RUN, "done in %.3f s, exit %d", ddpc_now() - t_start, rc);

@@ -486,7 +486,7 @@ int main(int argc, char **argv) {
     ddpc_status s = DDPC_OK;
     if (ddpc__env_isset(DDPC_ENV_RANK) || ddpc__env_isset(DDPC_ENV_OMPI_RANK) ||
         ddpc__env_isset(DDPC_ENV_SLURM_PROCID)) {
-        s = ddpc_comm_init_env(&t.comm);
+        s = ddpc_comm_create_env(&t.comm);
         if (s == DDPC_OK) {
             t.rank = ddpc_comm_rank(t.comm);
             t.world = ddpc_comm_size(t.comm);

@@ -211,7 +211,7 @@ class WorkDDPC : public c10d::Work {
         future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
   ~WorkDDPC() override {
-    for (ddpc_work* h : handles_) ddpc_work_free(h);
+    for (ddpc_work* h : handles_) ddpc_work_destroy(h);
   }
 
   /* Builders, used while the group's issue lock is held. */
@@ -336,14 +336,14 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     StoreRef ref{store};
     ddpc_store_ops ops{kv_set, kv_get, kv_add};
     ddpc_store* st = nullptr;
-    if (ddpc_store_from_ops(&ops, &ref, "torch's c10d store", &st) != DDPC_OK)
+    if (ddpc_store_create_ops(&ops, &ref, "torch's c10d store", &st) != DDPC_OK)
       fail(std::string("cannot wrap the store: ") + ddpc_last_error());
     ddpc_comm_options opt = ddpc_comm_options_default();
     opt.connect_timeout_s = timeout.count() / 1000.0;
     opt.exec_timeout_s = timeout.count() / 1000.0;
     opt.progress_thread = 0; /* the waiting caller, or the completion thread, runs each call */
-    ddpc_status s = ddpc_comm_init_store(&comm_, st, rank, size, &opt);
-    ddpc_store_close(st);
+    ddpc_status s = ddpc_comm_create_store(&comm_, st, rank, size, &opt);
+    ddpc_store_destroy(st);
     if (s != DDPC_OK) fail(std::string("init_process_group: ") + ddpc_last_error());
     thread_ = std::thread([this] { loop(); });
   }

@@ -51,8 +51,8 @@ typedef struct ddpc_idx {
  * content is not gzip is DDPC_ERR_IO ("not gzip"); a missing file is
  * DDPC_ERR_NOT_FOUND. Every error names the path.
  */
-ddpc_status ddpc_idx_load(const char *path, ddpc_idx **out);
-void ddpc_idx_destroy(ddpc_idx *x);   /* NULL harmless */
+DDPC_API ddpc_status ddpc_idx_create(const char *path, ddpc_idx **out);
+DDPC_API void ddpc_idx_destroy(ddpc_idx *x);   /* NULL harmless */
 
 /* -------------------------------------------------------------- datasets */
 
@@ -73,8 +73,8 @@ typedef struct ddpc_dataset {
  * Images must be a 3-D ubyte IDX, labels a 1-D ubyte IDX, with the same
  * number of samples, at least one. Errors name the file and what is wrong.
  */
-ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_dataset **out);
-void ddpc_dataset_destroy(ddpc_dataset *ds);   /* NULL harmless */
+DDPC_API ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_dataset **out);
+DDPC_API void ddpc_dataset_destroy(ddpc_dataset *ds);   /* NULL harmless */
 
 /* ------------------------------------------------------------ transforms */
 
@@ -84,7 +84,7 @@ void ddpc_dataset_destroy(ddpc_dataset *ds);   /* NULL harmless */
  * idx[i] must lie in [0, ds->n). The arithmetic is float32 in torchvision's
  * order, so the values are bit-identical to torchvision's transforms.
  */
-void ddpc_transform_batch(const ddpc_dataset *ds, const int64_t *idx, int n_idx, float mean,
+DDPC_API void ddpc_transform_batch(const ddpc_dataset *ds, const int64_t *idx, int n_idx, float mean,
                           float std, float *dst);
 
 /* ------------------------------------------------------------- sampling */
@@ -92,7 +92,7 @@ void ddpc_transform_batch(const ddpc_dataset *ds, const int64_t *idx, int n_idx,
 /* torch.randperm(n, generator=torch.Generator().manual_seed(seed)) of
  * PyTorch 1.13 on CPU, bit for bit: out is (n). (Like torch, only the low
  * 32 bits of seed seed its mt19937.) */
-void ddpc_randperm(size_t n, uint64_t seed, int64_t *out);
+DDPC_API void ddpc_randperm(size_t n, uint64_t seed, int64_t *out);
 
 typedef struct ddpc_sampler ddpc_sampler;
 
@@ -104,7 +104,7 @@ typedef struct ddpc_sampler_options {
     int drop_last;      /* default 0 */
 } ddpc_sampler_options;
 
-ddpc_sampler_options ddpc_sampler_options_default(void);
+DDPC_API ddpc_sampler_options ddpc_sampler_options_default(void);
 
 /*
  * PyTorch's DistributedSampler over dataset_len samples (o NULL = the
@@ -117,15 +117,15 @@ ddpc_sampler_options ddpc_sampler_options_default(void);
  * ddpc_sampler_create_dist (ddp.h) takes num_replicas and rank from the
  * communicator.
  */
-ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
+DDPC_API ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
                                 ddpc_sampler **out);
-void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch);
-size_t ddpc_sampler_len(const ddpc_sampler *s);          /* this rank's number of samples */
-size_t ddpc_sampler_dataset_len(const ddpc_sampler *s);  /* the dataset_len it was made for */
+DDPC_API void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch);
+DDPC_API size_t ddpc_sampler_len(const ddpc_sampler *s);          /* this rank's number of samples */
+DDPC_API size_t ddpc_sampler_dataset_len(const ddpc_sampler *s);  /* the dataset_len it was made for */
 /* This rank's ddpc_sampler_len() indices for the current epoch; borrowed,
  * valid until the next set_epoch or free. */
-const int64_t *ddpc_sampler_indices(ddpc_sampler *s);
-void ddpc_sampler_destroy(ddpc_sampler *s);   /* NULL harmless */
+DDPC_API const int64_t *ddpc_sampler_indices(ddpc_sampler *s);
+DDPC_API void ddpc_sampler_destroy(ddpc_sampler *s);   /* NULL harmless */
 
 /* --------------------------------------------------------------- loading */
 
@@ -146,7 +146,7 @@ typedef struct ddpc_loader_options {
                          * (decoded inline in ddpc_loader_next) */
 } ddpc_loader_options;
 
-ddpc_loader_options ddpc_loader_options_default(void);
+DDPC_API ddpc_loader_options ddpc_loader_options_default(void);
 
 /*
  * Batches of ds in the sampler's order (sampler NULL = all samples in
@@ -158,17 +158,17 @@ ddpc_loader_options ddpc_loader_options_default(void);
  * (the thread reads the sampler's indices). One thread calls the loader's
  * functions.
  */
-ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
+DDPC_API ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
                                const ddpc_loader_options *o, ddpc_loader **out);
 /* Starts (or restarts, also mid-epoch) an epoch: stops the thread's current
  * work, calls ddpc_sampler_set_epoch(epoch) and begins again at batch 0. */
-ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
+DDPC_API ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
 /* *b = the next batch (valid until the next call), NULL at the end of the
  * epoch. Waits for the prefetch thread at most DDPC_DATA_TIMEOUT seconds
  * (then DDPC_ERR_TIMEOUT). Before any start_epoch: DDPC_ERR_INVALID_ARG. */
-ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b);
-size_t ddpc_loader_num_batches(const ddpc_loader *l);
-void ddpc_loader_destroy(ddpc_loader *l);   /* joins the thread; NULL harmless */
+DDPC_API ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b);
+DDPC_API size_t ddpc_loader_num_batches(const ddpc_loader *l);
+DDPC_API void ddpc_loader_destroy(ddpc_loader *l);   /* joins the thread; NULL harmless */
 
 #ifdef __cplusplus
 }

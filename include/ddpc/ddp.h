@@ -66,23 +66,23 @@ typedef struct ddpc_ddp_options {
 typedef struct ddpc_ddp ddpc_ddp;
 
 /* The defaults above. */
-ddpc_ddp_options ddpc_ddp_options_default(void);
+DDPC_API ddpc_ddp_options ddpc_ddp_options_default(void);
 /* "none", "fp16"/"float16", "bf16"/"bfloat16". */
-ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out);
+DDPC_API ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out);
 /* "auto", "on", "off". */
-ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out);
+DDPC_API ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out);
 
 /* Collective over c. Checks that every rank's model has the same parameters
  * (names and shapes; a mismatch is DDPC_ERR_MISMATCH naming the first
  * differing parameter and the ranks), broadcasts rank 0's parameters, forms
  * the buckets and installs the model's hooks (ddpc_model_set_hooks), so that
  * ddpc_model_backward returns with averaged gradients. opts NULL = defaults. */
-ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
+DDPC_API ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
                             ddpc_ddp **out);
 
 /* no_sync: while off (0), backward only accumulates gradients locally; the
  * next backward with sync on (1, the default) allreduces the accumulated sum. */
-void ddpc_ddp_set_sync(ddpc_ddp *d, int sync);
+DDPC_API void ddpc_ddp_set_sync(ddpc_ddp *d, int sync);
 
 /* What the end of backward does: waits for every bucket of the last
  * backward (issuing any that backward did not complete, e.g. for parameters
@@ -90,34 +90,34 @@ void ddpc_ddp_set_sync(ddpc_ddp *d, int sync);
  * block. Backward does this itself; calling it after is harmless: it returns
  * at once when no backward has run since the gradients were averaged, and
  * when sync is off. */
-ddpc_status ddpc_ddp_sync(ddpc_ddp *d);
+DDPC_API ddpc_status ddpc_ddp_sync(ddpc_ddp *d);
 /* Seconds spent so far waiting for the buckets at the end of backward
  * (the communication that backward did not hide), for timing. */
-double ddpc_ddp_sync_seconds(const ddpc_ddp *d);
+DDPC_API double ddpc_ddp_sync_seconds(const ddpc_ddp *d);
 
 /* Sums vals[0..n) over all ranks in place (metric sums: loss, correct, count). */
-ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
+DDPC_API ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
 
 /* DistributedSampler(dataset): ddpc_sampler_create with num_replicas and
  * rank taken from c (o NULL = the other defaults; its num_replicas and rank
  * are ignored). */
-ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
+DDPC_API ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
                                      const ddpc_sampler_options *o, ddpc_sampler **out);
 
-int ddpc_ddp_num_buckets(const ddpc_ddp *d);
+DDPC_API int ddpc_ddp_num_buckets(const ddpc_ddp *d);
 /* Buckets whose allreduce has been issued and not yet waited for: as
  * backward ends (seen from a backward_end hook wrapping DDP's) with overlap,
  * every bucket whose gradients are final is in flight, except the last,
  * which the end of backward reduces; without overlap none is (all but the
  * last are already reduced); after backward none is. */
-int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
+DDPC_API int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
 /* 1 when buckets overlap backward (the options' overlap, resolved). */
-int ddpc_ddp_overlaps(const ddpc_ddp *d);
+DDPC_API int ddpc_ddp_overlaps(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */
-void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
+DDPC_API void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
 
 /* Removes the hooks from the model and frees everything. NULL is harmless. */
-void ddpc_ddp_destroy(ddpc_ddp *d);
+DDPC_API void ddpc_ddp_destroy(ddpc_ddp *d);
 
 #ifdef __cplusplus
 }

@@ -6,8 +6,10 @@
  * rank, which peer, which variable to set) ddpc_comm_last_error() gives for
  * calls that took a communicator.
  *
- * Handles are opaque and caller-owned: each *_init / *_create has a matching
- * *_destroy / *_free, and passing NULL to those is harmless.
+ * Handles are opaque and caller-owned: each is made by a *_create call
+ * (*_create_<how> where there are several ways) and let go by *_destroy, to
+ * which NULL is harmless. Options are a plain struct filled by a *_default()
+ * call, then changed field by field.
  */
 #ifndef DDPC_DDPC_H
 #define DDPC_DDPC_H
@@ -17,6 +19,14 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Marks the public API: libddpc.so exports these names and no others (the
+ * library is built with -fvisibility=hidden; its internal names are ddpc__*). */
+#if defined(__GNUC__)
+#define DDPC_API __attribute__((visibility("default")))
+#else
+#define DDPC_API
 #endif
 
 #define DDPC_VERSION_MAJOR 0
@@ -43,11 +53,11 @@ typedef enum ddpc_status {
 } ddpc_status;
 
 /* A static one-line description of a status; never NULL. */
-const char *ddpc_status_str(ddpc_status s);
+DDPC_API const char *ddpc_status_str(ddpc_status s);
 
 /* The detailed text of the last error raised on this thread by any ddpc
  * call (communicator or not); "" when none. Never NULL. */
-const char *ddpc_last_error(void);
+DDPC_API const char *ddpc_last_error(void);
 
 /* ------------------------------------------------------- dtypes and ops */
 
@@ -79,18 +89,18 @@ typedef enum ddpc_op {
     DDPC_OP_COUNT
 } ddpc_op;
 
-size_t ddpc_dtype_size(ddpc_dtype t);        /* 0 for an invalid dtype */
-const char *ddpc_dtype_name(ddpc_dtype t);   /* "float32", ...; "?" if invalid */
-const char *ddpc_op_name(ddpc_op op);        /* "sum", ...; "?" if invalid */
+DDPC_API size_t ddpc_dtype_size(ddpc_dtype t);        /* 0 for an invalid dtype */
+DDPC_API const char *ddpc_dtype_name(ddpc_dtype t);   /* "float32", ...; "?" if invalid */
+DDPC_API const char *ddpc_op_name(ddpc_op op);        /* "sum", ...; "?" if invalid */
 /* Parse "float32"/"float"/"f32", "sum", ...; DDPC_ERR_INVALID_ARG if unknown. */
-ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out);
-ddpc_status ddpc_op_parse(const char *s, ddpc_op *out);
+DDPC_API ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out);
+DDPC_API ddpc_status ddpc_op_parse(const char *s, ddpc_op *out);
 
 /* float16 / bfloat16 conversions (round to nearest even). */
-float ddpc_half_to_float(uint16_t h);
-uint16_t ddpc_float_to_half(float f);
-float ddpc_bf16_to_float(uint16_t b);
-uint16_t ddpc_float_to_bf16(float f);
+DDPC_API float ddpc_half_to_float(uint16_t h);
+DDPC_API uint16_t ddpc_float_to_half(float f);
+DDPC_API float ddpc_bf16_to_float(uint16_t b);
+DDPC_API uint16_t ddpc_float_to_bf16(float f);
 
 /* ----------------------------------------------------------- communicator */
 
@@ -104,17 +114,17 @@ typedef struct ddpc_comm ddpc_comm;
  * store hosted by a launcher, it is used; otherwise rank 0 hosts the store at
  * MASTER_ADDR:MASTER_PORT. A bad variable is DDPC_ERR_ENV naming it.
  */
-ddpc_status ddpc_comm_init_env(ddpc_comm **out);
+DDPC_API ddpc_status ddpc_comm_create_env(ddpc_comm **out);
 
 /* From "tcp://host:port" (rank 0 hosts the store there), a rank and a size. */
-ddpc_status ddpc_comm_init_url(ddpc_comm **out, const char *url, int rank, int size);
+DDPC_API ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size);
 
 /* A unique id, as ncclGetUniqueId / HcclGetRootInfo: rank 0 creates it (and
  * starts hosting a store), hands the bytes to the other ranks by any means,
- * and every rank calls ddpc_comm_init_rank with it. */
+ * and every rank calls ddpc_comm_create_rank with it. */
 typedef struct ddpc_unique_id { char internal[128]; } ddpc_unique_id;
-ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
-ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank);
+DDPC_API ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
+DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank);
 
 /* Settings a caller may give a communicator instead of the environment's. */
 typedef struct ddpc_comm_options {
@@ -129,39 +139,39 @@ typedef struct ddpc_comm_options {
     int progress_thread;
 } ddpc_comm_options;
 /* Options that take everything from the environment (each field -1). */
-ddpc_comm_options ddpc_comm_options_default(void);
+DDPC_API ddpc_comm_options ddpc_comm_options_default(void);
 
 /* From a key-value store the caller already has (store.h:
- * ddpc_store_from_ops wraps any store, e.g. PyTorch's c10d Store; a
- * ddpc_store_connect client works too). Every rank passes a store whose
+ * ddpc_store_create_ops wraps any store, e.g. PyTorch's c10d Store; a
+ * ddpc_store_create_tcp client works too). Every rank passes a store whose
  * keys no other communicator uses (a fresh prefix per communicator). The
  * store carries only the rendezvous; data goes over ddpc's own connections.
  * st is borrowed for this call, and for the communicator's life when
  * ddpc_comm_split will be called on it. opt may be NULL (the defaults). */
 typedef struct ddpc_store ddpc_store;
-ddpc_status ddpc_comm_init_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
+DDPC_API ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
                                  const ddpc_comm_options *opt);
 
-int ddpc_comm_rank(const ddpc_comm *c);
-int ddpc_comm_size(const ddpc_comm *c);
-int ddpc_comm_local_rank(const ddpc_comm *c);   /* rank among the ranks on this host */
-int ddpc_comm_local_size(const ddpc_comm *c);   /* number of ranks on this host */
+DDPC_API int ddpc_comm_rank(const ddpc_comm *c);
+DDPC_API int ddpc_comm_size(const ddpc_comm *c);
+DDPC_API int ddpc_comm_local_rank(const ddpc_comm *c);   /* rank among the ranks on this host */
+DDPC_API int ddpc_comm_local_size(const ddpc_comm *c);   /* number of ranks on this host */
 
 /* Collective over c: ranks with the same color form a new communicator,
  * ordered by (key, old rank). color < 0 gives *out = NULL. */
-ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out);
+DDPC_API ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out);
 
 /* Wakes every waiting call on every thread; pending and later operations on c
  * fail with DDPC_ERR_ABORTED, and peers see this rank as lost. Thread-safe. */
-ddpc_status ddpc_comm_abort(ddpc_comm *c);
+DDPC_API ddpc_status ddpc_comm_abort(ddpc_comm *c);
 
 /* Waits for queued operations (bounded by the exec timeout), closes
  * connections, frees everything. NULL is harmless. */
-ddpc_status ddpc_comm_destroy(ddpc_comm *c);
+DDPC_API ddpc_status ddpc_comm_destroy(ddpc_comm *c);
 
 /* What failed last on c, on which rank, against which peer, and which
  * variable to set for more detail. "" when nothing failed. Never NULL. */
-const char *ddpc_comm_last_error(const ddpc_comm *c);
+DDPC_API const char *ddpc_comm_last_error(const ddpc_comm *c);
 
 /* ------------------------------------------------------------ collectives */
 
@@ -181,58 +191,58 @@ typedef struct ddpc_work ddpc_work;
 
 /* Waits until w completes or timeout_s passes (timeout_s < 0: the
  * communicator's exec timeout). Returns the operation's status. */
-ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s);
+DDPC_API ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s);
 /* *done = 1 when w has completed (then returns its status), 0 otherwise. */
-ddpc_status ddpc_work_test(ddpc_work *w, int *done);
+DDPC_API ddpc_status ddpc_work_test(ddpc_work *w, int *done);
 /* Frees w; waits for it first if it is still running. NULL is harmless. */
-void ddpc_work_free(ddpc_work *w);
+DDPC_API void ddpc_work_destroy(ddpc_work *w);
 
-ddpc_status ddpc_allreduce(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_allreduce(ddpc_comm *c, const void *send, void *recv, size_t count,
                            ddpc_dtype t, ddpc_op op);
-ddpc_status ddpc_allreduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_allreduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op, ddpc_work **w);
 
 /* root's send is copied to every rank's recv (recv may equal send). */
-ddpc_status ddpc_broadcast(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_broadcast(ddpc_comm *c, const void *send, void *recv, size_t count,
                            ddpc_dtype t, int root);
-ddpc_status ddpc_broadcast_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_broadcast_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, int root, ddpc_work **w);
 
 /* The reduction lands in root's recv; other ranks' recv is untouched. */
-ddpc_status ddpc_reduce(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_reduce(ddpc_comm *c, const void *send, void *recv, size_t count,
                         ddpc_dtype t, ddpc_op op, int root);
-ddpc_status ddpc_reduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_reduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                               ddpc_dtype t, ddpc_op op, int root, ddpc_work **w);
 
 /* recv holds size*count elements: rank i's send at i*count. */
-ddpc_status ddpc_allgather(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_allgather(ddpc_comm *c, const void *send, void *recv, size_t count,
                            ddpc_dtype t);
-ddpc_status ddpc_allgather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_allgather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_work **w);
 
 /* send holds size*count elements; rank i gets the reduction of block i. */
-ddpc_status ddpc_reduce_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_reduce_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
                                 ddpc_dtype t, ddpc_op op);
-ddpc_status ddpc_reduce_scatter_async(ddpc_comm *c, const void *send, void *recv,
+DDPC_API ddpc_status ddpc_reduce_scatter_async(ddpc_comm *c, const void *send, void *recv,
                                       size_t count, ddpc_dtype t, ddpc_op op, ddpc_work **w);
 
 /* root's recv holds size*count elements: rank i's send at i*count. */
-ddpc_status ddpc_gather(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_gather(ddpc_comm *c, const void *send, void *recv, size_t count,
                         ddpc_dtype t, int root);
-ddpc_status ddpc_gather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_gather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                               ddpc_dtype t, int root, ddpc_work **w);
 
 /* root's send holds size*count elements; rank i gets block i. */
-ddpc_status ddpc_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
                          ddpc_dtype t, int root);
-ddpc_status ddpc_scatter_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_scatter_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                ddpc_dtype t, int root, ddpc_work **w);
 
 /* send and recv hold size*count elements; block j of send goes to rank j,
  * and lands in block i of rank j's recv. */
-ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t count,
                           ddpc_dtype t);
-ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
+DDPC_API ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
                                 ddpc_dtype t, ddpc_work **w);
 
 /* Uneven all-to-all, as MPI_Alltoallv: sendcounts[j] elements from
@@ -240,15 +250,15 @@ ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size
  * (i = this rank), where recvcounts[i] must equal them. Counts and
  * displacements are in elements, size entries each; the arrays are copied,
  * so they need not outlive the call. send and recv must not overlap. */
-ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
+DDPC_API ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
                            const size_t *sdispls, void *recv, const size_t *recvcounts,
                            const size_t *rdispls, ddpc_dtype t);
-ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const size_t *sendcounts,
+DDPC_API ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const size_t *sendcounts,
                                  const size_t *sdispls, void *recv, const size_t *recvcounts,
                                  const size_t *rdispls, ddpc_dtype t, ddpc_work **w);
 
-ddpc_status ddpc_barrier(ddpc_comm *c);
-ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
+DDPC_API ddpc_status ddpc_barrier(ddpc_comm *c);
+DDPC_API ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
 
 /* Point to point. Matched in order per (sender, receiver) pair; the counts
  * and dtypes of a matched pair must agree (else DDPC_ERR_MISMATCH). Sends
@@ -258,12 +268,12 @@ ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
  * until it has chosen); ddpc_work_source then names the sender. */
 #define DDPC_ANY_SOURCE (-1)
 /* The rank a completed receive took its message from; -1 while not done. */
-int ddpc_work_source(ddpc_work *w);
-ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer);
-ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
+DDPC_API int ddpc_work_source(ddpc_work *w);
+DDPC_API ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer);
+DDPC_API ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
                             int peer, ddpc_work **w);
-ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer);
-ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
+DDPC_API ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer);
+DDPC_API ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
                             ddpc_work **w);
 
 #ifdef __cplusplus

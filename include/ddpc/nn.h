@@ -45,21 +45,21 @@ extern "C" {
  * stream on every platform. Plain struct: copy it to save its state. */
 typedef struct ddpc_rng { uint64_t s[4]; } ddpc_rng;
 
-void ddpc_rng_seed(ddpc_rng *r, uint64_t seed);
-uint64_t ddpc_rng_next(ddpc_rng *r);
+DDPC_API void ddpc_rng_seed(ddpc_rng *r, uint64_t seed);
+DDPC_API uint64_t ddpc_rng_next(ddpc_rng *r);
 /* Uniform float in [0, 1), 24 random bits. */
-float ddpc_rng_uniform(ddpc_rng *r);
+DDPC_API float ddpc_rng_uniform(ddpc_rng *r);
 
 /* ------------------------------------------------------------- threads */
 
 /* Sets the number of threads OpenBLAS uses for matrix products in this
  * process (n >= 1). Without a call, the first model created chooses:
  * DDPC_THREADS when set, else ddpc_nn_default_threads(LOCAL_WORLD_SIZE). */
-void ddpc_nn_set_threads(int n);
+DDPC_API void ddpc_nn_set_threads(int n);
 /* The number OpenBLAS uses (choosing it as above if nothing has yet). */
-int ddpc_nn_threads(void);
+DDPC_API int ddpc_nn_threads(void);
 /* The CPUs this process may run on divided by ranks_per_node, at least 1. */
-int ddpc_nn_default_threads(int ranks_per_node);
+DDPC_API int ddpc_nn_default_threads(int ranks_per_node);
 
 /* -------------------------------------------------------------- layers */
 
@@ -87,18 +87,18 @@ typedef struct ddpc_layer {
 
 /* The input sample's shape, as the first entry; needed only when the first
  * layer does not say it (Linear(in, ...) means flat samples of in features). */
-ddpc_layer ddpc_input(int c, int h, int w);
+DDPC_API ddpc_layer ddpc_input(int c, int h, int w);
 /* nn.Linear(in, out): weight (out, in), bias (out). */
-ddpc_layer ddpc_linear(int in, int out);
+DDPC_API ddpc_layer ddpc_linear(int in, int out);
 /* nn.Conv2d(in, out, kernel, stride, padding): weight (out, in, k, k), bias (out). */
-ddpc_layer ddpc_conv2d(int in, int out, int kernel, int stride, int padding);
-ddpc_layer ddpc_relu(void);
+DDPC_API ddpc_layer ddpc_conv2d(int in, int out, int kernel, int stride, int padding);
+DDPC_API ddpc_layer ddpc_relu(void);
 /* nn.MaxPool2d(kernel, stride): kernel x kernel windows every stride. */
-ddpc_layer ddpc_maxpool2d(int kernel, int stride);
-ddpc_layer ddpc_flatten(void);
+DDPC_API ddpc_layer ddpc_maxpool2d(int kernel, int stride);
+DDPC_API ddpc_layer ddpc_flatten(void);
 /* nn.Dropout(p): zeroes each element with probability p in train mode and
  * scales the rest by 1/(1-p); the identity in eval mode. 0 <= p < 1. */
-ddpc_layer ddpc_dropout(float p);
+DDPC_API ddpc_layer ddpc_dropout(float p);
 
 /* An array literal of layers and its length, for ddpc_model_create (C only):
  * ddpc_model_create(DDPC_LAYERS(ddpc_linear(784, 10)), NULL, &m). */
@@ -125,7 +125,7 @@ typedef struct ddpc_model_options {
     uint64_t seed;     /* initial parameters and dropout masks; default 0 */
 } ddpc_model_options;
 
-ddpc_model_options ddpc_model_options_default(void);
+DDPC_API ddpc_model_options ddpc_model_options_default(void);
 
 /*
  * nn.Sequential(layers[0], ..., layers[n-1]): shapes are checked along the
@@ -135,7 +135,7 @@ ddpc_model_options ddpc_model_options_default(void);
  * biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)), layer by layer from o->seed
  * (o NULL = defaults). layers is read only during the call.
  */
-ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
+DDPC_API ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
                               ddpc_model **out);
 
 /* The models of ddpc-train, built with ddpc_model_create: "linear"
@@ -143,39 +143,39 @@ ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_
  * Conv(1,16,3,pad 1), ReLU, MaxPool 2, Conv(16,32,3,pad 1), ReLU, MaxPool 2,
  * Flatten, Linear(1568,128), ReLU, Linear(128,10). Input (1, 28, 28),
  * classes 10. An unknown name is an error naming it. */
-ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model **out);
+DDPC_API ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model **out);
 
 /* Frees everything. NULL is harmless. */
-void ddpc_model_destroy(ddpc_model *m);
+DDPC_API void ddpc_model_destroy(ddpc_model *m);
 
-int ddpc_model_num_params(const ddpc_model *m);
+DDPC_API int ddpc_model_num_params(const ddpc_model *m);
 /* Parameter i (0 <= i < num_params) in registration order; NULL if out of range. */
-const ddpc_param *ddpc_model_param(const ddpc_model *m, int i);
+DDPC_API const ddpc_param *ddpc_model_param(const ddpc_model *m, int i);
 /* The index of the parameter called name, or -1. */
-int ddpc_model_find_param(const ddpc_model *m, const char *name);
+DDPC_API int ddpc_model_find_param(const ddpc_model *m, const char *name);
 /* All parameters, one contiguous block of *numel floats. */
-float *ddpc_model_param_block(ddpc_model *m, size_t *numel);
+DDPC_API float *ddpc_model_param_block(ddpc_model *m, size_t *numel);
 /* All gradients, same layout. */
-float *ddpc_model_grad_block(ddpc_model *m, size_t *numel);
+DDPC_API float *ddpc_model_grad_block(ddpc_model *m, size_t *numel);
 
 /* Sizes: input features per sample (c*h*w), output features per sample. */
-size_t ddpc_model_in_features(const ddpc_model *m);
-size_t ddpc_model_out_features(const ddpc_model *m);
+DDPC_API size_t ddpc_model_in_features(const ddpc_model *m);
+DDPC_API size_t ddpc_model_out_features(const ddpc_model *m);
 /* A one-line description ("Flatten -> Linear(784, 10)"; 7850 params). */
-const char *ddpc_model_describe(const ddpc_model *m);
+DDPC_API const char *ddpc_model_describe(const ddpc_model *m);
 
 /* train = 1: dropout active (the default); 0: eval mode. */
-void ddpc_model_train(ddpc_model *m, int train);
-int ddpc_model_is_training(const ddpc_model *m);
+DDPC_API void ddpc_model_train(ddpc_model *m, int train);
+DDPC_API int ddpc_model_is_training(const ddpc_model *m);
 
 /* Sets every gradient to 0. */
-void ddpc_model_zero_grad(ddpc_model *m);
+DDPC_API void ddpc_model_zero_grad(ddpc_model *m);
 
 /* Runs the stack on x (B, in_features), B >= 1, borrowed until the next
  * backward. The batch buffers are sized on the first forward and grow when
  * a larger batch comes. *out (may be NULL) (B, out_features) is owned by the
  * model and valid until the next forward. */
-ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float **out);
+DDPC_API ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float **out);
 
 typedef enum ddpc_loss {
     DDPC_CROSS_ENTROPY = 0,  /* nn.CrossEntropyLoss(): targets are class indices */
@@ -185,23 +185,23 @@ typedef enum ddpc_loss {
  * *loss (may be NULL) gets the loss, and d loss / d output is kept for
  * ddpc_model_backward. targets (B) are in [0, out_features), else an error
  * naming the first bad one. */
-ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
+DDPC_API ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
                             float *loss);
 /* Rows of the last ddpc_model_loss whose output's argmax (first maximum)
  * equals the target. */
-int ddpc_model_correct(const ddpc_model *m);
+DDPC_API int ddpc_model_correct(const ddpc_model *m);
 
 /* For a loss of the caller's own: the model-owned (B, out_features) buffer
  * of the last forward, to be filled with d loss / d output before
  * ddpc_model_backward. */
-float *ddpc_model_output_grad(ddpc_model *m);
+DDPC_API float *ddpc_model_output_grad(ddpc_model *m);
 
 /* loss.backward(): back-propagates the gradient of the last loss (or of
  * ddpc_model_output_grad) through the last forward, adding each
  * parameter's gradient into the gradient block, then runs the hooks (under
  * DDP: backward returns with the gradients averaged over ranks). An error
  * without a loss since the last forward. */
-ddpc_status ddpc_model_backward(ddpc_model *m);
+DDPC_API ddpc_status ddpc_model_backward(ddpc_model *m);
 
 /* Callbacks of backward (DDP installs its own; one set per model). */
 typedef struct ddpc_model_hooks {
@@ -215,12 +215,12 @@ typedef struct ddpc_model_hooks {
 } ddpc_model_hooks;
 
 /* Installs *h (NULL removes the hooks). */
-void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h);
+DDPC_API void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h);
 /* The hooks installed now (all NULL when none), e.g. to wrap them. */
-ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m);
+DDPC_API ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m);
 
 /* The dropout RNG's state, for checkpoints. */
-ddpc_rng *ddpc_model_rng(ddpc_model *m);
+DDPC_API ddpc_rng *ddpc_model_rng(ddpc_model *m);
 
 /* ---------------------------------------------------------------- loss */
 
@@ -234,7 +234,7 @@ ddpc_rng *ddpc_model_rng(ddpc_model *m);
  * mean loss; *correct (may be NULL) the number of rows whose argmax (first
  * maximum) equals the label.
  */
-ddpc_status ddpc_cross_entropy(const float *logits, const int32_t *labels, int B, int K,
+DDPC_API ddpc_status ddpc_cross_entropy(const float *logits, const int32_t *labels, int B, int K,
                                float *dlogits, float *loss, int *correct);
 
 /* ----------------------------------------------------------- optimizer */
@@ -259,20 +259,20 @@ typedef struct ddpc_optim_options {
 } ddpc_optim_options;
 
 /* PyTorch's defaults for kind. */
-ddpc_optim_options ddpc_optim_options_default(ddpc_optim_kind kind);
+DDPC_API ddpc_optim_options ddpc_optim_options_default(ddpc_optim_kind kind);
 /* "sgd", "adam", "adamw"; an unknown name is an error naming it. */
-ddpc_status ddpc_optim_kind_parse(const char *s, ddpc_optim_kind *out);
-const char *ddpc_optim_kind_name(ddpc_optim_kind k);
+DDPC_API ddpc_status ddpc_optim_kind_parse(const char *s, ddpc_optim_kind *out);
+DDPC_API const char *ddpc_optim_kind_name(ddpc_optim_kind k);
 
 typedef struct ddpc_optim ddpc_optim;
 
 /* An optimizer over all of m's parameters (m borrowed; it must outlive the
  * optimizer). Options out of range are an error naming the option. */
-ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_optim **out);
+DDPC_API ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_optim **out);
 /* NULL is harmless. */
-void ddpc_optim_destroy(ddpc_optim *o);
+DDPC_API void ddpc_optim_destroy(ddpc_optim *o);
 /* optimizer.zero_grad(): sets the gradients of its model's parameters to 0. */
-void ddpc_optim_zero_grad(ddpc_optim *o);
+DDPC_API void ddpc_optim_zero_grad(ddpc_optim *o);
 
 /*
  * One update of every parameter from its gradient, with torch.optim's rules:
@@ -282,21 +282,21 @@ void ddpc_optim_zero_grad(ddpc_optim *o);
  *        p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
  * AdamW: p *= 1 - lr*wd, then Adam without the wd term.
  */
-ddpc_status ddpc_optim_step(ddpc_optim *o);
-void ddpc_optim_set_lr(ddpc_optim *o, float lr);
-const ddpc_optim_options *ddpc_optim_get_options(const ddpc_optim *o);
+DDPC_API ddpc_status ddpc_optim_step(ddpc_optim *o);
+DDPC_API void ddpc_optim_set_lr(ddpc_optim *o, float lr);
+DDPC_API const ddpc_optim_options *ddpc_optim_get_options(const ddpc_optim *o);
 /* Steps taken so far (restored by a checkpoint). */
-uint64_t ddpc_optim_steps(const ddpc_optim *o);
+DDPC_API uint64_t ddpc_optim_steps(const ddpc_optim *o);
 
 /* Optimizer state, for checkpoints: nstate blocks of the model's parameter
  * layout (SGD with momentum: 1 "momentum"; Adam/AdamW: "exp_avg",
  * "exp_avg_sq"; SGD without momentum: 0). Block j is ddpc_optim_state(o, j,
  * &name); it is meaningful only once steps > 0. */
-int ddpc_optim_num_state(const ddpc_optim *o);
-float *ddpc_optim_state(ddpc_optim *o, int j, const char **name);
+DDPC_API int ddpc_optim_num_state(const ddpc_optim *o);
+DDPC_API float *ddpc_optim_state(ddpc_optim *o, int j, const char **name);
 /* Used by checkpoint loading: sets the step count (the state is taken as
  * initialised when steps > 0). */
-void ddpc_optim_set_steps(ddpc_optim *o, uint64_t steps);
+DDPC_API void ddpc_optim_set_steps(ddpc_optim *o, uint64_t steps);
 
 /* --------------------------------------------------------- checkpoints */
 
@@ -319,7 +319,7 @@ typedef struct ddpc_ckpt_meta {
 
 /* Writes path atomically (a temporary file in the same directory, fsync,
  * rename). optim may be NULL (weights only). */
-ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
+DDPC_API ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
                                  const ddpc_ckpt_meta *meta);
 
 /* Reads path into m (and optim's state, when optim is not NULL) and *meta
@@ -327,7 +327,7 @@ ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const dd
  * file is DDPC_ERR_IO naming what is wrong; a file whose tensors do not match
  * the model (missing, extra, other dtype or shape, another optimizer kind) is
  * DDPC_ERR_MISMATCH naming the first mismatch. */
-ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *optim,
+DDPC_API ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *optim,
                                  ddpc_ckpt_meta *meta);
 
 #ifdef __cplusplus

@@ -28,10 +28,10 @@ typedef struct ddpc_store ddpc_store;
 
 /* Starts a server thread listening on host:port (host NULL or "" = all
  * interfaces; port 0 = a free port). */
-ddpc_status ddpc_store_server_start(const char *host, int port, ddpc_store_server **out);
-int ddpc_store_server_port(const ddpc_store_server *s);
+DDPC_API ddpc_status ddpc_store_server_create(const char *host, int port, ddpc_store_server **out);
+DDPC_API int ddpc_store_server_port(const ddpc_store_server *s);
 /* Stops the server and closes every connection. NULL is harmless. */
-void ddpc_store_server_stop(ddpc_store_server *s);
+DDPC_API void ddpc_store_server_destroy(ddpc_store_server *s);
 
 /* Connects, retrying until timeout_s (<= 0: DDPC_CONNECT_TIMEOUT), and does
  * the versioned handshake. A dead or absent server is DDPC_ERR_TIMEOUT or
@@ -43,13 +43,13 @@ void ddpc_store_server_stop(ddpc_store_server *s);
  * call below works with either; against a TCPStore, a get or wait that times
  * out drops the connection (TCPStore cannot cancel a wait) and the next call
  * reconnects. ddpc's own server speaks both protocols. */
-ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out);
+DDPC_API ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, ddpc_store **out);
 /* "ddpc" or "torch": the protocol st's connection speaks; "ops" for a store
- * made by ddpc_store_from_ops. */
-const char *ddpc_store_protocol(const ddpc_store *st);
+ * made by ddpc_store_create_ops. */
+DDPC_API const char *ddpc_store_protocol(const ddpc_store *st);
 /* A view of st in which every key is prefixed by prefix (may be nested).
  * The view shares st's connection: close views before st. */
-ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out);
+DDPC_API ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out);
 /* A store made of the caller's functions, so that a communicator can meet
  * its peers through any key-value store (PyTorch's c10d Store, a file, a
  * service). Each function returns DDPC_OK or an error status, and on error
@@ -71,47 +71,47 @@ typedef struct ddpc_store_ops {
     ddpc_status (*add)(void *ctx, const char *key, int64_t delta, int64_t *result, char *err,
                        size_t errlen);
 } ddpc_store_ops;
-ddpc_status ddpc_store_from_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
+DDPC_API ddpc_status ddpc_store_create_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
                                 ddpc_store **out);
 
 /* Closes a client or a view. NULL is harmless. */
-void ddpc_store_close(ddpc_store *st);
+DDPC_API void ddpc_store_destroy(ddpc_store *st);
 
-ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, size_t len);
+DDPC_API ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, size_t len);
 /* Waits up to timeout_s for key to exist, then returns a malloc'd copy of its
  * value (*val, *len; the caller frees). DDPC_ERR_TIMEOUT if it never came.
  * timeout_s <= 0 looks once without waiting. The copy is followed by a NUL
  * byte not counted in *len, so text values can be used as C strings. */
-ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s,
+DDPC_API ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s,
                            void **val, size_t *len);
 /* Adds delta to the integer stored at key (absent = 0); *result = new value
  * (result may be NULL). The value is stored as decimal text, as torch does. */
-ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
+DDPC_API ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
 /* If key's value equals expected (or key is absent and expected_len == 0),
  * sets it to desired. *actual (malloc'd, may be NULL if not wanted) receives
  * the value after the call; as torch's TCPStore, when key is absent and
  * expected is not empty, nothing is set and *actual is expected. */
-ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key,
+DDPC_API ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key,
                                    const void *expected, size_t expected_len,
                                    const void *desired, size_t desired_len,
                                    void **actual, size_t *actual_len);
 /* Waits up to timeout_s until all n keys exist. */
-ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s);
+DDPC_API ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s);
 /* Tells whether key exists now (no wait). */
-ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists);
+DDPC_API ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists);
 /* Deletes key; *deleted = 1 if it existed (deleted may be NULL). */
-ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted);
+DDPC_API ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted);
 /* Number of keys in the whole store (prefixes ignored). */
-ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n);
+DDPC_API ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n);
 
 /* Additions. Seconds a request may take beyond its own wait before the
  * client gives up (default DDPC_STORE_TIMEOUT); applies to st's connection
  * and every view of it. */
-ddpc_status ddpc_store_set_timeout(ddpc_store *st, double seconds);
+DDPC_API ddpc_status ddpc_store_set_timeout(ddpc_store *st, double seconds);
 /* A round trip that changes nothing: is the server there and answering? */
-ddpc_status ddpc_store_ping(ddpc_store *st);
+DDPC_API ddpc_status ddpc_store_ping(ddpc_store *st);
 /* "host:port" of the server st talks to (for messages); never NULL. */
-const char *ddpc_store_addr(const ddpc_store *st);
+DDPC_API const char *ddpc_store_addr(const ddpc_store *st);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
  * calls return their status): stops the program on the first failed call.
  *
  *     #include "ddpc/try.h"
- *     DDPC_TRY(ddpc_comm_init_env(&comm));
+ *     DDPC_TRY(ddpc_comm_create_env(&comm));
  *
  * A call that does not return DDPC_OK prints "<program>: <ddpc_last_error()>"
  * on stderr and exits with status 1. DDPC_TRY is an expression (void), so it

@@ -249,7 +249,7 @@ static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_
         ddpc_work *aw = NULL;
         DDPC_CHECK(go(c, DDPC_K_RECV, NULL, buf, count, t, DDPC_SUM, peer, &aw, 1, what));
         ddpc_status s = ddpc_work_wait(aw, INFINITY);
-        ddpc_work_free(aw);
+        ddpc_work_destroy(aw);
         return s;
     }
     return go(c, is_send ? DDPC_K_SEND : DDPC_K_RECV, is_send ? buf : NULL, is_send ? NULL : buf,

@@ -420,11 +420,11 @@ out:
 static ddpc_status store_connect(ddpc_comm *c, const char *host, int port, double deadline,
                                  ddpc_store **root) {
     double left = deadline - ddpc_now();
-    ddpc_status s = ddpc_store_connect(host, port, left > 0.001 ? left : 0.001, root);
+    ddpc_status s = ddpc_store_create_tcp(host, port, left > 0.001 ? left : 0.001, root);
     for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc_expired(deadline); k++) {
         ddpc_sleep(0.02);
         left = deadline - ddpc_now();
-        s = ddpc_store_connect(host, port, left > 0.001 ? left : 0.001, root);
+        s = ddpc_store_create_tcp(host, port, left > 0.001 ? left : 0.001, root);
     }
     return s;
 }
@@ -455,14 +455,14 @@ ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const
         if (s == DDPC_OK || !store_gone || c->srv || attempt >= 20 || ddpc_expired(deadline)) goto out;
         if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", ddpc_last_error());
         DDPC_INFO(INIT, "rank %d: lost the store during bootstrap (%s); reconnecting", c->rank, ddpc_last_error());
-        ddpc_store_close(st);
-        ddpc_store_close(root);
+        ddpc_store_destroy(st);
+        ddpc_store_destroy(root);
         st = root = NULL;
         ddpc_sleep(0.05);
     }
 out:
-    ddpc_store_close(st);
-    ddpc_store_close(root);
+    ddpc_store_destroy(st);
+    ddpc_store_destroy(root);
     return s;
 }
 
@@ -471,6 +471,6 @@ ddpc_status ddpc__bootstrap_store(ddpc_comm *c, ddpc_store *st) {
     int store_gone = 0;
     DDPC_CHECK(ddpc_store_prefixed(st, c->prefix, &view));
     ddpc_status s = bootstrap(c, view, ddpc_deadline_in(c->connect_timeout), &store_gone);
-    ddpc_store_close(view);
+    ddpc_store_destroy(view);
     return s;
 }

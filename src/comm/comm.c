@@ -33,7 +33,7 @@ static int init_counter; /* atomic: communicators created by this process */
 
 static void srv_release(ddpc_srv_ref *r) {
     if (r && __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        ddpc_store_server_stop(r->server);
+        ddpc_store_server_destroy(r->server);
         free(r);
     }
 }
@@ -146,11 +146,11 @@ static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, 
     }
     if (!host_store || c->rank != 0) return DDPC_OK;
     ddpc_store_server *server = NULL;
-    if (ddpc_store_server_start(host, port, &server) != DDPC_OK)
+    if (ddpc_store_server_create(host, port, &server) != DDPC_OK)
         return ddpc_err(DDPC_ERR_ENV, "%s: rank 0 cannot host the store there: %s", who, ddpc_last_error());
     c->srv = srv_wrap(server);
     if (!c->srv) {
-        ddpc_store_server_stop(server);
+        ddpc_store_server_destroy(server);
         return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
     }
     return DDPC_OK;
@@ -237,8 +237,8 @@ static ddpc_status job_rank(long *rank, long *size, int *fallback) {
                     "with ddpc-run, torchrun, mpirun or srun, or set RANK and WORLD_SIZE");
 }
 
-ddpc_status ddpc_comm_init_env(ddpc_comm **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_env: out is NULL");
+ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_env: out is NULL");
     *out = NULL;
     long rank, size, port, restart;
     int which = 0;
@@ -304,8 +304,8 @@ static ddpc_status check_rank_size(int rank, int size) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_init_url(ddpc_comm **out, const char *url, int rank, int size) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_url: out is NULL");
+ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_url: out is NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     char host[256], prefix[64], who[320];
@@ -334,10 +334,10 @@ static struct uid_server {
     ddpc_store_server *server;
 } uid_servers[16];
 
-ddpc_status ddpc_comm_init_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
+ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
                                  const ddpc_comm_options *opt) {
     if (!out || !st)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_store: out and st must be non-NULL");
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_store: out and st must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     return ddpc__comm_create_store(rank, size, st, "", opt, out);
@@ -351,7 +351,7 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     const char *master = ddpc_env_str("MASTER_ADDR", NULL);
     DDPC_CHECK(ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
     ddpc_store_server *srv = NULL;
-    DDPC_CHECK(ddpc_store_server_start(ip, 0, &srv));
+    DDPC_CHECK(ddpc_store_server_create(ip, 0, &srv));
     uid_body b;
     memset(&b, 0, sizeof b);
     b.magic = UID_MAGIC;
@@ -370,16 +370,16 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     if (slot >= 0) uid_servers[slot] = (struct uid_server){b.nonce, srv};
     pthread_mutex_unlock(&uid_mu);
     if (slot < 0) {
-        ddpc_store_server_stop(srv);
+        ddpc_store_server_destroy(srv);
         return ddpc_err(DDPC_ERR_INVALID_ARG,
-                        "ddpc_get_unique_id: 16 ids are already waiting for ddpc_comm_init_rank");
+                        "ddpc_get_unique_id: 16 ids are already waiting for ddpc_comm_create_rank");
     }
     memcpy(out->internal, &b, sizeof b);
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_init_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank) {
-    if (!out || !id) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_init_rank: out and id must be non-NULL");
+ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank) {
+    if (!out || !id) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_rank: out and id must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     uid_body b;

@@ -145,7 +145,7 @@ struct ddpc_comm {
     int store_port;
     char prefix[320];       /* key namespace, ends with '/' */
     ddpc_srv_ref *srv;      /* the store this rank hosts (shared with splits), or NULL */
-    ddpc_store *ext_store;  /* the caller's store (ddpc_comm_init_store), borrowed, or NULL */
+    ddpc_store *ext_store;  /* the caller's store (ddpc_comm_create_store), borrowed, or NULL */
     uint64_t nsplit;        /* splits done so far (namespaces children) */
 
     /* state */

@@ -328,7 +328,7 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
         return DDPC_OK;
     }
     s = ddpc_work_wait(w, INFINITY); /* the operation itself is bounded */
-    ddpc_work_free(w);
+    ddpc_work_destroy(w);
     return s;
 refuse:
     pthread_mutex_unlock(&c->mu);
@@ -381,7 +381,7 @@ ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
     return DDPC_OK;
 }
 
-void ddpc_work_free(ddpc_work *w) {
+void ddpc_work_destroy(ddpc_work *w) {
     if (!w) return;
     if (w->no_thread) run_inline(w); /* nobody else may run it */
     wait_done(w, INFINITY); /* the operation itself is bounded by DDPC_TIMEOUT */

@@ -242,8 +242,8 @@ static ddpc_status read_data(reader *r, ddpc_idx *x, size_t nbytes) {
  * file's size before allocating; 4. read the data and check nothing
  * follows; 5. convert to host byte order.
  */
-ddpc_status ddpc_idx_load(const char *path, ddpc_idx **out) {
-    if (!path || !out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_idx_load: NULL argument");
+ddpc_status ddpc_idx_create(const char *path, ddpc_idx **out) {
+    if (!path || !out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_idx_create: NULL argument");
     *out = NULL;
     reader r;
     off_t raw_size = -1;

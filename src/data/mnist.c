@@ -57,8 +57,8 @@ ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_d
 
     ddpc_idx *im = NULL, *lb = NULL;
     ddpc_dataset *ds = NULL;
-    ddpc_status s = ddpc_idx_load(ipath, &im);
-    if (s == DDPC_OK) s = ddpc_idx_load(lpath, &lb);
+    ddpc_status s = ddpc_idx_create(ipath, &im);
+    if (s == DDPC_OK) s = ddpc_idx_create(lpath, &lb);
     if (s != DDPC_OK) goto done;
     if (im->dtype_code != DDPC_IDX_UBYTE || im->ndim != 3) {
         s = ddpc_err(DDPC_ERR_IO, "%s: images must be a 3-D ubyte IDX (0x00000803), got dtype 0x%02x rank %d",

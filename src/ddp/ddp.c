@@ -319,7 +319,7 @@ static ddpc_status sync_round(ddpc_ddp *d) {
         bucket *bk = &d->buckets[b];
         if (!bk->work) continue;
         ddpc_status w = ddpc_work_wait(bk->work, -1);
-        ddpc_work_free(bk->work);
+        ddpc_work_destroy(bk->work);
         bk->work = NULL;
         if (s == DDPC_OK) s = w;
         if (w == DDPC_OK) finish(d, b);
@@ -385,7 +385,7 @@ void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *coun
 void ddpc_ddp_destroy(ddpc_ddp *d) {
     if (!d) return;
     for (int b = 0; d->buckets && b < d->nbuckets; b++) {
-        if (d->buckets[b].work) ddpc_work_free(d->buckets[b].work);
+        if (d->buckets[b].work) ddpc_work_destroy(d->buckets[b].work);
         free(d->buckets[b].packed);
     }
     if (d->model && d->buckets) ddpc_model_set_hooks(d->model, NULL);

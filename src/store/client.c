@@ -170,8 +170,8 @@ static ddpc_status open_conn(ddpc_store *st, double deadline, double timeout_s) 
 
 static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n);
 
-ddpc_status ddpc_store_connect(const char *host, int port, double timeout_s, ddpc_store **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_connect: out is NULL");
+ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, ddpc_store **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_tcp: out is NULL");
     *out = NULL;
     if (!host || !*host) host = "127.0.0.1";
     if (port <= 0 || port > 65535)
@@ -422,7 +422,7 @@ ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store *
     return DDPC_OK;
 }
 
-void ddpc_store_close(ddpc_store *st) {
+void ddpc_store_destroy(ddpc_store *st) {
     if (!st) return;
     if (st->root == st && st->fd >= 0) close(st->fd);
     free(st->prefix);

@@ -1,5 +1,5 @@
 /*
- * ops.c — a store made of the caller's functions (ddpc_store_from_ops):
+ * ops.c — a store made of the caller's functions (ddpc_store_create_ops):
  * set, get with a timeout, and add are all a communicator's bootstrap needs.
  *
  * The rest of the store's API is built on those three where it can be done
@@ -16,12 +16,12 @@
 #include "base/base.h"
 #include "store/client.h"
 
-ddpc_status ddpc_store_from_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
+ddpc_status ddpc_store_create_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
                                 ddpc_store **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_from_ops: out is NULL");
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: out is NULL");
     *out = NULL;
     if (!ops || !ops->set || !ops->get || !ops->add)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_from_ops: set, get and add must all be given");
+        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: set, get and add must all be given");
     ddpc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->prefix = strdup(""))) {
         free(st);

@@ -781,8 +781,8 @@ static void *server_main(void *arg) {
     return NULL;
 }
 
-ddpc_status ddpc_store_server_start(const char *host, int port, ddpc_store_server **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_server_start: out is NULL");
+ddpc_status ddpc_store_server_create(const char *host, int port, ddpc_store_server **out) {
+    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_server_create: out is NULL");
     *out = NULL;
     struct ddpc_store_server *s = calloc(1, sizeof *s);
     if (!s) return ddpc_err(DDPC_ERR_NOMEM, "store server: out of memory");
@@ -820,7 +820,7 @@ fail:
 
 int ddpc_store_server_port(const ddpc_store_server *s) { return s ? s->port : -1; }
 
-void ddpc_store_server_stop(ddpc_store_server *s) {
+void ddpc_store_server_destroy(ddpc_store_server *s) {
     if (!s) return;
     uint64_t one = 1;
     while (write(s->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {}

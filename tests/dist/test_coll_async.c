@@ -77,7 +77,7 @@ static void async_batch(ctx *x, int round) {
             s = ddpc_work_test(wk[i], &d);
             if (s != DDPC_OK || !d) report(x, &k, "work_test after wait says done=%d, %s", d, ddpc_status_str(s));
         }
-        ddpc_work_free(wk[i]);
+        ddpc_work_destroy(wk[i]);
     }
     for (int i = 0; i < K; i++) {
         combo k = {spec[i].coll, spec[i].t, spec[i].op, spec[i].n, root, 0};
@@ -137,7 +137,7 @@ static void async_many(ctx *x) {
         combo k = {C_ALLREDUCE, t, DDPC_SUM, n, 0, 0};
         ddpc_status s = ddpc_work_wait(wk[i], 60);
         if (s != DDPC_OK) call_failed(x, &k, "work_wait (48 outstanding)", s);
-        ddpc_work_free(wk[i]);
+        ddpc_work_destroy(wk[i]);
         x->salt = salts[i];
         for (size_t j = 0; j < n; j++)
             if (!check_red_elem(x, &k, rb[i], j, j)) break;

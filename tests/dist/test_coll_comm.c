@@ -88,7 +88,7 @@ static void p2p(ctx *x) {
     for (int i = 0; i < nw; i++) {
         ddpc_status s = ddpc_work_wait(ws[i], 60);
         if (s != DDPC_OK) call_failed(x, &k, "work_wait (all pairs send/recv)", s);
-        ddpc_work_free(ws[i]);
+        ddpc_work_destroy(ws[i]);
         x->ops++;
     }
     for (int p = 0; p < w; p++) {

@@ -112,7 +112,7 @@ static ddpc_comm *env_comm(int rank, int world) {
     setenv("DDPC_TIMEOUT", "20", 1);
     if (g_pids) g_pids[rank] = getpid();
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     CHECK_EQ(ddpc_comm_rank(c), rank);
     CHECK_EQ(ddpc_comm_size(c), world);
     check_transports(c, shm_wanted() ? "shm" : "tcp", world);
@@ -264,7 +264,7 @@ static void url_body(int rank, int world, void *arg) {
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_url(&c, url, rank, world));
+    CHECK_OK(ddpc_comm_create_url(&c, url, rank, world));
     CHECK_EQ(ddpc_comm_rank(c), rank);
     CHECK_EQ(ddpc_comm_size(c), world);
     CHECK_EQ(ddpc_comm_local_rank(c), rank); /* one host */
@@ -277,10 +277,10 @@ TEST_T(comm_init_url, 30) {
     g_port = t_free_port();
     t_run_ranks(3, 25, url_body, NULL);
     ddpc_comm *c;
-    CHECK_STATUS(ddpc_comm_init_url(&c, "http://x:1", 0, 1), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_url(&c, "http://x:1", 0, 1), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "tcp://");
-    CHECK_STATUS(ddpc_comm_init_url(&c, "tcp://127.0.0.1:99999", 0, 1), DDPC_ERR_INVALID_ARG);
-    CHECK_STATUS(ddpc_comm_init_url(&c, "tcp://127.0.0.1:5000", 3, 2), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_url(&c, "tcp://127.0.0.1:99999", 0, 1), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_url(&c, "tcp://127.0.0.1:5000", 3, 2), DDPC_ERR_INVALID_ARG);
 }
 
 static int g_pipe[2];
@@ -295,7 +295,7 @@ static void uid_body(int rank, int world, void *arg) {
         CHECK(read(g_pipe[0], &id, sizeof id) == (ssize_t)sizeof id);
     }
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_rank(&c, world, &id, rank));
+    CHECK_OK(ddpc_comm_create_rank(&c, world, &id, rank));
     sum_check(c, world * (world - 1) / 2);
     CHECK_OK(ddpc_comm_destroy(c));
 }
@@ -306,7 +306,7 @@ TEST_T(comm_init_unique_id, 30) {
     ddpc_unique_id bad;
     memset(&bad, 0, sizeof bad);
     ddpc_comm *c;
-    CHECK_STATUS(ddpc_comm_init_rank(&c, 2, &bad, 0), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_rank(&c, 2, &bad, 0), DDPC_ERR_INVALID_ARG);
 }
 
 static void ompi_body(int rank, int world, void *arg) {
@@ -320,7 +320,7 @@ static void ompi_body(int rank, int world, void *arg) {
     snprintf(b, sizeof b, "%d", g_port);
     setenv("MASTER_PORT", b, 1);
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     CHECK_EQ(ddpc_comm_rank(c), rank);
     sum_check(c, world * (world - 1) / 2);
     CHECK_OK(ddpc_comm_destroy(c));
@@ -345,7 +345,7 @@ static void agent_body(int rank, int world, void *arg) {
         snprintf(b, sizeof b, "%d", attempt);
         setenv("TORCHELASTIC_RESTART_COUNT", b, 1);
         ddpc_comm *c = NULL;
-        CHECK_OK(ddpc_comm_init_env(&c));
+        CHECK_OK(ddpc_comm_create_env(&c));
         sum_check(c, world * (world - 1) / 2);
         CHECK_OK(ddpc_comm_destroy(c));
     }
@@ -363,10 +363,10 @@ static pid_t store_process(int *down_fd) {
         close(up[0]);
         close(down[1]);
         ddpc_store_server *srv = NULL;
-        int port = ddpc_store_server_start("127.0.0.1", 0, &srv) == DDPC_OK ? ddpc_store_server_port(srv) : -1;
+        int port = ddpc_store_server_create("127.0.0.1", 0, &srv) == DDPC_OK ? ddpc_store_server_port(srv) : -1;
         char b;
         if (write(up[1], &port, sizeof port) == (ssize_t)sizeof port) (void)!read(down[0], &b, 1);
-        ddpc_store_server_stop(srv);
+        ddpc_store_server_destroy(srv);
         _exit(0);
     }
     close(up[1]);
@@ -384,7 +384,7 @@ static void run_agent(const char *proto) {
     t_run_ranks(3, 25, agent_body, (void *)proto);
     /* the ranks left their keys under ddpc/attempt_<n>/, nowhere else */
     ddpc_store *st = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", g_port, 5, &st));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", g_port, 5, &st));
     int64_t n = 0;
     CHECK_OK(ddpc_store_num_keys(st, &n));
     CHECK(n > 0);
@@ -395,7 +395,7 @@ static void run_agent(const char *proto) {
     CHECK_EQ(ex, 1);
     CHECK_OK(ddpc_store_check(st, "ddpc/comm0/peer/2", &ex));
     CHECK_EQ(ex, 0);
-    ddpc_store_close(st);
+    ddpc_store_destroy(st);
     close(down); /* the launcher stops its store */
     int status = 0;
     CHECK_EQ(waitpid(launcher, &status, 0), launcher);
@@ -468,7 +468,7 @@ static void async_body(int rank, int world, void *arg) {
         CHECK_OK(ddpc_work_wait(w[k], 10));
         float want = (float)(world * k * 100 + world * (world - 1) / 2);
         for (size_t i = 0; i < n; i += 997) CHECK_NEAR(buf[k][i], want, 0);
-        ddpc_work_free(w[k]);
+        ddpc_work_destroy(w[k]);
         free(buf[k]);
     }
     /* broadcast + barrier async, freed without waiting */
@@ -476,9 +476,9 @@ static void async_body(int rank, int world, void *arg) {
     int32_t v = rank == 1 ? 42 : 0;
     CHECK_OK(ddpc_broadcast_async(c, &v, &v, 1, DDPC_INT32, 1, &wb));
     CHECK_OK(ddpc_barrier_async(c, &wr));
-    ddpc_work_free(wb);
+    ddpc_work_destroy(wb);
     CHECK_OK(ddpc_work_wait(wr, -1));
-    ddpc_work_free(wr);
+    ddpc_work_destroy(wr);
     CHECK_EQ(v, 42);
     CHECK_OK(ddpc_comm_destroy(c));
 }
@@ -505,7 +505,7 @@ static void wait_timeout_body(int rank, int world, void *arg) {
     }
     CHECK_OK(ddpc_work_wait(w, -1));
     CHECK_EQ(y, 3);
-    ddpc_work_free(w);
+    ddpc_work_destroy(w);
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
@@ -549,7 +549,7 @@ static void abort_body(int rank, int world, void *arg) {
         CHECK_STATUS(b.st, DDPC_ERR_ABORTED);
         CHECK(b.took < 2.0 * t_slow());
         CHECK_STATUS(ddpc_work_wait(w, 5), DDPC_ERR_ABORTED);
-        ddpc_work_free(w);
+        ddpc_work_destroy(w);
         CHECK_STATUS(ddpc_barrier(c), DDPC_ERR_ABORTED);
         CHECK_CONTAINS(ddpc_comm_last_error(c), "abort");
     } else {
@@ -647,7 +647,7 @@ static void clear_env(void) {
 static void bad_env(ddpc_status want, const char *needle) {
     ddpc_comm *c = (ddpc_comm *)1;
     double t0 = ddpc_now();
-    CHECK_STATUS(ddpc_comm_init_env(&c), want);
+    CHECK_STATUS(ddpc_comm_create_env(&c), want);
     CHECK(c == NULL);
     CHECK(ddpc_now() - t0 < 3.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), needle);
@@ -723,7 +723,7 @@ TEST_T(comm_unreachable_master, 20) {
     setenv("DDPC_CONNECT_TIMEOUT", "1", 1);
     ddpc_comm *c;
     double t0 = ddpc_now();
-    CHECK_STATUS(ddpc_comm_init_env(&c), DDPC_ERR_TIMEOUT);
+    CHECK_STATUS(ddpc_comm_create_env(&c), DDPC_ERR_TIMEOUT);
     double took = ddpc_now() - t0;
     CHECK_MSG(took < 4.0, "took %.2f s", took);
     CHECK_CONTAINS(ddpc_last_error(), "MASTER_ADDR=127.0.0.1");
@@ -737,7 +737,7 @@ static void missing_body(int rank, int world, void *arg) {
     setenv("DDPC_CONNECT_TIMEOUT", "1.5", 1);
     ddpc_comm *c;
     double t0 = ddpc_now();
-    CHECK_STATUS(ddpc_comm_init_env(&c), DDPC_ERR_TIMEOUT);
+    CHECK_STATUS(ddpc_comm_create_env(&c), DDPC_ERR_TIMEOUT);
     CHECK(ddpc_now() - t0 < 5.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), "ranks 2 of 3 never arrived");
 }
@@ -869,9 +869,9 @@ static void p2p_exchange_body(int rank, int world, void *arg) {
         CHECK_OK(ddpc_work_wait(ws, -1));
         CHECK_OK(ddpc_work_wait(wr, -1));
         CHECK_OK(ddpc_work_wait(wa, -1));
-        ddpc_work_free(ws);
-        ddpc_work_free(wr);
-        ddpc_work_free(wa);
+        ddpc_work_destroy(ws);
+        ddpc_work_destroy(wr);
+        ddpc_work_destroy(wa);
         CHECK_EQ(y, 2);
         for (size_t i = 0; i < n; i += 4099) CHECK_NEAR(in[i], (float)(peer * 7 + (int)(i % 1000)), 0);
         CHECK_NEAR(in[n - 1], (float)(peer * 7 + (int)((n - 1) % 1000)), 0);
@@ -902,7 +902,7 @@ static void any_source_body(int rank, int world, void *arg) {
             CHECK_EQ(ddpc_work_source(w) == -1 || ddpc_work_source(w) > 0, 1);
             CHECK_OK(ddpc_work_wait(w, -1));
             int src = ddpc_work_source(w);
-            ddpc_work_free(w);
+            ddpc_work_destroy(w);
             CHECK(src >= 1 && src < world);
             CHECK_EQ(v[0], src);
             CHECK_EQ(v[1], 100);
@@ -920,8 +920,8 @@ static void any_source_body(int rank, int world, void *arg) {
         CHECK_EQ(ddpc_work_source(wa), 1);
         CHECK_EQ(v[1], 200);
         CHECK_EQ(u[1], 300);
-        ddpc_work_free(wa);
-        ddpc_work_free(wn);
+        ddpc_work_destroy(wa);
+        ddpc_work_destroy(wn);
         CHECK_OK(ddpc_recv(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE)); /* blocking form */
         CHECK_EQ(v[1], 400);
     } else {
@@ -969,7 +969,7 @@ static void alltoallv_body(int rank, int world, void *arg) {
     CHECK_OK(ddpc_alltoallv_async(c, send, sc, sd, recv, rc, rd, DDPC_INT64, &w));
     memset(sc, 0xff, sizeof sc); /* the arrays were copied */
     CHECK_OK(ddpc_work_wait(w, -1));
-    ddpc_work_free(w);
+    ddpc_work_destroy(w);
     for (int j = 0; j < world; j++) sc[j] = a2av_n(rank, j);
     if (rank == 1) rc[0]++; /* expects one more from rank 0 than it sends */
     ddpc_status s = ddpc_alltoallv(c, send, sc, sd, recv, rc, rd, DDPC_INT64);
@@ -1023,18 +1023,18 @@ static ddpc_status kv_broken(void *ctx, const char *key, int64_t delta, int64_t 
 
 static void ops_body(int rank, int world, void *arg) {
     ddpc_store *tcp = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", g_port, 10, &tcp));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", g_port, 10, &tcp));
     kv_ctx k = {tcp, 0};
     ddpc_store_ops ops = {kv_set, kv_get, kv_add};
     ddpc_store *st = NULL;
-    CHECK_OK(ddpc_store_from_ops(&ops, &k, "the test's store", &st));
+    CHECK_OK(ddpc_store_create_ops(&ops, &k, "the test's store", &st));
     CHECK(!strcmp(ddpc_store_protocol(st), "ops"));
     ddpc_comm_options opt = ddpc_comm_options_default();
     opt.connect_timeout_s = 10;
     opt.exec_timeout_s = 5;
     opt.progress_thread = 0; /* the waiters run the queue */
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_store(&c, st, rank, world, &opt));
+    CHECK_OK(ddpc_comm_create_store(&c, st, rank, world, &opt));
     CHECK(k.calls >= 3);
     sum_check(c, world * (world - 1) / 2);
     int32_t a[3] = {rank, rank, rank}, b = rank;
@@ -1049,10 +1049,10 @@ static void ops_body(int rank, int world, void *arg) {
     CHECK_EQ(done, 1);
     CHECK_EQ(a[2], world * (world - 1) / 2);
     CHECK_EQ(b, world - 1);
-    ddpc_work_free(w1);
-    ddpc_work_free(w2);
+    ddpc_work_destroy(w1);
+    ddpc_work_destroy(w2);
     CHECK_OK(ddpc_allreduce_async(c, a, a, 3, DDPC_INT32, DDPC_SUM, &w1));
-    ddpc_work_free(w1); /* runs it: nobody else would */
+    ddpc_work_destroy(w1); /* runs it: nobody else would */
     CHECK_EQ(a[0], world * world * (world - 1) / 2);
     /* a split meets through the same store */
     ddpc_comm *s = NULL;
@@ -1066,19 +1066,19 @@ static void ops_body(int rank, int world, void *arg) {
     CHECK_STATUS(ddpc_store_delete(st, "x", NULL), DDPC_ERR_INVALID_ARG);
     int64_t nk;
     CHECK_STATUS(ddpc_store_num_keys(st, &nk), DDPC_ERR_INVALID_ARG);
-    ddpc_store_close(st);
+    ddpc_store_destroy(st);
     /* a failing store: the error names it and its reason */
     if (rank == 0) {
         ddpc_store_ops bad = {kv_set, kv_get, kv_broken};
-        CHECK_OK(ddpc_store_from_ops(&bad, &k, "the flaky service", &st));
+        CHECK_OK(ddpc_store_create_ops(&bad, &k, "the flaky service", &st));
         CHECK_STATUS(ddpc_store_add(st, "n", 1, &nk), DDPC_ERR_PEER_LOST);
         CHECK_CONTAINS(ddpc_last_error(), "the flaky service");
         CHECK_CONTAINS(ddpc_last_error(), "the service said no");
-        ddpc_store_close(st);
+        ddpc_store_destroy(st);
         ddpc_store_ops none = {kv_set, NULL, kv_add};
-        CHECK_STATUS(ddpc_store_from_ops(&none, &k, "x", &st), DDPC_ERR_INVALID_ARG);
+        CHECK_STATUS(ddpc_store_create_ops(&none, &k, "x", &st), DDPC_ERR_INVALID_ARG);
     }
-    ddpc_store_close(tcp);
+    ddpc_store_destroy(tcp);
 }
 
 TEST_T(comm_init_store_ops, 40) {
@@ -1177,7 +1177,7 @@ static void exec_timeout_body(int rank, int world, void *arg) {
     unsetenv("DDPC_TIMEOUT");
     setenv("HCCL_EXEC_TIMEOUT", "0.5", 1); /* the HCCL alias */
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     int32_t x = 1, y = 0;
     if (rank == 0) {
         double t0 = ddpc_now();
@@ -1417,7 +1417,7 @@ static void differ_body(int rank, int world, void *arg) {
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     setenv("DDPC_TIMEOUT", "20", 1);
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     for (int p = 0; p < world; p++) {
         const char *want = p == rank ? "self" : (p == 0 || p == 3) && (rank == 0 || rank == 3) ? "shm" : "tcp";
         CHECK_STR(ddpc__peer_transport(c, p), want);
@@ -1447,7 +1447,7 @@ static void full_body(int rank, int world, void *arg) {
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     setenv("DDPC_TIMEOUT", "20", 1);
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     check_transports(c, "tcp", world);
     allreduce_checks(c, rank, world);
     CHECK_OK(ddpc_comm_destroy(c));
@@ -1494,7 +1494,7 @@ static void netns_body(int rank, int world, void *arg) {
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     setenv("DDPC_TIMEOUT", "20", 1);
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     CHECK_EQ(ddpc_comm_local_rank(c), rank % 2);
     CHECK_EQ(ddpc_comm_local_size(c), 2);
     check_transports(c, "shm", 2);

@@ -97,7 +97,7 @@ static void ddp_rank(int rank, int world, void *arg) {
     const run_arg *a = arg;
     t_set_rank_env(rank, world, a->port);
     ddpc_comm *c;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     train(rank, world, B, a, c);
     CHECK_OK(ddpc_comm_destroy(c));
 }
@@ -192,7 +192,7 @@ static void spy_install(ddpc_model *m, ddpc_ddp *d, ddpc_comm *c) {
 static void bucket_rank(int rank, int world, void *arg) {
     t_set_rank_env(rank, world, *(int *)arg);
     ddpc_comm *c;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     ddpc_model *m = small_mlp(HID);
     ddpc_ddp_options o = ddpc_ddp_options_default();
     o.first_bucket_mb = 20.0 * 4 / 1048576;
@@ -293,7 +293,7 @@ TEST(ddp_bucket_layout_and_overlap) {
 static void mismatch_rank(int rank, int world, void *arg) {
     t_set_rank_env(rank, world, *(int *)arg);
     ddpc_comm *c;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     ddpc_model *m = small_mlp(rank == 2 ? HID + 1 : HID);
     ddpc_ddp *d = NULL;
     CHECK_STATUS(ddpc_ddp_create(c, m, NULL, &d), DDPC_ERR_MISMATCH);
@@ -313,7 +313,7 @@ TEST(ddp_model_mismatch_named) {
 static void metrics_rank(int rank, int world, void *arg) {
     t_set_rank_env(rank, world, *(int *)arg);
     ddpc_comm *c;
-    CHECK_OK(ddpc_comm_init_env(&c));
+    CHECK_OK(ddpc_comm_create_env(&c));
     ddpc_model *m = small_mlp(HID);
     ddpc_ddp *d;
     CHECK_OK(ddpc_ddp_create(c, m, NULL, &d));

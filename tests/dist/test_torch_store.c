@@ -216,7 +216,7 @@ static int bg_finish(bg *p, double timeout_s) {
  * wake_b), sets them through a ddpc client of its own. */
 static void waker(int port) {
     ddpc_store *c = NULL, *py = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &c));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &c));
     CHECK_OK(ddpc_store_prefixed(c, "/", &py));
     void *v = NULL;
     size_t n;
@@ -226,17 +226,17 @@ static void waker(int port) {
     CHECK_OK(ddpc_store_set(py, "wake_a", "a", 1));
     ddpc_sleep(0.1);
     CHECK_OK(ddpc_store_set(py, "wake_b", "b", 1));
-    ddpc_store_close(py);
-    ddpc_store_close(c);
+    ddpc_store_destroy(py);
+    ddpc_store_destroy(c);
 }
 
 TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
     need_torch();
     ddpc_store_server *srv = NULL;
-    CHECK_OK(ddpc_store_server_start("127.0.0.1", 0, &srv));
+    CHECK_OK(ddpc_store_server_create("127.0.0.1", 0, &srv));
     int port = ddpc_store_server_port(srv);
     ddpc_store *c = NULL, *py = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &c));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &c));
     CHECK_STR(ddpc_store_protocol(c), "ddpc");
     CHECK_OK(ddpc_store_prefixed(c, "/", &py)); /* Python's key K is "/K" */
 
@@ -298,9 +298,9 @@ TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
     CHECK_OK(ddpc_store_add(py, "py_ctr", 3, &r)); /* and the server still serves C */
     CHECK_EQ(r, 1);
 
-    ddpc_store_close(py);
-    ddpc_store_close(c);
-    ddpc_store_server_stop(srv);
+    ddpc_store_destroy(py);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(srv);
 }
 
 /* --------------------------------------- ddpc's client, PyTorch's server */
@@ -310,13 +310,13 @@ TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
  * waits for it. */
 static void setter(int port) {
     ddpc_store *c = NULL, *py = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &c));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &c));
     CHECK_STR(ddpc_store_protocol(c), "torch");
     CHECK_OK(ddpc_store_prefixed(c, "/", &py));
     ddpc_sleep(0.3);
     CHECK_OK(ddpc_store_set(py, "late", "L", 1));
-    ddpc_store_close(py);
-    ddpc_store_close(c);
+    ddpc_store_destroy(py);
+    ddpc_store_destroy(c);
 }
 
 TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
@@ -331,7 +331,7 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     /* 1. auto-detection: ddpc's handshake, closed by torch, then TCPStore's */
     ddpc_store *c = NULL, *py = NULL;
     double t0 = ddpc_now();
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 10, &c));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 10, &c));
     CHECK_STR(ddpc_store_protocol(c), "torch");
     CHECK_MSG(ddpc_now() - t0 < 5 * t_slow(), "connect took %.2f s", ddpc_now() - t0);
     CHECK_OK(ddpc_store_prefixed(c, "/", &py)); /* Python's key K is "/K" */
@@ -469,12 +469,12 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     get_str(c, "/pv/k", "view value");
     CHECK_OK(ddpc_store_set(py, "pv/from_root", "r", 1));
     get_str(pv, "from_root", "r");
-    ddpc_store_close(pv);
+    ddpc_store_destroy(pv);
 
     /* 11. done: Python checks what C set, then exits */
     CHECK_OK(ddpc_store_set(py, "done", "1", 1));
-    ddpc_store_close(py);
-    ddpc_store_close(c);
+    ddpc_store_destroy(py);
+    ddpc_store_destroy(c);
     int rc = bg_finish(&srv, 60);
     CHECK_MSG(rc == 0, "%s exited %d (-1: killed on the deadline); it printed:\n%s", cmd, rc, srv.out);
     must_contain(srv.out, "tcpstore_peer server: all ");
@@ -485,25 +485,25 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
 
 TEST_T(torch_store_ddpc_client_vs_ddpc_server, 60) {
     ddpc_store_server *srv = NULL;
-    CHECK_OK(ddpc_store_server_start("127.0.0.1", 0, &srv));
+    CHECK_OK(ddpc_store_server_create("127.0.0.1", 0, &srv));
     int port = ddpc_store_server_port(srv);
 
     /* 1. auto: ddpc's handshake succeeds, so ddpc's protocol */
     ddpc_store *c = NULL, *v = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &c));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &c));
     CHECK_STR(ddpc_store_protocol(c), "ddpc");
     CHECK_OK(ddpc_store_prefixed(c, "v/", &v));
     CHECK_STR(ddpc_store_protocol(v), "ddpc");
     CHECK_OK(ddpc_store_set(v, "k", "ddpc", 4));
     get_str(c, "v/k", "ddpc");
     CHECK_OK(ddpc_store_ping(c));
-    ddpc_store_close(v);
+    ddpc_store_destroy(v);
 
     /* 2. DDPC_STORE_PROTOCOL=torch: TCPStore's protocol to the same server
      * (it speaks both), sharing its keys */
     setenv("DDPC_STORE_PROTOCOL", "torch", 1);
     ddpc_store *t = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &t));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &t));
     CHECK_STR(ddpc_store_protocol(t), "torch");
     get_str(t, "v/k", "ddpc");
     CHECK_OK(ddpc_store_set(t, "t", "\0torch", 6));
@@ -535,20 +535,20 @@ TEST_T(torch_store_ddpc_client_vs_ddpc_server, 60) {
     int64_t nk = 0;
     CHECK_OK(ddpc_store_num_keys(t, &nk));
     CHECK_EQ(nk, 2); /* v/k, n */
-    ddpc_store_close(t);
+    ddpc_store_destroy(t);
 
     /* 3. forced ddpc's protocol is ddpc's; an unknown value is refused */
     setenv("DDPC_STORE_PROTOCOL", "ddpc", 1);
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &t));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &t));
     CHECK_STR(ddpc_store_protocol(t), "ddpc");
-    ddpc_store_close(t);
+    ddpc_store_destroy(t);
     setenv("DDPC_STORE_PROTOCOL", "gloo", 1);
     t = NULL;
-    CHECK_STATUS(ddpc_store_connect("127.0.0.1", port, 5, &t), DDPC_ERR_ENV);
+    CHECK_STATUS(ddpc_store_create_tcp("127.0.0.1", port, 5, &t), DDPC_ERR_ENV);
     CHECK(t == NULL);
     CHECK_CONTAINS(ddpc_last_error(), "DDPC_STORE_PROTOCOL");
     unsetenv("DDPC_STORE_PROTOCOL");
 
-    ddpc_store_close(c);
-    ddpc_store_server_stop(srv);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(srv);
 }

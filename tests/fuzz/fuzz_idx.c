@@ -1,5 +1,5 @@
 /*
- * fuzz_idx.c — ddpc_idx_load on arbitrary bytes. The first byte picks the
+ * fuzz_idx.c — ddpc_idx_create on arbitrary bytes. The first byte picks the
  * form: odd, the rest is gzip-compressed first (so the fuzzer reaches the
  * IDX checks behind zlib); even, the rest is the file as it is.
  * Promises checked: a loaded file's element count is the product of its
@@ -46,7 +46,7 @@ int fuzz_idx(const uint8_t *data, size_t size) {
         path = fuzz_file("idx", body, n);
     }
     ddpc_idx *x = (ddpc_idx *)(uintptr_t)1; /* must come back NULL on error */
-    ddpc_status st = ddpc_idx_load(path, &x);
+    ddpc_status st = ddpc_idx_create(path, &x);
     if (st == DDPC_OK) {
         if (x->ndim < 1 || x->ndim > 8) fuzz_fail("loaded with rank %d", x->ndim);
         size_t want = 1;

@@ -31,14 +31,14 @@ static int port, inputs;
 int fuzz_store(const uint8_t *data, size_t size) {
     if (size == 0 || size > (1u << 16)) return 0;
     if (server && ++inputs % 1000 == 0) {
-        ddpc_store_close(probe);
-        ddpc_store_close(tprobe);
-        ddpc_store_server_stop(server);
+        ddpc_store_destroy(probe);
+        ddpc_store_destroy(tprobe);
+        ddpc_store_server_destroy(server);
         probe = tprobe = NULL;
         server = NULL;
     }
     if (!server) {
-        if (ddpc_store_server_start("127.0.0.1", 0, &server) != DDPC_OK) fuzz_fail("server: %s", ddpc_last_error());
+        if (ddpc_store_server_create("127.0.0.1", 0, &server) != DDPC_OK) fuzz_fail("server: %s", ddpc_last_error());
         port = ddpc_store_server_port(server);
     }
     int fd = -1;
@@ -73,11 +73,11 @@ int fuzz_store(const uint8_t *data, size_t size) {
     struct linger lg = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
-    if (!probe && ddpc_store_connect("127.0.0.1", port, 2, &probe) != DDPC_OK)
+    if (!probe && ddpc_store_create_tcp("127.0.0.1", port, 2, &probe) != DDPC_OK)
         fuzz_fail("connect after: %s", ddpc_last_error());
     if (!tprobe) {
         setenv("DDPC_STORE_PROTOCOL", "torch", 1);
-        ddpc_status s = ddpc_store_connect("127.0.0.1", port, 2, &tprobe);
+        ddpc_status s = ddpc_store_create_tcp("127.0.0.1", port, 2, &tprobe);
         unsetenv("DDPC_STORE_PROTOCOL");
         if (s != DDPC_OK) fuzz_fail("TCPStore connect after: %s", ddpc_last_error());
     }

@@ -99,7 +99,7 @@ TEST(data_idx_dtypes_and_byte_order) {
         const char *p = tpath(gz ? "i32.idx.gz" : "i32.idx");
         write_file(p, buf, k, gz);
         ddpc_idx *x = NULL;
-        CHECK_OK(ddpc_idx_load(p, &x));
+        CHECK_OK(ddpc_idx_create(p, &x));
         CHECK_EQ(x->dtype_code, DDPC_IDX_INT);
         CHECK_EQ(x->ndim, 2);
         CHECK_EQ(x->dims[0], 2);
@@ -119,7 +119,7 @@ TEST(data_idx_dtypes_and_byte_order) {
     }
     write_file(tpath("f64.idx"), buf, k, 0);
     ddpc_idx *x = NULL;
-    CHECK_OK(ddpc_idx_load(tpath("f64.idx"), &x));
+    CHECK_OK(ddpc_idx_create(tpath("f64.idx"), &x));
     CHECK_NEAR(((double *)x->data)[0], -1.5, 0);
     CHECK_NEAR(((double *)x->data)[1], 0.125, 0);
     ddpc_idx_destroy(x);
@@ -127,7 +127,7 @@ TEST(data_idx_dtypes_and_byte_order) {
     int d0[2] = {4, 0};
     k = make_idx(buf, DDPC_IDX_SHORT, 2, d0, 0);
     write_file(tpath("empty.idx"), buf, k, 0);
-    CHECK_OK(ddpc_idx_load(tpath("empty.idx"), &x));
+    CHECK_OK(ddpc_idx_create(tpath("empty.idx"), &x));
     CHECK_EQ(x->count, 0);
     ddpc_idx_destroy(x);
     ddpc_idx_destroy(NULL);
@@ -178,7 +178,7 @@ TEST(data_idx_bad_inputs) {
             const char *p = tpath(name);
             write_file(p, buf, cases[c].len, gz);
             ddpc_idx *x = (ddpc_idx *)1;
-            ddpc_status s = ddpc_idx_load(p, &x);
+            ddpc_status s = ddpc_idx_create(p, &x);
             CHECK_MSG(s == cases[c].want, "%s: got %s (%s)", name, ddpc_status_str(s), ddpc_last_error());
             CHECK(x == NULL);
             CHECK_CONTAINS(ddpc_last_error(), p);
@@ -188,19 +188,19 @@ TEST(data_idx_bad_inputs) {
     ddpc_idx *x = NULL;
     /* named .gz, but raw content */
     write_file(tpath("raw.idx.gz"), good, n, 0);
-    CHECK_STATUS(ddpc_idx_load(tpath("raw.idx.gz"), &x), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_idx_create(tpath("raw.idx.gz"), &x), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "not gzip");
     CHECK_CONTAINS(ddpc_last_error(), "raw.idx.gz");
     /* empty, missing, a directory */
     write_file(tpath("empty"), good, 0, 0);
-    CHECK_STATUS(ddpc_idx_load(tpath("empty"), &x), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_idx_create(tpath("empty"), &x), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "empty");
     write_file(tpath("empty.gz"), good, 0, 1); /* a valid gzip stream of nothing */
-    CHECK_STATUS(ddpc_idx_load(tpath("empty.gz"), &x), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_idx_create(tpath("empty.gz"), &x), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "truncated header (0 of 4");
-    CHECK_STATUS(ddpc_idx_load(tpath("missing.idx"), &x), DDPC_ERR_NOT_FOUND);
+    CHECK_STATUS(ddpc_idx_create(tpath("missing.idx"), &x), DDPC_ERR_NOT_FOUND);
     CHECK_CONTAINS(ddpc_last_error(), "missing.idx");
-    CHECK_STATUS(ddpc_idx_load(tmpdir(), &x), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_idx_create(tmpdir(), &x), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "not a regular file");
     /* a gzip stream cut short */
     write_file(tpath("cut.gz"), good, n, 1);
@@ -210,7 +210,7 @@ TEST(data_idx_bad_inputs) {
     zn = fread(z, 1, sizeof z, f);
     fclose(f);
     write_file(tpath("cut.gz"), z, zn - 12, 0);
-    CHECK_STATUS(ddpc_idx_load(tpath("cut.gz"), &x), DDPC_ERR_IO);
+    CHECK_STATUS(ddpc_idx_create(tpath("cut.gz"), &x), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "cut.gz");
     CHECK(x == NULL);
     rm_tmpdir();
@@ -296,7 +296,7 @@ TEST_T(data_idx_fuzz, 120) {
             fclose(f);
         }
         ddpc_idx *x = NULL;
-        ddpc_status s = ddpc_idx_load(p, &x);
+        ddpc_status s = ddpc_idx_create(p, &x);
         if (s == DDPC_OK) {
             ok++;
             size_t esz = x->dtype_code == DDPC_IDX_UBYTE || x->dtype_code == DDPC_IDX_SBYTE ? 1

@@ -16,7 +16,7 @@
 
 static ddpc_store_server *start(int *port) {
     ddpc_store_server *s = NULL;
-    CHECK_OK(ddpc_store_server_start("127.0.0.1", 0, &s));
+    CHECK_OK(ddpc_store_server_create("127.0.0.1", 0, &s));
     *port = ddpc_store_server_port(s);
     CHECK(*port > 0);
     return s;
@@ -24,7 +24,7 @@ static ddpc_store_server *start(int *port) {
 
 static ddpc_store *connect_to(int port) {
     ddpc_store *c = NULL;
-    CHECK_OK(ddpc_store_connect("127.0.0.1", port, 5, &c));
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &c));
     return c;
 }
 
@@ -115,10 +115,10 @@ TEST(store_every_op) {
     free(v);
     free(buf);
 
-    ddpc_store_close(c);
-    ddpc_store_server_stop(s);
-    ddpc_store_close(NULL);
-    ddpc_store_server_stop(NULL);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(s);
+    ddpc_store_destroy(NULL);
+    ddpc_store_server_destroy(NULL);
 }
 
 TEST(store_client_checks_its_arguments) {
@@ -136,8 +136,8 @@ TEST(store_client_checks_its_arguments) {
     key[DDPC_STORE_MAX_KEY] = 0; /* exactly the limit is fine */
     CHECK_OK(ddpc_store_set(c, key, "x", 1));
     CHECK_OK(ddpc_store_ping(c));
-    ddpc_store_close(c);
-    ddpc_store_server_stop(s);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(s);
 }
 
 TEST(store_get_times_out_then_succeeds) {
@@ -159,9 +159,9 @@ TEST(store_get_times_out_then_succeeds) {
     if (pid == 0) {
         ddpc_store *cc = NULL;
         ddpc_sleep(0.3);
-        if (ddpc_store_connect("127.0.0.1", port, 5, &cc) != DDPC_OK) _exit(1);
+        if (ddpc_store_create_tcp("127.0.0.1", port, 5, &cc) != DDPC_OK) _exit(1);
         if (ddpc_store_set(cc, "late", "now", 3) != DDPC_OK) _exit(2);
-        ddpc_store_close(cc);
+        ddpc_store_destroy(cc);
         _exit(0);
     }
     t0 = ddpc_now();
@@ -173,8 +173,8 @@ TEST(store_get_times_out_then_succeeds) {
     int st;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    ddpc_store_close(c);
-    ddpc_store_server_stop(s);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(s);
 }
 
 TEST(store_wait_times_out_naming_keys_then_succeeds) {
@@ -194,20 +194,20 @@ TEST(store_wait_times_out_naming_keys_then_succeeds) {
     pid_t pid = fork();
     if (pid == 0) {
         ddpc_store *cc = NULL;
-        if (ddpc_store_connect("127.0.0.1", port, 5, &cc) != DDPC_OK) _exit(1);
+        if (ddpc_store_create_tcp("127.0.0.1", port, 5, &cc) != DDPC_OK) _exit(1);
         ddpc_sleep(0.2);
         ddpc_store_set(cc, "missing_b", "", 0);
         ddpc_sleep(0.2);
         ddpc_store_set(cc, "missing_c", "", 0);
-        ddpc_store_close(cc);
+        ddpc_store_destroy(cc);
         _exit(0);
     }
     t0 = ddpc_now();
     CHECK_OK(ddpc_store_wait(c, keys, 3, 10));
     CHECK(ddpc_now() - t0 >= 0.3);
     waitpid(pid, NULL, 0);
-    ddpc_store_close(c);
-    ddpc_store_server_stop(s);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(s);
 }
 
 TEST_T(store_many_clients_add, 60) {
@@ -220,7 +220,7 @@ TEST_T(store_many_clients_add, 60) {
         pids[p] = fork();
         if (pids[p] == 0) {
             ddpc_store *c = NULL;
-            if (ddpc_store_connect("127.0.0.1", port, 10, &c) != DDPC_OK) _exit(1);
+            if (ddpc_store_create_tcp("127.0.0.1", port, 10, &c) != DDPC_OK) _exit(1);
             for (int i = 0; i < ADDS; i++)
                 if (ddpc_store_add(c, "counter", 1, NULL) != DDPC_OK) _exit(2);
             char key[32];
@@ -234,7 +234,7 @@ TEST_T(store_many_clients_add, 60) {
             if (arrived == PROCS) ddpc_store_set(c, "go", "", 0);
             if (ddpc_store_get(c, "go", 20, &v, &n) != DDPC_OK) _exit(5);
             free(v);
-            ddpc_store_close(c);
+            ddpc_store_destroy(c);
             _exit(0);
         }
     }
@@ -250,8 +250,8 @@ TEST_T(store_many_clients_add, 60) {
     int64_t nk;
     CHECK_OK(ddpc_store_num_keys(c, &nk));
     CHECK_EQ(nk, PROCS + 3); /* done/N, counter, arrived, go */
-    ddpc_store_close(c);
-    ddpc_store_server_stop(s);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(s);
 }
 
 TEST(store_prefixes) {
@@ -293,11 +293,11 @@ TEST(store_prefixes) {
     ddpc_store *bad = (ddpc_store *)1;
     CHECK_STATUS(ddpc_store_prefixed(c, longp, &bad), DDPC_ERR_INVALID_ARG);
     CHECK(bad == NULL);
-    ddpc_store_close(nested);
-    ddpc_store_close(g1);
-    ddpc_store_close(g0);
-    ddpc_store_close(c);
-    ddpc_store_server_stop(s);
+    ddpc_store_destroy(nested);
+    ddpc_store_destroy(g1);
+    ddpc_store_destroy(g0);
+    ddpc_store_destroy(c);
+    ddpc_store_server_destroy(s);
 }
 
 /* ------------------------------------------------------- hostile input */
@@ -346,7 +346,7 @@ static void good_client_works(int port) {
     CHECK_OK(ddpc_store_add(c, "alive", 1, &r));
     get_str(c, "alive", "1");
     CHECK_OK(ddpc_store_delete(c, "alive", NULL));
-    ddpc_store_close(c);
+    ddpc_store_destroy(c);
 }
 
 TEST(store_survives_garbage_and_bad_handshakes) {
@@ -388,7 +388,7 @@ TEST(store_survives_garbage_and_bad_handshakes) {
     expect_error_then_close(fd, "unknown operation");
     good_client_works(port);
     close(slow);
-    ddpc_store_server_stop(s);
+    ddpc_store_server_destroy(s);
 }
 
 TEST(store_survives_truncated_and_oversized_frames) {
@@ -467,14 +467,14 @@ TEST(store_survives_truncated_and_oversized_frames) {
     expect_error_then_close(fd, "num_keys: malformed");
 
     good_client_works(port);
-    ddpc_store_server_stop(s);
+    ddpc_store_server_destroy(s);
 }
 
 TEST(store_client_names_a_dead_server) {
     int port = t_free_port();
     ddpc_store *c = (ddpc_store *)1;
     double t0 = ddpc_now();
-    CHECK_STATUS(ddpc_store_connect("127.0.0.1", port, 0.3, &c), DDPC_ERR_TIMEOUT);
+    CHECK_STATUS(ddpc_store_create_tcp("127.0.0.1", port, 0.3, &c), DDPC_ERR_TIMEOUT);
     CHECK(ddpc_now() - t0 < 2 * t_slow());
     CHECK(c == NULL);
     char want[64];
@@ -485,13 +485,13 @@ TEST(store_client_names_a_dead_server) {
     ddpc_store_server *s = start(&port);
     c = connect_to(port);
     CHECK_OK(ddpc_store_set(c, "k", "v", 1));
-    ddpc_store_server_stop(s);
+    ddpc_store_server_destroy(s);
     CHECK_STATUS(ddpc_store_set(c, "k", "v", 1), DDPC_ERR_PEER_LOST);
     snprintf(want, sizeof want, "127.0.0.1:%d", port);
     CHECK_CONTAINS(ddpc_last_error(), want);
     CHECK_STATUS(ddpc_store_ping(c), DDPC_ERR_PEER_LOST); /* stays broken, says so */
     CHECK_CONTAINS(ddpc_last_error(), want);
-    ddpc_store_close(c);
+    ddpc_store_destroy(c);
 }
 
 TEST(store_stop_with_clients_connected_and_waiting) {
@@ -504,7 +504,7 @@ TEST(store_stop_with_clients_connected_and_waiting) {
     pid_t pid = fork();
     if (pid == 0) { /* blocked in a long get when the server goes */
         ddpc_store *c = NULL;
-        if (ddpc_store_connect("127.0.0.1", port, 5, &c) != DDPC_OK) _exit(1);
+        if (ddpc_store_create_tcp("127.0.0.1", port, 5, &c) != DDPC_OK) _exit(1);
         if (ddpc_store_set(c, "waiting", "", 0) != DDPC_OK) _exit(2);
         void *v;
         size_t n;
@@ -520,13 +520,13 @@ TEST(store_stop_with_clients_connected_and_waiting) {
     free(v);
     ddpc_sleep(0.1); /* the child is parked in its get */
     double t0 = ddpc_now();
-    ddpc_store_server_stop(s);
+    ddpc_store_server_destroy(s);
     CHECK(ddpc_now() - t0 < 2 * t_slow());
     int st;
     waitpid(pid, &st, 0);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "waiting client: status 0x%x", st);
     CHECK_STATUS(ddpc_store_ping(idle), DDPC_ERR_PEER_LOST);
-    ddpc_store_close(idle);
+    ddpc_store_destroy(idle);
     close(half);
 }
 
@@ -556,5 +556,5 @@ TEST_T(store_random_frames_fuzz, 60) {
         if (iter % 50 == 0) good_client_works(port);
     }
     good_client_works(port);
-    ddpc_store_server_stop(s);
+    ddpc_store_server_destroy(s);
 }

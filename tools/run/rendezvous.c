@@ -92,14 +92,14 @@ done:
 static int connect_store(job *J) {
     opts *o = J->o;
     if (o->node_rank == 0) {
-        if (ddpc_store_server_start(o->master_addr, o->master_port, &J->server) != DDPC_OK) {
+        if (ddpc_store_server_create(o->master_addr, o->master_port, &J->server) != DDPC_OK) {
             say("cannot host the job's store at %s:%d: %s (choose another with --master-port)",
                 o->master_addr, o->master_port, ddpc_last_error());
             return -1;
         }
         o->master_port = ddpc_store_server_port(J->server);
     }
-    if (ddpc_store_connect(o->master_addr, o->master_port, o->join_timeout, &J->store) != DDPC_OK) {
+    if (ddpc_store_create_tcp(o->master_addr, o->master_port, o->join_timeout, &J->store) != DDPC_OK) {
         say("node %d cannot reach the job's store on node 0 at %s:%d within %g s: %s", o->node_rank,
             o->master_addr, o->master_port, o->join_timeout, ddpc_last_error());
         return -1;
