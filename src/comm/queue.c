@@ -141,13 +141,100 @@ static int any_source(ddpc_comm *c, const ddpc_args *a) {
     return -1;
 }
 
-/* One queued send or receive of a batch (run_p2p). */
+/* One queued send or receive of a batch (run_p2p). Its request is linked
+ * into the peer's queue once posted, so an item never moves. */
 typedef struct p2p_item {
     struct ddpc_work *w;
     ddpc_exec e;
     ddpc_req q;
     int posted, done;
 } p2p_item;
+
+/* The sends and receives run together: it[0, n) in the order queued, left
+ * of them not done. */
+typedef struct p2p_batch {
+    p2p_item **it; /* owned, each item too */
+    size_t n, cap, left;
+} p2p_batch;
+
+/* Takes the sends and receives at the head of the queue into bt (c->mu
+ * held); on out of memory, what is taken runs and the rest waits its turn. */
+static void batch_take(ddpc_comm *c, p2p_batch *bt) {
+    while (c->qhead && is_p2p(c->qhead->a.kind)) {
+        if (bt->n == bt->cap) {
+            size_t nc = bt->cap ? 2 * bt->cap : 16;
+            p2p_item **nb = realloc(bt->it, sizeof *nb * nc);
+            if (!nb) break;
+            bt->it = nb;
+            bt->cap = nc;
+        }
+        p2p_item *it = calloc(1, sizeof *it);
+        if (!it) break;
+        struct ddpc_work *w = c->qhead;
+        c->qhead = w->next;
+        if (!c->qhead) c->qtail = NULL;
+        w->started = 1;
+        it->w = w;
+        bt->it[bt->n++] = it;
+        bt->left++;
+    }
+}
+
+static void item_complete(p2p_batch *bt, p2p_item *it, ddpc_status s) {
+    it->done = 1;
+    bt->left--;
+    work_complete(it->w, s);
+}
+
+/* Readies the items from first on: an exec each; one that fails, or that
+ * carries nothing, completes at once. */
+static void batch_ready(ddpc_comm *c, p2p_batch *bt, size_t first) {
+    for (size_t i = first; i < bt->n; i++) {
+        p2p_item *it = bt->it[i];
+        ddpc_status s = exec_init(c, &it->w->a, &it->e);
+        if (s != DDPC_OK || it->w->a.count == 0) item_complete(bt, it, s);
+        it->e.nap = 0.001;
+    }
+}
+
+/* Posts, in order, every item not posted yet, except the receives behind a
+ * receive from any source whose message has not arrived to choose it. */
+static void batch_post(ddpc_comm *c, p2p_batch *bt) {
+    int hold_recv = 0;
+    for (size_t i = 0; i < bt->n; i++) {
+        p2p_item *it = bt->it[i];
+        if (it->done || it->posted) continue;
+        ddpc_args *a = &it->w->a;
+        if (a->kind == DDPC_K_RECV && hold_recv) continue;
+        if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE && (a->root = any_source(c, a)) < 0) {
+            hold_recv = 1;
+            continue;
+        }
+        size_t nb = a->count * ddpc_dtype_size(a->dtype);
+        if (a->kind == DDPC_K_SEND) {
+            it->e.fp.seq = c->p2p_sent[a->root]++;
+            ddpc__post_send(&it->e, &it->q, a->root, a->send, nb);
+        } else {
+            it->e.fp.seq = c->p2p_recvd[a->root]++;
+            ddpc__post_recv(&it->e, &it->q, a->root, a->recv, nb);
+        }
+        it->posted = 1;
+    }
+}
+
+/* Progresses the batch once, through its oldest pending item (so under its
+ * deadline), and completes what is done; on failure, every item left. */
+static void batch_progress(p2p_batch *bt) {
+    p2p_item *drv = NULL;
+    for (size_t i = 0; i < bt->n && !drv; i++)
+        if (!bt->it[i]->done) drv = bt->it[i];
+    ddpc_status s = ddpc__progress(&drv->e, 1);
+    for (size_t i = 0; i < bt->n; i++) {
+        p2p_item *it = bt->it[i];
+        if (it->done || (s == DDPC_OK && !(it->posted && it->q.done))) continue;
+        item_complete(bt, it, s);
+    }
+}
 
 /* Runs the point-to-point operations at the head of the queue together, and
  * takes in those queued behind them while they run: every send and receive
@@ -157,74 +244,20 @@ typedef struct p2p_item {
  * Per pair, messages still match in the order issued. c->mu is held on
  * entry and on return; the head is a send or receive; nothing executes. */
 static void run_p2p(ddpc_comm *c) {
-    p2p_item *b = NULL;
-    size_t n = 0, cap = 0, left = 0;
+    p2p_batch bt = {0};
     c->busy = 1;
     for (;;) {
-        size_t first_new = n;
-        while (c->qhead && is_p2p(c->qhead->a.kind)) {
-            if (n == cap) {
-                size_t nc = cap ? 2 * cap : 16;
-                p2p_item *nb = realloc(b, sizeof *b * nc);
-                if (!nb) break; /* run what is taken; the rest waits its turn */
-                b = nb;
-                cap = nc;
-            }
-            struct ddpc_work *w = c->qhead;
-            c->qhead = w->next;
-            if (!c->qhead) c->qtail = NULL;
-            w->started = 1;
-            memset(&b[n], 0, sizeof b[n]);
-            b[n++].w = w;
-            left++;
-        }
+        size_t first_new = bt.n;
+        batch_take(c, &bt);
         pthread_mutex_unlock(&c->mu);
-        for (size_t i = first_new; i < n; i++) { /* ready the new ones */
-            p2p_item *it = &b[i];
-            ddpc_status s = exec_init(c, &it->w->a, &it->e);
-            if (s != DDPC_OK || it->w->a.count == 0) {
-                it->done = 1;
-                left--;
-                work_complete(it->w, s);
-            }
-            it->e.nap = 0.001;
-        }
-        int hold_recv = 0; /* behind a receive from any source still choosing */
-        for (size_t i = 0; i < n; i++) { /* post, in order */
-            p2p_item *it = &b[i];
-            ddpc_args *a = &it->w->a;
-            if (it->done || it->posted || (a->kind == DDPC_K_RECV && hold_recv)) continue;
-            if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE && (a->root = any_source(c, a)) < 0) {
-                hold_recv = 1;
-                continue;
-            }
-            size_t nb = a->count * ddpc_dtype_size(a->dtype);
-            if (a->kind == DDPC_K_SEND) {
-                it->e.fp.seq = c->p2p_sent[a->root]++;
-                ddpc__post_send(&it->e, &it->q, a->root, a->send, nb);
-            } else {
-                it->e.fp.seq = c->p2p_recvd[a->root]++;
-                ddpc__post_recv(&it->e, &it->q, a->root, a->recv, nb);
-            }
-            it->posted = 1;
-        }
-        if (left) { /* progress through the oldest pending one (its deadline) */
-            p2p_item *drv = NULL;
-            for (size_t i = 0; i < n && !drv; i++)
-                if (!b[i].done) drv = &b[i];
-            ddpc_status s = ddpc__progress(&drv->e, 1);
-            for (size_t i = 0; i < n; i++) {
-                p2p_item *it = &b[i];
-                if (it->done || (s == DDPC_OK && !(it->posted && it->q.done))) continue;
-                it->done = 1;
-                left--;
-                work_complete(it->w, s);
-            }
-        }
+        batch_ready(c, &bt, first_new);
+        batch_post(c, &bt);
+        if (bt.left) batch_progress(&bt);
         pthread_mutex_lock(&c->mu);
-        if (!left && !(c->qhead && is_p2p(c->qhead->a.kind))) break;
+        if (!bt.left && !(c->qhead && is_p2p(c->qhead->a.kind))) break;
     }
-    free(b);
+    for (size_t i = 0; i < bt.n; i++) free(bt.it[i]);
+    free(bt.it);
     c->busy = 0;
     pthread_cond_broadcast(&c->cv);
 }

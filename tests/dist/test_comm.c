@@ -886,6 +886,39 @@ TEST_T(comm_send_recv_exchange_large, 60) {
     t_run_ranks(2, 55, p2p_exchange_body, NULL);
 }
 
+/* Many sends and receives queued while a batch of them runs: the batch
+ * takes them in as they come and grows past its first room with requests
+ * already posted, which must stay where they were posted. */
+static void p2p_many_body(int rank, int world, void *arg) {
+    enum { K = 96, N = 16384 };
+    ddpc_comm *c = env_comm(rank, world);
+    float *out = malloc(sizeof(float) * N * K), *in = calloc((size_t)N * K, sizeof(float));
+    CHECK(out && in);
+    ddpc_work *ws[K], *wr[K];
+    int peer = 1 - rank;
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++) out[(size_t)k * N + i] = (float)(rank * 1000 + k + i % 7);
+        CHECK_OK(ddpc_send_async(c, out + (size_t)k * N, N, DDPC_FLOAT32, peer, &ws[k]));
+        CHECK_OK(ddpc_recv_async(c, in + (size_t)k * N, N, DDPC_FLOAT32, peer, &wr[k]));
+    }
+    for (int k = 0; k < K; k++) {
+        CHECK_OK(ddpc_work_wait(ws[k], -1));
+        CHECK_OK(ddpc_work_wait(wr[k], -1));
+        ddpc_work_destroy(ws[k]);
+        ddpc_work_destroy(wr[k]);
+        for (int i = 0; i < N; i += 997)
+            CHECK_NEAR(in[(size_t)k * N + i], (float)(peer * 1000 + k + i % 7), 0);
+    }
+    free(out);
+    free(in);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_send_recv_many_queued, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, p2p_many_body, NULL);
+}
+
 /* Receives from any source: rank 0 takes one message from each other rank
  * in whatever order they come (rank r sleeps (world - r) * 30 ms first, so
  * the last rank's usually comes first), learns each sender, then a receive
