@@ -16,32 +16,6 @@ const ddpc_env_var ddpc_env_table[] = {
 };
 const int ddpc_env_table_len = (int)(sizeof ddpc_env_table / sizeof ddpc_env_table[0]);
 
-static const ddpc_env_var *find(const char *name) {
-    for (int i = 0; i < ddpc_env_table_len; i++)
-        if (strcmp(ddpc_env_table[i].name, name) == 0) return &ddpc_env_table[i];
-    return NULL;
-}
-
-const char *ddpc_env_str(const char *name, const char **source) {
-    const ddpc_env_var *v = find(name);
-    const char *s = getenv(name);
-    if (s && *s) {
-        if (source) *source = name;
-        return s;
-    }
-    if (v && v->alias && (s = getenv(v->alias)) && *s) {
-        if (source) *source = v->alias;
-        return s;
-    }
-    if (source) *source = "default";
-    return v ? v->deflt : NULL;
-}
-
-int ddpc_env_isset(const char *name) {
-    const char *src;
-    return ddpc_env_str(name, &src) != NULL && strcmp(src, "default") != 0;
-}
-
 ddpc_status ddpc_parse_long(const char *what, const char *s, long lo, long hi, long *out) {
     if (!s || !*s) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
     char *end;
@@ -90,38 +64,24 @@ ddpc_status ddpc_parse_size(const char *what, const char *s, size_t *out) {
     return DDPC_OK;
 }
 
-static ddpc_status env_value(const char *name, const char **val, const char **src) {
-    *val = ddpc_env_str(name, src);
-    if (!*val) return ddpc_err(DDPC_ERR_ENV, "%s is not set", name);
-    return DDPC_OK;
-}
-
-ddpc_status ddpc_env_long(const char *name, long lo, long hi, long *out) {
-    const char *val, *src;
-    DDPC_CHECK(env_value(name, &val, &src));
-    if (ddpc_parse_long(src, val, lo, hi, out) != DDPC_OK)
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not an integer in [%ld, %ld]", src, val, lo, hi);
-    return DDPC_OK;
-}
-
-ddpc_status ddpc_env_double(const char *name, double lo, double hi, double *out) {
-    const char *val, *src;
-    DDPC_CHECK(env_value(name, &val, &src));
-    if (ddpc_parse_double(src, val, lo, hi, out) != DDPC_OK)
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a number in [%g, %g]", src, val, lo, hi);
-    return DDPC_OK;
-}
-
 const char *ddpc__env_name(ddpc_env_id id) {
     return id >= 0 && id < DDPC_ENV_COUNT ? ddpc_env_table[id].name : "(no such variable)";
 }
 
 const char *ddpc__env(ddpc_env_id id, const char **source) {
-    if (id < 0 || id >= DDPC_ENV_COUNT) {
-        if (source) *source = "default";
-        return NULL;
+    if (source) *source = "default";
+    if (id < 0 || id >= DDPC_ENV_COUNT) return NULL;
+    const ddpc_env_var *v = &ddpc_env_table[id];
+    const char *s = getenv(v->name);
+    if (s && *s) {
+        if (source) *source = v->name;
+        return s;
     }
-    return ddpc_env_str(ddpc_env_table[id].name, source);
+    if (v->alias && (s = getenv(v->alias)) && *s) {
+        if (source) *source = v->alias;
+        return s;
+    }
+    return v->deflt;
 }
 
 int ddpc__env_isset(ddpc_env_id id) {
@@ -214,7 +174,7 @@ void ddpc_env_log_effective(unsigned subsys) {
     if (!ddpc_log_enabled(DDPC_LOG_INFO, subsys)) return;
     for (int i = 0; i < ddpc_env_table_len; i++) {
         const char *src;
-        const char *val = ddpc_env_str(ddpc_env_table[i].name, &src);
+        const char *val = ddpc__env((ddpc_env_id)i, &src);
         if (strncmp(ddpc_env_table[i].name, "DDPC_", 5) != 0) continue;
         ddpc_log(DDPC_LOG_INFO, subsys, "%s=%s (%s)", ddpc_env_table[i].name, val ? val : "(unset)", src);
     }

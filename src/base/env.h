@@ -1,9 +1,10 @@
 /*
- * env.h — the one table of environment variables ddpc reads.
- *
- * Every tunable is a row (name, HCCL alias, default, meaning); the README's
- * table is printed from it (`ddpc-run --env`). ddpc's own names win over the
- * HCCL aliases when both are set.
+ * env.h — the environment variables ddpc reads, by id: DDPC_ENV_<ID> for
+ * each row of env_vars.h (the one list: name, HCCL alias, type, default,
+ * range, meaning), the table made from it, and the typed readers that check
+ * a value against its row's range. docs/ENVIRONMENT.md is printed from the
+ * table (`ddpc-run --env`). ddpc's own names win over the HCCL aliases when
+ * both are set.
  */
 #ifndef DDPC_ENV_H
 #define DDPC_ENV_H
@@ -52,18 +53,6 @@ ddpc_status ddpc__env_long(ddpc_env_id id, long *out);
 ddpc_status ddpc__env_double(ddpc_env_id id, double *out);
 /* The variable's name, e.g. for messages. */
 const char *ddpc__env_name(ddpc_env_id id);
-
-/* The value of a table variable: its own name first, then its alias, then the
- * default (may be NULL). *source (may be NULL) gets the name it came from or
- * "default". Names not in the table are read as they are. */
-const char *ddpc_env_str(const char *name, const char **source);
-/* Integer / real values; a malformed or out-of-range value is DDPC_ERR_ENV
- * naming the variable and the value; a missing one with no default is
- * DDPC_ERR_ENV ("NAME is not set"): test ddpc_env_isset first when optional. */
-ddpc_status ddpc_env_long(const char *name, long lo, long hi, long *out);
-ddpc_status ddpc_env_double(const char *name, double lo, double hi, double *out);
-/* 1 if the variable (or its alias) is set to a non-empty value. */
-int ddpc_env_isset(const char *name);
 
 /* Parse helpers used by the table readers and by tools. */
 ddpc_status ddpc_parse_long(const char *what, const char *s, long lo, long hi, long *out);

@@ -77,8 +77,8 @@ static void host_id(char *buf, size_t len) {
  * work: 50 us, every try yielding the core. */
 static void choose_spin(ddpc_comm *c) {
     long local = c->local_size, lws;
-    if (ddpc_env_isset("LOCAL_WORLD_SIZE") &&
-        ddpc_env_long("LOCAL_WORLD_SIZE", 1, 1L << 20, &lws) == DDPC_OK && lws > local)
+    if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
+        ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws) == DDPC_OK && lws > local)
         local = lws; /* a sub-communicator's host may hold more of the job's ranks */
     long cpus = ddpc_cpu_count();
     c->busy_polls = local <= cpus && c->spin_s != 0 ? DDPC_BUSY_POLLS : 0;
@@ -98,7 +98,7 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
     long base_port;
     *lis = NULL;
     *port = 0;
-    DDPC_CHECK(ddpc_env_long("DDPC_IF_BASE_PORT", 0, 65535, &base_port));
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_IF_BASE_PORT, &base_port));
     if (c->size == 1) return DDPC_OK;
     ddpc_status s = tcp->listen(c->ip, (int)base_port, lis, port);
     if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);

@@ -48,25 +48,25 @@ static ddpc_srv_ref *srv_wrap(ddpc_store_server *s) {
 
 /* Reads the settings every communicator needs. */
 static ddpc_status read_settings(ddpc_comm *c) {
-    DDPC_CHECK(ddpc_env_double("DDPC_CONNECT_TIMEOUT", 0.001, 1e9, &c->connect_timeout));
-    DDPC_CHECK(ddpc_env_double("DDPC_TIMEOUT", 0, 1e9, &c->exec_timeout));
+    DDPC_CHECK(ddpc__env_double(DDPC_ENV_CONNECT_TIMEOUT, &c->connect_timeout));
+    DDPC_CHECK(ddpc__env_double(DDPC_ENV_TIMEOUT, &c->exec_timeout));
     long chunk, spin;
-    DDPC_CHECK(ddpc_env_long("DDPC_CHUNK", 4096, 1L << 30, &chunk));
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_CHUNK, &chunk));
     c->chunk = (size_t)chunk;
     c->spin_s = -1; /* unset: chosen once the host's ranks are known (choose_spin) */
-    if (ddpc_env_isset("DDPC_SPIN_US")) {
-        DDPC_CHECK(ddpc_env_long("DDPC_SPIN_US", 0, 10000000, &spin));
+    if (ddpc__env_isset(DDPC_ENV_SPIN_US)) {
+        DDPC_CHECK(ddpc__env_long(DDPC_ENV_SPIN_US, &spin));
         c->spin_s = (double)spin * 1e-6;
     }
     long shm;
-    DDPC_CHECK(ddpc_env_long("DDPC_SHM", 0, 1, &shm));
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM, &shm));
     c->shm = (int)shm;
-    DDPC_CHECK(ddpc_env_long("DDPC_SHM_BYTES", 4096, 1L << 30, &c->shm_bytes));
-    const char *copy_src, *copy = ddpc_env_str("DDPC_SHM_COPY", &copy_src);
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM_BYTES, &c->shm_bytes));
+    const char *copy_src, *copy = ddpc__env(DDPC_ENV_SHM_COPY, &copy_src);
     c->shm_copy = ddpc_shm_copy_policy(copy);
     if (c->shm_copy < 0)
         return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src, copy);
-    const char *src, *algo = ddpc_env_str("DDPC_ALGO", &src);
+    const char *src, *algo = ddpc__env(DDPC_ENV_ALGO, &src);
     if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
     else if (!strcmp(algo, "ring")) c->algo = DDPC_ALGO_RING;
     else if (!strcmp(algo, "rhd")) c->algo = DDPC_ALGO_RHD;
@@ -192,7 +192,7 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
     c->ext_store = st;
     ddpc_log_set_rank(rank);
     ddpc_env_log_effective(DDPC_SUB_ENV);
-    const char *route = ddpc_env_isset("MASTER_ADDR") ? getenv("MASTER_ADDR") : "127.0.0.1";
+    const char *route = ddpc__env(DDPC_ENV_MASTER_ADDR, NULL); /* its default: 127.0.0.1 */
     DDPC_CHECK_GOTO(ddpc__choose_ip(route, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s, fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_store(c, st), s, fail);
     *out = c;
@@ -210,31 +210,44 @@ ddpc_comm_options ddpc_comm_options_default(void) {
 
 /* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
 static ddpc_status job_rank(long *rank, long *size, int *fallback) {
-    static const char *const sets[3][2] = {
-        {"RANK", "WORLD_SIZE"},
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-        {"SLURM_PROCID", "SLURM_NTASKS"},
+    static const ddpc_env_id sets[3][2] = {
+        {DDPC_ENV_RANK, DDPC_ENV_WORLD_SIZE},
+        {DDPC_ENV_OMPI_RANK, DDPC_ENV_OMPI_SIZE},
+        {DDPC_ENV_SLURM_PROCID, DDPC_ENV_SLURM_NTASKS},
     };
     for (int i = 0; i < 3; i++) {
-        if (!ddpc_env_isset(sets[i][0])) continue;
-        if (!ddpc_env_isset(sets[i][1]))
-            return ddpc_err(DDPC_ERR_ENV, "%s is not set (%s=%s is)", sets[i][1], sets[i][0],
-                            ddpc_env_str(sets[i][0], NULL));
-        DDPC_CHECK(ddpc_env_long(sets[i][1], 1, 1 << 20, size));
-        const char *rv = ddpc_env_str(sets[i][0], NULL);
-        if (ddpc_parse_long(sets[i][0], rv, 0, 1 << 20, rank) != DDPC_OK)
-            return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a non-negative integer", sets[i][0], rv);
+        const char *rname = ddpc__env_name(sets[i][0]), *sname = ddpc__env_name(sets[i][1]);
+        if (!ddpc__env_isset(sets[i][0])) continue;
+        if (!ddpc__env_isset(sets[i][1]))
+            return ddpc_err(DDPC_ERR_ENV, "%s is not set (%s=%s is)", sname, rname,
+                            ddpc__env(sets[i][0], NULL));
+        DDPC_CHECK(ddpc__env_long(sets[i][1], size));
+        DDPC_CHECK(ddpc__env_long(sets[i][0], rank));
         if (*rank >= *size)
-            return ddpc_err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", sets[i][0], *rank, sets[i][1],
-                            *size);
+            return ddpc_err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", rname, *rank, sname, *size);
         *fallback = i;
         ddpc_log_set_rank((int)*rank);
-        DDPC_INFO(INIT, "rank %ld of %ld (from %s and %s)", *rank, *size, sets[i][0], sets[i][1]);
+        DDPC_INFO(INIT, "rank %ld of %ld (from %s and %s)", *rank, *size, rname, sname);
         return DDPC_OK;
     }
     return ddpc_err(DDPC_ERR_ENV,
                     "RANK is not set (nor OMPI_COMM_WORLD_RANK or SLURM_PROCID): start the program "
                     "with ddpc-run, torchrun, mpirun or srun, or set RANK and WORLD_SIZE");
+}
+
+/* torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE, when set, must fit the job. */
+static ddpc_status check_local(long size) {
+    long lr, lws = size;
+    if (!ddpc__env_isset(DDPC_ENV_LOCAL_RANK)) return DDPC_OK;
+    if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE)) {
+        DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws));
+        if (lws > size)
+            return ddpc_err(DDPC_ERR_ENV, "LOCAL_WORLD_SIZE=%ld is above WORLD_SIZE=%ld", lws, size);
+    }
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_RANK, &lr));
+    if (lr >= lws)
+        return ddpc_err(DDPC_ERR_ENV, "LOCAL_RANK='%ld' is not below LOCAL_WORLD_SIZE=%ld", lr, lws);
+    return DDPC_OK;
 }
 
 ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
@@ -243,23 +256,19 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
     long rank, size, port, restart;
     int which = 0;
     DDPC_CHECK(job_rank(&rank, &size, &which));
-    if (which == 0 && ddpc_env_isset("LOCAL_RANK")) {
-        long lr, lws = size;
-        if (ddpc_env_isset("LOCAL_WORLD_SIZE")) DDPC_CHECK(ddpc_env_long("LOCAL_WORLD_SIZE", 1, size, &lws));
-        DDPC_CHECK(ddpc_env_long("LOCAL_RANK", 0, lws - 1, &lr));
-    }
+    if (which == 0) DDPC_CHECK(check_local(size));
     char prefix[256], who[512];
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
     const char *src;
-    const char *host = ddpc_env_str("MASTER_ADDR", &src);
+    const char *host = ddpc__env(DDPC_ENV_MASTER_ADDR, &src);
     if (!host || !*host) return ddpc_err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
-    DDPC_CHECK(ddpc_env_long("MASTER_PORT", 1, 65535, &port));
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_MASTER_PORT, &port));
     snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
     /* torchrun's contract: its agent (or ddpc-run) hosts the store there,
      * and each restart is a new attempt whose keys must not meet the last's */
-    const char *agent = ddpc_env_str("TORCHELASTIC_USE_AGENT_STORE", NULL);
+    const char *agent = ddpc__env(DDPC_ENV_USE_AGENT_STORE, NULL);
     if (agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"))) {
-        DDPC_CHECK(ddpc_env_long("TORCHELASTIC_RESTART_COUNT", 0, 1L << 30, &restart));
+        DDPC_CHECK(ddpc__env_long(DDPC_ENV_RESTART_COUNT, &restart));
         snprintf(prefix, sizeof prefix, "ddpc/attempt_%ld/comm%d/", restart, k);
         DDPC_INFO(INIT, "store: %s (the launcher's agent store), keys under ddpc/attempt_%ld/", who, restart);
         return ddpc__comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
@@ -348,7 +357,7 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
     memset(out, 0, sizeof *out);
     char ip[64], ifname[64];
-    const char *master = ddpc_env_str("MASTER_ADDR", NULL);
+    const char *master = ddpc__env(DDPC_ENV_MASTER_ADDR, NULL);
     DDPC_CHECK(ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
     ddpc_store_server *srv = NULL;
     DDPC_CHECK(ddpc_store_server_create(ip, 0, &srv));

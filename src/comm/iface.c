@@ -104,7 +104,7 @@ static int canon_ip(const char *s, char *out, size_t len) {
 
 static ddpc_status by_ip(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifname, size_t iflen) {
     const char *src;
-    const char *v = ddpc_env_str("DDPC_IF_IP", &src);
+    const char *v = ddpc__env(DDPC_ENV_IF_IP, &src);
     char canon[INET6_ADDRSTRLEN];
     if (!canon_ip(v, canon, sizeof canon))
         return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not an IPv4 or IPv6 address", src, v);
@@ -122,7 +122,7 @@ static ddpc_status by_ip(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifna
 
 static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifname, size_t iflen) {
     const char *src;
-    const char *spec = ddpc_env_str("DDPC_SOCKET_IFNAME", &src);
+    const char *spec = ddpc__env(DDPC_ENV_SOCKET_IFNAME, &src);
     if (!*spec || strcmp(spec, "^") == 0 || strcmp(spec, "=") == 0 || strcmp(spec, "^=") == 0)
         return ddpc_err(DDPC_ERR_ENV, "%s='%s' names no interface", src, spec);
     /* first pass IPv4, second pass IPv6 (not link-local) */
@@ -186,8 +186,8 @@ ddpc_status ddpc__choose_ip(const char *peer_host, char *ip, size_t iplen, char 
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) != 0) return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "getifaddrs");
     ddpc_status s;
-    if (ddpc_env_isset("DDPC_IF_IP")) s = by_ip(ifs, ip, iplen, ifname, iflen);
-    else if (ddpc_env_isset("DDPC_SOCKET_IFNAME")) s = by_name(ifs, ip, iplen, ifname, iflen);
+    if (ddpc__env_isset(DDPC_ENV_IF_IP)) s = by_ip(ifs, ip, iplen, ifname, iflen);
+    else if (ddpc__env_isset(DDPC_ENV_SOCKET_IFNAME)) s = by_name(ifs, ip, iplen, ifname, iflen);
     else s = by_route(ifs, peer_host, ip, iplen, ifname, iflen);
     freeifaddrs(ifs);
     return s;

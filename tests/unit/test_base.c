@@ -124,21 +124,14 @@ TEST(base_bf16_roundtrip) {
 }
 
 TEST(base_env_parse) {
-    long v;
+    double t;
     setenv("DDPC_TIMEOUT", "12", 1);
-    CHECK_OK(ddpc_env_long("DDPC_TIMEOUT", 0, 100, &v));
-    CHECK_EQ(v, 12);
+    CHECK_OK(ddpc__env_double(DDPC_ENV_TIMEOUT, &t));
+    CHECK_EQ(t, 12);
     unsetenv("DDPC_TIMEOUT");
-    setenv("HCCL_EXEC_TIMEOUT", "7", 1);
-    const char *src;
-    CHECK_STR(ddpc_env_str("DDPC_TIMEOUT", &src), "7");
-    CHECK_STR(src, "HCCL_EXEC_TIMEOUT");
-    setenv("HCCL_EXEC_TIMEOUT", "7x", 1);
-    CHECK_STATUS(ddpc_env_long("DDPC_TIMEOUT", 0, 100, &v), DDPC_ERR_ENV);
+    setenv("HCCL_EXEC_TIMEOUT", "7x", 1); /* the alias's malformed value is named */
+    CHECK_STATUS(ddpc__env_double(DDPC_ENV_TIMEOUT, &t), DDPC_ERR_ENV);
     CHECK_CONTAINS(ddpc_last_error(), "HCCL_EXEC_TIMEOUT='7x'");
-    unsetenv("RANK");
-    CHECK_STATUS(ddpc_env_long("RANK", 0, 100, &v), DDPC_ERR_ENV);
-    CHECK_CONTAINS(ddpc_last_error(), "RANK is not set");
     size_t sz;
     CHECK_OK(ddpc_parse_size("-b", "4K", &sz));
     CHECK_EQ(sz, 4096);
