@@ -196,3 +196,59 @@ clean:
 .SECONDARY:
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/obj/%.d,$(TOOL_SRC) $(EX_SRC))
+
+# ---------------------------------------------------------------- HCCL on CPUs
+# bridges/hccl: HCCL's C API (include/hccl/) as libhccl and the host-side
+# subset of Ascend's runtime (include/acl/) as libascendcl, CANN's library
+# names, over libddpc's public API; programs written for HCCL build against
+# these headers unchanged and link with -lhccl -lascendcl. tests/hccl holds
+# such programs (built into $(BUILD)/bin; the _mpi one with mpicc when
+# there is one), run by tests/dist/test_hccl.c.
+HCCL_SRC   := $(sort $(wildcard bridges/hccl/hccl_*.c))
+HCCL_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(HCCL_SRC))
+ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o
+HCCL_HDRS  := $(wildcard include/hccl/*.h)
+ACL_HDRS   := $(wildcard include/acl/*.h)
+HCCL_LIBS  := $(BUILD)/libhccl.so $(BUILD)/libhccl.a $(BUILD)/libascendcl.so $(BUILD)/libascendcl.a
+HCCL_PROGS := $(patsubst tests/hccl/%.c,$(BUILD)/bin/%,$(sort $(wildcard tests/hccl/*.c)))
+MPICC      ?= $(shell command -v mpicc 2>/dev/null)
+HCCL_MPI   := $(if $(MPICC),$(BUILD)/bin/hccl_check_mpi)
+
+.PHONY: hccl hccl-lib install-hccl
+all: hccl
+lib: hccl-lib
+install: install-hccl
+hccl-lib: $(HCCL_LIBS)
+hccl: hccl-lib $(HCCL_PROGS) $(HCCL_MPI)
+
+$(BUILD)/libascendcl.so: $(ACL_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $^ -lpthread
+$(BUILD)/libascendcl.a: $(ACL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+# libhccl.so finds libddpc.so and libascendcl.so beside itself ($ORIGIN)
+$(BUILD)/libhccl.so: $(HCCL_OBJ) $(BUILD)/libddpc.so $(BUILD)/libascendcl.so
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(HCCL_OBJ) -L$(BUILD) -lddpc -lascendcl \
+	  -Wl,-rpath,'$$ORIGIN' -lpthread
+$(BUILD)/libhccl.a: $(HCCL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+# the test programs: HCCL + ACL only, linked as a user would (-lhccl -lascendcl)
+$(BUILD)/bin/%: tests/hccl/%.c $(HCCL_HDRS) $(ACL_HDRS) $(BUILD)/libhccl.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -o $@ $< \
+	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
+$(BUILD)/bin/hccl_check_mpi: tests/hccl/hccl_check.c $(HCCL_HDRS) $(ACL_HDRS) $(BUILD)/libhccl.so
+	@mkdir -p $(dir $@)
+	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_CHECK_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -o $@ $< \
+	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
+
+install-hccl: hccl-lib
+	install -d $(DESTDIR)$(PREFIX)/include/hccl $(DESTDIR)$(PREFIX)/include/acl/error_codes $(DESTDIR)$(PREFIX)/lib
+	install -m 644 $(HCCL_HDRS) $(DESTDIR)$(PREFIX)/include/hccl/
+	install -m 644 $(ACL_HDRS) $(DESTDIR)$(PREFIX)/include/acl/
+	install -m 644 include/acl/error_codes/*.h $(DESTDIR)$(PREFIX)/include/acl/error_codes/
+	install -m 644 $(BUILD)/libhccl.a $(BUILD)/libascendcl.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libhccl.so $(BUILD)/libascendcl.so $(DESTDIR)$(PREFIX)/lib/
+
+-include $(HCCL_OBJ:.o=.d) $(ACL_OBJ:.o=.d)
+# ------------------------------------------------------------ end HCCL on CPUs

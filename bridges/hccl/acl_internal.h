@@ -1,0 +1,27 @@
+/*
+ * acl_internal.h — what libhccl needs of libascendcl beyond ACL's API: to
+ * queue a task on a stream. Exported by libascendcl under the ddpc_acl__
+ * prefix (internal, as libuv's uv__ names); not for programs.
+ */
+#ifndef DDPC_BRIDGES_HCCL_ACL_INTERNAL_H
+#define DDPC_BRIDGES_HCCL_ACL_INTERNAL_H
+
+#include <stddef.h>
+
+#include "acl/acl_rt.h"
+
+/* A task run by a stream's thread, in queue order, exactly once (a stream
+ * is destroyed only after its queue has run). It returns ACL_SUCCESS or an
+ * aclError, writing a one-line reason into err (errlen bytes); the stream
+ * keeps its first failure for aclrtSynchronizeStream. The task owns arg
+ * (transferred by ddpc_acl__enqueue) and frees it. */
+typedef aclError (*ddpc_acl__task_fn)(void *arg, char *err, size_t errlen);
+
+/* Queues {fn, arg} on stream (NULL: the calling thread's device's default
+ * stream). On failure nothing is queued and arg stays the caller's. */
+__attribute__((visibility("default"))) aclError ddpc_acl__enqueue(aclrtStream stream, ddpc_acl__task_fn fn, void *arg);
+
+/* Records msg as this thread's last ACL error text (aclGetRecentErrMsg). */
+__attribute__((visibility("default"))) void ddpc_acl__set_error(const char *msg);
+
+#endif

@@ -1,0 +1,423 @@
+/*
+ * hccl_coll.c — HCCL's collectives and point-to-point calls (hccl/hccl.h)
+ * over ddpc's public API (libhccl).
+ *
+ * Each call: 1. checks what it can alone (pointers, types, reductions,
+ * ranks), as HCCL does before launching; 2. packs its arguments into an op
+ * (arrays copied, so the caller's may go); 3. queues the op on the stream.
+ * The stream's thread runs it with ddpc's blocking call, which keeps the
+ * stream's order (a copy queued before a collective has happened when the
+ * collective reads). A failure becomes the communicator's async error and
+ * the stream's error. The V variants are ddpc calls too: AllGatherV is an
+ * all-to-all-v that sends the same block to everyone, ReduceScatterV one
+ * reduce per rank; neither holds an algorithm of its own.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl_internal.h"
+#include "hccl_internal.h"
+
+typedef enum op_kind {
+    K_ALLREDUCE,
+    K_BROADCAST,
+    K_REDUCE,
+    K_ALLGATHER,
+    K_ALLGATHERV,
+    K_REDUCE_SCATTER,
+    K_REDUCE_SCATTERV,
+    K_SCATTER,
+    K_ALLTOALL,
+    K_ALLTOALLV,
+    K_BARRIER,
+    K_SEND,
+    K_RECV,
+    K_BATCH,
+} op_kind;
+
+/* One queued operation; owns its arrays. */
+typedef struct hccl_op {
+    op_kind kind;
+    const char *name; /* "HcclAllReduce", ... */
+    hccl_comm *hc;
+    void *send, *recv;
+    size_t count; /* elements */
+    ddpc_dtype t;
+    ddpc_op op;
+    int root; /* or peer */
+    size_t *counts; /* 4*size entries: send counts, send displs, recv counts, recv displs */
+    HcclSendRecvItem *items; /* K_BATCH */
+    uint32_t nitems;
+} hccl_op;
+
+static void op_free(hccl_op *o) {
+    free(o->counts);
+    free(o->items);
+    free(o);
+}
+
+/* Runs the sends and receives of a batch together; waits for all. */
+static ddpc_status run_batch(hccl_op *o) {
+    ddpc_work **w = calloc(o->nitems ? o->nitems : 1, sizeof *w);
+    if (!w) return DDPC_ERR_NOMEM;
+    ddpc_status s = DDPC_OK;
+    uint32_t n = 0;
+    for (; n < o->nitems && s == DDPC_OK; n++) {
+        HcclSendRecvItem *it = &o->items[n];
+        ddpc_dtype t;
+        hccl__dtype(it->dataType, &t); /* checked when queued */
+        s = it->sendRecvType == HCCL_SEND ? ddpc_send_async(o->hc->c, it->buf, it->count, t, (int)it->remoteRank, &w[n])
+                                          : ddpc_recv_async(o->hc->c, it->buf, it->count, t, (int)it->remoteRank, &w[n]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!w[i]) continue;
+        ddpc_status si = ddpc_work_wait(w[i], -1);
+        if (s == DDPC_OK) s = si;
+        ddpc_work_destroy(w[i]);
+    }
+    free(w);
+    return s;
+}
+
+/* Element i of one of the op's arrays, in bytes where asked. */
+#define SCOUNTS(o) ((o)->counts)
+#define SDISPLS(o) ((o)->counts + (o)->hc->size)
+#define RCOUNTS(o) ((o)->counts + 2 * (size_t)(o)->hc->size)
+#define RDISPLS(o) ((o)->counts + 3 * (size_t)(o)->hc->size)
+
+static ddpc_status run_op(hccl_op *o) {
+    ddpc_comm *c = o->hc->c;
+    size_t es = ddpc_dtype_size(o->t);
+    switch (o->kind) {
+    case K_ALLREDUCE: return ddpc_allreduce(c, o->send, o->recv, o->count, o->t, o->op);
+    case K_BROADCAST: return ddpc_broadcast(c, o->send, o->send, o->count, o->t, o->root);
+    case K_REDUCE: return ddpc_reduce(c, o->send, o->recv, o->count, o->t, o->op, o->root);
+    case K_ALLGATHER: return ddpc_allgather(c, o->send, o->recv, o->count, o->t);
+    case K_REDUCE_SCATTER: return ddpc_reduce_scatter(c, o->send, o->recv, o->count, o->t, o->op);
+    case K_SCATTER: return ddpc_scatter(c, o->send, o->recv, o->count, o->t, o->root);
+    case K_ALLTOALL: return ddpc_alltoall(c, o->send, o->recv, o->count, o->t);
+    case K_ALLTOALLV:
+        return ddpc_alltoallv(c, o->send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t);
+    case K_ALLGATHERV: {
+        /* Our block to every rank. In place (send inside recv) goes
+         * through a copy, since ddpc's send and recv must not overlap. */
+        void *tmp = NULL;
+        const void *send = o->send;
+        char *r = o->recv;
+        size_t nb = o->count * es, total = 0;
+        for (uint32_t i = 0; i < o->hc->size; i++)
+            if ((RDISPLS(o)[i] + RCOUNTS(o)[i]) * es > total) total = (RDISPLS(o)[i] + RCOUNTS(o)[i]) * es;
+        if (nb && (const char *)send < r + total && r < (const char *)send + nb) {
+            if (!(tmp = malloc(nb))) return DDPC_ERR_NOMEM;
+            memcpy(tmp, send, nb);
+            send = tmp;
+        }
+        ddpc_status s = ddpc_alltoallv(c, send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t);
+        free(tmp);
+        return s;
+    }
+    case K_REDUCE_SCATTERV: {
+        ddpc_status s = DDPC_OK;
+        for (uint32_t i = 0; i < o->hc->size && s == DDPC_OK; i++)
+            s = ddpc_reduce(c, (char *)o->send + SDISPLS(o)[i] * es, i == o->hc->rank ? o->recv : NULL,
+                            SCOUNTS(o)[i], o->t, o->op, (int)i);
+        return s;
+    }
+    case K_BARRIER: return ddpc_barrier(c);
+    case K_SEND: return ddpc_send(c, o->send, o->count, o->t, o->root);
+    case K_RECV: return ddpc_recv(c, o->recv, o->count, o->t, o->root);
+    case K_BATCH: return run_batch(o);
+    }
+    return DDPC_ERR_INTERNAL;
+}
+
+/* The stream's aclError for a failed operation. */
+static aclError acl_code(HcclResult r) {
+    switch (r) {
+    case HCCL_E_TIMEOUT: return ACL_ERROR_RT_TASK_TIMEOUT;
+    case HCCL_E_TCP_TRANSFER:
+    case HCCL_E_TCP_CONNECT:
+    case HCCL_E_REMOTE: return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+    case HCCL_E_UNAVAIL: return ACL_ERROR_RT_STREAM_ABORT;
+    case HCCL_E_PARA: return ACL_ERROR_RT_PARAM_INVALID;
+    case HCCL_E_OOM: return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    default: return ACL_ERROR_RT_COMM_OP_RETRY_FAIL;
+    }
+}
+
+/* The stream task: runs the op, records a failure, frees the op. */
+static aclError op_task(void *arg, char *err, size_t errlen) {
+    hccl_op *o = arg;
+    hccl_comm *hc = o->hc;
+    ddpc_status s = run_op(o);
+    aclError e = ACL_SUCCESS;
+    if (s != DDPC_OK) {
+        HcclResult r = hccl__result(s);
+        hccl__async_error(hc, r);
+        const char *detail = ddpc_comm_last_error(hc->c);
+        snprintf(err, errlen, "%s on rank %u of %u (%s): %s [HcclResult %d: %s]%s%s", o->name, hc->rank, hc->size,
+                 hc->name, ddpc_status_str(s), (int)r, HcclGetErrorString(r), detail[0] ? ": " : "", detail);
+        e = acl_code(r);
+    }
+    op_free(o);
+    pthread_mutex_lock(&hc->mu);
+    if (--hc->pending == 0) pthread_cond_broadcast(&hc->cv);
+    pthread_mutex_unlock(&hc->mu);
+    return e;
+}
+
+/* Queues o (owned from here) on stream. */
+static HcclResult submit(hccl_op *o, aclrtStream stream) {
+    hccl_comm *hc = o->hc;
+    pthread_mutex_lock(&hc->mu);
+    hc->pending++;
+    pthread_mutex_unlock(&hc->mu);
+    aclError e = ddpc_acl__enqueue(stream, op_task, o);
+    if (e == ACL_SUCCESS) return HCCL_SUCCESS;
+    pthread_mutex_lock(&hc->mu);
+    if (--hc->pending == 0) pthread_cond_broadcast(&hc->cv);
+    pthread_mutex_unlock(&hc->mu);
+    op_free(o);
+    return hccl__fail(HCCL_E_RUNTIME, "queuing on stream %p failed (aclError %d: %s)", stream, e,
+                      aclGetRecentErrMsg());
+}
+
+/* Step 1 for every call: a new op for comm with dtype (and op when
+ * with_op), or NULL with *r set. */
+static hccl_op *op_new(const char *name, op_kind kind, HcclComm comm, HcclDataType dtype, HcclReduceOp rop,
+                       int with_op, HcclResult *r) {
+    hccl_comm *hc = hccl__comm(comm);
+    if (!hc) {
+        *r = hccl__fail(HCCL_E_PTR, "%s: comm is not a live communicator", name);
+        return NULL;
+    }
+    hccl_op *o = calloc(1, sizeof *o);
+    if (!o) {
+        *r = hccl__fail(HCCL_E_OOM, "%s: out of memory", name);
+        return NULL;
+    }
+    *o = (hccl_op){.kind = kind, .name = name, .hc = hc, .t = DDPC_UINT8, .op = DDPC_SUM};
+    if (kind != K_BARRIER && kind != K_BATCH && (*r = hccl__dtype(dtype, &o->t)) != HCCL_SUCCESS) {
+        hccl__fail(*r, "%s: data type %d: %s", name, (int)dtype, HcclGetErrorString(*r));
+        op_free(o);
+        return NULL;
+    }
+    if (with_op && (*r = hccl__op(rop, &o->op)) != HCCL_SUCCESS) {
+        hccl__fail(*r, "%s: reduction %d is not SUM, PROD, MAX or MIN", name, (int)rop);
+        op_free(o);
+        return NULL;
+    }
+    *r = HCCL_SUCCESS;
+    return o;
+}
+
+/* HCCL_E_PTR when a buffer that will be read or written is NULL. */
+static HcclResult need(hccl_op *o, const char *what, const void *p, uint64_t count) {
+    return p || count == 0 ? HCCL_SUCCESS : hccl__fail(HCCL_E_PTR, "%s: %s is NULL", o->name, what);
+}
+
+static HcclResult need_rank(hccl_op *o, const char *what, uint32_t rank) {
+    return rank < o->hc->size ? HCCL_SUCCESS
+                              : hccl__fail(HCCL_E_PARA, "%s: %s %u is not a rank of %u", o->name, what, rank,
+                                           o->hc->size);
+}
+
+/* Frees o on failure; submits it otherwise. */
+static HcclResult finish(hccl_op *o, HcclResult r, aclrtStream stream) {
+    if (r != HCCL_SUCCESS) {
+        op_free(o);
+        return r;
+    }
+    return submit(o, stream);
+}
+
+#define BEGIN(name, kind, comm, dtype, rop, with_op)                                                   \
+    HcclResult r;                                                                                      \
+    hccl_op *o = op_new(name, kind, comm, dtype, rop, with_op, &r);                                    \
+    if (!o) return r
+
+HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
+                         HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclAllReduce", K_ALLREDUCE, comm, dataType, op, 1);
+    o->send = sendBuf, o->recv = recvBuf, o->count = count;
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, count);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, count);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root, HcclComm comm,
+                         aclrtStream stream) {
+    BEGIN("HcclBroadcast", K_BROADCAST, comm, dataType, HCCL_REDUCE_SUM, 0);
+    o->send = buf, o->count = count, o->root = (int)root;
+    if (r == HCCL_SUCCESS) r = need(o, "buf", buf, count);
+    if (r == HCCL_SUCCESS) r = need_rank(o, "root", root);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
+                      uint32_t root, HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclReduce", K_REDUCE, comm, dataType, op, 1);
+    o->send = sendBuf, o->recv = recvBuf, o->count = count, o->root = (int)root;
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, count);
+    if (r == HCCL_SUCCESS) r = need_rank(o, "root", root);
+    if (r == HCCL_SUCCESS && root == o->hc->rank) r = need(o, "recvBuf (on the root)", recvBuf, count);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType, HcclComm comm,
+                         aclrtStream stream) {
+    BEGIN("HcclAllGather", K_ALLGATHER, comm, dataType, HCCL_REDUCE_SUM, 0);
+    o->send = sendBuf, o->recv = recvBuf, o->count = sendCount;
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, sendCount);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, sendCount);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                             HcclReduceOp op, HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclReduceScatter", K_REDUCE_SCATTER, comm, dataType, op, 1);
+    o->send = sendBuf, o->recv = recvBuf, o->count = recvCount;
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, recvCount);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType, uint32_t root,
+                       HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclScatter", K_SCATTER, comm, dataType, HCCL_REDUCE_SUM, 0);
+    o->send = sendBuf, o->recv = recvBuf, o->count = recvCount, o->root = (int)root;
+    if (r == HCCL_SUCCESS) r = need_rank(o, "root", root);
+    if (r == HCCL_SUCCESS && root == o->hc->rank) r = need(o, "sendBuf (on the root)", sendBuf, recvCount);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType, const void *recvBuf,
+                        uint64_t recvCount, HcclDataType recvType, HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclAlltoAll", K_ALLTOALL, comm, sendType, HCCL_REDUCE_SUM, 0);
+    o->send = (void *)sendBuf, o->recv = (void *)recvBuf, o->count = sendCount;
+    if (r == HCCL_SUCCESS && (sendType != recvType || sendCount != recvCount))
+        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAll: sendCount %llu / sendType %d differ from recvCount %llu / recvType %d",
+                       (unsigned long long)sendCount, (int)sendType, (unsigned long long)recvCount, (int)recvType);
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, sendCount);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
+    return finish(o, r, stream);
+}
+
+/* Copies the uint64_t arrays given (NULL: left zero) into o->counts. */
+static HcclResult copy_counts(hccl_op *o, const void *sc, const void *sd, const void *rc, const void *rd) {
+    size_t n = o->hc->size;
+    o->counts = calloc(4 * n, sizeof *o->counts);
+    if (!o->counts) return hccl__fail(HCCL_E_OOM, "%s: out of memory", o->name);
+    const void *src[4] = {sc, sd, rc, rd};
+    for (int a = 0; a < 4; a++)
+        for (size_t i = 0; src[a] && i < n; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)src[a] + i * sizeof v, sizeof v);
+            o->counts[a * n + i] = (size_t)v;
+        }
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls, HcclDataType sendType,
+                         const void *recvBuf, const void *recvCounts, const void *rdispls, HcclDataType recvType,
+                         HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclAlltoAllV", K_ALLTOALLV, comm, sendType, HCCL_REDUCE_SUM, 0);
+    o->send = (void *)sendBuf, o->recv = (void *)recvBuf;
+    if (r == HCCL_SUCCESS && sendType != recvType)
+        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAllV: sendType %d differs from recvType %d", (int)sendType, (int)recvType);
+    if (r == HCCL_SUCCESS && (!sendCounts || !sdispls || !recvCounts || !rdispls))
+        r = hccl__fail(HCCL_E_PTR, "HcclAlltoAllV: sendCounts, sdispls, recvCounts and rdispls must be non-NULL");
+    if (r == HCCL_SUCCESS) r = copy_counts(o, sendCounts, sdispls, recvCounts, rdispls);
+    uint64_t ns = 0, nr = 0;
+    for (uint32_t i = 0; r == HCCL_SUCCESS && i < o->hc->size; i++) ns += SCOUNTS(o)[i], nr += RCOUNTS(o)[i];
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, ns);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, nr);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
+                          const void *recvDispls, HcclDataType dataType, HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclAllGatherV", K_ALLGATHERV, comm, dataType, HCCL_REDUCE_SUM, 0);
+    o->send = sendBuf, o->recv = recvBuf, o->count = sendCount;
+    if (r == HCCL_SUCCESS && (!recvCounts || !recvDispls))
+        r = hccl__fail(HCCL_E_PTR, "HcclAllGatherV: recvCounts and recvDispls must be non-NULL");
+    if (r == HCCL_SUCCESS) r = copy_counts(o, NULL, NULL, recvCounts, recvDispls);
+    uint64_t nr = 0;
+    for (uint32_t i = 0; r == HCCL_SUCCESS && i < o->hc->size; i++) {
+        SCOUNTS(o)[i] = sendCount; /* the same block to every rank */
+        nr += RCOUNTS(o)[i];
+    }
+    if (r == HCCL_SUCCESS && RCOUNTS(o)[o->hc->rank] != sendCount)
+        r = hccl__fail(HCCL_E_PARA, "HcclAllGatherV: recvCounts[%u] = %llu differs from sendCount %llu", o->hc->rank,
+                       (unsigned long long)RCOUNTS(o)[o->hc->rank], (unsigned long long)sendCount);
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, sendCount);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, nr);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void *sendDispls, void *recvBuf,
+                              uint64_t recvCount, HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                              aclrtStream stream) {
+    BEGIN("HcclReduceScatterV", K_REDUCE_SCATTERV, comm, dataType, op, 1);
+    o->send = sendBuf, o->recv = recvBuf, o->count = recvCount;
+    if (r == HCCL_SUCCESS && (!sendCounts || !sendDispls))
+        r = hccl__fail(HCCL_E_PTR, "HcclReduceScatterV: sendCounts and sendDispls must be non-NULL");
+    if (r == HCCL_SUCCESS) r = copy_counts(o, sendCounts, sendDispls, NULL, NULL);
+    uint64_t ns = 0;
+    for (uint32_t i = 0; r == HCCL_SUCCESS && i < o->hc->size; i++) ns += SCOUNTS(o)[i];
+    if (r == HCCL_SUCCESS && SCOUNTS(o)[o->hc->rank] != recvCount)
+        r = hccl__fail(HCCL_E_PARA, "HcclReduceScatterV: sendCounts[%u] = %llu differs from recvCount %llu",
+                       o->hc->rank, (unsigned long long)SCOUNTS(o)[o->hc->rank], (unsigned long long)recvCount);
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, ns);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclBarrier", K_BARRIER, comm, HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, 0);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
+                    aclrtStream stream) {
+    BEGIN("HcclSend", K_SEND, comm, dataType, HCCL_REDUCE_SUM, 0);
+    o->send = sendBuf, o->count = count, o->root = (int)destRank;
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, count);
+    if (r == HCCL_SUCCESS) r = need_rank(o, "destRank", destRank);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank, HcclComm comm,
+                    aclrtStream stream) {
+    BEGIN("HcclRecv", K_RECV, comm, dataType, HCCL_REDUCE_SUM, 0);
+    o->recv = recvBuf, o->count = count, o->root = (int)srcRank;
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, count);
+    if (r == HCCL_SUCCESS) r = need_rank(o, "srcRank", srcRank);
+    return finish(o, r, stream);
+}
+
+HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclBatchSendRecv", K_BATCH, comm, HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, 0);
+    if (itemNum && !sendRecvInfo) r = hccl__fail(HCCL_E_PTR, "HcclBatchSendRecv: sendRecvInfo is NULL");
+    for (uint32_t i = 0; r == HCCL_SUCCESS && i < itemNum; i++) {
+        HcclSendRecvItem *it = &sendRecvInfo[i];
+        ddpc_dtype t;
+        char what[48];
+        snprintf(what, sizeof what, "sendRecvInfo[%u].buf", i);
+        if (it->sendRecvType != HCCL_SEND && it->sendRecvType != HCCL_RECV)
+            r = hccl__fail(HCCL_E_PARA, "HcclBatchSendRecv: sendRecvInfo[%u].sendRecvType %d is neither HCCL_SEND "
+                           "nor HCCL_RECV", i, (int)it->sendRecvType);
+        if (r == HCCL_SUCCESS) r = hccl__dtype(it->dataType, &t);
+        if (r == HCCL_SUCCESS) r = need(o, what, it->buf, it->count);
+        if (r == HCCL_SUCCESS) r = need_rank(o, "remoteRank", it->remoteRank);
+    }
+    if (r == HCCL_SUCCESS && itemNum) {
+        o->items = malloc(itemNum * sizeof *o->items);
+        if (!o->items) r = hccl__fail(HCCL_E_OOM, "HcclBatchSendRecv: out of memory");
+        else memcpy(o->items, sendRecvInfo, itemNum * sizeof *o->items);
+        o->nitems = itemNum;
+    }
+    return finish(o, r, stream);
+}
