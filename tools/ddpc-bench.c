@@ -102,13 +102,13 @@ static void parse_args(int argc, char **argv, opts *o) {
         switch (a[1]) {
         case 'b':
         case 'e':
-            if (ddpc_parse_size(a, v, a[1] == 'b' ? &o->minb : &o->maxb) != DDPC_OK)
+            if (ddpc__parse_size(a, v, a[1] == 'b' ? &o->minb : &o->maxb) != DDPC_OK)
                 bad_usage("%s: %s", a, ddpc_last_error());
             break;
         case 'f': case 'n': case 'w': case 'r': case 'c': {
             long lo = a[1] == 'f' || a[1] == 'n' ? 1 : 0;
             long hi = a[1] == 'c' ? 1 : a[1] == 'f' ? 1024 : 100000000;
-            if (ddpc_parse_long(a, v, lo, hi, &l) != DDPC_OK) bad_usage("%s%s", ddpc_last_error(), "");
+            if (ddpc__parse_long(a, v, lo, hi, &l) != DDPC_OK) bad_usage("%s%s", ddpc_last_error(), "");
             if (a[1] == 'f') o->factor = l;
             else if (a[1] == 'n') o->iters = l;
             else if (a[1] == 'w') o->warmup = l;

@@ -101,7 +101,7 @@ static int watch_nodes(job *J, gen_state *g, double now) {
         got = heartbeat(J, &t);
     }
     if (!got && g->local_done) { /* block briefly on the outcome key */
-        double slice = J->next_tick - ddpc_now();
+        double slice = J->next_tick - ddpc__now();
         if (slice > 0.25) slice = 0.25;
         got = read_outcome(J, slice > 0 ? slice : 0, &t);
     } else if (!got) {
@@ -144,7 +144,7 @@ static void wait_events(job *J, gen_state *g, double now) {
     if (g->multi && !g->decided && J->next_tick < wake) wake = J->next_tick;
     if (J->alive == 0 && g->drain_until < wake) wake = g->drain_until;
     if (g->multi && g->local_done && !g->decided) wake = now; /* loop back to the outcome wait */
-    int ms = wake >= 1e299 ? -1 : ddpc_deadline_ms(wake, 0);
+    int ms = wake >= 1e299 ? -1 : ddpc__deadline_ms(wake, 0);
     if (wake < 1e299 && wake <= now) ms = 0;
     int n = poll(pf, (nfds_t)np, ms);
     if (n < 0 && errno != EINTR) {
@@ -180,22 +180,22 @@ static void watch_workers(job *J, gen_state *g) {
 
 /* The grace period after SIGTERM is over: SIGKILL to what still runs. */
 static void kill_stragglers(job *J) {
-    if (!J->kill_at || !J->alive || ddpc_now() < J->kill_at) return;
+    if (!J->kill_at || !J->alive || ddpc__now() < J->kill_at) return;
     say("workers still running %.1f s after SIGTERM: sending SIGKILL", J->o->grace);
     signal_workers(J, SIGKILL);
-    J->kill_at = ddpc_now() + 3600; /* once */
+    J->kill_at = ddpc__now() + 3600; /* once */
 }
 
 /* Runs one generation: starts the workers, streams their output, watches
  * them (and the other nodes), stops them. *oc gets how it ended. */
 static void run_generation(job *J, run_outcome *oc) {
     gen_state g = { .multi = J->o->nnodes > 1, .oc = { RUN_OK, -1, -1, 0, NULL } };
-    J->gen_start = ddpc_now();
+    J->gen_start = ddpc__now();
     J->kill_at = 0;
     start_workers(J, &g);
-    J->next_tick = g.multi ? ddpc_now() + J->o->monitor_interval : 0;
+    J->next_tick = g.multi ? ddpc__now() + J->o->monitor_interval : 0;
     for (;;) {
-        double now = ddpc_now();
+        double now = ddpc__now();
         if (local_end(J, &g, now)) break;
         if (watch_nodes(J, &g, now)) continue;
         wait_events(J, &g, now);
@@ -304,7 +304,7 @@ static int run_job(job *J) {
 }
 
 int main(int argc, char **argv) {
-    t_start = ddpc_now();
+    t_start = ddpc__now();
     opts o;
     run_parse_args(argc, argv, &o);
     job J;
@@ -332,6 +332,6 @@ int main(int argc, char **argv) {
     ddpc_store_server_destroy(J.server);
 done:
     free_job(&J);
-    DDPC_INFO(RUN, "done in %.3f s, exit %d", ddpc_now() - t_start, rc);
+    DDPC_INFO(RUN, "done in %.3f s, exit %d", ddpc__now() - t_start, rc);
     return rc;
 }

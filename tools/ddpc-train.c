@@ -105,13 +105,13 @@ static void bad_option(const char *fmt, ...) {
 
 static long opt_long(const char *name, const char *v, long lo, long hi) {
     long x;
-    if (ddpc_parse_long(name, v, lo, hi, &x) != DDPC_OK) bad_option("%s", ddpc_last_error());
+    if (ddpc__parse_long(name, v, lo, hi, &x) != DDPC_OK) bad_option("%s", ddpc_last_error());
     return x;
 }
 
 static float opt_float(const char *name, const char *v, double lo, double hi) {
     double x;
-    if (ddpc_parse_double(name, v, lo, hi, &x) != DDPC_OK) bad_option("%s", ddpc_last_error());
+    if (ddpc__parse_double(name, v, lo, hi, &x) != DDPC_OK) bad_option("%s", ddpc_last_error());
     return (float)x;
 }
 
@@ -242,12 +242,12 @@ static ddpc_status setup(trainer *t) {
      * BLAS threads take every CPU it only takes turns with them (a context
      * switch or two a batch, and a preempted rank the others wait for) */
     int prefetch = t->prefetch = o->prefetch >= 0 ? o->prefetch
-                                   : ddpc_cpu_count() > local * threads ? 2 : 0;
+                                   : ddpc__cpu_count() > local * threads ? 2 : 0;
 
     DDPC_CHECK(ddpc_dataset_create_mnist(o->data, "train", &t->train_ds));
     DDPC_CHECK(ddpc_dataset_create_mnist(o->data, "test", &t->test_ds));
     if (t->train_ds->rows != 28 || t->train_ds->cols != 28 || t->test_ds->rows != 28 || t->test_ds->cols != 28)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28", o->data,
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28", o->data,
                         t->train_ds->rows, t->train_ds->cols);
     ddpc_sampler_options so = ddpc_sampler_options_default();
     so.num_replicas = t->world;
@@ -278,7 +278,7 @@ static ddpc_status setup(trainer *t) {
     if (t->comm) DDPC_CHECK(ddpc_ddp_create(t->comm, t->m, &o->ddp, &t->ddp));
     if (o->metrics && t->rank == 0) {
         t->metrics = fopen(o->metrics, "a");
-        if (!t->metrics) return ddpc_err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
+        if (!t->metrics) return ddpc__err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
     }
     if (t->rank == 0) {
         const ddpc_optim_options *op = &o->opt;
@@ -357,23 +357,23 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     size_t total = ddpc_loader_num_batches(t->train);
     if (o->max_batches && (size_t)o->max_batches < total) total = (size_t)o->max_batches;
     int bar = show_bar(t);
-    double t0 = ddpc_now(), last_bar = 0;
+    double t0 = ddpc__now(), last_bar = 0;
     for (size_t bi = 0; bi < total; bi++) {
         const ddpc_batch *b;
-        double c0 = ddpc_now();
+        double c0 = ddpc__now();
         DDPC_CHECK(ddpc_loader_next(t->train, &b));
         if (!b) break;
         float loss;
-        double c1 = ddpc_now();
+        double c1 = ddpc__now();
         ddpc_optim_zero_grad(t->opt);
         DDPC_CHECK(ddpc_model_forward(t->m, b->x, b->size, NULL));
         DDPC_CHECK(ddpc_model_loss(t->m, DDPC_CROSS_ENTROPY, b->y, &loss));
         int correct = ddpc_model_correct(t->m);
-        double c2 = ddpc_now(), sync0 = t->ddp ? ddpc_ddp_sync_seconds(t->ddp) : 0;
+        double c2 = ddpc__now(), sync0 = t->ddp ? ddpc_ddp_sync_seconds(t->ddp) : 0;
         DDPC_CHECK(ddpc_model_backward(t->m));
-        double c3 = ddpc_now(), sync = t->ddp ? ddpc_ddp_sync_seconds(t->ddp) - sync0 : 0;
+        double c3 = ddpc__now(), sync = t->ddp ? ddpc_ddp_sync_seconds(t->ddp) - sync0 : 0;
         DDPC_CHECK(ddpc_optim_step(t->opt));
-        double c4 = ddpc_now();
+        double c4 = ddpc__now();
         ph->s[PH_DATA] += c1 - c0;
         ph->s[PH_FORWARD] += c2 - c1;
         ph->s[PH_BACKWARD] += c3 - c2 - sync; /* the wait for the buckets as backward ends */
@@ -381,7 +381,7 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
         ph->s[PH_STEP] += c4 - c3;
         t->step++;
         if (!isfinite(loss))
-            return ddpc_err(DDPC_ERR_INVALID_ARG, "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
                             epoch, bi, (double)loss);
         s->v[0] += (double)loss * b->size;
         s->v[1] += correct;
@@ -391,14 +391,14 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
             fflush(stdout);
         }
         if (bar) {
-            double now = ddpc_now();
+            double now = ddpc__now();
             if (now - last_bar > 0.1 || bi + 1 == total) {
                 progress_bar(bi + 1, total, s->v[0] / s->v[2], now - t0);
                 last_bar = now;
             }
         }
     }
-    *secs = ddpc_now() - t0;
+    *secs = ddpc__now() - t0;
     if (bar) fputc('\n', stderr);
     return DDPC_OK;
 }
@@ -443,9 +443,9 @@ static ddpc_status run(trainer *t) {
         double secs = 0;
         DDPC_CHECK(train_epoch(t, epoch, &tr, &secs, &ph));
         DDPC_CHECK(reduce_sums(t, tr.v, 3));
-        double te0 = ddpc_now();
+        double te0 = ddpc__now();
         DDPC_CHECK(evaluate(t, &te));
-        double eval_secs = ddpc_now() - te0;
+        double eval_secs = ddpc__now() - te0;
         double loss = tr.v[2] ? tr.v[0] / tr.v[2] : 0, train_acc = tr.v[2] ? tr.v[1] / tr.v[2] : 0;
         double test_acc = te.v[2] ? te.v[1] / te.v[2] : 0, test_loss = te.v[2] ? te.v[0] / te.v[2] : 0;
         double sps = secs > 0 ? tr.v[2] / secs : 0;

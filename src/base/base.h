@@ -19,17 +19,17 @@
 
 /* Formats the message into this thread's last-error text (see
  * ddpc_last_error), logs it at TRACE and returns s, so that a failing path
- * reads: return ddpc_err(DDPC_ERR_ENV, "RANK=%s is not an integer", v); */
-ddpc_status ddpc_err(ddpc_status s, const char *fmt, ...)
+ * reads: return ddpc__err(DDPC_ERR_ENV, "RANK=%s is not an integer", v); */
+ddpc_status ddpc__err(ddpc_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Same, appending ": strerror(errno)" and using DDPC_ERR_SYSTEM-like s. */
-ddpc_status ddpc_err_errno(ddpc_status s, int errnum, const char *fmt, ...)
+ddpc_status ddpc__err_errno(ddpc_status s, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends "ctx: " to this thread's last-error text; returns s. */
-ddpc_status ddpc_err_wrap(ddpc_status s, const char *fmt, ...)
+ddpc_status ddpc__err_wrap(ddpc_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Clears this thread's last-error text. */
-void ddpc_err_clear(void);
+void ddpc__err_clear(void);
 
 /* Returns early from the calling function with the status of expr when it
  * is not DDPC_OK, leaving a breadcrumb at TRACE level. */
@@ -37,7 +37,7 @@ void ddpc_err_clear(void);
     do {                                                                       \
         ddpc_status ddpc__s = (expr);                                          \
         if (ddpc__s != DDPC_OK) {                                              \
-            ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
+            ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
                      __LINE__, #expr, ddpc_status_str(ddpc__s));               \
             return ddpc__s;                                                    \
         }                                                                      \
@@ -49,7 +49,7 @@ void ddpc_err_clear(void);
     do {                                                                       \
         (s) = (expr);                                                          \
         if ((s) != DDPC_OK) {                                                  \
-            ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
+            ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
                      __LINE__, #expr, ddpc_status_str(s));                     \
             goto label;                                                        \
         }                                                                      \
@@ -76,31 +76,31 @@ enum {
 
 /* Writes one line "host:pid:rank [SUBSYS] LEVEL message" to stderr when the
  * level and subsystem are enabled (DDPC_DEBUG, DDPC_DEBUG_SUBSYS). */
-void ddpc_log(int level, unsigned subsys, const char *fmt, ...)
+void ddpc__log(int level, unsigned subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-int ddpc_log_enabled(int level, unsigned subsys);
+int ddpc__log_enabled(int level, unsigned subsys);
 /* The rank shown in log prefixes (-1 = unknown, shown as "-"). */
-void ddpc_log_set_rank(int rank);
+void ddpc__log_set_rank(int rank);
 
-#define DDPC_WARN(sub, ...) ddpc_log(DDPC_LOG_WARN, DDPC_SUB_##sub, __VA_ARGS__)
-#define DDPC_INFO(sub, ...) ddpc_log(DDPC_LOG_INFO, DDPC_SUB_##sub, __VA_ARGS__)
-#define DDPC_TRACE(sub, ...) ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_WARN(sub, ...) ddpc__log(DDPC_LOG_WARN, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_INFO(sub, ...) ddpc__log(DDPC_LOG_INFO, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_TRACE(sub, ...) ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_##sub, __VA_ARGS__)
 
 /* ------------------------------------------------------ clocks, deadlines */
 
 /* Monotonic seconds. */
-double ddpc_now(void);
+double ddpc__now(void);
 /* An absolute deadline seconds from now; seconds <= 0 means none (+inf). */
-double ddpc_deadline_in(double seconds);
+double ddpc__deadline_in(double seconds);
 /* Milliseconds left before deadline, for poll(): -1 when there is none,
  * 0 when it has passed, at least 1 otherwise; capped at cap_ms when > 0. */
-int ddpc_deadline_ms(double deadline, int cap_ms);
-int ddpc_expired(double deadline);
+int ddpc__deadline_ms(double deadline, int cap_ms);
+int ddpc__expired(double deadline);
 /* Sleeps for seconds (restarting on EINTR). */
-void ddpc_sleep(double seconds);
+void ddpc__sleep(double seconds);
 
 /* A hint to the core that this thread spins on memory another one writes. */
-static inline void ddpc_cpu_relax(void) {
+static inline void ddpc__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -112,6 +112,6 @@ static inline void ddpc_cpu_relax(void) {
 
 /* CPUs this process may run on (its affinity mask; else the online CPUs; at
  * least 1): what its ranks, BLAS threads and helper threads share. */
-long ddpc_cpu_count(void);
+long ddpc__cpu_count(void);
 
 #endif /* DDPC_BASE_H */

@@ -8,45 +8,45 @@
 #include "base/env.h"
 
 /* The rows of env_vars.h, in its order (so indexed by ddpc_env_id). */
-const ddpc_env_var ddpc_env_table[] = {
+const ddpc_env_var ddpc__env_table[] = {
 #define DDPC_ENV_ROW(id, name, alias, type, deflt, lo, hi, meaning) \
     {name, alias, DDPC_ENVT_##type, deflt, (double)(lo), (double)(hi), meaning},
     DDPC_ENV_VARS(DDPC_ENV_ROW)
 #undef DDPC_ENV_ROW
 };
-const int ddpc_env_table_len = (int)(sizeof ddpc_env_table / sizeof ddpc_env_table[0]);
+const int ddpc__env_table_len = (int)(sizeof ddpc__env_table / sizeof ddpc__env_table[0]);
 
-ddpc_status ddpc_parse_long(const char *what, const char *s, long lo, long hi, long *out) {
-    if (!s || !*s) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
+ddpc_status ddpc__parse_long(const char *what, const char *s, long lo, long hi, long *out) {
+    if (!s || !*s) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
     while (*end && isspace((unsigned char)*end)) end++;
     if (errno || *end || end == s)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s='%s' is not an integer", what, s);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s='%s' is not an integer", what, s);
     if (v < lo || v > hi)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s=%ld is out of range [%ld, %ld]", what, v, lo, hi);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s=%ld is out of range [%ld, %ld]", what, v, lo, hi);
     *out = v;
     return DDPC_OK;
 }
 
-ddpc_status ddpc_parse_double(const char *what, const char *s, double lo, double hi,
+ddpc_status ddpc__parse_double(const char *what, const char *s, double lo, double hi,
                               double *out) {
-    if (!s || !*s) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
+    if (!s || !*s) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     while (*end && isspace((unsigned char)*end)) end++;
     if (errno || *end || end == s || isnan(v))
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s='%s' is not a number", what, s);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s='%s' is not a number", what, s);
     if (v < lo || v > hi)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s=%g is out of range [%g, %g]", what, v, lo, hi);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s=%g is out of range [%g, %g]", what, v, lo, hi);
     *out = v;
     return DDPC_OK;
 }
 
-ddpc_status ddpc_parse_size(const char *what, const char *s, size_t *out) {
-    if (!s || !*s) return ddpc_err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
+ddpc_status ddpc__parse_size(const char *what, const char *s, size_t *out) {
+    if (!s || !*s) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -59,19 +59,19 @@ ddpc_status ddpc_parse_size(const char *what, const char *s, size_t *out) {
     }
     if (*end == 'B' || *end == 'b') end++;
     if (errno || *end || end == s || !(v >= 0) || v * mul > 1e18)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s='%s' is not a size (like 8, 4K, 1M, 2G)", what, s);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s='%s' is not a size (like 8, 4K, 1M, 2G)", what, s);
     *out = (size_t)(v * mul);
     return DDPC_OK;
 }
 
 const char *ddpc__env_name(ddpc_env_id id) {
-    return id >= 0 && id < DDPC_ENV_COUNT ? ddpc_env_table[id].name : "(no such variable)";
+    return id >= 0 && id < DDPC_ENV_COUNT ? ddpc__env_table[id].name : "(no such variable)";
 }
 
 const char *ddpc__env(ddpc_env_id id, const char **source) {
     if (source) *source = "default";
     if (id < 0 || id >= DDPC_ENV_COUNT) return NULL;
-    const ddpc_env_var *v = &ddpc_env_table[id];
+    const ddpc_env_var *v = &ddpc__env_table[id];
     const char *s = getenv(v->name);
     if (s && *s) {
         if (source) *source = v->name;
@@ -105,33 +105,33 @@ static void number_text(double x, char *buf, size_t len) {
 /* Value of id as text, DDPC_ERR_ENV when unset with no default. */
 static ddpc_status env_text(ddpc_env_id id, const char **val, const char **src) {
     *val = ddpc__env(id, src);
-    if (!*val) return ddpc_err(DDPC_ERR_ENV, "%s is not set", ddpc__env_name(id));
+    if (!*val) return ddpc__err(DDPC_ERR_ENV, "%s is not set", ddpc__env_name(id));
     return DDPC_OK;
 }
 
 ddpc_status ddpc__env_long(ddpc_env_id id, long *out) {
     const char *val, *src;
     DDPC_CHECK(env_text(id, &val, &src));
-    const ddpc_env_var *v = &ddpc_env_table[id];
+    const ddpc_env_var *v = &ddpc__env_table[id];
     long lo = (long)v->lo, hi = (long)v->hi;
     if (v->type != DDPC_ENVT_INT)
-        return ddpc_err(DDPC_ERR_INTERNAL, "%s is not an integer variable", v->name);
-    if (ddpc_parse_long(src, val, lo, hi, out) != DDPC_OK)
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not an integer in [%ld, %ld]", src, val, lo, hi);
+        return ddpc__err(DDPC_ERR_INTERNAL, "%s is not an integer variable", v->name);
+    if (ddpc__parse_long(src, val, lo, hi, out) != DDPC_OK)
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not an integer in [%ld, %ld]", src, val, lo, hi);
     return DDPC_OK;
 }
 
 ddpc_status ddpc__env_double(ddpc_env_id id, double *out) {
     const char *val, *src;
     DDPC_CHECK(env_text(id, &val, &src));
-    const ddpc_env_var *v = &ddpc_env_table[id];
+    const ddpc_env_var *v = &ddpc__env_table[id];
     if (v->type != DDPC_ENVT_REAL)
-        return ddpc_err(DDPC_ERR_INTERNAL, "%s is not a real-valued variable", v->name);
-    if (ddpc_parse_double(src, val, v->lo, v->hi, out) != DDPC_OK) {
+        return ddpc__err(DDPC_ERR_INTERNAL, "%s is not a real-valued variable", v->name);
+    if (ddpc__parse_double(src, val, v->lo, v->hi, out) != DDPC_OK) {
         char lo[40], hi[40];
         number_text(v->lo, lo, sizeof lo);
         number_text(v->hi, hi, sizeof hi);
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not a number in [%s, %s]", src, val, lo, hi);
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not a number in [%s, %s]", src, val, lo, hi);
     }
     return DDPC_OK;
 }
@@ -153,10 +153,10 @@ static void range_text(const ddpc_env_var *v, char *buf, size_t len) {
     snprintf(buf, len, "[%s, %s]", lo, hi);
 }
 
-void ddpc_env_print(FILE *f, int markdown) {
+void ddpc__env_print(FILE *f, int markdown) {
     if (markdown) fprintf(f, "| variable | HCCL alias | default | range | meaning |\n|---|---|---|---|---|\n");
-    for (int i = 0; i < ddpc_env_table_len; i++) {
-        const ddpc_env_var *v = &ddpc_env_table[i];
+    for (int i = 0; i < ddpc__env_table_len; i++) {
+        const ddpc_env_var *v = &ddpc__env_table[i];
         char range[96];
         range_text(v, range, sizeof range);
         const char *alias = v->alias ? v->alias : "", *deflt = v->deflt ? v->deflt : "";
@@ -170,12 +170,12 @@ void ddpc_env_print(FILE *f, int markdown) {
     }
 }
 
-void ddpc_env_log_effective(unsigned subsys) {
-    if (!ddpc_log_enabled(DDPC_LOG_INFO, subsys)) return;
-    for (int i = 0; i < ddpc_env_table_len; i++) {
+void ddpc__env_log_effective(unsigned subsys) {
+    if (!ddpc__log_enabled(DDPC_LOG_INFO, subsys)) return;
+    for (int i = 0; i < ddpc__env_table_len; i++) {
         const char *src;
         const char *val = ddpc__env((ddpc_env_id)i, &src);
-        if (strncmp(ddpc_env_table[i].name, "DDPC_", 5) != 0) continue;
-        ddpc_log(DDPC_LOG_INFO, subsys, "%s=%s (%s)", ddpc_env_table[i].name, val ? val : "(unset)", src);
+        if (strncmp(ddpc__env_table[i].name, "DDPC_", 5) != 0) continue;
+        ddpc__log(DDPC_LOG_INFO, subsys, "%s=%s (%s)", ddpc__env_table[i].name, val ? val : "(unset)", src);
     }
 }

@@ -36,8 +36,8 @@ typedef struct ddpc_env_var {
 } ddpc_env_var;
 
 /* Indexed by ddpc_env_id. */
-extern const ddpc_env_var ddpc_env_table[];
-extern const int ddpc_env_table_len;
+extern const ddpc_env_var ddpc__env_table[];
+extern const int ddpc__env_table_len;
 
 /* The value of variable id: its own name first, then its HCCL alias, then
  * the default (NULL when it has none). *source (may be NULL) gets the name
@@ -55,15 +55,15 @@ ddpc_status ddpc__env_double(ddpc_env_id id, double *out);
 const char *ddpc__env_name(ddpc_env_id id);
 
 /* Parse helpers used by the table readers and by tools. */
-ddpc_status ddpc_parse_long(const char *what, const char *s, long lo, long hi, long *out);
-ddpc_status ddpc_parse_double(const char *what, const char *s, double lo, double hi,
+ddpc_status ddpc__parse_long(const char *what, const char *s, long lo, long hi, long *out);
+ddpc_status ddpc__parse_double(const char *what, const char *s, double lo, double hi,
                               double *out);
 /* "64", "4K", "1M", "2G" (powers of 1024) to bytes. */
-ddpc_status ddpc_parse_size(const char *what, const char *s, size_t *out);
+ddpc_status ddpc__parse_size(const char *what, const char *s, size_t *out);
 
 /* Writes the table as Markdown (markdown = 1) or plain text. */
-void ddpc_env_print(FILE *f, int markdown);
+void ddpc__env_print(FILE *f, int markdown);
 /* Logs every table variable's effective value and source at INFO. */
-void ddpc_env_log_effective(unsigned subsys);
+void ddpc__env_log_effective(unsigned subsys);
 
 #endif /* DDPC_ENV_H */

@@ -60,12 +60,12 @@ static void log_init(void) {
     if (dot) *dot = '\0';
 }
 
-int ddpc_log_enabled(int level, unsigned subsys) {
+int ddpc__log_enabled(int level, unsigned subsys) {
     pthread_once(&log_once, log_init);
     return level <= log_level && (subsys & log_subsys) != 0;
 }
 
-void ddpc_log_set_rank(int rank) { __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED); }
+void ddpc__log_set_rank(int rank) { __atomic_store_n(&log_rank, rank, __ATOMIC_RELAXED); }
 
 static const char *subsys_name(unsigned subsys) {
     for (size_t i = 0; i < sizeof subsystems / sizeof subsystems[0]; i++)
@@ -73,8 +73,8 @@ static const char *subsys_name(unsigned subsys) {
     return "ALL";
 }
 
-void ddpc_log(int level, unsigned subsys, const char *fmt, ...) {
-    if (!ddpc_log_enabled(level, subsys)) return;
+void ddpc__log(int level, unsigned subsys, const char *fmt, ...) {
+    if (!ddpc__log_enabled(level, subsys)) return;
     int saved = errno;
     char msg[1536], rank[16];
     va_list ap;
@@ -94,26 +94,26 @@ void ddpc_log(int level, unsigned subsys, const char *fmt, ...) {
 
 /* ------------------------------------------------------------ clocks */
 
-double ddpc_now(void) {
+double ddpc__now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double ddpc_deadline_in(double seconds) { return seconds > 0 ? ddpc_now() + seconds : INFINITY; }
+double ddpc__deadline_in(double seconds) { return seconds > 0 ? ddpc__now() + seconds : INFINITY; }
 
-int ddpc_expired(double deadline) { return isfinite(deadline) && ddpc_now() >= deadline; }
+int ddpc__expired(double deadline) { return isfinite(deadline) && ddpc__now() >= deadline; }
 
-int ddpc_deadline_ms(double deadline, int cap_ms) {
+int ddpc__deadline_ms(double deadline, int cap_ms) {
     if (!isfinite(deadline)) return cap_ms > 0 ? cap_ms : -1;
-    double left = deadline - ddpc_now();
+    double left = deadline - ddpc__now();
     if (left <= 0) return 0;
     double ms = ceil(left * 1000.0);
     if (cap_ms > 0 && ms > cap_ms) return cap_ms;
     return ms > 2e9 ? 2000000000 : (int)ms;
 }
 
-void ddpc_sleep(double seconds) {
+void ddpc__sleep(double seconds) {
     if (seconds <= 0) return;
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -122,7 +122,7 @@ void ddpc_sleep(double seconds) {
 
 /* ------------------------------------------------------------ this host */
 
-long ddpc_cpu_count(void) {
+long ddpc__cpu_count(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -13,7 +13,7 @@
 
 #include "base/sock.h"
 
-void ddpc_sock_addr_str(const struct sockaddr *sa, char *buf, size_t len, int *port) {
+void ddpc__sock_addr_str(const struct sockaddr *sa, char *buf, size_t len, int *port) {
     char host[INET6_ADDRSTRLEN] = "?";
     int p = 0;
     if (sa->sa_family == AF_INET) {
@@ -29,23 +29,23 @@ void ddpc_sock_addr_str(const struct sockaddr *sa, char *buf, size_t len, int *p
     if (port) *port = p;
 }
 
-ddpc_status ddpc_sock_local_addr(int fd, char *buf, size_t len, int *port) {
+ddpc_status ddpc__sock_local_addr(int fd, char *buf, size_t len, int *port) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "getsockname");
-    ddpc_sock_addr_str((struct sockaddr *)&ss, buf, len, port);
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "getsockname");
+    ddpc__sock_addr_str((struct sockaddr *)&ss, buf, len, port);
     return DDPC_OK;
 }
 
-ddpc_status ddpc_sock_set_nonblock(int fd, int on) {
+ddpc_status ddpc__sock_set_nonblock(int fd, int on) {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK)) < 0)
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "fcntl(O_NONBLOCK)");
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "fcntl(O_NONBLOCK)");
     return DDPC_OK;
 }
 
-ddpc_status ddpc_sock_tune(int fd, int bufsize) {
+ddpc_status ddpc__sock_tune(int fd, int bufsize) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -66,20 +66,20 @@ static ddpc_status resolve(const char *host, int port, int passive, struct addri
     snprintf(ps, sizeof ps, "%d", port);
     int rc = getaddrinfo(host && *host ? host : NULL, ps, &hints, res);
     if (rc != 0)
-        return ddpc_err(DDPC_ERR_NOT_FOUND, "cannot resolve host '%s': %s", host ? host : "",
+        return ddpc__err(DDPC_ERR_NOT_FOUND, "cannot resolve host '%s': %s", host ? host : "",
                         gai_strerror(rc));
     return DDPC_OK;
 }
 
-ddpc_status ddpc_sock_listen(const char *host, int port, int backlog, int *fd, int *bound_port) {
-    return ddpc_sock_listen_try(host, port, backlog, fd, bound_port, NULL);
+ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd, int *bound_port) {
+    return ddpc__sock_listen_try(host, port, backlog, fd, bound_port, NULL);
 }
 
-ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *fd, int *bound_port,
+ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *fd, int *bound_port,
                                  int *in_use) {
     if (in_use) *in_use = 0;
     if (port < 0 || port > 65535)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "port %d is out of range [0, 65535]", port);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "port %d is out of range [0, 65535]", port);
     int s = -1, err = 0;
     if (!host || !*host) { /* any address: prefer dual-stack IPv6, else IPv4 */
         s = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -101,7 +101,7 @@ ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *f
         }
         if (s < 0) {
             s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-            if (s < 0) return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "socket");
+            if (s < 0) return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "socket");
             int one = 1;
             setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
             struct sockaddr_in a;
@@ -113,7 +113,7 @@ ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *f
                 err = errno;
                 close(s);
                 if (err == EADDRINUSE) goto in_use;
-                return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "bind to port %d", port);
+                return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "bind to port %d", port);
             }
         }
     } else {
@@ -135,23 +135,23 @@ ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *f
         freeaddrinfo(res);
         if (s < 0) {
             if (err == EADDRINUSE) goto in_use;
-            return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "cannot bind to %s:%d", host, port);
+            return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "cannot bind to %s:%d", host, port);
         }
     }
     if (listen(s, backlog > 0 ? backlog : 128) != 0) {
         err = errno;
         close(s);
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "listen on %s:%d", host ? host : "*", port);
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "listen on %s:%d", host ? host : "*", port);
     }
     if (bound_port) {
         char buf[64];
-        ddpc_sock_local_addr(s, buf, sizeof buf, bound_port);
+        ddpc__sock_local_addr(s, buf, sizeof buf, bound_port);
     }
     *fd = s;
     return DDPC_OK;
 in_use:
     if (in_use) *in_use = 1;
-    return ddpc_err(DDPC_ERR_SYSTEM, "port %d on %s is already in use", port,
+    return ddpc__err(DDPC_ERR_SYSTEM, "port %d on %s is already in use", port,
                     host && *host ? host : "*");
 }
 
@@ -159,12 +159,12 @@ in_use:
 static ddpc_status wait_fd(int fd, short events, double deadline, int abort_fd) {
     for (;;) {
         struct pollfd p[2] = {{fd, events, 0}, {abort_fd, POLLIN, 0}};
-        int ms = ddpc_deadline_ms(deadline, 0);
+        int ms = ddpc__deadline_ms(deadline, 0);
         if (ms == 0) return DDPC_ERR_TIMEOUT;
         int n = poll(p, abort_fd >= 0 ? 2 : 1, ms);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "poll");
+            return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "poll");
         }
         if (n == 0) continue; /* loop re-checks the deadline */
         if (abort_fd >= 0 && (p[1].revents & POLLIN)) return DDPC_ERR_ABORTED;
@@ -172,11 +172,11 @@ static ddpc_status wait_fd(int fd, short events, double deadline, int abort_fd) 
     }
 }
 
-ddpc_status ddpc_sock_accept(int lfd, double deadline, int abort_fd, int *fd) {
+ddpc_status ddpc__sock_accept(int lfd, double deadline, int abort_fd, int *fd) {
     for (;;) {
         ddpc_status s = wait_fd(lfd, POLLIN, deadline, abort_fd);
-        if (s == DDPC_ERR_TIMEOUT) return ddpc_err(s, "timed out waiting for a connection");
-        if (s == DDPC_ERR_ABORTED) return ddpc_err(s, "aborted while waiting for a connection");
+        if (s == DDPC_ERR_TIMEOUT) return ddpc__err(s, "timed out waiting for a connection");
+        if (s == DDPC_ERR_ABORTED) return ddpc__err(s, "aborted while waiting for a connection");
         DDPC_CHECK(s);
         int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (c >= 0) {
@@ -185,11 +185,11 @@ ddpc_status ddpc_sock_accept(int lfd, double deadline, int abort_fd, int *fd) {
         }
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED)
             continue;
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "accept");
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "accept");
     }
 }
 
-ddpc_status ddpc_sock_connect(const char *host, int port, double deadline, int *fd) {
+ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int *fd) {
     double backoff = 0.005;
     int last_err = 0;
     for (;;) {
@@ -206,7 +206,7 @@ ddpc_status ddpc_sock_connect(const char *host, int port, double deadline, int *
             if (rc != 0 && errno == EINPROGRESS) {
                 /* bounded by the remaining deadline, at most 1 s per attempt */
                 struct pollfd p = {s, POLLOUT, 0};
-                int ms = ddpc_deadline_ms(deadline, 1000);
+                int ms = ddpc__deadline_ms(deadline, 1000);
                 rc = -1;
                 errno = ETIMEDOUT;
                 if (poll(&p, 1, ms) > 0) {
@@ -219,7 +219,7 @@ ddpc_status ddpc_sock_connect(const char *host, int port, double deadline, int *
             }
             if (rc == 0) {
                 freeaddrinfo(res);
-                ddpc_sock_set_nonblock(s, 0);
+                ddpc__sock_set_nonblock(s, 0);
                 *fd = s;
                 return DDPC_OK;
             }
@@ -227,15 +227,15 @@ ddpc_status ddpc_sock_connect(const char *host, int port, double deadline, int *
             close(s);
         }
         freeaddrinfo(res);
-        if (ddpc_expired(deadline))
-            return ddpc_err_errno(DDPC_ERR_TIMEOUT, last_err, "cannot connect to %s:%d", host, port);
-        double left = deadline - ddpc_now();
-        ddpc_sleep(backoff < left ? backoff : left);
+        if (ddpc__expired(deadline))
+            return ddpc__err_errno(DDPC_ERR_TIMEOUT, last_err, "cannot connect to %s:%d", host, port);
+        double left = deadline - ddpc__now();
+        ddpc__sleep(backoff < left ? backoff : left);
         if (backoff < 0.25) backoff *= 2;
     }
 }
 
-ddpc_status ddpc_sock_read_full(int fd, void *buf, size_t len, double deadline, int abort_fd) {
+ddpc_status ddpc__sock_read_full(int fd, void *buf, size_t len, double deadline, int abort_fd) {
     char *p = buf;
     while (len > 0) {
         ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
@@ -244,23 +244,23 @@ ddpc_status ddpc_sock_read_full(int fd, void *buf, size_t len, double deadline, 
             len -= (size_t)n;
             continue;
         }
-        if (n == 0) return ddpc_err(DDPC_ERR_PEER_LOST, "connection closed by peer");
+        if (n == 0) return ddpc__err(DDPC_ERR_PEER_LOST, "connection closed by peer");
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             ddpc_status s = wait_fd(fd, POLLIN, deadline, abort_fd);
-            if (s == DDPC_ERR_TIMEOUT) return ddpc_err(s, "timed out reading from peer");
-            if (s == DDPC_ERR_ABORTED) return ddpc_err(s, "aborted while reading from peer");
+            if (s == DDPC_ERR_TIMEOUT) return ddpc__err(s, "timed out reading from peer");
+            if (s == DDPC_ERR_ABORTED) return ddpc__err(s, "aborted while reading from peer");
             DDPC_CHECK(s);
             continue;
         }
         if (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT)
-            return ddpc_err_errno(DDPC_ERR_PEER_LOST, errno, "reading from peer");
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "recv");
+            return ddpc__err_errno(DDPC_ERR_PEER_LOST, errno, "reading from peer");
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "recv");
     }
     return DDPC_OK;
 }
 
-ddpc_status ddpc_sock_write_full(int fd, const void *buf, size_t len, double deadline,
+ddpc_status ddpc__sock_write_full(int fd, const void *buf, size_t len, double deadline,
                                  int abort_fd) {
     const char *p = buf;
     while (len > 0) {
@@ -273,14 +273,14 @@ ddpc_status ddpc_sock_write_full(int fd, const void *buf, size_t len, double dea
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             ddpc_status s = wait_fd(fd, POLLOUT, deadline, abort_fd);
-            if (s == DDPC_ERR_TIMEOUT) return ddpc_err(s, "timed out writing to peer");
-            if (s == DDPC_ERR_ABORTED) return ddpc_err(s, "aborted while writing to peer");
+            if (s == DDPC_ERR_TIMEOUT) return ddpc__err(s, "timed out writing to peer");
+            if (s == DDPC_ERR_ABORTED) return ddpc__err(s, "aborted while writing to peer");
             DDPC_CHECK(s);
             continue;
         }
         if (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
-            return ddpc_err_errno(DDPC_ERR_PEER_LOST, errno, "writing to peer");
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "send");
+            return ddpc__err_errno(DDPC_ERR_PEER_LOST, errno, "writing to peer");
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "send");
     }
     return DDPC_OK;
 }

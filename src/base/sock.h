@@ -15,34 +15,34 @@
 /* Listens on host:port (host NULL/"" = any, IPv6 dual-stack when possible;
  * port 0 = a free port). *bound_port gets the actual port. Port in use is
  * DDPC_ERR_SYSTEM naming host:port. */
-ddpc_status ddpc_sock_listen(const char *host, int port, int backlog, int *fd,
+ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd,
                              int *bound_port);
-/* As ddpc_sock_listen; *in_use (may be NULL) is 1 when the failure was the
+/* As ddpc__sock_listen; *in_use (may be NULL) is 1 when the failure was the
  * port being taken (EADDRINUSE), else 0, so that a caller trying a range of
  * ports tells a taken port from a real failure without reading the message. */
-ddpc_status ddpc_sock_listen_try(const char *host, int port, int backlog, int *fd,
+ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *fd,
                                  int *bound_port, int *in_use);
 /* Accepts one connection before deadline (abort_fd >= 0: also returns
  * DDPC_ERR_ABORTED as soon as abort_fd becomes readable). */
-ddpc_status ddpc_sock_accept(int lfd, double deadline, int abort_fd, int *fd);
+ddpc_status ddpc__sock_accept(int lfd, double deadline, int abort_fd, int *fd);
 /* Connects to host:port, retrying refused / unreachable attempts with
  * backoff until deadline. The error names host:port and the last errno. */
-ddpc_status ddpc_sock_connect(const char *host, int port, double deadline, int *fd);
+ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int *fd);
 
 /* Reads / writes exactly len bytes before deadline. EOF or reset is
  * DDPC_ERR_PEER_LOST; the deadline passing is DDPC_ERR_TIMEOUT. Works on
  * blocking and non-blocking sockets. abort_fd as for accept (-1 = none). */
-ddpc_status ddpc_sock_read_full(int fd, void *buf, size_t len, double deadline, int abort_fd);
-ddpc_status ddpc_sock_write_full(int fd, const void *buf, size_t len, double deadline,
+ddpc_status ddpc__sock_read_full(int fd, void *buf, size_t len, double deadline, int abort_fd);
+ddpc_status ddpc__sock_write_full(int fd, const void *buf, size_t len, double deadline,
                                  int abort_fd);
 
-ddpc_status ddpc_sock_set_nonblock(int fd, int on);
+ddpc_status ddpc__sock_set_nonblock(int fd, int on);
 /* TCP_NODELAY, keepalive, and send/receive buffers of bufsize bytes (0 = OS default). */
-ddpc_status ddpc_sock_tune(int fd, int bufsize);
+ddpc_status ddpc__sock_tune(int fd, int bufsize);
 
 /* Numeric address of a sockaddr as text ("127.0.0.1", "::1"), and its port. */
-void ddpc_sock_addr_str(const struct sockaddr *sa, char *buf, size_t len, int *port);
+void ddpc__sock_addr_str(const struct sockaddr *sa, char *buf, size_t len, int *port);
 /* The local address and port of a connected or bound socket. */
-ddpc_status ddpc_sock_local_addr(int fd, char *buf, size_t len, int *port);
+ddpc_status ddpc__sock_local_addr(int fd, char *buf, size_t len, int *port);
 
 #endif /* DDPC_SOCK_H */

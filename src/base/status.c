@@ -31,7 +31,7 @@ const char *ddpc_status_str(ddpc_status s) {
 static _Thread_local char last_error[1024];
 
 const char *ddpc_last_error(void) { return last_error; }
-void ddpc_err_clear(void) { last_error[0] = '\0'; }
+void ddpc__err_clear(void) { last_error[0] = '\0'; }
 
 static ddpc_status set_error(ddpc_status s, int errnum, const char *fmt, va_list ap) {
     char tmp[sizeof last_error];
@@ -39,11 +39,11 @@ static ddpc_status set_error(ddpc_status s, int errnum, const char *fmt, va_list
     if (errnum && n >= 0 && (size_t)n < sizeof tmp)
         snprintf(tmp + n, sizeof tmp - (size_t)n, ": %s", strerror(errnum));
     memcpy(last_error, tmp, sizeof tmp);
-    ddpc_log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "error %s: %s", ddpc_status_str(s), last_error);
+    ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "error %s: %s", ddpc_status_str(s), last_error);
     return s;
 }
 
-ddpc_status ddpc_err(ddpc_status s, const char *fmt, ...) {
+ddpc_status ddpc__err(ddpc_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     set_error(s, 0, fmt, ap);
@@ -51,7 +51,7 @@ ddpc_status ddpc_err(ddpc_status s, const char *fmt, ...) {
     return s;
 }
 
-ddpc_status ddpc_err_errno(ddpc_status s, int errnum, const char *fmt, ...) {
+ddpc_status ddpc__err_errno(ddpc_status s, int errnum, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     set_error(s, errnum, fmt, ap);
@@ -59,7 +59,7 @@ ddpc_status ddpc_err_errno(ddpc_status s, int errnum, const char *fmt, ...) {
     return s;
 }
 
-ddpc_status ddpc_err_wrap(ddpc_status s, const char *fmt, ...) {
+ddpc_status ddpc__err_wrap(ddpc_status s, const char *fmt, ...) {
     char ctx[512], old[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
@@ -116,7 +116,7 @@ ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out) {
         *out = (ddpc_dtype)t;
         return DDPC_OK;
     }
-    return ddpc_err(DDPC_ERR_INVALID_ARG,
+    return ddpc__err(DDPC_ERR_INVALID_ARG,
                     "unknown dtype '%s' (int8, uint8, int16, uint16, int32, uint32, int64, "
                     "uint64, float16, bfloat16, float32, float64)",
                     s ? s : "(null)");
@@ -128,7 +128,7 @@ ddpc_status ddpc_op_parse(const char *s, ddpc_op *out) {
             *out = (ddpc_op)o;
             return DDPC_OK;
         }
-    return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown op '%s' (sum, prod, max, min, avg, band, bor, bxor)",
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown op '%s' (sum, prod, max, min, avg, band, bor, bxor)",
                     s ? s : "(null)");
 }
 

@@ -26,7 +26,7 @@ int ddpc__cond_init_monotonic(pthread_cond_t *cv) {
 }
 
 void ddpc__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline, double cap_s) {
-    double left = isinf(deadline) ? INFINITY : deadline - ddpc_now();
+    double left = isinf(deadline) ? INFINITY : deadline - ddpc__now();
     if (cap_s > 0 && left > cap_s) left = cap_s;
     if (left <= 0) return;
     if (isinf(left)) {

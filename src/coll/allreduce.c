@@ -72,7 +72,7 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
         } else {
             ddpc__post_recv(e, &q[0], r - 1, tmp, nbytes);
             DDPC_CHECK(ddpc__wait(e, &q[0]));
-            ddpc_reduce3(recv, tmp, recv, count, t, op);
+            ddpc__reduce3(recv, tmp, recv, count, t, op);
             newr = r / 2;
         }
     } else {
@@ -86,8 +86,8 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
             ddpc__post_send(e, &q[0], partner, recv, nbytes);
             ddpc__post_recv(e, &q[1], partner, tmp, nbytes);
             DDPC_CHECK(ddpc__wait_all(e, q, 2));
-            if (newr < pn) ddpc_reduce3(recv, recv, tmp, count, t, op);
-            else ddpc_reduce3(recv, tmp, recv, count, t, op);
+            if (newr < pn) ddpc__reduce3(recv, recv, tmp, count, t, op);
+            else ddpc__reduce3(recv, tmp, recv, count, t, op);
         }
     }
     /* 3. hand the result back to the folded ranks */
@@ -142,7 +142,7 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
         } else {
             ddpc__post_recv(e, &q[0], r - 1, tmp, nbytes);
             if ((s = ddpc__wait(e, &q[0])) != DDPC_OK) goto out;
-            ddpc_reduce3(buf, tmp, buf, count, t, op);
+            ddpc__reduce3(buf, tmp, buf, count, t, op);
             g = r / 2;
         }
     } else {
@@ -155,9 +155,9 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
             ddpc__post_send(e, &q[0], partner, buf + RANGE_OFF(give), RANGE_LEN(give, m));
             ddpc__post_recv(e, &q[1], partner, tmp, RANGE_LEN(keep, m));
             if ((s = ddpc__wait_all(e, q, 2)) != DDPC_OK) goto out;
-            ddpc_reduce_inplace(buf + RANGE_OFF(keep), tmp, RANGE_LEN(keep, m) / es, t, op);
+            ddpc__reduce_inplace(buf + RANGE_OFF(keep), tmp, RANGE_LEN(keep, m) / es, t, op);
             if (m == 1) /* block g is final: finish it while it is in cache */
-                ddpc_reduce_finish(buf + RANGE_OFF(keep), RANGE_LEN(keep, m) / es, t, op, n);
+                ddpc__reduce_finish(buf + RANGE_OFF(keep), RANGE_LEN(keep, m) / es, t, op, n);
         }
         /* 2. allgather by recursive doubling */
         for (int m = 1; m < p; m *= 2) {
@@ -214,7 +214,7 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
         s = rhd_allreduce(e, send, recv, count, t, op);
         break;
     }
-    if (s == DDPC_OK) ddpc_reduce_finish(recv, count, t, op, c->size);
+    if (s == DDPC_OK) ddpc__reduce_finish(recv, count, t, op, c->size);
     return s;
 }
 

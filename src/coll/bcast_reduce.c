@@ -50,7 +50,7 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *t
         if ((v | mask) < n) { /* 1. combine a child's partial result */
             ddpc__post_recv(e, &q, real(v | mask, root, n), tmp, nbytes);
             DDPC_CHECK(ddpc__wait(e, &q));
-            ddpc_reduce_inplace(acc, tmp, count, t, op);
+            ddpc__reduce_inplace(acc, tmp, count, t, op);
         }
     }
     return DDPC_OK;
@@ -120,8 +120,8 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
         while (nrd < nr && rq[nrd % DDPC_WINDOW].done) {
             size_t off = nrd * ce, cnt = count - off < ce ? count - off : ce;
             char *slot = slots + (nrd % DDPC_WINDOW) * ce * es;
-            if (has_to) ddpc_reduce_inplace(slot, mine + off * es, cnt, t, op);
-            else ddpc_reduce3((char *)recv + off * es, mine + off * es, slot, cnt, t, op);
+            if (has_to) ddpc__reduce_inplace(slot, mine + off * es, cnt, t, op);
+            else ddpc__reduce3((char *)recv + off * es, mine + off * es, slot, cnt, t, op);
             nrd++;
         }
         while (nsd < ns && sq[nsd % DDPC_WINDOW].done) nsd++;

@@ -56,7 +56,7 @@ typedef struct ddpc_ring {
                  * rdst and combine there (rdst must not alias rloc); else via
                  * scratch slots. From one over shared memory they combine
                  * straight from the ring into rdst either way. */
-    int finish; /* the last reducing step also applies ddpc_reduce_finish (AVG's
+    int finish; /* the last reducing step also applies ddpc__reduce_finish (AVG's
                  * division) to each chunk it completes, while it is in cache */
 } ddpc_ring;
 
@@ -81,7 +81,7 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *t
 
 /* The reductions. ddpc__allreduce leaves recv finished (AVG divided by the
  * world size); reduce-scatter and reduce leave AVG as a sum, which the
- * caller finishes with ddpc_reduce_finish. */
+ * caller finishes with ddpc__reduce_finish. */
 ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
                             ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,

@@ -21,7 +21,7 @@ static ddpc_status run_half(ddpc_exec *e) {
     float *in = malloc(sizeof(float) * (in_count + out_count));
     if (!in) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for float32 staging of %zu elements", in_count);
     float *out = a->kind == DDPC_K_REDUCE_SCATTER ? in + in_count : in;
-    ddpc_to_float32(in, a->send, in_count, a->dtype);
+    ddpc__to_float32(in, a->send, in_count, a->dtype);
     ddpc_status s;
     int lands = 1;
     if (a->kind == DDPC_K_ALLREDUCE) {
@@ -34,8 +34,8 @@ static ddpc_status run_half(ddpc_exec *e) {
     }
     if (s == DDPC_OK && lands) {
         if (a->kind != DDPC_K_ALLREDUCE) /* ddpc__allreduce finishes its own */
-            ddpc_reduce_finish(out, out_count, DDPC_FLOAT32, a->op, n);
-        ddpc_from_float32(a->recv, out, out_count, a->dtype);
+            ddpc__reduce_finish(out, out_count, DDPC_FLOAT32, a->op, n);
+        ddpc__from_float32(a->recv, out, out_count, a->dtype);
     }
     free(in);
     return s;
@@ -60,7 +60,7 @@ ddpc_status ddpc__run(ddpc_exec *e) {
             s = ddpc__reduce_scatter(e, a->send, a->recv, a->count, a->dtype, a->op);
         if (s == DDPC_OK && (a->kind == DDPC_K_REDUCE_SCATTER ||
                              (a->kind == DDPC_K_REDUCE && c->rank == a->root)))
-            ddpc_reduce_finish(a->recv, a->count, a->dtype, a->op, c->size);
+            ddpc__reduce_finish(a->recv, a->count, a->dtype, a->op, c->size);
         return s;
     case DDPC_K_BROADCAST: return ddpc__broadcast(e, a->send, a->recv, nb, a->root);
     case DDPC_K_ALLGATHER: return ddpc__allgather(e, a->send, a->recv, nb);
@@ -71,6 +71,6 @@ ddpc_status ddpc__run(ddpc_exec *e) {
     case DDPC_K_BARRIER: return ddpc__barrier(e);
     case DDPC_K_SEND: return ddpc__send(e, a->send, nb, a->root);
     case DDPC_K_RECV: return ddpc__recv(e, a->recv, nb, a->root);
-    default: return ddpc_err(DDPC_ERR_INTERNAL, "unknown operation kind %d", (int)a->kind);
+    default: return ddpc__err(DDPC_ERR_INTERNAL, "unknown operation kind %d", (int)a->kind);
     }
 }

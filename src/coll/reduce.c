@@ -375,7 +375,7 @@ static void half_reduce(void *dst, const void *a, const void *b, size_t count, d
     }
 }
 
-void ddpc_reduce_inplace(void *dst, const void *src, size_t count, ddpc_dtype t, ddpc_op op) {
+void ddpc__reduce_inplace(void *dst, const void *src, size_t count, ddpc_dtype t, ddpc_op op) {
     if (!valid(t, op) || count == 0) return;
     if (is_half(t)) {
         half_reduce(dst, dst, src, count, t, op);
@@ -396,7 +396,7 @@ void ddpc_reduce_inplace(void *dst, const void *src, size_t count, ddpc_dtype t,
     }
 }
 
-void ddpc_reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
+void ddpc__reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
                   ddpc_op op) {
     if (!valid(t, op) || count == 0) return;
     if (is_half(t)) {
@@ -405,7 +405,7 @@ void ddpc_reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dt
     }
     /* An aliased destination becomes a two-operand form (the restrict
      * kernels need distinct operands); operand order is kept. */
-    if (dst == a) ddpc_reduce_inplace(dst, b, count, t, op);
+    if (dst == a) ddpc__reduce_inplace(dst, b, count, t, op);
     else if (dst == b) kern2r[t][op](dst, a, count);
     else kern3[t][op](dst, a, b, count);
 }
@@ -426,7 +426,7 @@ VEC static void f64_scale(double *restrict p, double k, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] *= k;
 }
 
-void ddpc_reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int nranks) {
+void ddpc__reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int nranks) {
     if (op != DDPC_AVG || nranks <= 1 || count == 0) return;
     switch (t) {
     case DDPC_INT8: AVG_INT(int8_t, int64_t); break;
@@ -461,7 +461,7 @@ void ddpc_reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int n
         for (size_t i = 0; i < count; i++) dst[i] = (float)s[i];                         \
     } while (0)
 
-void ddpc_to_float32(float *dst, const void *src, size_t count, ddpc_dtype t) {
+void ddpc__to_float32(float *dst, const void *src, size_t count, ddpc_dtype t) {
     if (count == 0) return;
     switch (t) {
     case DDPC_FLOAT16:
@@ -493,7 +493,7 @@ void ddpc_to_float32(float *dst, const void *src, size_t count, ddpc_dtype t) {
         }                                                                                \
     } while (0)
 
-void ddpc_from_float32(void *dst, const float *src, size_t count, ddpc_dtype t) {
+void ddpc__from_float32(void *dst, const float *src, size_t count, ddpc_dtype t) {
     if (count == 0) return;
     switch (t) {
     case DDPC_FLOAT16:

@@ -80,8 +80,8 @@ static void combine_arrived(void *dst, const void *src, size_t n, void *ctx) {
     const ring_combine *k = ctx;
     size_t cnt = n / ddpc_dtype_size(k->t);
     const char *loc = k->loc_base + ((char *)dst - k->dst_base);
-    ddpc_reduce3(dst, loc, src, cnt, k->t, k->op);
-    if (k->finish_n) ddpc_reduce_finish(dst, cnt, k->t, k->op, k->finish_n);
+    ddpc__reduce3(dst, loc, src, cnt, k->t, k->op);
+    if (k->finish_n) ddpc__reduce_finish(dst, cnt, k->t, k->op, k->finish_n);
 }
 
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
@@ -141,13 +141,13 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
                 size_t off, cnt;
                 chunk_of(rg, rg->rblk[s], nrd % m, ce, &off, &cnt);
                 if (rg->direct)
-                    ddpc_reduce_inplace(rg->rdst[s] + off * es, rg->rloc[s] + off * es, cnt, rg->t,
+                    ddpc__reduce_inplace(rg->rdst[s] + off * es, rg->rloc[s] + off * es, cnt, rg->t,
                                         rg->op);
                 else
-                    ddpc_reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
+                    ddpc__reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
                                  slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
                 if (rg->finish && s == rg->nred - 1)
-                    ddpc_reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, n);
+                    ddpc__reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, n);
             }
             nrd++;
         }

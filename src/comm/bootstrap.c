@@ -20,7 +20,7 @@
  *   5. ranks with the same host id form the local group (local_group); a
  *      pair in it whose ranks both publish DDPC_SHM=1 and the same
  *      DDPC_SHM_BYTES upgrades its connection to shared memory (setup_shm,
- *      transport.h: ddpc_shm_offer), the TCP socket staying as its doorbell.
+ *      transport.h: ddpc__shm_offer), the TCP socket staying as its doorbell.
  *      Both ends decide from the same published entries, so they always
  *      agree; where shared memory cannot be had, the pair stays on TCP with
  *      a warning.
@@ -45,7 +45,7 @@ typedef struct hello {
     int32_t rank, size;
 } hello;
 
-static const ddpc_transport *const tcp = &ddpc_transport_tcp;
+static const ddpc_transport *const tcp = &ddpc__transport_tcp;
 
 /* This host's identity: hostname, kernel boot id and network namespace, so
  * that "nodes" simulated in network namespaces of one kernel count as
@@ -80,7 +80,7 @@ static void choose_spin(ddpc_comm *c) {
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
         ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws) == DDPC_OK && lws > local)
         local = lws; /* a sub-communicator's host may hold more of the job's ranks */
-    long cpus = ddpc_cpu_count();
+    long cpus = ddpc__cpu_count();
     c->busy_polls = local <= cpus && c->spin_s != 0 ? DDPC_BUSY_POLLS : 0;
     c->poll_budget = c->busy_polls;
     if (c->spin_s >= 0) return;
@@ -101,7 +101,7 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_IF_BASE_PORT, &base_port));
     if (c->size == 1) return DDPC_OK;
     ddpc_status s = tcp->listen(c->ip, (int)base_port, lis, port);
-    if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
+    if (s != DDPC_OK) return ddpc__err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
     return DDPC_OK;
 }
 
@@ -118,7 +118,7 @@ static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     size_t alen = 0;
     ddpc_status s = ddpc_store_compare_set(st, key, NULL, 0, val, strlen(val), &actual, &alen);
     if (s == DDPC_OK && (alen != strlen(val) || memcmp(actual, val, alen) != 0))
-        s = ddpc_err(DDPC_ERR_ENV, "RANK=%d is already taken by another process (%.*s)", c->rank,
+        s = ddpc__err(DDPC_ERR_ENV, "RANK=%d is already taken by another process (%.*s)", c->rank,
                      (int)alen, (char *)actual);
     free(actual);
     return s;
@@ -135,7 +135,7 @@ static ddpc_status never_arrived(ddpc_comm *c, const char **miss, int nmiss, ddp
     }
     if (nmiss > 32) snprintf(list + used, sizeof list - used, " and %d more", nmiss - 32);
     if (s != DDPC_OK) snprintf(why, sizeof why, " (then the store went away: %s)", ddpc_last_error());
-    return ddpc_err(DDPC_ERR_TIMEOUT, "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
+    return ddpc__err(DDPC_ERR_TIMEOUT, "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
                     c->rank, list, c->size, c->connect_timeout, why);
 }
 
@@ -146,7 +146,7 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
                                 int *store_gone) {
     int nmiss = c->size;
     const char **miss = malloc(sizeof *miss * (size_t)c->size);
-    if (!miss) return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+    if (!miss) return ddpc__err(DDPC_ERR_NOMEM, "out of memory");
     memcpy(miss, keys, sizeof *miss * (size_t)c->size);
     ddpc_status s = DDPC_OK;
     for (;;) {
@@ -157,8 +157,8 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
             if (!ex) miss[k++] = miss[i];
         }
         if (s == DDPC_OK) nmiss = k;
-        if (s != DDPC_OK || nmiss == 0 || ddpc_expired(deadline)) break;
-        double left = deadline - ddpc_now();
+        if (s != DDPC_OK || nmiss == 0 || ddpc__expired(deadline)) break;
+        double left = deadline - ddpc__now();
         ddpc_status w = ddpc_store_wait(st, miss, nmiss, left < 0.25 ? (left > 0.001 ? left : 0.001) : 0.25);
         if (w != DDPC_OK && w != DDPC_ERR_TIMEOUT) s = w;
     }
@@ -186,9 +186,9 @@ static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
         int psize = 0;
         if (sscanf(txt, "v2 %d %d %63s %127s %d %ld", &psize, &pe->port, pe->ip, pe->host, &pe->shm,
                    &pe->shm_bytes) != 6)
-            s = ddpc_err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
+            s = ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
         else if (psize != c->size)
-            s = ddpc_err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
+            s = ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
                          psize, c->rank, c->size);
     }
     return s;
@@ -203,7 +203,7 @@ static ddpc_status exchange_entries(ddpc_comm *c, ddpc_store *st, int port, doub
     if (s != DDPC_OK) return s;
     /* the keys "peer/<r>": pointers, then the texts they point to */
     const char **keys = malloc((size_t)c->size * (sizeof *keys + 24));
-    if (!keys) return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+    if (!keys) return ddpc__err(DDPC_ERR_NOMEM, "out of memory");
     char *text = (char *)(keys + c->size);
     for (int r = 0; r < c->size; r++) {
         snprintf(text + r * 24, 24, "peer/%d", r);
@@ -233,10 +233,10 @@ static ddpc_status connect_lower(ddpc_comm *c, uint64_t uid, double deadline) {
         ddpc_peer *pe = &c->peers[r];
         ddpc_status s = tcp->connect(pe->ip, pe->port, deadline, &pe->conn);
         if (s != DDPC_OK)
-            return ddpc_err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip, pe->port);
+            return ddpc__err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip, pe->port);
         hello h = {HELLO_MAGIC, HELLO_VERSION, uid, c->rank, c->size};
         s = tcp->send_full(pe->conn, &h, sizeof h, deadline, c->abort_fd);
-        if (s != DDPC_OK) return ddpc_err_wrap(s, "rank %d: greeting rank %d", c->rank, r);
+        if (s != DDPC_OK) return ddpc__err_wrap(s, "rank %d: greeting rank %d", c->rank, r);
     }
     return DDPC_OK;
 }
@@ -251,7 +251,7 @@ static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
             int n = snprintf(miss + used, sizeof miss - used, "%s%d", used ? ", " : "", r);
             if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
         }
-    return ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+    return ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
                     "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank, miss,
                     c->connect_timeout);
 }
@@ -266,7 +266,7 @@ static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, uint64_t uid,
         s = tcp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
         if (s == DDPC_OK && (h.magic != HELLO_MAGIC || h.version != HELLO_VERSION || h.uid != uid ||
                              h.rank <= c->rank || h.rank >= c->size || c->peers[h.rank].conn))
-            s = ddpc_err(DDPC_ERR_PROTOCOL,
+            s = ddpc__err(DDPC_ERR_PROTOCOL,
                          "rank %d: unexpected hello (magic 0x%x version %u rank %d) on the data port",
                          c->rank, h.magic, h.version, h.rank);
         if (s != DDPC_OK) {
@@ -323,7 +323,7 @@ static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
     ddpc_status s = DDPC_OK;
     int p = -1; /* the peer being set up */
     if (!pend || !use) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+        s = ddpc__err(DDPC_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (p = 0; p < c->size; p++) use[p] = (char)shm_pair(c, p);
@@ -336,26 +336,26 @@ static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
             char who[32];
             snprintf(who, sizeof who, "rank %d", p);
             if (round == 0) {
-                s = ddpc_shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &pend[p]);
+                s = ddpc__shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &pend[p]);
             } else if (round == 1) {
-                s = ddpc_shm_join(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &sc);
+                s = ddpc__shm_join(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &sc);
             } else {
-                s = ddpc_shm_finish(pend[p], pe->conn, who, deadline, c->abort_fd, &sc);
+                s = ddpc__shm_finish(pend[p], pe->conn, who, deadline, c->abort_fd, &sc);
                 pend[p] = NULL;
             }
             if (s != DDPC_OK) break;
             if (sc) { /* sc has its own copy of the socket */
-                ddpc_shm_set_copy_policy(sc, c->shm_copy);
+                ddpc__shm_set_copy_policy(sc, c->shm_copy);
                 pe->tp->close(pe->conn);
                 pe->conn = sc;
-                pe->tp = &ddpc_transport_shm;
+                pe->tp = &ddpc__transport_shm;
             }
         }
     }
     if (s != DDPC_OK)
-        s = ddpc_err_wrap(s, "rank %d: setting up shared memory with rank %d", c->rank, p);
+        s = ddpc__err_wrap(s, "rank %d: setting up shared memory with rank %d", c->rank, p);
 out:
-    for (int q = 0; pend && q < c->size; q++) ddpc_shm_pending_free(pend[q]);
+    for (int q = 0; pend && q < c->size; q++) ddpc__shm_pending_free(pend[q]);
     free(pend);
     free(use);
     return s;
@@ -364,8 +364,8 @@ out:
 /* Logs, at INFO, which transport each peer uses:
  * "rank 0: shm to ranks 1-3; tcp to ranks 4,5". */
 static void log_transports(const ddpc_comm *c) {
-    if (!ddpc_log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->size < 2) return;
-    static const ddpc_transport *const tps[2] = {&ddpc_transport_shm, &ddpc_transport_tcp};
+    if (!ddpc__log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->size < 2) return;
+    static const ddpc_transport *const tps[2] = {&ddpc__transport_shm, &ddpc__transport_tcp};
     int *ranks = malloc(sizeof *ranks * (size_t)c->size);
     if (!ranks) return;
     char line[1024];
@@ -419,29 +419,29 @@ out:
  * for a while by a rank that does not host it. */
 static ddpc_status store_connect(ddpc_comm *c, const char *host, int port, double deadline,
                                  ddpc_store **root) {
-    double left = deadline - ddpc_now();
+    double left = deadline - ddpc__now();
     ddpc_status s = ddpc_store_create_tcp(host, port, left > 0.001 ? left : 0.001, root);
-    for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc_expired(deadline); k++) {
-        ddpc_sleep(0.02);
-        left = deadline - ddpc_now();
+    for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc__expired(deadline); k++) {
+        ddpc__sleep(0.02);
+        left = deadline - ddpc__now();
         s = ddpc_store_create_tcp(host, port, left > 0.001 ? left : 0.001, root);
     }
     return s;
 }
 
 ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const char *who) {
-    double deadline = ddpc_deadline_in(c->connect_timeout);
+    double deadline = ddpc__deadline_in(c->connect_timeout);
     char first_err[1024] = "";
     ddpc_store *root = NULL, *st = NULL;
     ddpc_status s;
     for (int attempt = 0;; attempt++) {
         s = store_connect(c, host, port, deadline, &root);
         if (s != DDPC_OK && first_err[0]) { /* the retry found no store: report the first failure */
-            s = ddpc_err(DDPC_ERR_TIMEOUT, "%s", first_err);
+            s = ddpc__err(DDPC_ERR_TIMEOUT, "%s", first_err);
             goto out;
         }
         if (s != DDPC_OK) {
-            s = ddpc_err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+            s = ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
                          "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s", c->rank,
                          who, c->connect_timeout, ddpc_last_error());
             goto out;
@@ -452,13 +452,13 @@ ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const
         /* a store that vanished under a rank that does not host it: most
          * likely rank 0's previous communicator's, about to be replaced by
          * the next one on the same port. Reconnect while time remains. */
-        if (s == DDPC_OK || !store_gone || c->srv || attempt >= 20 || ddpc_expired(deadline)) goto out;
+        if (s == DDPC_OK || !store_gone || c->srv || attempt >= 20 || ddpc__expired(deadline)) goto out;
         if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", ddpc_last_error());
         DDPC_INFO(INIT, "rank %d: lost the store during bootstrap (%s); reconnecting", c->rank, ddpc_last_error());
         ddpc_store_destroy(st);
         ddpc_store_destroy(root);
         st = root = NULL;
-        ddpc_sleep(0.05);
+        ddpc__sleep(0.05);
     }
 out:
     ddpc_store_destroy(st);
@@ -470,7 +470,7 @@ ddpc_status ddpc__bootstrap_store(ddpc_comm *c, ddpc_store *st) {
     ddpc_store *view = NULL;
     int store_gone = 0;
     DDPC_CHECK(ddpc_store_prefixed(st, c->prefix, &view));
-    ddpc_status s = bootstrap(c, view, ddpc_deadline_in(c->connect_timeout), &store_gone);
+    ddpc_status s = bootstrap(c, view, ddpc__deadline_in(c->connect_timeout), &store_gone);
     ddpc_store_destroy(view);
     return s;
 }

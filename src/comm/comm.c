@@ -63,15 +63,15 @@ static ddpc_status read_settings(ddpc_comm *c) {
     c->shm = (int)shm;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM_BYTES, &c->shm_bytes));
     const char *copy_src, *copy = ddpc__env(DDPC_ENV_SHM_COPY, &copy_src);
-    c->shm_copy = ddpc_shm_copy_policy(copy);
+    c->shm_copy = ddpc__shm_copy_policy(copy);
     if (c->shm_copy < 0)
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src, copy);
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src, copy);
     const char *src, *algo = ddpc__env(DDPC_ENV_ALGO, &src);
     if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
     else if (!strcmp(algo, "ring")) c->algo = DDPC_ALGO_RING;
     else if (!strcmp(algo, "rhd")) c->algo = DDPC_ALGO_RHD;
     else if (!strcmp(algo, "tree")) c->algo = DDPC_ALGO_TREE;
-    else return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not one of auto, ring, rhd, tree", src, algo);
+    else return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, ring, rhd, tree", src, algo);
     return DDPC_OK;
 }
 
@@ -98,7 +98,7 @@ static ddpc_comm *comm_alloc(int rank, int size) {
     }
     /* every peer starts on TCP; same-host peers may move to shared memory
      * at the end of the bootstrap (setup_shm) */
-    for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc_transport_tcp;
+    for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc__transport_tcp;
     return c;
 }
 
@@ -125,7 +125,7 @@ static ddpc_status comm_abandon(ddpc_comm *c, ddpc_status s) {
     char keep[1024];
     snprintf(keep, sizeof keep, "%s", ddpc_last_error());
     comm_free(c);
-    return ddpc_err(s, "%s", keep);
+    return ddpc__err(s, "%s", keep);
 }
 
 const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
@@ -147,11 +147,11 @@ static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, 
     if (!host_store || c->rank != 0) return DDPC_OK;
     ddpc_store_server *server = NULL;
     if (ddpc_store_server_create(host, port, &server) != DDPC_OK)
-        return ddpc_err(DDPC_ERR_ENV, "%s: rank 0 cannot host the store there: %s", who, ddpc_last_error());
+        return ddpc__err(DDPC_ERR_ENV, "%s: rank 0 cannot host the store there: %s", who, ddpc_last_error());
     c->srv = srv_wrap(server);
     if (!c->srv) {
         ddpc_store_server_destroy(server);
-        return ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+        return ddpc__err(DDPC_ERR_NOMEM, "out of memory");
     }
     return DDPC_OK;
 }
@@ -160,14 +160,14 @@ ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, in
                               ddpc_srv_ref *srv, const char *prefix, const char *who, ddpc_comm **out) {
     *out = NULL;
     ddpc_comm *c = comm_alloc(rank, size);
-    if (!c) return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
+    if (!c) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
     ddpc_status s;
     DDPC_CHECK_GOTO(read_settings(c), s, fail);
     snprintf(c->store_host, sizeof c->store_host, "%s", host);
     c->store_port = port;
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
-    ddpc_log_set_rank(rank);
-    ddpc_env_log_effective(DDPC_SUB_ENV);
+    ddpc__log_set_rank(rank);
+    ddpc__env_log_effective(DDPC_SUB_ENV);
     DDPC_CHECK_GOTO(share_store(c, srv, host_store, host, port, who), s, fail);
     DDPC_CHECK_GOTO(ddpc__choose_ip(host, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s, fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_addr(c, host, port, who), s, fail);
@@ -181,7 +181,7 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
                                     const ddpc_comm_options *opt, ddpc_comm **out) {
     *out = NULL;
     ddpc_comm *c = comm_alloc(rank, size);
-    if (!c) return ddpc_err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
+    if (!c) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
     ddpc_status s;
     DDPC_CHECK_GOTO(read_settings(c), s, fail);
     if (opt && opt->connect_timeout_s > 0) c->connect_timeout = opt->connect_timeout_s;
@@ -190,8 +190,8 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
     snprintf(c->store_host, sizeof c->store_host, "%s", ddpc_store_addr(st));
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
     c->ext_store = st;
-    ddpc_log_set_rank(rank);
-    ddpc_env_log_effective(DDPC_SUB_ENV);
+    ddpc__log_set_rank(rank);
+    ddpc__env_log_effective(DDPC_SUB_ENV);
     const char *route = ddpc__env(DDPC_ENV_MASTER_ADDR, NULL); /* its default: 127.0.0.1 */
     DDPC_CHECK_GOTO(ddpc__choose_ip(route, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s, fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_store(c, st), s, fail);
@@ -219,18 +219,18 @@ static ddpc_status job_rank(long *rank, long *size, int *fallback) {
         const char *rname = ddpc__env_name(sets[i][0]), *sname = ddpc__env_name(sets[i][1]);
         if (!ddpc__env_isset(sets[i][0])) continue;
         if (!ddpc__env_isset(sets[i][1]))
-            return ddpc_err(DDPC_ERR_ENV, "%s is not set (%s=%s is)", sname, rname,
+            return ddpc__err(DDPC_ERR_ENV, "%s is not set (%s=%s is)", sname, rname,
                             ddpc__env(sets[i][0], NULL));
         DDPC_CHECK(ddpc__env_long(sets[i][1], size));
         DDPC_CHECK(ddpc__env_long(sets[i][0], rank));
         if (*rank >= *size)
-            return ddpc_err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", rname, *rank, sname, *size);
+            return ddpc__err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", rname, *rank, sname, *size);
         *fallback = i;
-        ddpc_log_set_rank((int)*rank);
+        ddpc__log_set_rank((int)*rank);
         DDPC_INFO(INIT, "rank %ld of %ld (from %s and %s)", *rank, *size, rname, sname);
         return DDPC_OK;
     }
-    return ddpc_err(DDPC_ERR_ENV,
+    return ddpc__err(DDPC_ERR_ENV,
                     "RANK is not set (nor OMPI_COMM_WORLD_RANK or SLURM_PROCID): start the program "
                     "with ddpc-run, torchrun, mpirun or srun, or set RANK and WORLD_SIZE");
 }
@@ -242,16 +242,16 @@ static ddpc_status check_local(long size) {
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE)) {
         DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws));
         if (lws > size)
-            return ddpc_err(DDPC_ERR_ENV, "LOCAL_WORLD_SIZE=%ld is above WORLD_SIZE=%ld", lws, size);
+            return ddpc__err(DDPC_ERR_ENV, "LOCAL_WORLD_SIZE=%ld is above WORLD_SIZE=%ld", lws, size);
     }
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_RANK, &lr));
     if (lr >= lws)
-        return ddpc_err(DDPC_ERR_ENV, "LOCAL_RANK='%ld' is not below LOCAL_WORLD_SIZE=%ld", lr, lws);
+        return ddpc__err(DDPC_ERR_ENV, "LOCAL_RANK='%ld' is not below LOCAL_WORLD_SIZE=%ld", lr, lws);
     return DDPC_OK;
 }
 
 ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_env: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_env: out is NULL");
     *out = NULL;
     long rank, size, port, restart;
     int which = 0;
@@ -261,7 +261,7 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
     const char *src;
     const char *host = ddpc__env(DDPC_ENV_MASTER_ADDR, &src);
-    if (!host || !*host) return ddpc_err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
+    if (!host || !*host) return ddpc__err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_MASTER_PORT, &port));
     snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
     /* torchrun's contract: its agent (or ddpc-run) hosts the store there,
@@ -281,40 +281,40 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
 /* Splits "tcp://host:port" or "tcp://[v6]:port". */
 static ddpc_status parse_url(const char *url, char *host, size_t hlen, int *port) {
     if (!url || strncmp(url, "tcp://", 6) != 0)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' does not start with tcp://", url ? url : "(null)");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' does not start with tcp://", url ? url : "(null)");
     const char *h = url + 6, *colon;
     size_t n;
     if (*h == '[') {
         const char *close_b = strchr(h, ']');
         if (!close_b || close_b[1] != ':')
-            return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' is not tcp://[address]:port", url);
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' is not tcp://[address]:port", url);
         n = (size_t)(close_b - h - 1);
         h++;
         colon = close_b + 1;
     } else {
         colon = strrchr(h, ':');
-        if (!colon) return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' has no :port", url);
+        if (!colon) return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' has no :port", url);
         n = (size_t)(colon - h);
     }
-    if (n == 0 || n >= hlen) return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' has no host", url);
+    if (n == 0 || n >= hlen) return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' has no host", url);
     memcpy(host, h, n);
     host[n] = '\0';
     long p;
-    if (ddpc_parse_long("port", colon + 1, 1, 65535, &p) != DDPC_OK)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "URL '%s' has a bad port '%s'", url, colon + 1);
+    if (ddpc__parse_long("port", colon + 1, 1, 65535, &p) != DDPC_OK)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' has a bad port '%s'", url, colon + 1);
     *port = (int)p;
     return DDPC_OK;
 }
 
 static ddpc_status check_rank_size(int rank, int size) {
-    if (size < 1) return ddpc_err(DDPC_ERR_INVALID_ARG, "size=%d must be at least 1", size);
+    if (size < 1) return ddpc__err(DDPC_ERR_INVALID_ARG, "size=%d must be at least 1", size);
     if (rank < 0 || rank >= size)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "rank=%d is not in [0, %d)", rank, size);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "rank=%d is not in [0, %d)", rank, size);
     return DDPC_OK;
 }
 
 ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_url: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_url: out is NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     char host[256], prefix[64], who[320];
@@ -346,7 +346,7 @@ static struct uid_server {
 ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
                                  const ddpc_comm_options *opt) {
     if (!out || !st)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_store: out and st must be non-NULL");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_store: out and st must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     return ddpc__comm_create_store(rank, size, st, "", opt, out);
@@ -354,7 +354,7 @@ ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, in
 
 ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal), "unique id too big");
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
     memset(out, 0, sizeof *out);
     char ip[64], ifname[64];
     const char *master = ddpc__env(DDPC_ENV_MASTER_ADDR, NULL);
@@ -380,7 +380,7 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     pthread_mutex_unlock(&uid_mu);
     if (slot < 0) {
         ddpc_store_server_destroy(srv);
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "ddpc_get_unique_id: 16 ids are already waiting for ddpc_comm_create_rank");
     }
     memcpy(out->internal, &b, sizeof b);
@@ -388,14 +388,14 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
 }
 
 ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank) {
-    if (!out || !id) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_rank: out and id must be non-NULL");
+    if (!out || !id) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_rank: out and id must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     uid_body b;
     memcpy(&b, id->internal, sizeof b);
     b.host[sizeof b.host - 1] = '\0';
     if (b.magic != UID_MAGIC || b.port <= 0 || b.port > 65535)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "the unique id was not made by ddpc_get_unique_id");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "the unique id was not made by ddpc_get_unique_id");
     ddpc_srv_ref *srv = NULL;
     pthread_mutex_lock(&uid_mu);
     for (int i = 0; i < 16; i++)
@@ -424,7 +424,7 @@ const char *ddpc_comm_last_error(const ddpc_comm *c) { return c ? c->last_err : 
 /* ------------------------------------------------------------ abort, destroy */
 
 ddpc_status ddpc_comm_abort(ddpc_comm *c) {
-    if (!c) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_abort: communicator is NULL");
+    if (!c) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_abort: communicator is NULL");
     __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
     uint64_t one = 1;
     if (write(c->abort_fd, &one, sizeof one) < 0 && errno != EAGAIN)
@@ -454,7 +454,7 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
         bye.flags = DDPC_F_BYE;
         bye.seq = c->seq;
         bye.root = -1;
-        double deadline = ddpc_deadline_in(2.0);
+        double deadline = ddpc__deadline_in(2.0);
         for (int p = 0; p < c->size; p++) {
             ddpc_peer *pe = &c->peers[p];
             if (pe->conn && pe->tp->send_full(pe->conn, &bye, sizeof bye, deadline, -1) != DDPC_OK)

@@ -136,7 +136,7 @@ struct ddpc_comm {
     unsigned poll_waits;    /* waits that reached the busy polls */
     int shm;                /* DDPC_SHM: same-host peers over shared memory */
     long shm_bytes;         /* DDPC_SHM_BYTES: ring bytes per direction per pair */
-    int shm_copy;           /* DDPC_SHM_COPY, as ddpc_shm_copy_policy gives it */
+    int shm_copy;           /* DDPC_SHM_COPY, as ddpc__shm_copy_policy gives it */
     char ip[64];            /* the address this rank listens on */
     char ifname[64];
 

@@ -83,7 +83,7 @@ static int iface_of(struct ifaddrs *ifs, const char *ip, char *ifname, size_t if
         if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
             continue;
         char a[INET6_ADDRSTRLEN];
-        ddpc_sock_addr_str(i->ifa_addr, a, sizeof a, NULL);
+        ddpc__sock_addr_str(i->ifa_addr, a, sizeof a, NULL);
         if (strcmp(a, ip) == 0) {
             snprintf(ifname, iflen, "%s", i->ifa_name);
             return 1;
@@ -107,11 +107,11 @@ static ddpc_status by_ip(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifna
     const char *v = ddpc__env(DDPC_ENV_IF_IP, &src);
     char canon[INET6_ADDRSTRLEN];
     if (!canon_ip(v, canon, sizeof canon))
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' is not an IPv4 or IPv6 address", src, v);
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not an IPv4 or IPv6 address", src, v);
     if (!iface_of(ifs, canon, ifname, iflen)) {
         char names[512];
         list_ifaces(ifs, names, sizeof names);
-        return ddpc_err(DDPC_ERR_NOT_FOUND,
+        return ddpc__err(DDPC_ERR_NOT_FOUND,
                         "%s=%s is not an address of any interface on this host (interfaces: %s)",
                         src, v, names);
     }
@@ -124,7 +124,7 @@ static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *if
     const char *src;
     const char *spec = ddpc__env(DDPC_ENV_SOCKET_IFNAME, &src);
     if (!*spec || strcmp(spec, "^") == 0 || strcmp(spec, "=") == 0 || strcmp(spec, "^=") == 0)
-        return ddpc_err(DDPC_ERR_ENV, "%s='%s' names no interface", src, spec);
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' names no interface", src, spec);
     /* first pass IPv4, second pass IPv6 (not link-local) */
     for (int pass = 0; pass < 2; pass++) {
         int fam = pass == 0 ? AF_INET : AF_INET6;
@@ -133,7 +133,7 @@ static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *if
             if (!(i->ifa_flags & IFF_UP)) continue;
             if (is_link_local6(i->ifa_addr)) continue;
             if (!ddpc__ifname_match(spec, i->ifa_name)) continue;
-            ddpc_sock_addr_str(i->ifa_addr, ip, iplen, NULL);
+            ddpc__sock_addr_str(i->ifa_addr, ip, iplen, NULL);
             snprintf(ifname, iflen, "%s", i->ifa_name);
             DDPC_INFO(NET, "listening on %s (interface %s, from %s=%s)", ip, ifname, src, spec);
             return DDPC_OK;
@@ -141,7 +141,7 @@ static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *if
     }
     char names[512];
     list_ifaces(ifs, names, sizeof names);
-    return ddpc_err(DDPC_ERR_NOT_FOUND,
+    return ddpc__err(DDPC_ERR_NOT_FOUND,
                     "%s=%s matches no interface that is up with an address (interfaces: %s)", src,
                     spec, names);
 }
@@ -154,7 +154,7 @@ static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip
     hints.ai_socktype = SOCK_DGRAM;
     int rc = getaddrinfo(peer_host, "9", &hints, &res);
     if (rc != 0)
-        return ddpc_err(DDPC_ERR_NOT_FOUND, "cannot resolve '%s' to find the interface towards it: %s",
+        return ddpc__err(DDPC_ERR_NOT_FOUND, "cannot resolve '%s' to find the interface towards it: %s",
                         peer_host, gai_strerror(rc));
     ddpc_status s = DDPC_ERR_NOT_FOUND;
     int last = 0;
@@ -165,7 +165,7 @@ static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip
             continue;
         }
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-            ddpc_sock_local_addr(fd, ip, iplen, NULL) == DDPC_OK)
+            ddpc__sock_local_addr(fd, ip, iplen, NULL) == DDPC_OK)
             s = DDPC_OK;
         else
             last = errno;
@@ -173,7 +173,7 @@ static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip
     }
     freeaddrinfo(res);
     if (s != DDPC_OK)
-        return ddpc_err_errno(DDPC_ERR_NOT_FOUND, last, "no route to '%s' (set DDPC_IF_IP or DDPC_SOCKET_IFNAME)",
+        return ddpc__err_errno(DDPC_ERR_NOT_FOUND, last, "no route to '%s' (set DDPC_IF_IP or DDPC_SOCKET_IFNAME)",
                               peer_host);
     iface_of(ifs, ip, ifname, iflen);
     DDPC_INFO(NET, "listening on %s (interface %s, the route to %s)", ip, ifname[0] ? ifname : "?",
@@ -184,7 +184,7 @@ static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip
 ddpc_status ddpc__choose_ip(const char *peer_host, char *ip, size_t iplen, char *ifname,
                             size_t iflen) {
     struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) != 0) return ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "getifaddrs");
+    if (getifaddrs(&ifs) != 0) return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "getifaddrs");
     ddpc_status s;
     if (ddpc__env_isset(DDPC_ENV_IF_IP)) s = by_ip(ifs, ip, iplen, ifname, iflen);
     else if (ddpc__env_isset(DDPC_ENV_SOCKET_IFNAME)) s = by_name(ifs, ip, iplen, ifname, iflen);

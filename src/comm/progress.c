@@ -98,7 +98,7 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     note.flags = DDPC_F_FAIL;
     note.nbytes = (uint64_t)s;
     note.rsvd = (uint32_t)(s == DDPC_ERR_MISMATCH ? e->culprit : e->lost);
-    double note_by = ddpc_deadline_in(0.25);
+    double note_by = ddpc__deadline_in(0.25);
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
         int at_boundary = !pe->sq || pe->sq->x.done == 0;
@@ -120,7 +120,7 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
         pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
         if (pe->conn) pe->tp->shutdown(pe->conn);
     }
-    return ddpc_err(s, "%s", full);
+    return ddpc__err(s, "%s", full);
 }
 
 void *ddpc__scratch(ddpc_comm *c, size_t nbytes) {
@@ -148,7 +148,7 @@ void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf,
     r->hdr = e->fp;
     r->hdr.flags = (uint8_t)flags;
     r->hdr.nbytes = nbytes;
-    ddpc_xfer_init(&r->x, &r->hdr, sizeof r->hdr, (void *)buf, nbytes);
+    ddpc__xfer_init(&r->x, &r->hdr, sizeof r->hdr, (void *)buf, nbytes);
     r->peer = peer;
     r->is_send = 1;
     r->done = 0;
@@ -167,7 +167,7 @@ void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_
     r->want.flags = (uint8_t)flags;
     r->want.nbytes = nbytes;
     memset(&r->hdr, 0, sizeof r->hdr);
-    ddpc_xfer_init(&r->x, &r->hdr, sizeof r->hdr, buf, nbytes);
+    ddpc__xfer_init(&r->x, &r->hdr, sizeof r->hdr, buf, nbytes);
     r->peer = peer;
     r->is_send = 0;
     r->done = 0;
@@ -385,7 +385,7 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
     ddpc_status s = pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof);
     if (s != DDPC_OK) return lost(e, p, s, "watching");
     if (eof) {
-        ddpc_err(DDPC_ERR_PEER_LOST, "connection closed");
+        ddpc__err(DDPC_ERR_PEER_LOST, "connection closed");
         return lost(e, p, DDPC_ERR_PEER_LOST, "watching");
     }
     if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE) pe->bye = 1;
@@ -414,7 +414,7 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
         int n = c->poll_budget;
         if (c->poll_waits++ % 64 == 0) n = c->busy_polls;
         for (int i = 0; i < n; i++) {
-            ddpc_cpu_relax();
+            ddpc__cpu_relax();
             DDPC_CHECK(drive(e, moved));
             if (*moved) {
                 c->poll_budget = c->busy_polls;
@@ -424,14 +424,14 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
         c->poll_budget /= 2;
     }
     if (c->spin_s > 0) {
-        double until = ddpc_now() + c->spin_s;
+        double until = ddpc__now() + c->spin_s;
         do {
             sched_yield();
             DDPC_CHECK(drive(e, moved));
             if (*moved) return DDPC_OK;
             if (is_aborted(c))
                 return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
-        } while (ddpc_now() < until);
+        } while (ddpc__now() < until);
     }
     return DDPC_OK;
 }
@@ -527,7 +527,7 @@ static int pollset_wait(ddpc_comm *c, pollset *ps, int ms, int *err) {
  * aborted; an idle connection that woke it is looked at. */
 static ddpc_status sleep_in_poll(ddpc_exec *e) {
     ddpc_comm *c = e->c;
-    int ms = ddpc_deadline_ms(e->deadline, 0);
+    int ms = ddpc__deadline_ms(e->deadline, 0);
     if (ms == 0) return timed_out(e);
     if (e->nap > 0 && (ms < 0 || ms > (int)(e->nap * 1000) + 1)) ms = (int)(e->nap * 1000) + 1;
     pollset ps;
@@ -547,7 +547,7 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
         DDPC_CHECK_GOTO(inspect_idle(e, p), s, out);
     }
     if (is_aborted(c)) s = ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
-    else if (k == 0 && ddpc_expired(e->deadline)) s = timed_out(e);
+    else if (k == 0 && ddpc__expired(e->deadline)) s = timed_out(e);
 out:
     pollset_free(&ps);
     return s;

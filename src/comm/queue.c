@@ -47,13 +47,13 @@ static int is_rooted(ddpc_kind k) {
  * Fails when c was aborted or failed earlier. */
 static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return ddpc_err(DDPC_ERR_ABORTED, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
+        return ddpc__err(DDPC_ERR_ABORTED, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
     if (c->failed != DDPC_OK) {
         char msg[1024];
         pthread_mutex_lock(&c->err_mu);
         snprintf(msg, sizeof msg, "%s", c->last_err);
         pthread_mutex_unlock(&c->err_mu);
-        return ddpc_err(c->failed, "the communicator failed earlier: %s", msg);
+        return ddpc__err(c->failed, "the communicator failed earlier: %s", msg);
     }
     memset(e, 0, sizeof *e);
     e->c = c;
@@ -65,10 +65,10 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     e->fp.root = is_rooted(a->kind) ? a->root : -1;
     e->fp.count = a->count;
     e->fp.seq = is_collective(a->kind) ? c->seq++ : 0;
-    e->deadline = ddpc_deadline_in(c->exec_timeout);
+    e->deadline = ddpc__deadline_in(c->exec_timeout);
     e->lost = -1;
     e->culprit = -1;
-    if (ddpc_log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
+    if (ddpc__log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
         char d[160];
         ddpc__describe(&e->fp, d, sizeof d);
         DDPC_TRACE(COLL, "%s #%" PRIu64 " start", d, e->fp.seq);
@@ -333,18 +333,18 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
     struct ddpc_work *w = NULL;
     pthread_mutex_lock(&c->mu);
     if (c->stop) {
-        s = ddpc_err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", c->rank);
+        s = ddpc__err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", c->rank);
         goto refuse;
     }
     if (!wout && !c->busy && !c->qhead) return run_now(c, a);
     w = work_new(c, a);
     if (!w) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "out of memory for a work handle");
+        s = ddpc__err(DDPC_ERR_NOMEM, "out of memory for a work handle");
         goto refuse;
     }
     if (!c->thread_started && !c->no_thread) {
         if (pthread_create(&c->thread, NULL, worker, c) != 0) {
-            s = ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "cannot start the progress thread");
+            s = ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "cannot start the progress thread");
             w->a.vec = NULL; /* freed below */
             work_free(w);
             goto refuse;
@@ -373,12 +373,12 @@ refuse:
  * exec timeout (none when that is 0); INFINITY: no limit. 1 when done. */
 static int wait_done(struct ddpc_work *w, double timeout_s) {
     double limit = timeout_s < 0 ? (w->timeout > 0 ? w->timeout : INFINITY) : timeout_s;
-    double deadline = ddpc_now() + limit;
-    double spin_until = ddpc_now() + (w->spin_s < limit ? w->spin_s : limit);
-    while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && ddpc_now() < spin_until)
+    double deadline = ddpc__now() + limit;
+    double spin_until = ddpc__now() + (w->spin_s < limit ? w->spin_s : limit);
+    while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && ddpc__now() < spin_until)
         sched_yield(); /* as the progress loop does: a sleeping core is slow to wake */
     pthread_mutex_lock(&w->mu);
-    while (!w->done && ddpc_now() < deadline)
+    while (!w->done && ddpc__now() < deadline)
         ddpc__cond_wait_until(&w->cv, &w->mu, deadline, isinf(limit) ? 0 : 1.0);
     int done = w->done;
     pthread_mutex_unlock(&w->mu);
@@ -386,13 +386,13 @@ static int wait_done(struct ddpc_work *w, double timeout_s) {
 }
 
 ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
-    if (!w) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
+    if (!w) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
     /* bounded as the operation is */
     if (timeout_s < 0 || isinf(timeout_s) || (w->no_thread && timeout_s > 0)) run_inline(w);
     if (!wait_done(w, timeout_s))
-        return ddpc_err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
+        return ddpc__err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
                         "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);
-    if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
+    if (w->st != DDPC_OK) return ddpc__err(w->st, "%s", w->err);
     return DDPC_OK;
 }
 
@@ -405,12 +405,12 @@ int ddpc_work_source(ddpc_work *w) {
 }
 
 ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
-    if (!w || !done) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_work_test: work and done must be non-NULL");
+    if (!w || !done) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_work_test: work and done must be non-NULL");
     pthread_mutex_lock(&w->mu);
     *done = w->done;
     pthread_mutex_unlock(&w->mu);
     if (!*done) return DDPC_OK;
-    if (w->st != DDPC_OK) return ddpc_err(w->st, "%s", w->err);
+    if (w->st != DDPC_OK) return ddpc__err(w->st, "%s", w->err);
     return DDPC_OK;
 }
 

@@ -67,7 +67,7 @@ static ddpc_status split_place(ddpc_comm *c, int color, int key, int *newrank, i
     *newrank = -1;
     *n = 0;
     if (!all || !m) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "out of memory");
+        s = ddpc__err(DDPC_ERR_NOMEM, "out of memory");
         goto out;
     }
     DDPC_CHECK_GOTO(split_exchange(c, DDPC_K_ALLGATHER, mine, all, 2), s, out);
@@ -97,7 +97,7 @@ static ddpc_status create_child(ddpc_comm *c, int color, int newrank, int n, uin
 }
 
 ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
-    if (!c || !out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_comm_split: communicator and out must be non-NULL");
+    if (!c || !out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_split: communicator and out must be non-NULL");
     *out = NULL;
     int newrank, n;
     DDPC_CHECK(split_place(c, color, key, &newrank, &n));
@@ -108,11 +108,11 @@ ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
     if (color >= 0) {
         cs = create_child(c, color, newrank, n, nsplit, &child);
         if (cs != DDPC_OK) snprintf(keep, sizeof keep, "%s", ddpc_last_error());
-        ddpc_log_set_rank(c->rank);
+        ddpc__log_set_rank(c->rank);
     }
     /* every child is connected before anyone may stop the store */
     ddpc_status s = split_exchange(c, DDPC_K_BARRIER, NULL, NULL, 0);
-    if (cs != DDPC_OK) s = ddpc_err(cs, "split: %s", keep);
+    if (cs != DDPC_OK) s = ddpc__err(cs, "split: %s", keep);
     if (s != DDPC_OK) {
         ddpc_comm_destroy(child);
         return s;

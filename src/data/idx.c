@@ -51,13 +51,13 @@ static ddpc_status rd(reader *r, void *buf, size_t n, size_t *got) {
             if (k < 0) {
                 int zerr;
                 const char *m = gzerror(r->gz, &zerr);
-                return ddpc_err(DDPC_ERR_IO, "%s: corrupt gzip data (%s)", r->path, m);
+                return ddpc__err(DDPC_ERR_IO, "%s: corrupt gzip data (%s)", r->path, m);
             }
             if (k == 0) {
                 int zerr;
                 const char *m = gzerror(r->gz, &zerr);
                 if (zerr != Z_OK)
-                    return ddpc_err(DDPC_ERR_IO, "%s: truncated gzip stream (%s) after %zu bytes",
+                    return ddpc__err(DDPC_ERR_IO, "%s: truncated gzip stream (%s) after %zu bytes",
                                     r->path, m, have);
                 break;
             }
@@ -66,7 +66,7 @@ static ddpc_status rd(reader *r, void *buf, size_t n, size_t *got) {
             ssize_t k = read(r->fd, (char *)buf + have, want);
             if (k < 0) {
                 if (errno == EINTR) continue;
-                return ddpc_err_errno(DDPC_ERR_IO, errno, "%s: read failed", r->path);
+                return ddpc__err_errno(DDPC_ERR_IO, errno, "%s: read failed", r->path);
             }
             if (k == 0) break;
             have += (size_t)k;
@@ -111,17 +111,17 @@ static ddpc_status open_reader(const char *path, reader *r, off_t *raw_size) {
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) {
         int e = errno;
-        if (e == ENOENT) return ddpc_err(DDPC_ERR_NOT_FOUND, "%s: no such file", path);
-        return ddpc_err_errno(DDPC_ERR_IO, e, "%s: cannot open", path);
+        if (e == ENOENT) return ddpc__err(DDPC_ERR_NOT_FOUND, "%s: no such file", path);
+        return ddpc__err_errno(DDPC_ERR_IO, e, "%s: cannot open", path);
     }
     struct stat st;
     if (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(r->fd);
-        return ddpc_err(DDPC_ERR_IO, "%s: not a regular file", path);
+        return ddpc__err(DDPC_ERR_IO, "%s: not a regular file", path);
     }
     if (st.st_size == 0) {
         close(r->fd);
-        return ddpc_err(DDPC_ERR_IO, "%s: empty file", path);
+        return ddpc__err(DDPC_ERR_IO, "%s: empty file", path);
     }
     unsigned char m[2] = {0, 0};
     size_t got = 0;
@@ -133,20 +133,20 @@ static ddpc_status open_reader(const char *path, reader *r, off_t *raw_size) {
     int is_gz = got == 2 && m[0] == 0x1f && m[1] == 0x8b;
     if (!is_gz && ends_with(path, ".gz")) {
         close(r->fd);
-        return ddpc_err(DDPC_ERR_IO, "%s: not gzip (starts with 0x%02x 0x%02x, want 0x1f 0x8b)",
+        return ddpc__err(DDPC_ERR_IO, "%s: not gzip (starts with 0x%02x 0x%02x, want 0x1f 0x8b)",
                         path, m[0], got > 1 ? m[1] : 0);
     }
     if (lseek(r->fd, 0, SEEK_SET) != 0) {
         int e = errno;
         close(r->fd);
-        return ddpc_err_errno(DDPC_ERR_IO, e, "%s: cannot seek", path);
+        return ddpc__err_errno(DDPC_ERR_IO, e, "%s: cannot seek", path);
     }
     *raw_size = st.st_size;
     if (is_gz) {
         r->gz = gzdopen(r->fd, "rb");
         if (!r->gz) {
             close(r->fd);
-            return ddpc_err(DDPC_ERR_NOMEM, "%s: gzdopen failed", path);
+            return ddpc__err(DDPC_ERR_NOMEM, "%s: gzdopen failed", path);
         }
         gzbuffer(r->gz, 1u << 17);
         *raw_size = -1;
@@ -166,35 +166,35 @@ static ddpc_status read_header(reader *r, ddpc_idx *x, size_t *nbytes, size_t *h
     size_t got;
     DDPC_CHECK(rd(r, h, 4, &got));
     if (got < 4)
-        return ddpc_err(DDPC_ERR_IO, "%s: truncated header (%zu of 4 magic bytes)", r->path, got);
+        return ddpc__err(DDPC_ERR_IO, "%s: truncated header (%zu of 4 magic bytes)", r->path, got);
     if (h[0] != 0 || h[1] != 0)
-        return ddpc_err(DDPC_ERR_IO,
+        return ddpc__err(DDPC_ERR_IO,
                         "%s: bad magic 0x%08x (an IDX file starts with 0x0000, a dtype code, a rank)",
                         r->path, be32(h));
     size_t esize = idx_esize(h[2]);
     if (esize == 0)
-        return ddpc_err(DDPC_ERR_IO,
+        return ddpc__err(DDPC_ERR_IO,
                         "%s: unknown dtype code 0x%02x (want 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)",
                         r->path, h[2]);
     int ndim = h[3];
     if (ndim < 1 || ndim > 8)
-        return ddpc_err(DDPC_ERR_IO, "%s: rank %d is out of range [1, 8]", r->path, ndim);
+        return ddpc__err(DDPC_ERR_IO, "%s: rank %d is out of range [1, 8]", r->path, ndim);
     DDPC_CHECK(rd(r, h + 4, 4 * (size_t)ndim, &got));
     if (got < 4 * (size_t)ndim)
-        return ddpc_err(DDPC_ERR_IO, "%s: truncated header (%zu of %d dimension bytes)", r->path,
+        return ddpc__err(DDPC_ERR_IO, "%s: truncated header (%zu of %d dimension bytes)", r->path,
                         got, 4 * ndim);
     size_t count = 1;
     for (int i = 0; i < ndim; i++) {
         uint32_t d = be32(h + 4 + 4 * i);
         if (d > INT_MAX)
-            return ddpc_err(DDPC_ERR_IO, "%s: dimension %d is %u, too large", r->path, i, d);
+            return ddpc__err(DDPC_ERR_IO, "%s: dimension %d is %u, too large", r->path, i, d);
         x->dims[i] = (int)d;
         if (__builtin_mul_overflow(count, (size_t)d, &count))
-            return ddpc_err(DDPC_ERR_IO, "%s: dimensions overflow", r->path);
+            return ddpc__err(DDPC_ERR_IO, "%s: dimensions overflow", r->path);
     }
     size_t nb;
     if (__builtin_mul_overflow(count, esize, &nb) || nb > ((size_t)1 << 40))
-        return ddpc_err(DDPC_ERR_IO, "%s: declared data size is too large", r->path);
+        return ddpc__err(DDPC_ERR_IO, "%s: declared data size is too large", r->path);
     x->dtype_code = h[2];
     x->ndim = ndim;
     x->count = count;
@@ -210,12 +210,12 @@ static ddpc_status read_data(reader *r, ddpc_idx *x, size_t nbytes) {
     size_t cap = nbytes, have = 0;
     if (r->gz && cap > (64u << 20)) cap = 64u << 20;
     x->data = malloc(cap ? cap : 1);
-    if (!x->data) return ddpc_err(DDPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", r->path, cap);
+    if (!x->data) return ddpc__err(DDPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", r->path, cap);
     while (have < nbytes) {
         if (have == cap) {
             size_t ncap = cap * 2 < nbytes ? cap * 2 : nbytes;
             void *p = realloc(x->data, ncap);
-            if (!p) return ddpc_err(DDPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", r->path, ncap);
+            if (!p) return ddpc__err(DDPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", r->path, ncap);
             x->data = p;
             cap = ncap;
         }
@@ -225,13 +225,13 @@ static ddpc_status read_data(reader *r, ddpc_idx *x, size_t nbytes) {
         if (got == 0) break;
     }
     if (have < nbytes)
-        return ddpc_err(DDPC_ERR_IO, "%s: truncated data: the header declares %zu bytes, the file has %zu",
+        return ddpc__err(DDPC_ERR_IO, "%s: truncated data: the header declares %zu bytes, the file has %zu",
                         r->path, nbytes, have);
     unsigned char extra[64];
     size_t got;
     DDPC_CHECK(rd(r, extra, sizeof extra, &got));
     if (got > 0)
-        return ddpc_err(DDPC_ERR_IO, "%s: trailing data after the %zu bytes the header declares",
+        return ddpc__err(DDPC_ERR_IO, "%s: trailing data after the %zu bytes the header declares",
                         r->path, nbytes);
     return DDPC_OK;
 }
@@ -243,23 +243,23 @@ static ddpc_status read_data(reader *r, ddpc_idx *x, size_t nbytes) {
  * follows; 5. convert to host byte order.
  */
 ddpc_status ddpc_idx_create(const char *path, ddpc_idx **out) {
-    if (!path || !out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_idx_create: NULL argument");
+    if (!path || !out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_idx_create: NULL argument");
     *out = NULL;
     reader r;
     off_t raw_size = -1;
     DDPC_CHECK(open_reader(path, &r, &raw_size));
     ddpc_idx *x = calloc(1, sizeof *x);
-    ddpc_status s = x ? DDPC_OK : ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory", path);
+    ddpc_status s = x ? DDPC_OK : ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory", path);
     size_t nbytes = 0, hbytes = 0;
     if (s == DDPC_OK) s = read_header(&r, x, &nbytes, &hbytes);
     if (s == DDPC_OK && raw_size >= 0) {
         size_t real = (size_t)raw_size - hbytes;
         if (real < nbytes)
-            s = ddpc_err(DDPC_ERR_IO,
+            s = ddpc__err(DDPC_ERR_IO,
                          "%s: truncated data: the header declares %zu bytes, the file has %zu",
                          path, nbytes, real);
         else if (real > nbytes)
-            s = ddpc_err(DDPC_ERR_IO,
+            s = ddpc__err(DDPC_ERR_IO,
                          "%s: trailing data: %zu bytes after the %zu bytes the header declares",
                          path, real - nbytes, nbytes);
     }

@@ -82,11 +82,11 @@ static void store_count(size_t *v, size_t x) { __atomic_store_n(v, x, __ATOMIC_R
  * SPIN_S. Yields the CPU every 64 polls, in case the thread it waits for
  * shares this CPU. */
 static void spin_while(const size_t *v, size_t old) {
-    double end = ddpc_now() + SPIN_S;
+    double end = ddpc__now() + SPIN_S;
     for (unsigned i = 1; load_count(v) == old; i++) {
-        ddpc_cpu_relax();
+        ddpc__cpu_relax();
         if (i % 64 == 0) {
-            if (ddpc_now() > end) return;
+            if (ddpc__now() > end) return;
             sched_yield();
         }
     }
@@ -119,7 +119,7 @@ static void *producer(void *arg) {
                 pthread_mutex_lock(&l->mu);
             }
             /* still nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
-            if (!l->quit && nothing_to_do(l)) ddpc__cond_wait_until(&l->space, &l->mu, ddpc_now() + 0.5, 0.5);
+            if (!l->quit && nothing_to_do(l)) ddpc__cond_wait_until(&l->space, &l->mu, ddpc__now() + 0.5, 0.5);
             continue;
         }
         size_t b = l->produced;
@@ -154,31 +154,31 @@ ddpc_loader_options ddpc_loader_options_default(void) {
 
 ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
                                const ddpc_loader_options *o, ddpc_loader **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: out is NULL");
     *out = NULL;
     ddpc_loader_options def = ddpc_loader_options_default();
     if (!o) o = &def;
     int batch_size = o->batch_size, drop_last = o->drop_last, prefetch = o->prefetch;
     float mean = o->mean, std = o->std;
     if (!ds || !ds->images || !ds->labels || ds->n < 0 || ds->rows < 1 || ds->cols < 1)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: dataset is NULL or empty");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: dataset is NULL or empty");
     if (batch_size < 1)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: batch_size=%d, must be >= 1", batch_size);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: batch_size=%d, must be >= 1", batch_size);
     if (prefetch < 0 || prefetch > 1024)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: prefetch=%d is out of range [0, 1024]",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: prefetch=%d is out of range [0, 1024]",
                         prefetch);
     if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: Normalize(mean=%g, std=%g) is invalid",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: Normalize(mean=%g, std=%g) is invalid",
                         (double)mean, (double)std);
     if (sampler && ddpc_sampler_dataset_len(sampler) > (size_t)ds->n)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "ddpc_loader_create: the sampler covers %zu samples but the dataset has %d",
                         ddpc_sampler_dataset_len(sampler), ds->n);
     double timeout_s;
     DDPC_CHECK(ddpc__env_double(DDPC_ENV_DATA_TIMEOUT, &timeout_s));
 
     ddpc_loader *l = calloc(1, sizeof *l);
-    if (!l) return ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+    if (!l) return ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
     l->ds = ds;
     l->sampler = sampler;
     l->len = sampler ? ddpc_sampler_len(sampler) : (size_t)ds->n;
@@ -198,17 +198,17 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     const size_t d = (size_t)ds->rows * (size_t)ds->cols;
     if (!sampler) {
         l->identity = malloc(((size_t)ds->n + 1) * sizeof *l->identity);
-        if (!l->identity) s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+        if (!l->identity) s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
         else
             for (int i = 0; i < ds->n; i++) l->identity[i] = i;
     }
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
-    if (!l->slots && s == DDPC_OK) s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+    if (!l->slots && s == DDPC_OK) s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
     for (int i = 0; s == DDPC_OK && i < l->nslots; i++) {
         l->slots[i].x = malloc((size_t)batch_size * d * sizeof(float));
         l->slots[i].y = malloc((size_t)batch_size * sizeof(int32_t));
         if (!l->slots[i].x || !l->slots[i].y)
-            s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_loader_create: cannot allocate %d batches of %d x %zu floats",
+            s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: cannot allocate %d batches of %d x %zu floats",
                          l->nslots, batch_size, d);
         else {
             l->slots[i].b.x = l->slots[i].x;
@@ -217,7 +217,7 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     }
     if (s == DDPC_OK && prefetch > 0) {
         int e = pthread_create(&l->thread, NULL, producer, l);
-        if (e != 0) s = ddpc_err_errno(DDPC_ERR_SYSTEM, e, "ddpc_loader_create: cannot start the prefetch thread");
+        if (e != 0) s = ddpc__err_errno(DDPC_ERR_SYSTEM, e, "ddpc_loader_create: cannot start the prefetch thread");
         else l->have_thread = 1;
     }
     if (s != DDPC_OK) {
@@ -236,15 +236,15 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
  * order; 3. resets the counters and wakes the thread.
  */
 ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
-    if (!l) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_start_epoch: loader is NULL");
+    if (!l) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_start_epoch: loader is NULL");
     pthread_mutex_lock(&l->mu);
     l->cancel = 1;
     pthread_cond_broadcast(&l->space);
-    double deadline = ddpc_deadline_in(l->timeout_s);
-    while (l->busy && !ddpc_expired(deadline)) ddpc__cond_wait_until(&l->idle, &l->mu, deadline, 0.5);
+    double deadline = ddpc__deadline_in(l->timeout_s);
+    while (l->busy && !ddpc__expired(deadline)) ddpc__cond_wait_until(&l->idle, &l->mu, deadline, 0.5);
     if (l->busy) {
         pthread_mutex_unlock(&l->mu);
-        return ddpc_err(DDPC_ERR_TIMEOUT,
+        return ddpc__err(DDPC_ERR_TIMEOUT,
                         "ddpc_loader_start_epoch: the prefetch thread did not finish its batch in %g s "
                         "(DDPC_DATA_TIMEOUT)", l->timeout_s);
     }
@@ -270,12 +270,12 @@ ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
  * releases the previously held slot to the thread.
  */
 ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
-    if (!l || !b) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: NULL argument");
+    if (!l || !b) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: NULL argument");
     *b = NULL;
     pthread_mutex_lock(&l->mu);
     if (!l->active) {
         pthread_mutex_unlock(&l->mu);
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: call ddpc_loader_start_epoch first");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: call ddpc_loader_start_epoch first");
     }
     if (l->consumed >= l->nb) {
         pthread_mutex_unlock(&l->mu);
@@ -294,11 +294,11 @@ ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
         spin_while(&l->produced, k);
         pthread_mutex_lock(&l->mu);
     }
-    double deadline = ddpc_deadline_in(l->timeout_s);
-    while (l->produced <= k && !ddpc_expired(deadline)) ddpc__cond_wait_until(&l->ready, &l->mu, deadline, 0.5);
+    double deadline = ddpc__deadline_in(l->timeout_s);
+    while (l->produced <= k && !ddpc__expired(deadline)) ddpc__cond_wait_until(&l->ready, &l->mu, deadline, 0.5);
     if (l->produced <= k) {
         pthread_mutex_unlock(&l->mu);
-        return ddpc_err(DDPC_ERR_TIMEOUT,
+        return ddpc__err(DDPC_ERR_TIMEOUT,
                         "ddpc_loader_next: batch %zu was not ready after %g s (DDPC_DATA_TIMEOUT)", k,
                         l->timeout_s);
     }

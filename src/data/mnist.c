@@ -43,13 +43,13 @@ static void find_file(const char *dir, const char *prefix, const char *kind, cha
  */
 ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_dataset **out) {
     if (!dir || !split || !out)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: NULL argument");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: NULL argument");
     *out = NULL;
     const char *prefix;
     if (strcmp(split, "train") == 0) prefix = "train";
     else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0) prefix = "t10k";
     else
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: split '%s' is not 'train' or 'test'",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: split '%s' is not 'train' or 'test'",
                         split);
     char ipath[PATH_MAX], lpath[PATH_MAX];
     find_file(dir, prefix, "images-idx3", ipath, sizeof ipath);
@@ -61,28 +61,28 @@ ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_d
     if (s == DDPC_OK) s = ddpc_idx_create(lpath, &lb);
     if (s != DDPC_OK) goto done;
     if (im->dtype_code != DDPC_IDX_UBYTE || im->ndim != 3) {
-        s = ddpc_err(DDPC_ERR_IO, "%s: images must be a 3-D ubyte IDX (0x00000803), got dtype 0x%02x rank %d",
+        s = ddpc__err(DDPC_ERR_IO, "%s: images must be a 3-D ubyte IDX (0x00000803), got dtype 0x%02x rank %d",
                      ipath, im->dtype_code, im->ndim);
         goto done;
     }
     if (lb->dtype_code != DDPC_IDX_UBYTE || lb->ndim != 1) {
-        s = ddpc_err(DDPC_ERR_IO, "%s: labels must be a 1-D ubyte IDX (0x00000801), got dtype 0x%02x rank %d",
+        s = ddpc__err(DDPC_ERR_IO, "%s: labels must be a 1-D ubyte IDX (0x00000801), got dtype 0x%02x rank %d",
                      lpath, lb->dtype_code, lb->ndim);
         goto done;
     }
     if (im->dims[0] != lb->dims[0]) {
-        s = ddpc_err(DDPC_ERR_IO, "%s has %d images but %s has %d labels", ipath, im->dims[0], lpath,
+        s = ddpc__err(DDPC_ERR_IO, "%s has %d images but %s has %d labels", ipath, im->dims[0], lpath,
                      lb->dims[0]);
         goto done;
     }
     if (im->dims[0] == 0 || im->dims[1] == 0 || im->dims[2] == 0) {
-        s = ddpc_err(DDPC_ERR_IO, "%s: no samples (dimensions %d x %d x %d)", ipath, im->dims[0],
+        s = ddpc__err(DDPC_ERR_IO, "%s: no samples (dimensions %d x %d x %d)", ipath, im->dims[0],
                      im->dims[1], im->dims[2]);
         goto done;
     }
     ds = calloc(1, sizeof *ds);
     if (!ds) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "ddpc_dataset_create_mnist: out of memory");
+        s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_dataset_create_mnist: out of memory");
         goto done;
     }
     ds->n = im->dims[0];

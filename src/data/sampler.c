@@ -103,24 +103,24 @@ ddpc_sampler_options ddpc_sampler_options_default(void) {
 
 ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
                                 ddpc_sampler **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: out is NULL");
     *out = NULL;
     ddpc_sampler_options def = ddpc_sampler_options_default();
     if (!o) o = &def;
     int num_replicas = o->num_replicas, rank = o->rank, shuffle = o->shuffle, drop_last = o->drop_last;
     uint64_t seed = o->seed;
     if (num_replicas < 1)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: num_replicas=%d, must be >= 1",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: num_replicas=%d, must be >= 1",
                         num_replicas);
     if (rank < 0 || rank >= num_replicas)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "ddpc_sampler_create: invalid rank %d, rank should be in the interval [0, %d]",
                         rank, num_replicas - 1);
     if (dataset_len > ((size_t)1 << 40))
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: dataset_len=%zu is too large",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: dataset_len=%zu is too large",
                         dataset_len);
     ddpc_sampler *s = calloc(1, sizeof *s);
-    if (!s) return ddpc_err(DDPC_ERR_NOMEM, "ddpc_sampler_create: out of memory");
+    if (!s) return ddpc__err(DDPC_ERR_NOMEM, "ddpc_sampler_create: out of memory");
     size_t R = (size_t)num_replicas;
     s->len = dataset_len;
     s->replicas = num_replicas;
@@ -134,7 +134,7 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *
     s->indices = malloc((s->num_samples ? s->num_samples : 1) * sizeof *s->indices);
     if (!s->perm || !s->indices) {
         ddpc_sampler_destroy(s);
-        return ddpc_err(DDPC_ERR_NOMEM, "ddpc_sampler_create: cannot allocate %zu indices",
+        return ddpc__err(DDPC_ERR_NOMEM, "ddpc_sampler_create: cannot allocate %zu indices",
                         dataset_len + s->num_samples);
     }
     DDPC_TRACE(DATA, "sampler: len %zu, rank %d of %d, shuffle %d, seed %llu, drop_last %d: %zu samples",

@@ -51,7 +51,7 @@ ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out) {
     if (s && !strcasecmp(s, "auto")) *out = DDPC_OVERLAP_AUTO;
     else if (s && !strcasecmp(s, "on")) *out = DDPC_OVERLAP_ON;
     else if (s && !strcasecmp(s, "off")) *out = DDPC_OVERLAP_OFF;
-    else return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown overlap '%s' (auto, on, off)", s ? s : "(null)");
+    else return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown overlap '%s' (auto, on, off)", s ? s : "(null)");
     return DDPC_OK;
 }
 
@@ -62,7 +62,7 @@ static int resolve_overlap(const ddpc_ddp *d) {
     if (d->opt.overlap != DDPC_OVERLAP_AUTO) return d->opt.overlap == DDPC_OVERLAP_ON;
     int local = ddpc_comm_local_size(d->comm);
     if (local < ddpc_comm_size(d->comm)) return 1;
-    return (long)local * ddpc_nn_threads() < ddpc_cpu_count();
+    return (long)local * ddpc_nn_threads() < ddpc__cpu_count();
 }
 
 ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
@@ -70,7 +70,7 @@ ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
     else if (s && (!strcasecmp(s, "fp16") || !strcasecmp(s, "float16"))) *out = DDPC_COMPRESS_FP16;
     else if (s && (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16"))) *out = DDPC_COMPRESS_BF16;
     else
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown compression '%s' (none, fp16, bf16)",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown compression '%s' (none, fp16, bf16)",
                         s ? s : "(null)");
     return DDPC_OK;
 }
@@ -91,7 +91,7 @@ static ddpc_status issue(ddpc_ddp *d, int b, int now) {
         t = packed_dtype(d);
         op = DDPC_SUM;
         buf = bk->packed;
-        ddpc_from_float32(bk->packed, g, bk->count, t);
+        ddpc__from_float32(bk->packed, g, bk->count, t);
     }
     if (now) return ddpc_allreduce(d->comm, buf, buf, bk->count, t, op);
     return ddpc_allreduce_async(d->comm, buf, buf, bk->count, t, op, &bk->work);
@@ -103,8 +103,8 @@ static void finish(ddpc_ddp *d, int b) {
     if (d->opt.compress == DDPC_COMPRESS_NONE) return;
     bucket *bk = &d->buckets[b];
     float *g = d->grads + bk->first;
-    ddpc_to_float32(g, bk->packed, bk->count, packed_dtype(d));
-    ddpc_reduce_finish(g, bk->count, DDPC_FLOAT32, DDPC_AVG, d->world);
+    ddpc__to_float32(g, bk->packed, bk->count, packed_dtype(d));
+    ddpc__reduce_finish(g, bk->count, DDPC_FLOAT32, DDPC_AVG, d->world);
 }
 
 /* Issues, in bucket order, every ready bucket whose predecessors are issued:
@@ -171,7 +171,7 @@ static ddpc_status check_params(ddpc_ddp *d) {
     int64_t *desc = calloc((size_t)n0 * 6 + 1, sizeof *desc);
     int64_t *firsts = calloc((size_t)d->world, sizeof *firsts);
     ddpc_status s = DDPC_OK;
-    if (!desc || !firsts) s = ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for the parameter check");
+    if (!desc || !firsts) s = ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory for the parameter check");
     for (int i = 0; s == DDPC_OK && rank == 0 && i < np; i++)
         describe(ddpc_model_param(d->model, i), desc + (size_t)i * 6);
     if (s == DDPC_OK) s = ddpc_broadcast(d->comm, desc, desc, (size_t)n0 * 6, DDPC_INT64, 0);
@@ -200,7 +200,7 @@ static ddpc_status check_params(ddpc_ddp *d) {
             else ddpc__sb_puts(&sb, "(no memory to list them)");
             free(who);
             const char *name = lo < np ? ddpc_model_param(d->model, (int)lo)->name : "(none)";
-            s = ddpc_err(DDPC_ERR_MISMATCH,
+            s = ddpc__err(DDPC_ERR_MISMATCH,
                          "DDP: models differ across ranks: parameter %lld (here '%s') differs "
                          "between rank 0 and rank(s) %s in name or shape (rank 0 has %lld "
                          "parameters, this rank %d has %d)",
@@ -224,7 +224,7 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
     d->param_bucket = calloc((size_t)(np > 0 ? np : 1), sizeof *d->param_bucket);
     d->marked = calloc((size_t)(np > 0 ? np : 1), 1);
     if (!d->buckets || !d->param_bucket || !d->marked)
-        return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
+        return ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
     double limit = d->opt.first_bucket_mb * 1048576.0; /* bytes */
     bucket *cur = NULL;
     for (int i = np - 1; i >= 0; i--) {
@@ -235,7 +235,7 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
         }
         /* reverse order over a forward-ordered block: each bucket is contiguous */
         if (p->offset + p->numel != cur->first)
-            return ddpc_err(DDPC_ERR_INTERNAL, "DDP: parameter '%s' is not contiguous in the "
+            return ddpc__err(DDPC_ERR_INTERNAL, "DDP: parameter '%s' is not contiguous in the "
                             "gradient block", p->name);
         cur->first = p->offset;
         cur->count += p->numel;
@@ -249,7 +249,7 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
     if (d->opt.compress != DDPC_COMPRESS_NONE)
         for (int b = 0; b < d->nbuckets; b++) {
             d->buckets[b].packed = malloc(d->buckets[b].count * sizeof(uint16_t) + 1);
-            if (!d->buckets[b].packed) return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
+            if (!d->buckets[b].packed) return ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
         }
     for (int b = 0; b < d->nbuckets; b++)
         DDPC_TRACE(DDP, "bucket %d: gradients [%zu, %zu), %d parameters", b, d->buckets[b].first,
@@ -260,9 +260,9 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
 ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
                             ddpc_ddp **out) {
     *out = NULL;
-    if (!c || !m) return ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: communicator and model are required");
+    if (!c || !m) return ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: communicator and model are required");
     ddpc_ddp *d = calloc(1, sizeof *d);
-    if (!d) return ddpc_err(DDPC_ERR_NOMEM, "DDP: no memory");
+    if (!d) return ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory");
     d->comm = c;
     d->model = m;
     d->world = ddpc_comm_size(c);
@@ -270,14 +270,14 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
     d->opt = opts ? *opts : ddpc_ddp_options_default();
     if (d->opt.overlap != DDPC_OVERLAP_AUTO && d->opt.overlap != DDPC_OVERLAP_ON &&
         d->opt.overlap != DDPC_OVERLAP_OFF) {
-        ddpc_status s = ddpc_err(DDPC_ERR_INVALID_ARG, "DDP: overlap must be auto, on or off (got %d)",
+        ddpc_status s = ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: overlap must be auto, on or off (got %d)",
                                  (int)d->opt.overlap);
         free(d);
         return s;
     }
     d->overlap = resolve_overlap(d);
     if (!(d->opt.first_bucket_mb > 0) || !(d->opt.bucket_mb > 0)) {
-        ddpc_status s = ddpc_err(DDPC_ERR_INVALID_ARG,
+        ddpc_status s = ddpc__err(DDPC_ERR_INVALID_ARG,
                                  "DDP: bucket sizes must be > 0 MB (got %g and %g)",
                                  d->opt.first_bucket_mb, d->opt.bucket_mb);
         free(d);
@@ -332,7 +332,7 @@ static ddpc_status sync_round(ddpc_ddp *d) {
     }
     d->in_round = 0;
     d->failed = DDPC_OK;
-    if (s != DDPC_OK) return ddpc_err_wrap(s, "DDP: gradient allreduce failed");
+    if (s != DDPC_OK) return ddpc__err_wrap(s, "DDP: gradient allreduce failed");
     d->averaged = 1;
     return DDPC_OK;
 }
@@ -341,9 +341,9 @@ static ddpc_status sync_round(ddpc_ddp *d) {
 static ddpc_status on_backward_end(void *ctx) {
     ddpc_ddp *d = ctx;
     if (!d->sync) return DDPC_OK;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     ddpc_status s = sync_round(d);
-    d->sync_s += ddpc_now() - t0;
+    d->sync_s += ddpc__now() - t0;
     return s;
 }
 
@@ -356,7 +356,7 @@ double ddpc_ddp_sync_seconds(const ddpc_ddp *d) { return d->sync_s; }
 
 ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
                                      const ddpc_sampler_options *o, ddpc_sampler **out) {
-    if (!c) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
+    if (!c) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
     ddpc_sampler_options so = o ? *o : ddpc_sampler_options_default();
     so.num_replicas = ddpc_comm_size(c);
     so.rank = ddpc_comm_rank(c);

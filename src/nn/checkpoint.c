@@ -32,7 +32,7 @@ static ddpc_status list_tensors(const ddpc_model *m, ddpc_optim *o, ckpt_tensor 
     int nstate = ddpc_optim_num_state(o);
     int nt = m->nparams * (1 + nstate);
     ckpt_tensor *ts = calloc((size_t)(nt ? nt : 1), sizeof *ts);
-    if (!ts) return ddpc_err(DDPC_ERR_NOMEM, "checkpoint: out of memory");
+    if (!ts) return ddpc__err(DDPC_ERR_NOMEM, "checkpoint: out of memory");
     int k = 0;
     for (int j = -1; j < nstate; j++) {
         const char *sname = NULL;
@@ -80,8 +80,8 @@ static int rng_unhex(const char *s, ddpc_rng *r) {
  */
 ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
                                  const ddpc_ckpt_meta *meta) {
-    if (!path || !*path) return ddpc_err(DDPC_ERR_INVALID_ARG, "checkpoint save: path is empty");
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "checkpoint save: model is NULL or not built");
+    if (!path || !*path) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: path is empty");
+    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: model is NULL or not built");
     ddpc_optim *o = (ddpc_optim *)optim; /* only read */
     ckpt_tensor *ts;
     int nt;
@@ -89,7 +89,7 @@ ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const dd
     ddpc_status s = DDPC_OK;
     ddpc__st_out *out = calloc((size_t)(nt ? nt : 1), sizeof *out);
     if (!out) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "checkpoint save: out of memory");
+        s = ddpc__err(DDPC_ERR_NOMEM, "checkpoint save: out of memory");
         goto done;
     }
     for (int i = 0; i < nt; i++) {
@@ -137,9 +137,9 @@ static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
 
 /* t must be F32 with p's shape; otherwise a mismatch naming it. */
 static ddpc_status check_tensor(const char *path, const ddpc__st_tensor *t, const char *name, const ddpc_param *p) {
-    if (!t) return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s has no tensor '%s' that the model needs", path, name);
+    if (!t) return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s has no tensor '%s' that the model needs", path, name);
     if (strcmp(t->dtype, "F32"))
-        return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s, the model's is F32", path, name, t->dtype);
+        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s, the model's is F32", path, name, t->dtype);
     int64_t ms[4];
     for (int d = 0; d < p->ndim; d++) ms[d] = p->shape[d];
     int same = t->ndim == p->ndim;
@@ -148,7 +148,7 @@ static ddpc_status check_tensor(const char *path, const ddpc__st_tensor *t, cons
         char a[128], b[128];
         shape_str(a, sizeof a, t->ndim, t->shape);
         shape_str(b, sizeof b, p->ndim, ms);
-        return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' has shape %s, the model's has %s", path, name, a, b);
+        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' has shape %s, the model's has %s", path, name, a, b);
     }
     return DDPC_OK;
 }
@@ -161,7 +161,7 @@ static ddpc_status parse_u64_meta(const char *path, const ddpc__st_file *f, cons
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || end == v || *end || *v == '-')
-        return ddpc_err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"%s\" = \"%s\" is not an integer", path, key, v);
+        return ddpc__err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"%s\" = \"%s\" is not an integer", path, key, v);
     *out = x;
     return DDPC_OK;
 }
@@ -185,9 +185,9 @@ static ddpc_status match_tensors(const char *path, const ddpc__st_file *f, const
 static ddpc_status match_optim_kind(const char *path, const char *okind, ddpc_optim *optim) {
     const char *want = ddpc_optim_kind_name(ddpc_optim_get_options(optim)->kind);
     if (!okind)
-        return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s has no optimizer state (saved without one); the trainer's optimizer is %s", path, want);
+        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s has no optimizer state (saved without one); the trainer's optimizer is %s", path, want);
     if (strcmp(okind, want))
-        return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s holds %s optimizer state, the optimizer is %s", path, okind, want);
+        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s holds %s optimizer state, the optimizer is %s", path, okind, want);
     return DDPC_OK;
 }
 
@@ -198,10 +198,10 @@ static ddpc_status check_all_used(const char *path, const ddpc__st_file *f, cons
     for (int i = 0; i < f->nt; i++) {
         if (used[i]) continue;
         if (strncmp(f->t[i].name, "optim.", 6))
-            return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' matches nothing in the model (%s)", path,
+            return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' matches nothing in the model (%s)", path,
                             f->t[i].name, m->desc);
         if (optim)
-            return ddpc_err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is optimizer state that this %s optimizer does not keep%s",
+            return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is optimizer state that this %s optimizer does not keep%s",
                             path, f->t[i].name, okind, ddpc_optim_num_state(optim) == 0 ? " (it has no momentum)" : "");
     }
     return DDPC_OK;
@@ -216,8 +216,8 @@ static ddpc_status check_all_used(const char *path, const ddpc__st_file *f, cons
  */
 ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *optim,
                                  ddpc_ckpt_meta *meta) {
-    if (!path || !*path) return ddpc_err(DDPC_ERR_INVALID_ARG, "checkpoint load: path is empty");
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "checkpoint load: model is NULL or not built");
+    if (!path || !*path) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint load: path is empty");
+    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint load: model is NULL or not built");
     ddpc__st_file f;
     DDPC_CHECK(ddpc__st_open(path, &f));
     ckpt_tensor *ts = NULL;
@@ -225,7 +225,7 @@ ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *op
     ddpc_status s;
     if ((s = list_tensors(m, optim, &ts, &nt)) != DDPC_OK) goto done;
     if (!(used = calloc((size_t)(f.nt ? f.nt : 1), sizeof *used))) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "checkpoint: out of memory");
+        s = ddpc__err(DDPC_ERR_NOMEM, "checkpoint: out of memory");
         goto done;
     }
     /* 2. */
@@ -243,7 +243,7 @@ ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *op
     ddpc_rng rng = m->rng;
     const char *rh = ddpc__st_meta(&f, "rng");
     if (rh && !rng_unhex(rh, &rng)) {
-        s = ddpc_err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"rng\" is not 64 hex digits", path);
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"rng\" is not 64 hex digits", path);
         goto done;
     }
     /* 4. */

@@ -16,7 +16,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-int nn_have_skinny(void) {
+int ddpc__nn_have_skinny(void) {
     static int have = -1; /* computed once; racing threads store the same value */
     int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
     if (h < 0) {
@@ -195,8 +195,8 @@ __attribute__((target("avx2,fma"))) static void sgd_plain(float *w, const float 
     for (; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
 }
 
-void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
-    if (nn_have_skinny()) {
+void ddpc__nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
+    if (ddpc__nn_have_skinny()) {
         sgd_plain(w, g, n, lr, wd);
         return;
     }
@@ -241,8 +241,8 @@ __attribute__((target("avx2"))) static void adam_avx2(const nn_adam_args *a, flo
     adam_scalar(a, w, g, ma, va, i, n);
 }
 
-void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
-    if (nn_have_skinny()) adam_avx2(a, w, g, ma, va, n);
+void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
+    if (ddpc__nn_have_skinny()) adam_avx2(a, w, g, ma, va, n);
     else adam_scalar(a, w, g, ma, va, 0, n);
 }
 
@@ -264,32 +264,32 @@ __attribute__((target("avx2"))) static void relu_bwd_avx2(const float *y, const 
     for (; i < n; i++) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
 }
 
-int nn_relu_fast(const float *x, float *y, size_t n) {
-    if (!nn_have_skinny()) return 0;
+int ddpc__nn_relu_fast(const float *x, float *y, size_t n) {
+    if (!ddpc__nn_have_skinny()) return 0;
     relu_fwd_avx2(x, y, n);
     return 1;
 }
 
-int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) {
-    if (!nn_have_skinny()) return 0;
+int ddpc__nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) {
+    if (!ddpc__nn_have_skinny()) return 0;
     relu_bwd_avx2(y, g, dx, n);
     return 1;
 }
 
-void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N) {
+void ddpc__nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N) {
     fwd_n(x, W, y, B, K, N);
 }
 
-void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N) {
+void ddpc__nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N) {
     bwd_n(g, x, dW, B, K, N);
 }
 
 #else /* not x86: always sgemm */
 
-int nn_have_skinny(void) { return 0; }
-int nn_relu_fast(const float *x, float *y, size_t n) { return 0; }
-int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) { return 0; }
-void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
+int ddpc__nn_have_skinny(void) { return 0; }
+int ddpc__nn_relu_fast(const float *x, float *y, size_t n) { return 0; }
+int ddpc__nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) { return 0; }
+void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         if (a->decoupled) w[i] *= a->decay;
@@ -300,10 +300,10 @@ void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *
         w[i] -= a->step_size * (ma[i] / denom);
     }
 }
-void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
+void ddpc__nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
     for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
 }
-void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N) {}
-void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N) {}
+void ddpc__nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N) {}
+void ddpc__nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N) {}
 
 #endif

@@ -17,10 +17,10 @@
  * y (B, out) = x (B, in) @ W^T + b, W (out, in), b (out). Few outputs
  * (the classifier) go through the skinny kernels, the rest through sgemm.
  */
-void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
+void ddpc__nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int in = L->in_f, out = L->out_f;
-    int skinny = out <= NN_SKINNY_MAX && nn_have_skinny();
+    int skinny = out <= NN_SKINNY_MAX && ddpc__nn_have_skinny();
     float beta = 0.0f;
     if (L->has_bias) {
         const float *b = m->params[L->p_bias].data;
@@ -30,7 +30,7 @@ void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int
         memset(y, 0, (size_t)B * out * sizeof(float));
     }
     if (skinny)
-        nn_skinny_forward(x, W->data, y, B, in, out);
+        ddpc__nn_skinny_forward(x, W->data, y, B, in, out);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W->data, in,
                     beta, y, out);
@@ -40,12 +40,12 @@ void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int
  * dW (out, in) += g^T (out, B) @ x (B, in); db (out) += column sums of g;
  * then dx (B, in) = g (B, out) @ W (out, in) when dx is wanted.
  */
-void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx,
+void ddpc__nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx,
                         int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int in = L->in_f, out = L->out_f;
-    if (out <= NN_SKINNY_MAX && nn_have_skinny())
-        nn_skinny_backward_w(g, x, W->grad, B, in, out);
+    if (out <= NN_SKINNY_MAX && ddpc__nn_have_skinny())
+        ddpc__nn_skinny_backward_w(g, x, W->grad, B, in, out);
     else
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, g, out, x, in, 1.0f,
                     W->grad, in);
@@ -55,9 +55,9 @@ void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float 
             const float *gr = g + (size_t)r * out;
             for (int j = 0; j < out; j++) db[j] += gr[j];
         }
-        nn_fire(m, L->p_bias);
+        ddpc__nn_fire(m, L->p_bias);
     }
-    nn_fire(m, L->p_weight);
+    ddpc__nn_fire(m, L->p_weight);
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out, 1.0f, g, out, W->data,
                     in, 0.0f, dx, in);
@@ -125,7 +125,7 @@ static void col2im(const float *dcol, size_t ld, int C, int H, int W, int k, int
  * 2. tmp (OC, B*P) = W (OC, C*k*k) @ col
  * 3. y[b, o, :] = tmp[o, b*P : (b+1)*P] + bias[o]
  */
-void nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
+void ddpc__nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int OC = L->out_c, P = L->out_h * L->out_w, ckk = L->in_c * L->k * L->k;
     size_t ld = (size_t)B * P;
@@ -149,7 +149,7 @@ void nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int
  * 2. dW (OC, C*k*k) += tmp @ col^T
  * 3. when dx is wanted: dcol = W^T @ tmp, then dx_b = col2im(dcol's block b)
  */
-void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B) {
+void ddpc__nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int OC = L->out_c, P = L->out_h * L->out_w, ckk = L->in_c * L->k * L->k;
     size_t ld = (size_t)B * P;
@@ -168,8 +168,8 @@ void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, i
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, OC, ckk, (int)ld, 1.0f, L->tmp, (int)ld,
                 L->col, (int)ld, 1.0f, W->grad, ckk);
-    if (L->has_bias) nn_fire(m, L->p_bias);
-    nn_fire(m, L->p_weight);
+    if (L->has_bias) ddpc__nn_fire(m, L->p_bias);
+    ddpc__nn_fire(m, L->p_weight);
     if (!dx) return;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, (int)ld, OC, 1.0f, W->data, ckk,
                 L->tmp, (int)ld, 0.0f, L->dcol, (int)ld);
@@ -181,14 +181,14 @@ void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, i
 
 /* -------------------------------------------------------------- ReLU */
 
-void nn_relu_forward(const float *x, float *y, size_t n) {
-    if (nn_relu_fast(x, y, n)) return;
+void ddpc__nn_relu_forward(const float *x, float *y, size_t n) {
+    if (ddpc__nn_relu_fast(x, y, n)) return;
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 /* dx = g where the output was positive, else 0 (PyTorch: gradient 0 at 0). */
-void nn_relu_backward(const float *y, const float *g, float *dx, size_t n) {
-    if (nn_relu_backward_fast(y, g, dx, n)) return;
+void ddpc__nn_relu_backward(const float *y, const float *g, float *dx, size_t n) {
+    if (ddpc__nn_relu_backward_fast(y, g, dx, n)) return;
     for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
 }
 
@@ -196,7 +196,7 @@ void nn_relu_backward(const float *y, const float *g, float *dx, size_t n) {
 
 /* y[c, oh, ow] = max over the k x k window at (oh*s, ow*s); argmax keeps the
  * index (within the sample) of the first maximum, for backward. */
-void nn_maxpool_forward(nn_layer *L, const float *x, float *y, int B) {
+void ddpc__nn_maxpool_forward(nn_layer *L, const float *x, float *y, int B) {
     int C = L->in_c, H = L->in_h, W = L->in_w, OH = L->out_h, OW = L->out_w, k = L->k,
         s = L->stride;
     for (int b = 0; b < B; b++) {
@@ -224,7 +224,7 @@ void nn_maxpool_forward(nn_layer *L, const float *x, float *y, int B) {
 }
 
 /* dx = 0, then dx[argmax] += g. */
-void nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B) {
+void ddpc__nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B) {
     memset(dx, 0, (size_t)B * L->in_n * sizeof(float));
     for (int b = 0; b < B; b++) {
         const float *gb = g + (size_t)b * L->out_n;
@@ -238,7 +238,7 @@ void nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B) {
 
 /* Train mode: mask = 0 with probability p, else 1/(1-p), from the model's
  * RNG; y = x * mask. Eval mode (or p = 0): y = x, mask = 1. */
-void nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
+void ddpc__nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B) {
     size_t n = (size_t)B * L->out_n;
     if (!m->training || L->p == 0.0f) {
         for (size_t i = 0; i < n; i++) L->mask[i] = 1.0f;
@@ -252,7 +252,7 @@ void nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, in
     }
 }
 
-void nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B) {
+void ddpc__nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B) {
     size_t n = (size_t)B * L->out_n;
     for (size_t i = 0; i < n; i++) dx[i] = g[i] * L->mask[i];
 }

@@ -24,12 +24,12 @@
 /* An empty stack whose samples have shape (c, h, w). */
 static ddpc_status model_new(int c, int h, int w, uint64_t seed, ddpc_model **out) {
     if (c < 1 || h < 1 || w < 1)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) must be positive", c,
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) must be positive", c,
                         h, w);
     if ((double)c * h * w > 1e9)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) is too large", c, h, w);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) is too large", c, h, w);
     ddpc_model *m = calloc(1, sizeof *m);
-    if (!m) return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory");
+    if (!m) return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory");
     m->in_c = m->cur_c = c;
     m->in_h = m->cur_h = h;
     m->in_w = m->cur_w = w;
@@ -43,14 +43,14 @@ static ddpc_status model_new(int c, int h, int w, uint64_t seed, ddpc_model **ou
 /* Appends a layer with the running input shape; returns NULL (error raised) if full. */
 static nn_layer *push_layer(ddpc_model *m, layer_kind kind, const char *what) {
     if (m->nlayers == MAX_LAYERS) {
-        ddpc_err(DDPC_ERR_INVALID_ARG, "%s: more than %d layers", what, MAX_LAYERS);
+        ddpc__err(DDPC_ERR_INVALID_ARG, "%s: more than %d layers", what, MAX_LAYERS);
         return NULL;
     }
     if (m->nlayers == m->cap_layers) {
         int cap = m->cap_layers ? 2 * m->cap_layers : 8;
         nn_layer *l = realloc(m->layers, (size_t)cap * sizeof *l);
         if (!l) {
-            ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory", what);
+            ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory", what);
             return NULL;
         }
         m->layers = l;
@@ -84,7 +84,7 @@ static ddpc_status add_param(ddpc_model *m, int layer, const char *suffix, int n
     if (m->nparams == m->cap_params) {
         int cap = m->cap_params ? 2 * m->cap_params : 8;
         ddpc_param *p = realloc(m->params, (size_t)cap * sizeof *p);
-        if (!p) return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory");
+        if (!p) return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory");
         m->params = p;
         m->cap_params = cap;
     }
@@ -93,7 +93,7 @@ static ddpc_status add_param(ddpc_model *m, int layer, const char *suffix, int n
     char name[32];
     snprintf(name, sizeof name, "%d.%s", layer, suffix);
     p->name = strdup(name);
-    if (!p->name) return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory");
+    if (!p->name) return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory");
     p->ndim = ndim;
     p->numel = 1;
     for (int i = 0; i < ndim; i++) {
@@ -111,15 +111,15 @@ static ddpc_status add_linear(ddpc_model *m, int in_features, int out_features, 
     if (!L) return DDPC_ERR_INVALID_ARG;
     int idx = m->nlayers;
     if (in_features < 1 || out_features < 1 || out_features > 1 << 24)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "layer %d Linear(%d, %d): features must be positive",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "layer %d Linear(%d, %d): features must be positive",
                         idx, in_features, out_features);
     if (L->in_n != (size_t)in_features)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "layer %d Linear(%d, %d): its input has %zu features (shape %d x %d x %d)%s",
                         idx, in_features, out_features, L->in_n, L->in_c, L->in_h, L->in_w,
                         L->in_h > 1 ? "; add a Flatten first?" : "");
     if (L->in_h != 1 || L->in_c != 1)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "layer %d Linear(%d, %d): input shape %d x %d x %d is not flat; add a Flatten first",
                         idx, in_features, out_features, L->in_c, L->in_h, L->in_w);
     L->in_f = in_features;
@@ -140,17 +140,17 @@ static ddpc_status add_conv2d(ddpc_model *m, int in_channels, int out_channels, 
     int idx = m->nlayers;
     if (in_channels < 1 || out_channels < 1 || kernel < 1 || stride < 1 || padding < 0 ||
         out_channels > 1 << 16 || kernel > 64 || padding > 64)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "layer %d Conv2d(%d, %d, kernel %d, stride %d, padding %d): out of range",
                         idx, in_channels, out_channels, kernel, stride, padding);
     if (L->in_c != in_channels)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "layer %d Conv2d(%d, %d): its input has %d channels (shape %d x %d x %d)",
                         idx, in_channels, out_channels, L->in_c, L->in_c, L->in_h, L->in_w);
     int oh = (L->in_h + 2 * padding - kernel) / stride + 1;
     int ow = (L->in_w + 2 * padding - kernel) / stride + 1;
     if (L->in_h + 2 * padding < kernel || L->in_w + 2 * padding < kernel || oh < 1 || ow < 1)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "layer %d Conv2d: kernel %d does not fit input %d x %d with padding %d",
                         idx, kernel, L->in_h, L->in_w, padding);
     L->k = kernel;
@@ -177,7 +177,7 @@ static ddpc_status add_maxpool2d(ddpc_model *m, int kernel, int stride) {
     if (!L) return DDPC_ERR_INVALID_ARG;
     int idx = m->nlayers;
     if (kernel < 1 || stride < 1 || kernel > L->in_h || kernel > L->in_w)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "layer %d MaxPool2d(kernel %d, stride %d): out of range for input %d x %d",
                         idx, kernel, stride, L->in_h, L->in_w);
     L->k = kernel;
@@ -197,7 +197,7 @@ static ddpc_status add_dropout(ddpc_model *m, float p) {
     nn_layer *L = push_layer(m, LAYER_DROPOUT, "Dropout");
     if (!L) return DDPC_ERR_INVALID_ARG;
     if (!(p >= 0.0f && p < 1.0f))
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "layer %d Dropout(p=%g): p must be in [0, 1)",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "layer %d Dropout(p=%g): p must be in [0, 1)",
                         m->nlayers, (double)p);
     L->p = p;
     commit_layer(m, L, L->in_c, L->in_h, L->in_w);
@@ -244,10 +244,10 @@ static void fill_uniform(ddpc_rng *r, float *p, size_t n, float bound) {
  * initialises the parameters: PyTorch's default init, layer by layer in
  * order, weight then bias. */
 static ddpc_status build(ddpc_model *m) {
-    if (m->nlayers == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "model: no layers");
+    if (m->nlayers == 0) return ddpc__err(DDPC_ERR_INVALID_ARG, "model: no layers");
     m->pblock = alloc_floats(m->numel);
     m->gblock = alloc_floats(m->numel);
-    if (!m->pblock || !m->gblock) return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory for %zu params", m->numel);
+    if (!m->pblock || !m->gblock) return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory for %zu params", m->numel);
     memset(m->gblock, 0, m->numel * sizeof(float));
     for (int i = 0; i < m->nparams; i++) {
         m->params[i].data = m->pblock + m->params[i].offset;
@@ -298,7 +298,7 @@ static void free_batch_buffers(ddpc_model *m) {
 static ddpc_status ensure_batch(ddpc_model *m, int B) {
     if (B <= m->cap_batch) return DDPC_OK;
     if (B > MAX_BATCH)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: batch %d is larger than %d", B, MAX_BATCH);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "forward: batch %d is larger than %d", B, MAX_BATCH);
     free_batch_buffers(m);
     size_t n = (size_t)B;
     for (int i = 0; i < m->nlayers; i++) {
@@ -310,7 +310,7 @@ static ddpc_status ensure_batch(ddpc_model *m, int B) {
         if (L->kind == LAYER_CONV2D) {
             size_t colsz = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
             if (n * L->out_h * L->out_w > (size_t)INT32_MAX || n * colsz > ((size_t)1 << 40))
-                return ddpc_err(DDPC_ERR_INVALID_ARG, "layer %d Conv2d: batch %d makes its im2col buffer too large",
+                return ddpc__err(DDPC_ERR_INVALID_ARG, "layer %d Conv2d: batch %d makes its im2col buffer too large",
                                 i, B);
             if (!(L->col = alloc_floats(n * colsz))) goto nomem;
             if (L->need_dx && !(L->dcol = alloc_floats(n * colsz))) goto nomem;
@@ -325,7 +325,7 @@ static ddpc_status ensure_batch(ddpc_model *m, int B) {
     return DDPC_OK;
 nomem:
     free_batch_buffers(m);
-    return ddpc_err(DDPC_ERR_NOMEM, "model: out of memory for the buffers of a batch of %d", B);
+    return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory for the buffers of a batch of %d", B);
 }
 
 ddpc_model_options ddpc_model_options_default(void) {
@@ -380,9 +380,9 @@ static ddpc_status add_layer(ddpc_model *m, const ddpc_layer *l, int i) {
     case DDPC_LAYER_FLATTEN: return add_flatten(m);
     case DDPC_LAYER_DROPOUT: return add_dropout(m, l->p);
     case DDPC_LAYER_INPUT:
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "model: layers[%d] is an input shape; only layers[0] may be", i);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "model: layers[%d] is an input shape; only layers[0] may be", i);
     }
-    return ddpc_err(DDPC_ERR_INVALID_ARG, "model: layers[%d] has unknown kind %d", i, (int)l->kind);
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "model: layers[%d] has unknown kind %d", i, (int)l->kind);
 }
 
 /*
@@ -393,9 +393,9 @@ static ddpc_status add_layer(ddpc_model *m, const ddpc_layer *l, int i) {
  */
 ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
                               ddpc_model **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: out is NULL");
     *out = NULL;
-    if (!layers || n < 1) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: no layers");
+    if (!layers || n < 1) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: no layers");
     ddpc_model_options def = ddpc_model_options_default();
     if (!o) o = &def;
     int first = 0, c, h, w;
@@ -405,7 +405,7 @@ ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_
     } else if (layers[0].kind == DDPC_LAYER_LINEAR) {
         c = 1, h = 1, w = layers[0].in;
     } else {
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: the first layer does not give "
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: the first layer does not give "
                         "the input's shape; put ddpc_input(c, h, w) first");
     }
     ddpc_nn_threads(); /* chooses the BLAS threads if the program has not */
@@ -441,7 +441,7 @@ ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model
          {{0}, {1, 16, 3, 1, 1}, {0}, {0, 0, 2, 2}, {16, 32, 3, 1, 1}, {0}, {0, 0, 2, 2}, {0},
           {32 * 7 * 7, 128}, {0}, {128, 10}}},
     };
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_model_create_preset: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_model_create_preset: out is NULL");
     *out = NULL;
     for (size_t k = 0; name && k < sizeof presets / sizeof presets[0]; k++) {
         if (strcmp(name, presets[k].name) != 0) continue;
@@ -461,7 +461,7 @@ ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model
         o.seed = seed;
         return ddpc_model_create(l, presets[k].n, &o, out);
     }
-    return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown model '%s' (linear, mlp, cnn)", name ? name : "(null)");
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown model '%s' (linear, mlp, cnn)", name ? name : "(null)");
 }
 
 void ddpc_model_destroy(ddpc_model *m) {
@@ -540,11 +540,11 @@ float *ddpc_model_output_grad(ddpc_model *m) {
 
 ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
                             float *loss) {
-    if (!m || !m->B) return ddpc_err(DDPC_ERR_INVALID_ARG, "loss: no forward pass to take the loss of");
+    if (!m || !m->B) return ddpc__err(DDPC_ERR_INVALID_ARG, "loss: no forward pass to take the loss of");
     if (criterion != DDPC_CROSS_ENTROPY)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "loss: unknown criterion %d", (int)criterion);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "loss: unknown criterion %d", (int)criterion);
     size_t K = m->layers[m->nlayers - 1].out_n;
-    if (K > INT32_MAX) return ddpc_err(DDPC_ERR_INVALID_ARG, "loss: %zu classes are too many", K);
+    if (K > INT32_MAX) return ddpc__err(DDPC_ERR_INVALID_ARG, "loss: %zu classes are too many", K);
     m->have_grad = 0;
     DDPC_CHECK(ddpc_cross_entropy(m->layers[m->nlayers - 1].out, targets, m->B, (int)K, m->out_grad,
                                   loss, &m->correct));
@@ -561,9 +561,9 @@ ddpc_rng *ddpc_model_rng(ddpc_model *m) { return m ? &m->rng : NULL; }
  * input and output for backward.
  */
 ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float **out) {
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: model is NULL");
-    if (!x) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: x is NULL");
-    if (B < 1) return ddpc_err(DDPC_ERR_INVALID_ARG, "forward: batch %d must be at least 1", B);
+    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "forward: model is NULL");
+    if (!x) return ddpc__err(DDPC_ERR_INVALID_ARG, "forward: x is NULL");
+    if (B < 1) return ddpc__err(DDPC_ERR_INVALID_ARG, "forward: batch %d must be at least 1", B);
     m->B = 0;
     m->have_grad = 0;
     DDPC_CHECK(ensure_batch(m, B));
@@ -572,11 +572,11 @@ ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float
         nn_layer *L = &m->layers[i];
         L->in = cur;
         switch (L->kind) {
-        case LAYER_LINEAR: nn_linear_forward(m, L, cur, L->buf, B); break;
-        case LAYER_CONV2D: nn_conv2d_forward(m, L, cur, L->buf, B); break;
-        case LAYER_RELU: nn_relu_forward(cur, L->buf, (size_t)B * L->out_n); break;
-        case LAYER_MAXPOOL2D: nn_maxpool_forward(L, cur, L->buf, B); break;
-        case LAYER_DROPOUT: nn_dropout_forward(m, L, cur, L->buf, B); break;
+        case LAYER_LINEAR: ddpc__nn_linear_forward(m, L, cur, L->buf, B); break;
+        case LAYER_CONV2D: ddpc__nn_conv2d_forward(m, L, cur, L->buf, B); break;
+        case LAYER_RELU: ddpc__nn_relu_forward(cur, L->buf, (size_t)B * L->out_n); break;
+        case LAYER_MAXPOOL2D: ddpc__nn_maxpool_forward(L, cur, L->buf, B); break;
+        case LAYER_DROPOUT: ddpc__nn_dropout_forward(m, L, cur, L->buf, B); break;
         case LAYER_FLATTEN: break;
         }
         L->out = L->kind == LAYER_FLATTEN ? cur : L->buf;
@@ -594,10 +594,10 @@ ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float
  * backward_end runs.
  */
 ddpc_status ddpc_model_backward(ddpc_model *m) {
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: model is NULL");
-    if (m->B == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: no forward pass to go back through");
+    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: model is NULL");
+    if (m->B == 0) return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: no forward pass to go back through");
     if (!m->have_grad)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "backward: no loss since the last forward (ddpc_model_loss)");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: no loss since the last forward (ddpc_model_loss)");
     m->have_grad = 0;
     int B = m->B;
     const float *g = m->out_grad;
@@ -606,11 +606,11 @@ ddpc_status ddpc_model_backward(ddpc_model *m) {
         if (!L->need_dx && !L->has_params) break; /* nothing below needs a gradient */
         float *dx = L->need_dx ? L->dbuf : NULL;
         switch (L->kind) {
-        case LAYER_LINEAR: nn_linear_backward(m, L, L->in, g, dx, B); break;
-        case LAYER_CONV2D: nn_conv2d_backward(m, L, g, dx, B); break;
-        case LAYER_RELU: nn_relu_backward(L->out, g, dx, (size_t)B * L->out_n); break;
-        case LAYER_MAXPOOL2D: nn_maxpool_backward(L, g, dx, B); break;
-        case LAYER_DROPOUT: nn_dropout_backward(L, g, dx, B); break;
+        case LAYER_LINEAR: ddpc__nn_linear_backward(m, L, L->in, g, dx, B); break;
+        case LAYER_CONV2D: ddpc__nn_conv2d_backward(m, L, g, dx, B); break;
+        case LAYER_RELU: ddpc__nn_relu_backward(L->out, g, dx, (size_t)B * L->out_n); break;
+        case LAYER_MAXPOOL2D: ddpc__nn_maxpool_backward(L, g, dx, B); break;
+        case LAYER_DROPOUT: ddpc__nn_dropout_backward(L, g, dx, B); break;
         case LAYER_FLATTEN: dx = (float *)g; break; /* same memory, another shape */
         }
         if (!dx) break;

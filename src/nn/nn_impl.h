@@ -80,24 +80,24 @@ struct ddpc_model {
  * dx (B, in_n) or NULL when the input's gradient is not needed. Parameter
  * gradients are added into the model's gradient block; grad_ready fires after
  * them and before dx is computed. */
-void nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
-void nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx, int B);
-void nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
-void nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B);
-void nn_relu_forward(const float *x, float *y, size_t n);
-void nn_relu_backward(const float *y, const float *g, float *dx, size_t n);
-void nn_maxpool_forward(nn_layer *L, const float *x, float *y, int B);
-void nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B);
-void nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
-void nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B);
+void ddpc__nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
+void ddpc__nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx, int B);
+void ddpc__nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
+void ddpc__nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B);
+void ddpc__nn_relu_forward(const float *x, float *y, size_t n);
+void ddpc__nn_relu_backward(const float *y, const float *g, float *dx, size_t n);
+void ddpc__nn_maxpool_forward(nn_layer *L, const float *x, float *y, int B);
+void ddpc__nn_maxpool_backward(nn_layer *L, const float *g, float *dx, int B);
+void ddpc__nn_dropout_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
+void ddpc__nn_dropout_backward(nn_layer *L, const float *g, float *dx, int B);
 
 /* Skinny products (kernels.c), for N <= NN_SKINNY_MAX outputs when
- * nn_have_skinny(): y (B, N) += x (B, K) @ W^T with W (N, K); and
+ * ddpc__nn_have_skinny(): y (B, N) += x (B, K) @ W^T with W (N, K); and
  * dW (N, K) += g^T (N, B) @ x (B, K). */
 #define NN_SKINNY_MAX 16
-int nn_have_skinny(void);
-void nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N);
-void nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N);
+int ddpc__nn_have_skinny(void);
+void ddpc__nn_skinny_forward(const float *x, const float *W, float *y, int B, int K, int N);
+void ddpc__nn_skinny_backward_w(const float *g, const float *x, float *dW, int B, int K, int N);
 /* One Adam/AdamW update of n elements (kernels.c), vectorised where the CPU
  * allows, bit-identical to the scalar loop. */
 typedef struct nn_adam_args {
@@ -107,15 +107,15 @@ typedef struct nn_adam_args {
     int decoupled;     /* AdamW: w *= decay first, no wd in the gradient */
     float decay;       /* 1 - lr*wd */
 } nn_adam_args;
-void nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n);
+void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n);
 /* Vectorised ReLU passes; return 0 (doing nothing) where the CPU lacks AVX2. */
-int nn_relu_fast(const float *x, float *y, size_t n);
-int nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n);
+int ddpc__nn_relu_fast(const float *x, float *y, size_t n);
+int ddpc__nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n);
 /* w (n) -= lr * (g + wd * w), vectorised where the CPU allows. */
-void nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
+void ddpc__nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
 
 /* Fires the grad_ready hook for parameter index i (i < 0: nothing). */
-static inline void nn_fire(ddpc_model *m, int i) {
+static inline void ddpc__nn_fire(ddpc_model *m, int i) {
     if (i >= 0 && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, i);
 }
 

@@ -41,7 +41,7 @@ ddpc_status ddpc_optim_kind_parse(const char *s, ddpc_optim_kind *out) {
             *out = (ddpc_optim_kind)i;
             return DDPC_OK;
         }
-    return ddpc_err(DDPC_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd, adam, adamw)", s ? s : "(null)");
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd, adam, adamw)", s ? s : "(null)");
 }
 
 const char *ddpc_optim_kind_name(ddpc_optim_kind k) {
@@ -49,25 +49,25 @@ const char *ddpc_optim_kind_name(ddpc_optim_kind k) {
 }
 
 ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_optim **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_optim_create: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_optim_create: out is NULL");
     *out = NULL;
-    if (!m || !m->built) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: model is NULL or not built");
-    if (!o) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: options are NULL");
-    if ((unsigned)o->kind > DDPC_OPTIM_ADAMW) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: kind %d is unknown", (int)o->kind);
-    if (!(o->lr >= 0.0f) || !isfinite(o->lr)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: lr=%g must be >= 0", (double)o->lr);
-    if (!(o->weight_decay >= 0.0f)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: weight_decay=%g must be >= 0", (double)o->weight_decay);
+    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: model is NULL or not built");
+    if (!o) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: options are NULL");
+    if ((unsigned)o->kind > DDPC_OPTIM_ADAMW) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: kind %d is unknown", (int)o->kind);
+    if (!(o->lr >= 0.0f) || !isfinite(o->lr)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: lr=%g must be >= 0", (double)o->lr);
+    if (!(o->weight_decay >= 0.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: weight_decay=%g must be >= 0", (double)o->weight_decay);
     if (o->kind == DDPC_OPTIM_SGD) {
-        if (!(o->momentum >= 0.0f)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: momentum=%g must be >= 0", (double)o->momentum);
-        if (!(o->dampening >= 0.0f && o->dampening <= 1.0f)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: dampening=%g must be in [0, 1]", (double)o->dampening);
+        if (!(o->momentum >= 0.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: momentum=%g must be >= 0", (double)o->momentum);
+        if (!(o->dampening >= 0.0f && o->dampening <= 1.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: dampening=%g must be in [0, 1]", (double)o->dampening);
         if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f))
-            return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: nesterov needs momentum > 0 and dampening 0");
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: nesterov needs momentum > 0 and dampening 0");
     } else {
-        if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: beta1=%g must be in [0, 1)", (double)o->beta1);
-        if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: beta2=%g must be in [0, 1)", (double)o->beta2);
-        if (!(o->eps >= 0.0f)) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer: eps=%g must be >= 0", (double)o->eps);
+        if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: beta1=%g must be in [0, 1)", (double)o->beta1);
+        if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: beta2=%g must be in [0, 1)", (double)o->beta2);
+        if (!(o->eps >= 0.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: eps=%g must be >= 0", (double)o->eps);
     }
     ddpc_optim *p = calloc(1, sizeof *p);
-    if (!p) return ddpc_err(DDPC_ERR_NOMEM, "optimizer: out of memory");
+    if (!p) return ddpc__err(DDPC_ERR_NOMEM, "optimizer: out of memory");
     p->m = m;
     p->o = *o;
     if (o->kind == DDPC_OPTIM_SGD) {
@@ -84,7 +84,7 @@ ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_o
         p->state[j] = calloc(m->numel ? m->numel : 1, sizeof(float));
         if (!p->state[j]) {
             ddpc_optim_destroy(p);
-            return ddpc_err(DDPC_ERR_NOMEM, "optimizer: out of memory for its state");
+            return ddpc__err(DDPC_ERR_NOMEM, "optimizer: out of memory for its state");
         }
     }
     *out = p;
@@ -108,7 +108,7 @@ static void sgd_step(ddpc_optim *p) {
     size_t n = p->m->numel;
     float lr = o->lr, wd = o->weight_decay, mu = o->momentum, damp = 1.0f - o->dampening;
     if (mu == 0.0f) {
-        nn_sgd_plain(w, g, n, lr, wd);
+        ddpc__nn_sgd_plain(w, g, n, lr, wd);
         return;
     }
     float *buf = p->state[0];
@@ -135,11 +135,11 @@ static void adam_step(ddpc_optim *p) {
     float step_size = (float)(lr / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
     nn_adam_args a = {b1, b2, eps, wd, step_size, bc2_sqrt, o->kind == DDPC_OPTIM_ADAMW, 1.0f - lr * wd};
-    nn_adam(&a, w, g, ma, va, n);
+    ddpc__nn_adam(&a, w, g, ma, va, n);
 }
 
 ddpc_status ddpc_optim_step(ddpc_optim *o) {
-    if (!o) return ddpc_err(DDPC_ERR_INVALID_ARG, "optimizer step: optimizer is NULL");
+    if (!o) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer step: optimizer is NULL");
     if (o->o.kind == DDPC_OPTIM_SGD) sgd_step(o);
     else adam_step(o);
     o->steps++;

@@ -68,7 +68,7 @@ int ddpc_nn_threads(void) {
 }
 
 int ddpc_nn_default_threads(int ranks_per_node) {
-    long cpus = ddpc_cpu_count();
+    long cpus = ddpc__cpu_count();
     if (ranks_per_node < 1) ranks_per_node = 1;
     long n = cpus / ranks_per_node;
     return n < 1 ? 1 : (int)n;

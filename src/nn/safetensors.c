@@ -27,7 +27,7 @@ typedef struct parser {
 } parser;
 
 static ddpc_status perr_at(parser *p, const char *what) {
-    return ddpc_err(DDPC_ERR_IO, "%s: malformed safetensors header at byte %zu: %s", p->path,
+    return ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header at byte %zu: %s", p->path,
                     (size_t)(p->s - p->start) + 8, what);
 }
 
@@ -133,7 +133,7 @@ static ddpc_status parse_string(parser *p, char **out) {
     }
     ddpc_status s = DDPC_OK;
     if (bad) s = perr_at(p, bad);
-    else if (b.oom) s = ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory parsing the header", p->path);
+    else if (b.oom) s = ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory parsing the header", p->path);
     if (s != DDPC_OK) {
         ddpc__sb_free(&b);
         return s;
@@ -206,14 +206,14 @@ static ddpc_status parse_tensor(parser *p, ddpc__st_tensor *t) {
         else if (!strcmp(key, "data_offsets"))
             s = seen_off++ ? perr_at(p, "duplicate \"data_offsets\"") : parse_offsets(p, t);
         else
-            s = ddpc_err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' has unknown field \"%s\"",
+            s = ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' has unknown field \"%s\"",
                          p->path, t->name, key);
         free(key);
         if (s != DDPC_OK) return s;
     } while (expect(p, ','));
     if (!expect(p, '}')) return perr_at(p, "expected '}' after a tensor");
     if (!seen_dtype || !seen_shape || !seen_off)
-        return ddpc_err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' lacks %s", p->path, t->name,
+        return ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' lacks %s", p->path, t->name,
                         !seen_dtype ? "\"dtype\"" : !seen_shape ? "\"shape\"" : "\"data_offsets\"");
     return DDPC_OK;
 }
@@ -229,7 +229,7 @@ static ddpc_status add_meta(ddpc__st_file *h, const char *path, char *k, char *v
         if (!nk || !nv) {
             free(k);
             free(v);
-            return ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory", path);
+            return ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory", path);
         }
         h->cap_meta = cap;
     }
@@ -247,7 +247,7 @@ static ddpc_status parse_metadata(parser *p, ddpc__st_file *h) {
         DDPC_CHECK(parse_string(p, &k));
         ddpc_status s = DDPC_OK;
         if (!expect(p, ':')) s = perr_at(p, "expected ':'");
-        else if ((s = parse_string(p, &v)) != DDPC_OK) s = ddpc_err_wrap(s, "__metadata__ values must be strings");
+        else if ((s = parse_string(p, &v)) != DDPC_OK) s = ddpc__err_wrap(s, "__metadata__ values must be strings");
         else if (ddpc__st_meta(h, k)) s = perr_at(p, "duplicate key in __metadata__");
         if (s != DDPC_OK) {
             free(k);
@@ -263,7 +263,7 @@ static ddpc_status parse_metadata(parser *p, ddpc__st_file *h) {
 /* A new tensor entry called name (taken) at the end of h's list. */
 static ddpc_status add_tensor(ddpc__st_file *h, const char *path, char *name, ddpc__st_tensor **out) {
     if (ddpc__st_find(h, name)) {
-        ddpc_status s = ddpc_err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' appears twice", path, name);
+        ddpc_status s = ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' appears twice", path, name);
         free(name);
         return s;
     }
@@ -272,7 +272,7 @@ static ddpc_status add_tensor(ddpc__st_file *h, const char *path, char *name, dd
         ddpc__st_tensor *t = realloc(h->t, (size_t)cap * sizeof *t);
         if (!t) {
             free(name);
-            return ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory", path);
+            return ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory", path);
         }
         h->t = t;
         h->cap_t = cap;
@@ -326,15 +326,15 @@ static size_t dtype_bytes(const char *d) {
 /* A known dtype, and data_offsets that hold exactly the shape's values. */
 static ddpc_status check_size(const char *path, const ddpc__st_tensor *t) {
     size_t eb = dtype_bytes(t->dtype);
-    if (!eb) return ddpc_err(DDPC_ERR_IO, "%s: tensor '%s' has unknown dtype \"%s\"", path, t->name, t->dtype);
+    if (!eb) return ddpc__err(DDPC_ERR_IO, "%s: tensor '%s' has unknown dtype \"%s\"", path, t->name, t->dtype);
     uint64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] && numel > (UINT64_C(1) << 62) / (uint64_t)t->shape[d])
-            return ddpc_err(DDPC_ERR_IO, "%s: tensor '%s' is too large", path, t->name);
+            return ddpc__err(DDPC_ERR_IO, "%s: tensor '%s' is too large", path, t->name);
         numel *= (uint64_t)t->shape[d];
     }
     if (t->end < t->begin || t->end - t->begin != numel * eb)
-        return ddpc_err(DDPC_ERR_IO, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] do not hold %" PRIu64 " %s values",
+        return ddpc__err(DDPC_ERR_IO, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] do not hold %" PRIu64 " %s values",
                         path, t->name, t->begin, t->end, numel, t->dtype);
     return DDPC_OK;
 }
@@ -347,21 +347,21 @@ static int cmp_begin(const void *a, const void *b) {
 /* The tensors, in the order of their offsets, tile [0, data_len) exactly. */
 static ddpc_status check_tiling(const char *path, const ddpc__st_file *h, uint64_t data_len) {
     const ddpc__st_tensor **order = malloc((size_t)(h->nt ? h->nt : 1) * sizeof *order);
-    if (!order) return ddpc_err(DDPC_ERR_NOMEM, "%s: out of memory", path);
+    if (!order) return ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory", path);
     for (int i = 0; i < h->nt; i++) order[i] = &h->t[i];
     qsort(order, (size_t)h->nt, sizeof *order, cmp_begin);
     ddpc_status s = DDPC_OK;
     uint64_t at = 0;
     for (int i = 0; i < h->nt; i++) {
         if (order[i]->begin != at) {
-            s = ddpc_err(DDPC_ERR_IO, "%s: tensor '%s' starts at byte %" PRIu64 " of the data, expected %" PRIu64 " (tensors must tile the data without gaps or overlaps)",
+            s = ddpc__err(DDPC_ERR_IO, "%s: tensor '%s' starts at byte %" PRIu64 " of the data, expected %" PRIu64 " (tensors must tile the data without gaps or overlaps)",
                          path, order[i]->name, order[i]->begin, at);
             goto done;
         }
         at = order[i]->end;
     }
     if (at != data_len)
-        s = ddpc_err(DDPC_ERR_IO, "%s: the header describes %" PRIu64 " bytes of data but the file holds %" PRIu64 "%s",
+        s = ddpc__err(DDPC_ERR_IO, "%s: the header describes %" PRIu64 " bytes of data but the file holds %" PRIu64 "%s",
                      path, at, data_len, at > data_len ? " (truncated?)" : "");
 done:
     free(order);
@@ -389,25 +389,25 @@ static ddpc_status read_file(const char *path, unsigned char **buf, size_t *len)
     *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ddpc_err_errno(errno == ENOENT ? DDPC_ERR_NOT_FOUND : DDPC_ERR_IO, errno, "checkpoint: cannot open %s", path);
+        return ddpc__err_errno(errno == ENOENT ? DDPC_ERR_NOT_FOUND : DDPC_ERR_IO, errno, "checkpoint: cannot open %s", path);
     ddpc_status s = DDPC_OK;
     unsigned char *b = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        s = ddpc_err(DDPC_ERR_IO, "checkpoint: %s is not a regular file", path);
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint: %s is not a regular file", path);
         goto done;
     }
     size_t n = (size_t)st.st_size;
     if (!(b = malloc(n ? n : 1))) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "checkpoint: out of memory for %s (%zu bytes)", path, n);
+        s = ddpc__err(DDPC_ERR_NOMEM, "checkpoint: out of memory for %s (%zu bytes)", path, n);
         goto done;
     }
     for (size_t got = 0; got < n;) {
         ssize_t r = read(fd, b + got, n - got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            s = r < 0 ? ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint: read %s", path)
-                      : ddpc_err(DDPC_ERR_IO, "checkpoint: %s shrank while being read", path);
+            s = r < 0 ? ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint: read %s", path)
+                      : ddpc__err(DDPC_ERR_IO, "checkpoint: %s shrank while being read", path);
             goto done;
         }
         got += (size_t)r;
@@ -426,13 +426,13 @@ ddpc_status ddpc__st_open(const char *path, ddpc__st_file *f) {
     DDPC_CHECK(read_file(path, &f->buf, &f->len));
     ddpc_status s;
     if (f->len < 8) {
-        s = ddpc_err(DDPC_ERR_IO, "checkpoint %s: %zu bytes is too short for a safetensors file", path, f->len);
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: %zu bytes is too short for a safetensors file", path, f->len);
         goto fail;
     }
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)f->buf[i] << (8 * i);
     if (hl < 2 || hl > MAX_HEADER || hl > f->len - 8) {
-        s = ddpc_err(DDPC_ERR_IO, "checkpoint %s: header length %" PRIu64 " is impossible for a file of %zu bytes (not a safetensors file?)",
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: header length %" PRIu64 " is impossible for a file of %zu bytes (not a safetensors file?)",
                      path, hl, f->len);
         goto fail;
     }
@@ -526,7 +526,7 @@ static ddpc_status build_header(ddpc__strbuf *h, const char *const *meta, int nm
     ddpc__sb_put(h, "}", 1);
     while (!h->oom && h->len % 8) ddpc__sb_put(h, " ", 1);
     *data_len = off;
-    return h->oom ? ddpc_err(DDPC_ERR_NOMEM, "checkpoint save: out of memory for the header") : DDPC_OK;
+    return h->oom ? ddpc__err(DDPC_ERR_NOMEM, "checkpoint save: out of memory for the header") : DDPC_OK;
 }
 
 static ddpc_status write_all(int fd, const void *buf, size_t n, const char *path) {
@@ -535,7 +535,7 @@ static ddpc_status write_all(int fd, const void *buf, size_t n, const char *path
         ssize_t w = write(fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
-            return ddpc_err_errno(DDPC_ERR_IO, errno, "%s: write", path);
+            return ddpc__err_errno(DDPC_ERR_IO, errno, "%s: write", path);
         }
         p += w;
         n -= (size_t)w;
@@ -567,14 +567,14 @@ static ddpc_status write_floats(int fd, const float *x, size_t n, const char *pa
 /* Length, header and data into tmp, fsync'd. */
 static ddpc_status write_file(const char *tmp, const ddpc__strbuf *h, const ddpc__st_out *ts, int nt) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint save: cannot create %s", tmp);
+    if (fd < 0) return ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: cannot create %s", tmp);
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     ddpc_status s = write_all(fd, len8, 8, tmp);
     if (s == DDPC_OK) s = write_all(fd, h->p, h->len, tmp);
     for (int i = 0; i < nt && s == DDPC_OK; i++) s = write_floats(fd, ts[i].data, ts[i].numel, tmp);
-    if (s == DDPC_OK && fsync(fd) != 0) s = ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint save: fsync %s", tmp);
-    if (close(fd) != 0 && s == DDPC_OK) s = ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint save: close %s", tmp);
+    if (s == DDPC_OK && fsync(fd) != 0) s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: fsync %s", tmp);
+    if (close(fd) != 0 && s == DDPC_OK) s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: close %s", tmp);
     return s;
 }
 
@@ -603,12 +603,12 @@ ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta,
     if (s != DDPC_OK) goto done;
     ddpc__sb_printf(&tmp, "%s.tmp.%ld", path, (long)getpid());
     if (tmp.oom) {
-        s = ddpc_err(DDPC_ERR_NOMEM, "checkpoint save: out of memory");
+        s = ddpc__err(DDPC_ERR_NOMEM, "checkpoint save: out of memory");
         goto done;
     }
     s = write_file(tmp.p, &h, ts, nt);
     if (s == DDPC_OK && rename(tmp.p, path) != 0)
-        s = ddpc_err_errno(DDPC_ERR_IO, errno, "checkpoint save: rename %s to %s", tmp.p, path);
+        s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: rename %s to %s", tmp.p, path);
     if (s != DDPC_OK) {
         unlink(tmp.p);
         goto done;

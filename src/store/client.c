@@ -48,11 +48,11 @@ static unsigned char *put_key(const ddpc_store *st, unsigned char *dst, const ch
 
 /* Validates a key (with the view's prefix) and returns its full length. */
 static ddpc_status full_key_len(const ddpc_store *st, const char *what, const char *key, size_t *len) {
-    if (!key) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: key is NULL", what);
+    if (!key) return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: key is NULL", what);
     size_t n = st->prefix_len + strlen(key);
-    if (n == 0) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: key is empty", what);
+    if (n == 0) return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: key is empty", what);
     if (n > DDPC_STORE_MAX_KEY)
-        return ddpc_err(DDPC_ERR_INVALID_ARG,
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
                         "store %s: key '%.60s...' is %zu bytes with its prefix; the limit is %d "
                         "(DDPC_STORE_MAX_KEY)",
                         what, key, n, DDPC_STORE_MAX_KEY);
@@ -71,25 +71,25 @@ static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int 
     *body = NULL;
     *blen = 0;
     if (r->broken)
-        return ddpc_err(DDPC_ERR_PEER_LOST,
+        return ddpc__err(DDPC_ERR_PEER_LOST,
                         "store at %s: %s: the connection is unusable after an earlier error", r->addr,
                         what);
     uint64_t total = 0;
     for (int i = 0; i < niov; i++) total += iov[i].iov_len;
     if (total > STORE_MAX_REQUEST)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: request of %llu bytes is too large", what,
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: request of %llu bytes is too large", what,
                         (unsigned long long)total);
-    double deadline = ddpc_now() + (wait_s > 0 ? wait_s : 0) + r->op_timeout;
+    double deadline = ddpc__now() + (wait_s > 0 ? wait_s : 0) + r->op_timeout;
     unsigned char hdr[4];
     put_u32(hdr, (uint32_t)total);
-    ddpc_status s = ddpc_sock_write_full(r->fd, hdr, 4, deadline, -1);
+    ddpc_status s = ddpc__sock_write_full(r->fd, hdr, 4, deadline, -1);
     for (int i = 0; i < niov && s == DDPC_OK; i++)
-        if (iov[i].iov_len) s = ddpc_sock_write_full(r->fd, iov[i].iov_base, iov[i].iov_len, deadline, -1);
-    if (s == DDPC_OK) s = ddpc_sock_read_full(r->fd, hdr, 4, deadline, -1);
+        if (iov[i].iov_len) s = ddpc__sock_write_full(r->fd, iov[i].iov_base, iov[i].iov_len, deadline, -1);
+    if (s == DDPC_OK) s = ddpc__sock_read_full(r->fd, hdr, 4, deadline, -1);
     uint32_t len = s == DDPC_OK ? get_u32(hdr) : 0;
     if (s == DDPC_OK && (len == 0 || len > STORE_MAX_REPLY)) {
         r->broken = 1;
-        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %u bytes is malformed", r->addr,
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %u bytes is malformed", r->addr,
                         what, len);
     }
     unsigned char *b = NULL;
@@ -97,21 +97,21 @@ static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int 
         b = malloc((size_t)len + 1);
         if (!b) {
             r->broken = 1;
-            return ddpc_err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %u-byte reply", r->addr,
+            return ddpc__err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %u-byte reply", r->addr,
                             what, len);
         }
-        s = ddpc_sock_read_full(r->fd, b, len, deadline, -1);
+        s = ddpc__sock_read_full(r->fd, b, len, deadline, -1);
     }
     if (s != DDPC_OK) {
         free(b);
         r->broken = 1;
         if (s == DDPC_ERR_TIMEOUT)
-            return ddpc_err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)",
+            return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)",
                             r->addr, what, (wait_s > 0 ? wait_s : 0) + r->op_timeout);
         if (s == DDPC_ERR_PEER_LOST)
-            return ddpc_err(DDPC_ERR_PEER_LOST, "store at %s: %s: connection lost (%s); is the store's host alive?",
+            return ddpc__err(DDPC_ERR_PEER_LOST, "store at %s: %s: connection lost (%s); is the store's host alive?",
                             r->addr, what, ddpc_last_error());
-        return ddpc_err_wrap(s, "store at %s: %s", r->addr, what);
+        return ddpc__err_wrap(s, "store at %s: %s", r->addr, what);
     }
     *rstatus = b[0];
     memmove(b, b + 1, len - 1);
@@ -124,7 +124,7 @@ static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int 
         r->broken = 1;
         e = DDPC_ERR_PROTOCOL;
     }
-    ddpc_err(e, "store at %s: %s: %s", r->addr, what, (char *)b);
+    ddpc__err(e, "store at %s: %s: %s", r->addr, what, (char *)b);
     free(b);
     *body = NULL;
     *blen = 0;
@@ -138,19 +138,19 @@ static ddpc_status ddpc_handshake(ddpc_store *st, double deadline) {
     put_u32(hs, STORE_MAGIC);
     put_u32(hs + 4, STORE_VERSION);
     /* raw I/O: the handshake has no length prefix */
-    ddpc_status s = ddpc_sock_write_full(st->fd, hs, 8, deadline, -1);
-    if (s == DDPC_OK) s = ddpc_sock_read_full(st->fd, hdr, 4, deadline, -1);
+    ddpc_status s = ddpc__sock_write_full(st->fd, hs, 8, deadline, -1);
+    if (s == DDPC_OK) s = ddpc__sock_read_full(st->fd, hdr, 4, deadline, -1);
     uint32_t len = s == DDPC_OK ? get_u32(hdr) : 0;
     if (s == DDPC_OK && (len == 0 || len > 4096))
-        s = ddpc_err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)", st->addr);
-    if (s == DDPC_OK && !(b = malloc(len + 1))) s = ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
-    if (s == DDPC_OK) s = ddpc_sock_read_full(st->fd, b, len, deadline, -1);
+        s = ddpc__err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)", st->addr);
+    if (s == DDPC_OK && !(b = malloc(len + 1))) s = ddpc__err(DDPC_ERR_NOMEM, "store client: out of memory");
+    if (s == DDPC_OK) s = ddpc__sock_read_full(st->fd, b, len, deadline, -1);
     if (s == DDPC_OK) {
         b[len] = 0;
         if (b[0] != RS_OK)
-            s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr, (char *)b + 1);
+            s = ddpc__err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr, (char *)b + 1);
         else if (len != 5 || get_u32(b + 1) != STORE_VERSION)
-            s = ddpc_err(DDPC_ERR_PROTOCOL, "the store at %s answered the handshake with a bad reply", st->addr);
+            s = ddpc__err(DDPC_ERR_PROTOCOL, "the store at %s answered the handshake with a bad reply", st->addr);
     }
     free(b);
     return s;
@@ -159,34 +159,34 @@ static ddpc_status ddpc_handshake(ddpc_store *st, double deadline) {
 /* Opens st's connection (st->fd) before deadline; reports a failure
  * naming host:port and timeout_s. */
 static ddpc_status open_conn(ddpc_store *st, double deadline, double timeout_s) {
-    ddpc_status s = ddpc_sock_connect(st->host, st->port, deadline, &st->fd);
+    ddpc_status s = ddpc__sock_connect(st->host, st->port, deadline, &st->fd);
     if (s == DDPC_ERR_TIMEOUT)
-        return ddpc_err(DDPC_ERR_TIMEOUT, "no store answered at %s within %.3g s (%s)", st->addr, timeout_s,
+        return ddpc__err(DDPC_ERR_TIMEOUT, "no store answered at %s within %.3g s (%s)", st->addr, timeout_s,
                         ddpc_last_error());
-    if (s != DDPC_OK) return ddpc_err_wrap(s, "connecting to the store at %s", st->addr);
-    ddpc_sock_tune(st->fd, 0);
+    if (s != DDPC_OK) return ddpc__err_wrap(s, "connecting to the store at %s", st->addr);
+    ddpc__sock_tune(st->fd, 0);
     return DDPC_OK;
 }
 
 static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n);
 
 ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, ddpc_store **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_tcp: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_tcp: out is NULL");
     *out = NULL;
     if (!host || !*host) host = "127.0.0.1";
     if (port <= 0 || port > 65535)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store port %d is out of range [1, 65535]", port);
-    if (strlen(host) > 255) return ddpc_err(DDPC_ERR_INVALID_ARG, "store host name is too long");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store port %d is out of range [1, 65535]", port);
+    if (strlen(host) > 255) return ddpc__err(DDPC_ERR_INVALID_ARG, "store host name is too long");
     if (!(timeout_s > 0)) DDPC_CHECK(ddpc__env_double(DDPC_ENV_CONNECT_TIMEOUT, &timeout_s));
     double op_timeout;
     DDPC_CHECK(ddpc__env_double(DDPC_ENV_STORE_TIMEOUT, &op_timeout));
     const char *want = ddpc__env(DDPC_ENV_STORE_PROTOCOL, NULL);
     if (strcmp(want, "auto") && strcmp(want, "ddpc") && strcmp(want, "torch"))
-        return ddpc_err(DDPC_ERR_ENV, "DDPC_STORE_PROTOCOL='%s' is not auto, ddpc or torch", want);
+        return ddpc__err(DDPC_ERR_ENV, "DDPC_STORE_PROTOCOL='%s' is not auto, ddpc or torch", want);
     ddpc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->prefix = strdup(""))) {
         free(st);
-        return ddpc_err(DDPC_ERR_NOMEM, "store client: out of memory");
+        return ddpc__err(DDPC_ERR_NOMEM, "store client: out of memory");
     }
     st->root = st;
     st->fd = -1;
@@ -194,12 +194,12 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
     snprintf(st->host, sizeof st->host, "%s", host);
     st->port = port;
     snprintf(st->addr, sizeof st->addr, "%s:%d", host, port);
-    double deadline = ddpc_now() + timeout_s;
+    double deadline = ddpc__now() + timeout_s;
     ddpc_status s = open_conn(st, deadline, timeout_s);
     /* bounded by what is left of the connect timeout, at least 1 s, at most
      * DDPC_STORE_TIMEOUT */
-    double left = deadline - ddpc_now();
-    double hs_deadline = ddpc_now() + (left > 1 ? (left < op_timeout ? left : op_timeout) : 1);
+    double left = deadline - ddpc__now();
+    double hs_deadline = ddpc__now() + (left > 1 ? (left < op_timeout ? left : op_timeout) : 1);
     st->proto = strcmp(want, "torch") ? PROTO_DDPC : PROTO_TORCH;
     if (s == DDPC_OK && st->proto == PROTO_DDPC) {
         s = ddpc_handshake(st, hs_deadline);
@@ -211,17 +211,17 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
             st->proto = PROTO_TORCH;
             s = open_conn(st, deadline, timeout_s);
         } else if (s == DDPC_ERR_PEER_LOST || s == DDPC_ERR_TIMEOUT) {
-            s = ddpc_err(s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr, ddpc_last_error());
+            s = ddpc__err(s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr, ddpc_last_error());
         }
     }
     if (s == DDPC_OK && st->proto == PROTO_TORCH) {
         int64_t n;
         double keep = st->op_timeout;
-        st->op_timeout = hs_deadline - ddpc_now() > 0.001 ? hs_deadline - ddpc_now() : 0.001;
+        st->op_timeout = hs_deadline - ddpc__now() > 0.001 ? hs_deadline - ddpc__now() : 0.001;
         s = torch_num_keys(st, &n);
         st->op_timeout = keep;
         if (s != DDPC_OK)
-            s = ddpc_err(s, "store at %s answers neither ddpc's store protocol nor PyTorch's TCPStore's (%s)",
+            s = ddpc__err(s, "store at %s answers neither ddpc's store protocol nor PyTorch's TCPStore's (%s)",
                          st->addr, ddpc_last_error());
     }
     if (s != DDPC_OK) {
@@ -282,37 +282,37 @@ static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, dou
     if (body) *body = NULL;
     if (blen) *blen = 0;
     int oom = req->oom;
-    if (oom) s = ddpc_err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
+    if (oom) s = ddpc__err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
     else if (r->broken)
-        s = ddpc_err(DDPC_ERR_PEER_LOST, "store at %s: %s: the connection is unusable after an earlier error",
+        s = ddpc__err(DDPC_ERR_PEER_LOST, "store at %s: %s: the connection is unusable after an earlier error",
                      r->addr, what);
-    else if (r->fd < 0) s = open_conn(r, ddpc_now() + r->op_timeout, r->op_timeout);
-    double deadline = ddpc_now() + r->op_timeout;
-    if (s == DDPC_OK) s = ddpc_sock_write_full(r->fd, req->p, req->len, deadline, -1);
+    else if (r->fd < 0) s = open_conn(r, ddpc__now() + r->op_timeout, r->op_timeout);
+    double deadline = ddpc__now() + r->op_timeout;
+    if (s == DDPC_OK) s = ddpc__sock_write_full(r->fd, req->p, req->len, deadline, -1);
     ddpc__sb_free(req);
     if (s != DDPC_OK || want == 0) goto out;
-    double rdl = wait_s > 0 ? ddpc_now() + wait_s : deadline;
+    double rdl = wait_s > 0 ? ddpc__now() + wait_s : deadline;
     unsigned char len8[8];
-    s = ddpc_sock_read_full(r->fd, want > 0 ? fixed : len8, want > 0 ? (size_t)want : 8, rdl, -1);
+    s = ddpc__sock_read_full(r->fd, want > 0 ? fixed : len8, want > 0 ? (size_t)want : 8, rdl, -1);
     if (s == DDPC_ERR_TIMEOUT && wait_s > 0) { /* the wait ran out: forget this stream */
         close(r->fd);
         r->fd = -1;
-        return ddpc_err(DDPC_ERR_TIMEOUT, "store at %s: %s: not done within %g s", r->addr, what, wait_s);
+        return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: not done within %g s", r->addr, what, wait_s);
     }
     if (s != DDPC_OK || want > 0) goto out;
     uint64_t len = get_u64(len8);
     if (len > STORE_MAX_REPLY) {
         r->broken = 1;
-        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %llu bytes is malformed", r->addr, what,
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %llu bytes is malformed", r->addr, what,
                         (unsigned long long)len);
     }
     unsigned char *b = malloc((size_t)len + 1);
     if (!b) {
         r->broken = 1;
-        return ddpc_err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %llu-byte reply", r->addr, what,
+        return ddpc__err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %llu-byte reply", r->addr, what,
                         (unsigned long long)len);
     }
-    s = ddpc_sock_read_full(r->fd, b, (size_t)len, deadline, -1);
+    s = ddpc__sock_read_full(r->fd, b, (size_t)len, deadline, -1);
     if (s != DDPC_OK) {
         free(b);
         goto out;
@@ -326,16 +326,16 @@ out:
         /* a TCPStore closes on a request it cannot serve: reconnect next time */
         close(r->fd);
         r->fd = -1;
-        return ddpc_err(DDPC_ERR_PEER_LOST,
+        return ddpc__err(DDPC_ERR_PEER_LOST,
                         "store at %s: %s: the TCPStore closed the connection (%s; it does so on a request it "
                         "cannot serve, such as add to a value that is not an integer)",
                         r->addr, what, ddpc_last_error());
     }
     r->broken = 1;
     if (s == DDPC_ERR_TIMEOUT)
-        return ddpc_err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)", r->addr,
+        return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)", r->addr,
                         what, r->op_timeout);
-    return ddpc_err_wrap(s, "store at %s: %s", r->addr, what);
+    return ddpc__err_wrap(s, "store at %s: %s", r->addr, what);
 }
 
 /* CHECK or WAIT on the keys: *ready = all exist. WAIT (wait_s > 0) gives
@@ -350,7 +350,7 @@ static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys
     DDPC_CHECK(trpc(st, what, &b, query == TQ_WAIT ? wait_s : 0, 1, &v, NULL, NULL));
     if (v > 1 || (query == TQ_WAIT && v != TWAIT_STOP_WAITING)) {
         st->root->broken = 1;
-        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: unexpected reply %u", st->root->addr, what, v);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: unexpected reply %u", st->root->addr, what, v);
     }
     *ready = v == 0;
     return DDPC_OK;
@@ -375,7 +375,7 @@ static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, 
     ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, &key, 1, timeout_s, &ready);
     if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
     if (s == DDPC_ERR_TIMEOUT)
-        return ddpc_err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix, key,
+        return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix, key,
                         timeout_s > 0 ? timeout_s : 0);
     DDPC_CHECK(s);
     ddpc__strbuf b = tb_start(st, TQ_GET, key);
@@ -388,9 +388,9 @@ static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, 
 }
 
 ddpc_status ddpc_store_set_timeout(ddpc_store *st, double seconds) {
-    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_set_timeout: store is NULL");
+    if (!st) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_set_timeout: store is NULL");
     if (!(seconds > 0))
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store request timeout %g s must be > 0", seconds);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store request timeout %g s must be > 0", seconds);
     st->root->op_timeout = seconds;
     return DDPC_OK;
 }
@@ -399,18 +399,18 @@ const char *ddpc_store_addr(const ddpc_store *st) { return st ? st->root->addr :
 
 ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out) {
     if (!st || !prefix || !out)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_prefixed: store, prefix and out must be non-NULL");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_prefixed: store, prefix and out must be non-NULL");
     *out = NULL;
     size_t pl = strlen(prefix);
     if (st->prefix_len + pl >= DDPC_STORE_MAX_KEY)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store prefix '%.60s' leaves no room for keys (DDPC_STORE_MAX_KEY %d)",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store prefix '%.60s' leaves no room for keys (DDPC_STORE_MAX_KEY %d)",
                         prefix, DDPC_STORE_MAX_KEY);
     ddpc_store *v = calloc(1, sizeof *v);
     char *p = malloc(st->prefix_len + pl + 1);
     if (!v || !p) {
         free(v);
         free(p);
-        return ddpc_err(DDPC_ERR_NOMEM, "store view: out of memory");
+        return ddpc__err(DDPC_ERR_NOMEM, "store view: out of memory");
     }
     memcpy(p, st->prefix, st->prefix_len);
     memcpy(p + st->prefix_len, prefix, pl + 1);
@@ -446,13 +446,13 @@ static size_t head(const ddpc_store *st, unsigned char *buf, int op, int with_ms
 #define HEAD_MAX (1 + 4 + 4 + DDPC_STORE_MAX_KEY)
 
 ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, size_t len) {
-    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_set: store is NULL");
+    if (!st) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_set: store is NULL");
     size_t kl;
     DDPC_CHECK(full_key_len(st, "set", key, &kl));
     if (len > DDPC_STORE_MAX_VALUE)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value of %zu bytes exceeds "
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value of %zu bytes exceeds "
                         "DDPC_STORE_MAX_VALUE (%u)", key, len, DDPC_STORE_MAX_VALUE);
-    if (len && !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
+    if (len && !val) return ddpc__err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
     if (st->root->proto == PROTO_OPS) return ddpc__ops_set(st, key, val, len);
     if (st->root->proto == PROTO_TORCH) {
         ddpc__strbuf b = tb_start(st, TQ_SET, key);
@@ -472,7 +472,7 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
 }
 
 ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len) {
-    if (!st || !val) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_get: store and val must be non-NULL");
+    if (!st || !val) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_get: store and val must be non-NULL");
     *val = NULL;
     if (len) *len = 0;
     size_t kl;
@@ -486,7 +486,7 @@ ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, vo
     size_t bl;
     ddpc_status s = rpc(st, "get", iov, 1, timeout_s, &rs, &b, &bl);
     if (s == DDPC_ERR_TIMEOUT && !st->root->broken)
-        return ddpc_err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix,
+        return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix,
                         key, timeout_s > 0 ? timeout_s : 0);
     DDPC_CHECK(s);
     *val = b;
@@ -495,7 +495,7 @@ ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, vo
 }
 
 ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result) {
-    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_add: store is NULL");
+    if (!st) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_add: store is NULL");
     size_t kl;
     DDPC_CHECK(full_key_len(st, "add", key, &kl));
     if (st->root->proto == PROTO_OPS) return ddpc__ops_add(st, key, delta, result);
@@ -520,7 +520,7 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     if (bl != 8) {
         free(b);
         st->root->broken = 1;
-        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: add: reply of %zu bytes, want 8", st->root->addr, bl);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: add: reply of %zu bytes, want 8", st->root->addr, bl);
     }
     if (result) *result = get_i64(b);
     free(b);
@@ -530,19 +530,19 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
 ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *expected,
                                    size_t expected_len, const void *desired, size_t desired_len,
                                    void **actual, size_t *actual_len) {
-    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_compare_set: store is NULL");
+    if (!st) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_compare_set: store is NULL");
     if (actual) *actual = NULL;
     if (actual_len) *actual_len = 0;
     size_t kl;
     DDPC_CHECK(full_key_len(st, "compare_set", key, &kl));
     if (expected_len > DDPC_STORE_MAX_VALUE || desired_len > DDPC_STORE_MAX_VALUE)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value exceeds "
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value exceeds "
                         "DDPC_STORE_MAX_VALUE (%u)", key, DDPC_STORE_MAX_VALUE);
     if ((expected_len && !expected) || (desired_len && !desired))
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value is NULL", key);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value is NULL", key);
     if (st->root->proto == PROTO_OPS) {
         if (expected_len)
-            return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: compare_set '%.60s': a store made of set, get and "
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: compare_set '%.60s': a store made of set, get and "
                             "add can only create an absent key (expected must be empty)", st->root->addr, key);
         return ddpc__ops_create(st, key, desired, desired_len, actual, actual_len);
     }
@@ -574,9 +574,9 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
 }
 
 ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s) {
-    if (!st || !keys) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_wait: store and keys must be non-NULL");
+    if (!st || !keys) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_wait: store and keys must be non-NULL");
     if (n < 0 || n > STORE_MAX_WAIT_KEYS)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "store wait: %d keys is outside [0, %d]", n, STORE_MAX_WAIT_KEYS);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store wait: %d keys is outside [0, %d]", n, STORE_MAX_WAIT_KEYS);
     if (n == 0) return DDPC_OK;
     size_t total = 1 + 4 + 4, kl;
     for (int i = 0; i < n; i++) {
@@ -589,12 +589,12 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
         ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, keys, n, timeout_s, &ready);
         if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
         if (s == DDPC_ERR_TIMEOUT)
-            return ddpc_err(s, "store at %s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr,
+            return ddpc__err(s, "store at %s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr,
                             n, st->prefix, keys[0], n > 1 ? ", ..." : "", timeout_s > 0 ? timeout_s : 0);
         return s;
     }
     unsigned char *buf = malloc(total), *p = buf;
-    if (!buf) return ddpc_err(DDPC_ERR_NOMEM, "store wait: out of memory");
+    if (!buf) return ddpc__err(DDPC_ERR_NOMEM, "store wait: out of memory");
     *p++ = OP_WAIT;
     put_u32(p, wire_ms(timeout_s));
     put_u32(p + 4, (uint32_t)n);
@@ -613,12 +613,12 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
 
 /* check and delete: a key in, one byte out. */
 static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char *key, int *flag) {
-    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "store %s: store is NULL", what);
+    if (!st) return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: store is NULL", what);
     size_t kl;
     DDPC_CHECK(full_key_len(st, what, key, &kl));
     if (st->root->proto == PROTO_OPS) {
         if (op == OP_CHECK) return ddpc__ops_check(st, key, flag);
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot %s", st->root->addr, what);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot %s", st->root->addr, what);
     }
     if (st->root->proto == PROTO_TORCH) {
         int64_t v = 0;
@@ -639,13 +639,13 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     free(b);
     if (!ok) {
         st->root->broken = 1;
-        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %zu bytes, want 1", st->root->addr, what, bl);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %zu bytes, want 1", st->root->addr, what, bl);
     }
     return DDPC_OK;
 }
 
 ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists) {
-    if (!exists) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_check: exists is NULL");
+    if (!exists) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_check: exists is NULL");
     return key_flag(st, OP_CHECK, "check", key, exists);
 }
 
@@ -654,9 +654,9 @@ ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted) {
 }
 
 ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
-    if (!st || !n) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
+    if (!st || !n) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
     if (st->root->proto == PROTO_OPS)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot count its keys",
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot count its keys",
                         st->root->addr);
     if (st->root->proto == PROTO_TORCH) return torch_num_keys(st, n);
     unsigned char op = OP_NUM_KEYS;
@@ -670,13 +670,13 @@ ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
     free(b);
     if (!ok) {
         st->root->broken = 1;
-        return ddpc_err(DDPC_ERR_PROTOCOL, "store at %s: num_keys: bad reply", st->root->addr);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: num_keys: bad reply", st->root->addr);
     }
     return DDPC_OK;
 }
 
 ddpc_status ddpc_store_ping(ddpc_store *st) {
-    if (!st) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_ping: store is NULL");
+    if (!st) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_ping: store is NULL");
     if (st->root->proto == PROTO_OPS) return DDPC_OK;
     if (st->root->proto == PROTO_TORCH) {
         int64_t n;

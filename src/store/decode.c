@@ -40,7 +40,7 @@ static const struct op_layout {
     [OP_PING] = {"ping", K_NONE, 0, 0, 0},
 };
 
-const char *store_op_name(int op) { return op > 0 && op < OP_COUNT ? layouts[op].name : "?"; }
+const char *ddpc__store_op_name(int op) { return op > 0 && op < OP_COUNT ? layouts[op].name : "?"; }
 
 /* A cursor over a request; lw is the width of its length fields. */
 typedef struct cur {
@@ -83,12 +83,12 @@ static int take_key(cur *r, int op, const unsigned char **at, uint32_t *kn, char
     uint64_t n = 0;
     int rc = take_field(r, DDPC_STORE_MAX_KEY, at, &n);
     if (rc == -2) {
-        snprintf(why, wl, "%s: key of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_KEY (%d)", store_op_name(op), n,
+        snprintf(why, wl, "%s: key of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_KEY (%d)", ddpc__store_op_name(op), n,
                  DDPC_STORE_MAX_KEY);
         return -2;
     }
     if (rc == 0 && n == 0) {
-        snprintf(why, wl, "%s: empty key", store_op_name(op));
+        snprintf(why, wl, "%s: empty key", ddpc__store_op_name(op));
         return -2;
     }
     *kn = (uint32_t)n;
@@ -100,7 +100,7 @@ static int take_value(cur *r, int op, const unsigned char **at, uint32_t *vn, ch
     uint64_t n = 0;
     int rc = take_field(r, DDPC_STORE_MAX_VALUE, at, &n);
     if (rc == -2)
-        snprintf(why, wl, "%s: value of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_VALUE (%u)", store_op_name(op), n,
+        snprintf(why, wl, "%s: value of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_VALUE (%u)", ddpc__store_op_name(op), n,
                  DDPC_STORE_MAX_VALUE);
     *vn = (uint32_t)n;
     return rc;
@@ -143,7 +143,7 @@ static int take_fields(cur *r, store_req *q, char *why, size_t wl) {
     return 0;
 }
 
-int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen) {
+int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen) {
     memset(q, 0, sizeof *q);
     q->proto = PROTO_DDPC;
     q->lw = 4;
@@ -162,13 +162,13 @@ int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char 
     int rc = take_fields(&r, q, why, whylen);
     if (rc == -2) return -1;
     if (rc || r.short_ || r.left) {
-        snprintf(why, whylen, "%s: malformed request of %zu bytes", store_op_name(q->op), len);
+        snprintf(why, whylen, "%s: malformed request of %zu bytes", ddpc__store_op_name(q->op), len);
         return -1;
     }
     return 0;
 }
 
-long store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen) {
+long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen) {
     static const int op_of[TQ_COUNT] = {
         [TQ_SET] = OP_SET,     [TQ_COMPARE_SET] = OP_CAS,  [TQ_GET] = OP_GET,
         [TQ_ADD] = OP_ADD,     [TQ_CHECK] = OP_CHECK,      [TQ_WAIT] = OP_WAIT,
@@ -192,7 +192,7 @@ long store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char
     return (long)(len - r.left);
 }
 
-const char *store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen) {
+const char *ddpc__store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen) {
     uint64_t n = q->lw == 4 ? get_u32(*p) : get_u64(*p);
     const char *k = (const char *)*p + q->lw;
     *p += (size_t)q->lw + n;

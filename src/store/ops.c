@@ -18,14 +18,14 @@
 
 ddpc_status ddpc_store_create_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
                                 ddpc_store **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: out is NULL");
     *out = NULL;
     if (!ops || !ops->set || !ops->get || !ops->add)
-        return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: set, get and add must all be given");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: set, get and add must all be given");
     ddpc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->prefix = strdup(""))) {
         free(st);
-        return ddpc_err(DDPC_ERR_NOMEM, "store: out of memory");
+        return ddpc__err(DDPC_ERR_NOMEM, "store: out of memory");
     }
     st->root = st;
     st->fd = -1;
@@ -42,7 +42,7 @@ static char *full_key(const ddpc_store *st, const char *key) {
     size_t kl = strlen(key);
     char *k = malloc(st->prefix_len + kl + 1);
     if (!k) {
-        ddpc_err(DDPC_ERR_NOMEM, "store: out of memory");
+        ddpc__err(DDPC_ERR_NOMEM, "store: out of memory");
         return NULL;
     }
     memcpy(k, st->prefix, st->prefix_len);
@@ -54,7 +54,7 @@ static char *full_key(const ddpc_store *st, const char *key) {
 static ddpc_status failed(const ddpc_store *st, ddpc_status s, const char *what, const char *key,
                           const char *why) {
     if (s == DDPC_OK) s = DDPC_ERR_INTERNAL;
-    return ddpc_err(s, "%s: %s '%s': %s", st->root->addr, what, key, why[0] ? why : ddpc_status_str(s));
+    return ddpc__err(s, "%s: %s '%s': %s", st->root->addr, what, key, why[0] ? why : ddpc_status_str(s));
 }
 
 ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size_t len) {
@@ -79,7 +79,7 @@ ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, voi
         char *z = realloc(v, n + 1);
         if (!z) {
             free(v);
-            s = ddpc_err(DDPC_ERR_NOMEM, "store get '%s': out of memory", k);
+            s = ddpc__err(DDPC_ERR_NOMEM, "store get '%s': out of memory", k);
         } else {
             z[n] = 0;
             *val = z;
@@ -87,7 +87,7 @@ ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, voi
         }
     } else if (s == DDPC_ERR_TIMEOUT) {
         free(v);
-        s = ddpc_err(s, "%s: key '%s' was not set within %g s", r->addr, k, timeout_s > 0 ? timeout_s : 0);
+        s = ddpc__err(s, "%s: key '%s' was not set within %g s", r->addr, k, timeout_s > 0 ? timeout_s : 0);
     } else {
         free(v);
         s = failed(st, s, "get", k, why);
@@ -112,7 +112,7 @@ ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, s
                              void **actual, size_t *actual_len) {
     size_t kl = strlen(key);
     char *claim = malloc(kl + 7);
-    if (!claim) return ddpc_err(DDPC_ERR_NOMEM, "store: out of memory");
+    if (!claim) return ddpc__err(DDPC_ERR_NOMEM, "store: out of memory");
     memcpy(claim, key, kl);
     memcpy(claim + kl, "/claim", 7);
     int64_t n = 0;
@@ -123,7 +123,7 @@ ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, s
         DDPC_CHECK(ddpc__ops_set(st, key, val, len));
         if (!actual) return DDPC_OK;
         void *copy = malloc(len + 1);
-        if (!copy) return ddpc_err(DDPC_ERR_NOMEM, "store: out of memory");
+        if (!copy) return ddpc__err(DDPC_ERR_NOMEM, "store: out of memory");
         if (len) memcpy(copy, val, len);
         ((char *)copy)[len] = 0;
         *actual = copy;
@@ -144,14 +144,14 @@ ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, s
 }
 
 ddpc_status ddpc__ops_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s) {
-    double deadline = ddpc_now() + (timeout_s > 0 ? timeout_s : 0);
+    double deadline = ddpc__now() + (timeout_s > 0 ? timeout_s : 0);
     for (int i = 0; i < n; i++) {
-        double left = deadline - ddpc_now();
+        double left = deadline - ddpc__now();
         void *v = NULL;
         ddpc_status s = ddpc__ops_get(st, keys[i], left > 0 ? left : 0, &v, NULL);
         free(v);
         if (s == DDPC_ERR_TIMEOUT)
-            return ddpc_err(s, "%s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr, n,
+            return ddpc__err(s, "%s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr, n,
                             st->prefix, keys[i], n > 1 ? ", ..." : "", timeout_s > 0 ? timeout_s : 0);
         if (s != DDPC_OK) return s;
     }

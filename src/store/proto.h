@@ -100,7 +100,7 @@ enum { PROTO_DDPC = 1, PROTO_TORCH = 2 };
 
 /* One decoded request of either protocol. Pointers are borrowed from the
  * buffer it was decoded from. Keys of CHECK and WAIT are read one after the
- * other with store_req_key (each is a length field of lw bytes + bytes);
+ * other with ddpc__store_req_key (each is a length field of lw bytes + bytes);
  * the first key is also in key/klen. */
 typedef struct store_req {
     int op;                     /* OP_* */
@@ -118,17 +118,17 @@ typedef struct store_req {
 
 /* Decodes one ddpc request body (after the u32 length). 0 on success; -1
  * with why filled (the connection is then failed). */
-int store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen);
+int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen);
 /* Decodes one TCPStore request from the front of buf. Returns its length in
  * bytes, 0 when buf holds only part of it (read more), or -1 with why
  * filled when it is malformed or exceeds a limit (key, value, key count):
  * a partial request is refused as soon as its declared sizes are, so a
  * connection's buffer never grows past one legitimate request. */
-long store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen);
+long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen);
 /* Iterates the keys of q: *p starts at q->keys; returns the key and its
  * length, advancing *p. Only for keys a decoder accepted. */
-const char *store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen);
-const char *store_op_name(int op);
+const char *ddpc__store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen);
+const char *ddpc__store_op_name(int op);
 
 /* Largest keys list one WAIT may carry. */
 #define STORE_MAX_WAIT_KEYS 65536

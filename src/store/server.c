@@ -235,7 +235,7 @@ static void fail_conn(conn *c, const char *fmt, ...) {
     DDPC_INFO(STORE, "store: closing %s: %s", c->peer, msg);
     if (c->proto != PROTO_TORCH) reply_msg(c, RS_ERROR, "%s", msg);
     c->state = C_CLOSING;
-    c->deadline = ddpc_now() + CLOSE_LINGER_S;
+    c->deadline = ddpc__now() + CLOSE_LINGER_S;
 }
 
 /* A request that cannot be served: ddpc answers RS_ERROR and goes on;
@@ -299,7 +299,7 @@ static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req 
     uint32_t missing = 0;
     for (uint32_t i = 0; i < q->nkeys; i++) {
         uint32_t kn;
-        const char *k = store_req_key(q, &p, &kn);
+        const char *k = ddpc__store_req_key(q, &p, &kn);
         if (tab_find(&s->tab, k, kn)) continue;
         if (names) ddpc__sb_printf(names, "%s'%.*s'", missing ? ", " : "", (int)kn, k);
         missing++;
@@ -349,7 +349,7 @@ typedef int (*op_fn)(struct ddpc_store_server *s, conn *c, const store_req *q);
 
 /* GET (ddpc) and WAIT: parked until the keys exist or the timeout passes. */
 static int op_wait(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    double now = ddpc_now();
+    double now = ddpc__now();
     c->wq = *q;
     c->deadline = q->wait_s < 0 ? 1e300 : now + q->wait_s;
     c->state = C_WAITING;
@@ -532,7 +532,7 @@ static int torch_pump(struct ddpc_store_server *s, conn *c) {
         }
         store_req q;
         char why[256];
-        long n = store_decode_torch(c->in, c->in_have, &q, why, sizeof why);
+        long n = ddpc__store_decode_torch(c->in, c->in_have, &q, why, sizeof why);
         if (n < 0) fail_conn(c, "%s", why);
         if (n <= 0) return 0;
         c->req_len = (size_t)n;
@@ -592,7 +592,7 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
         if (c->in_have < need || need == 4) continue;
         store_req q;
         char why[256];
-        if (store_decode_ddpc(c->in + 4, c->in_have - 4, &q, why, sizeof why) != 0) fail_conn(c, "%s", why);
+        if (ddpc__store_decode_ddpc(c->in + 4, c->in_have - 4, &q, why, sizeof why) != 0) fail_conn(c, "%s", why);
         else handle_request(s, c, &q);
     }
     return 0;
@@ -650,7 +650,7 @@ static void accept_all(struct ddpc_store_server *s) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 DDPC_WARN(STORE, "store: cannot accept more connections (%s); pausing 100 ms",
                           strerror(errno));
-                s->accept_pause = ddpc_now() + 0.1;
+                s->accept_pause = ddpc__now() + 0.1;
             }
             return;
         }
@@ -676,7 +676,7 @@ static void accept_all(struct ddpc_store_server *s) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         int port = 0;
         char host[64];
-        ddpc_sock_addr_str((struct sockaddr *)&ss, host, sizeof host, &port);
+        ddpc__sock_addr_str((struct sockaddr *)&ss, host, sizeof host, &port);
         snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
         c->fd = fd;
         c->state = C_HANDSHAKE;
@@ -732,7 +732,7 @@ static void *server_main(void *arg) {
     struct pollfd *pf = NULL;
     int pf_cap = 0;
     for (;;) {
-        double now = ddpc_now(), next = 1e300;
+        double now = ddpc__now(), next = 1e300;
         if (pf_cap < s->nconns + 2) {
             int cap = (s->nconns + 2) * 2;
             struct pollfd *p = realloc(pf, (size_t)cap * sizeof *p);
@@ -756,14 +756,14 @@ static void *server_main(void *arg) {
                 next = c->deadline;
             pf[i + 2] = (struct pollfd){c->fd, ev, 0};
         }
-        int ms = next >= 1e299 ? -1 : ddpc_deadline_ms(next, 1000);
+        int ms = next >= 1e299 ? -1 : ddpc__deadline_ms(next, 1000);
         int n = poll(pf, (nfds_t)s->nconns + 2, ms);
         if (n < 0 && errno != EINTR) {
             DDPC_WARN(STORE, "store: poll: %s; stopping the server", strerror(errno));
             break;
         }
         if (n > 0 && (pf[0].revents & POLLIN)) break;
-        now = ddpc_now();
+        now = ddpc__now();
         int nc = s->nconns;
         for (int i = 0; i < nc; i++)
             if (conn_step(s, s->conns[i], n > 0 ? pf[i + 2].revents : 0, now) < 0) {
@@ -782,20 +782,20 @@ static void *server_main(void *arg) {
 }
 
 ddpc_status ddpc_store_server_create(const char *host, int port, ddpc_store_server **out) {
-    if (!out) return ddpc_err(DDPC_ERR_INVALID_ARG, "ddpc_store_server_create: out is NULL");
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_server_create: out is NULL");
     *out = NULL;
     struct ddpc_store_server *s = calloc(1, sizeof *s);
-    if (!s) return ddpc_err(DDPC_ERR_NOMEM, "store server: out of memory");
+    if (!s) return ddpc__err(DDPC_ERR_NOMEM, "store server: out of memory");
     s->lfd = s->wake_fd = -1;
-    ddpc_status st = ddpc_sock_listen(host, port, 1024, &s->lfd, &s->port);
+    ddpc_status st = ddpc__sock_listen(host, port, 1024, &s->lfd, &s->port);
     if (st != DDPC_OK) {
         free(s);
-        return ddpc_err_wrap(st, "store server");
+        return ddpc__err_wrap(st, "store server");
     }
-    ddpc_sock_set_nonblock(s->lfd, 1);
+    ddpc__sock_set_nonblock(s->lfd, 1);
     s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s->wake_fd < 0) {
-        st = ddpc_err_errno(DDPC_ERR_SYSTEM, errno, "store server: eventfd");
+        st = ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "store server: eventfd");
         goto fail;
     }
     /* the thread takes no signals: a launcher reads them with signalfd */
@@ -805,7 +805,7 @@ ddpc_status ddpc_store_server_create(const char *host, int port, ddpc_store_serv
     int rc = pthread_create(&s->thread, NULL, server_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        st = ddpc_err_errno(DDPC_ERR_SYSTEM, rc, "store server: pthread_create");
+        st = ddpc__err_errno(DDPC_ERR_SYSTEM, rc, "store server: pthread_create");
         goto fail;
     }
     DDPC_INFO(STORE, "store server listening on %s:%d", host && *host ? host : "*", s->port);

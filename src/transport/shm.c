@@ -5,14 +5,14 @@
  * over as doorbell and liveness channel.
  *
  * Set-up, over the pair's TCP connection (comm.c drives it, after the hello):
- *   1. the lower rank (ddpc_shm_offer) creates a segment under an
+ *   1. the lower rank (ddpc__shm_offer) creates a segment under an
  *      unguessable name (O_CREAT|O_EXCL, mode 0600), reserves its pages
  *      (posix_fallocate: a full /dev/shm is an error now, never a SIGBUS
  *      later), maps it and sends {magic, version, capacity, name} -- or a
  *      refusal saying why;
- *   2. the higher rank (ddpc_shm_join) opens and maps it, checks its size,
+ *   2. the higher rank (ddpc__shm_join) opens and maps it, checks its size,
  *      owner and headers, and answers yes or no (saying why);
- *   3. the lower rank (ddpc_shm_finish) reads the answer and removes the
+ *   3. the lower rank (ddpc__shm_finish) reads the answer and removes the
  *      name, on every path, so nothing is left in /dev/shm even when a rank
  *      is killed later.
  * A rank killed between steps 1 and 3 (milliseconds) leaves its name behind;
@@ -295,13 +295,13 @@ static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
  * the side that writes ring 0. Takes a duplicate of tcp's socket. */
 static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t cap, int creator,
                              const char *peer, ddpc_conn **out) {
-    int fd = fcntl(ddpc_transport_tcp.poll_fd(tcp), F_DUPFD_CLOEXEC, 0);
+    int fd = fcntl(ddpc__transport_tcp.poll_fd(tcp), F_DUPFD_CLOEXEC, 0);
     ddpc_conn *c = fd >= 0 ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         int err = errno;
         if (fd >= 0) close(fd);
         munmap(base, len);
-        return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "shm: no descriptor or memory for a connection");
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "shm: no descriptor or memory for a connection");
     }
     shm_ring *r = (shm_ring *)base;
     c->fd = fd;
@@ -320,7 +320,7 @@ static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t ca
 
 /* ------------------------------------------------------------ set-up */
 
-ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
                            int abort_fd, ddpc_shm_pending **pending) {
     *pending = NULL;
     shm_offer_msg o;
@@ -340,10 +340,10 @@ ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, 
         o.ok = 1;
         snprintf(o.name, sizeof o.name, "%s", p->name);
     }
-    ddpc_status s = ddpc_transport_tcp.send_full(tcp, &o, sizeof o, deadline, abort_fd);
+    ddpc_status s = ddpc__transport_tcp.send_full(tcp, &o, sizeof o, deadline, abort_fd);
     if (s != DDPC_OK) {
-        ddpc_shm_pending_free(p);
-        return ddpc_err_wrap(s, "sending a shared-memory offer");
+        ddpc__shm_pending_free(p);
+        return ddpc__err_wrap(s, "sending a shared-memory offer");
     }
     if (!p)
         DDPC_WARN(SHM, "no shared memory with %s on this host (%s); using TCP to it "
@@ -352,13 +352,13 @@ ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, 
     return DDPC_OK;
 }
 
-ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
                           int abort_fd, ddpc_conn **out) {
     *out = NULL;
     shm_offer_msg o;
-    DDPC_CHECK(ddpc_transport_tcp.recv_full(tcp, &o, sizeof o, deadline, abort_fd));
+    DDPC_CHECK(ddpc__transport_tcp.recv_full(tcp, &o, sizeof o, deadline, abort_fd));
     if (o.magic != SHM_MAGIC || o.version != SHM_VERSION)
-        return ddpc_err(DDPC_ERR_PROTOCOL, "unexpected shared-memory offer (magic 0x%x version %u)",
+        return ddpc__err(DDPC_ERR_PROTOCOL, "unexpected shared-memory offer (magic 0x%x version %u)",
                         o.magic, o.version);
     o.name[sizeof o.name - 1] = '\0';
     o.why[sizeof o.why - 1] = '\0';
@@ -373,10 +373,10 @@ ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, d
                  (unsigned long long)o.capacity, ring_bytes);
     else m = seg_open(&o, a.why, sizeof a.why);
     a.ok = m != NULL;
-    ddpc_status s = ddpc_transport_tcp.send_full(tcp, &a, sizeof a, deadline, abort_fd);
+    ddpc_status s = ddpc__transport_tcp.send_full(tcp, &a, sizeof a, deadline, abort_fd);
     if (s != DDPC_OK) {
         if (m) munmap(m, seg_len(o.capacity));
-        return ddpc_err_wrap(s, "answering a shared-memory offer");
+        return ddpc__err_wrap(s, "answering a shared-memory offer");
     }
     if (!m) {
         if (o.ok) /* the creator's side warned itself when it refused */
@@ -387,29 +387,29 @@ ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, d
     return conn_make(tcp, m, seg_len(o.capacity), o.capacity, 0, peer, out);
 }
 
-ddpc_status ddpc_shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
+ddpc_status ddpc__shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
                             int abort_fd, ddpc_conn **out) {
     *out = NULL;
     shm_answer_msg a;
-    ddpc_status s = ddpc_transport_tcp.recv_full(tcp, &a, sizeof a, deadline, abort_fd);
+    ddpc_status s = ddpc__transport_tcp.recv_full(tcp, &a, sizeof a, deadline, abort_fd);
     if (p) shm_unlink(p->name); /* both sides have it mapped, or never will */
     if (s == DDPC_OK && (a.magic != SHM_MAGIC || a.version != SHM_VERSION))
-        s = ddpc_err(DDPC_ERR_PROTOCOL, "unexpected shared-memory answer (magic 0x%x version %u)",
+        s = ddpc__err(DDPC_ERR_PROTOCOL, "unexpected shared-memory answer (magic 0x%x version %u)",
                      a.magic, a.version);
     if (s != DDPC_OK || !p || !a.ok) {
         a.why[sizeof a.why - 1] = '\0';
         if (s == DDPC_OK && p)
             DDPC_WARN(SHM, "no shared memory with %s on this host (%s said: %s); using TCP to it "
                       "(DDPC_SHM=0 uses TCP without trying)", peer, peer, a.why);
-        ddpc_shm_pending_free(p);
-        return s == DDPC_OK ? DDPC_OK : ddpc_err_wrap(s, "reading the answer to a shared-memory offer");
+        ddpc__shm_pending_free(p);
+        return s == DDPC_OK ? DDPC_OK : ddpc__err_wrap(s, "reading the answer to a shared-memory offer");
     }
     s = conn_make(tcp, p->base, p->len, p->cap, 1, peer, out);
     free(p);
     return s;
 }
 
-void ddpc_shm_pending_free(ddpc_shm_pending *p) {
+void ddpc__shm_pending_free(ddpc_shm_pending *p) {
     if (!p) return;
     shm_unlink(p->name); /* ENOENT when finish removed it already */
     munmap(p->base, p->len);
@@ -453,14 +453,14 @@ static int is_shut(const ddpc_conn *c) { return __atomic_load_n(&c->shut, __ATOM
 
 /* ------------------------------------------------------------ transfers */
 
-int ddpc_shm_copy_policy(const char *v) {
+int ddpc__shm_copy_policy(const char *v) {
     if (!v || !strcmp(v, "auto")) return COPY_AUTO;
     if (!strcmp(v, "cached")) return COPY_CACHED;
     if (!strcmp(v, "stream")) return COPY_STREAM;
     return -1;
 }
 
-void ddpc_shm_set_copy_policy(ddpc_conn *c, int policy) {
+void ddpc__shm_set_copy_policy(ddpc_conn *c, int policy) {
     c->copy_policy = policy == COPY_CACHED || policy == COPY_STREAM ? policy : COPY_AUTO;
 }
 
@@ -556,20 +556,20 @@ static size_t send_copy(ddpc_conn *c, ddpc_xfer *x, size_t n) {
     if (n < COPY_LARGE) return copy_xfer(x, c->txd, c->cap, c->tx_head, n, 1, c->stream);
     size_t done = 0;
     if (c->large_copies++ % COPY_PROBE_EVERY == 0 || c->ns_per_kib[!c->stream] == 0) {
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         done = copy_xfer(x, c->txd, c->cap, c->tx_head, COPY_PROBE, 1, !c->stream);
-        note_cost(c, !c->stream, done, ddpc_now() - t0);
+        note_cost(c, !c->stream, done, ddpc__now() - t0);
     }
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     size_t rest = copy_xfer(x, c->txd, c->cap, c->tx_head + done, n - done, 1, c->stream);
-    note_cost(c, c->stream, rest, ddpc_now() - t0);
+    note_cost(c, c->stream, rest, ddpc__now() - t0);
     pick_copy(c);
     return done + rest;
 }
 
 static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (moved) *moved = 0;
-    if (is_shut(c)) return ddpc_err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
+    if (is_shut(c)) return ddpc__err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
     uint32_t gone = __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE);
     if (gone == GONE_SHUT ||
         (gone == GONE_CLOSED && __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) != c->rx_tail)) {
@@ -577,7 +577,7 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
         x->done = x->total;
         return DDPC_OK;
     }
-    if (gone || c->peer_eof) return ddpc_err(DDPC_ERR_PEER_LOST, "send: the peer closed the connection");
+    if (gone || c->peer_eof) return ddpc__err(DDPC_ERR_PEER_LOST, "send: the peer closed the connection");
     if (x->done >= x->total) return DDPC_OK;
     uint64_t tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
     size_t room = (size_t)(c->cap - (c->tx_head - tail));
@@ -621,13 +621,13 @@ static void combine_from_ring(ddpc_conn *c, ddpc_xfer *x, size_t n) {
 
 static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (moved) *moved = 0;
-    if (is_shut(c)) return ddpc_err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
+    if (is_shut(c)) return ddpc__err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
     if (x->done >= x->total) return DDPC_OK;
     /* gone first, head second: what the peer wrote before it left is read */
     int gone = c->peer_eof || __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE);
     uint64_t head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
     size_t avail = (size_t)(head - c->rx_tail);
-    if (avail == 0) return gone ? ddpc_err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
+    if (avail == 0) return gone ? ddpc__err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
     size_t n;
     if (x->combine && x->niov == 2 && x->done >= x->iov[0].iov_len) {
         n = x->total - x->done < avail ? x->total - x->done : avail;
@@ -658,7 +658,7 @@ static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
         return DDPC_OK;
     }
     ddpc_xfer x;
-    ddpc_xfer_init(&x, buf, len < avail ? len : avail, NULL, 0);
+    ddpc__xfer_init(&x, buf, len < avail ? len : avail, NULL, 0);
     *got = copy_xfer(&x, c->rxd, c->cap, c->rx_tail, x.total, 0, 0);
     return DDPC_OK;
 }
@@ -695,20 +695,20 @@ static ddpc_status wait_conn(ddpc_conn *c, short events, double deadline, int ab
         return DDPC_OK;
     }
     struct pollfd pf[2] = {{c->fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
-    int ms = ddpc_deadline_ms(deadline, 0);
+    int ms = ddpc__deadline_ms(deadline, 0);
     int k = ms == 0 ? 0 : poll(pf, abort_fd >= 0 ? 2 : 1, ms);
     int err = errno;
     shm_arm(c, 0);
-    if (k < 0 && err != EINTR) return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "poll");
-    if (k > 0 && abort_fd >= 0 && pf[1].revents) return ddpc_err(DDPC_ERR_ABORTED, "aborted while %s", what);
-    if (k == 0 && ddpc_expired(deadline)) return ddpc_err(DDPC_ERR_TIMEOUT, "timed out %s", what);
+    if (k < 0 && err != EINTR) return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "poll");
+    if (k > 0 && abort_fd >= 0 && pf[1].revents) return ddpc__err(DDPC_ERR_ABORTED, "aborted while %s", what);
+    if (k == 0 && ddpc__expired(deadline)) return ddpc__err(DDPC_ERR_TIMEOUT, "timed out %s", what);
     return DDPC_OK;
 }
 
 static ddpc_status shm_send_full(ddpc_conn *c, const void *buf, size_t len, double deadline,
                                  int abort_fd) {
     ddpc_xfer x;
-    ddpc_xfer_init(&x, (void *)buf, len, NULL, 0);
+    ddpc__xfer_init(&x, (void *)buf, len, NULL, 0);
     while (x.done < x.total) {
         size_t mv = 0;
         DDPC_CHECK(shm_send(c, &x, &mv));
@@ -719,7 +719,7 @@ static ddpc_status shm_send_full(ddpc_conn *c, const void *buf, size_t len, doub
 
 static ddpc_status shm_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline, int abort_fd) {
     ddpc_xfer x;
-    ddpc_xfer_init(&x, buf, len, NULL, 0);
+    ddpc__xfer_init(&x, buf, len, NULL, 0);
     while (x.done < x.total) {
         size_t mv = 0;
         DDPC_CHECK(shm_recv(c, &x, &mv));
@@ -750,9 +750,9 @@ static void shm_close(ddpc_conn *c) {
     free(c);
 }
 
-const ddpc_transport ddpc_transport_shm = {
+const ddpc_transport ddpc__transport_shm = {
     .name = "shm",
-    .listen = NULL, /* set up over an established TCP connection: ddpc_shm_offer/join/finish */
+    .listen = NULL, /* set up over an established TCP connection: ddpc__shm_offer/join/finish */
     .accept = NULL,
     .connect = NULL,
     .close_listener = NULL,

@@ -27,7 +27,7 @@ struct ddpc_listener {
     int fd;
 };
 
-void ddpc_xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
+void ddpc__xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
     x->niov = 0;
     if (alen) x->iov[x->niov++] = (struct iovec){a, alen};
     if (blen) x->iov[x->niov++] = (struct iovec){b, blen};
@@ -50,8 +50,8 @@ static int sockbuf_bytes(void) {
 }
 
 static ddpc_status wrap_fd(int fd, ddpc_conn **out) {
-    ddpc_sock_tune(fd, sockbuf_bytes());
-    ddpc_status s = ddpc_sock_set_nonblock(fd, 1);
+    ddpc__sock_tune(fd, sockbuf_bytes());
+    ddpc_status s = ddpc__sock_set_nonblock(fd, 1);
     if (s != DDPC_OK) {
         close(fd);
         return s;
@@ -59,7 +59,7 @@ static ddpc_status wrap_fd(int fd, ddpc_conn **out) {
     ddpc_conn *c = malloc(sizeof *c);
     if (!c) {
         close(fd);
-        return ddpc_err(DDPC_ERR_NOMEM, "tcp: out of memory for a connection");
+        return ddpc__err(DDPC_ERR_NOMEM, "tcp: out of memory for a connection");
     }
     c->fd = fd;
     *out = c;
@@ -75,23 +75,23 @@ static ddpc_status tcp_listen(const char *ip, int base_port, ddpc_listener **out
         s = DDPC_ERR_SYSTEM;
         for (int p = base_port; p <= last; p++) {
             int in_use = 0;
-            s = ddpc_sock_listen_try(ip, p, 1024, &fd, port, &in_use);
+            s = ddpc__sock_listen_try(ip, p, 1024, &fd, port, &in_use);
             if (s == DDPC_OK) break;
             if (!in_use) return s;
         }
         if (s != DDPC_OK)
-            return ddpc_err(DDPC_ERR_SYSTEM,
+            return ddpc__err(DDPC_ERR_SYSTEM,
                             "no free port on %s in [%d, %d] (DDPC_IF_BASE_PORT=%d)", ip,
                             base_port, last, base_port);
     } else {
-        DDPC_CHECK(ddpc_sock_listen(ip, 0, 1024, &fd, port));
+        DDPC_CHECK(ddpc__sock_listen(ip, 0, 1024, &fd, port));
     }
     /* accepted sockets inherit the listener's buffer sizes */
-    ddpc_sock_tune(fd, sockbuf_bytes());
+    ddpc__sock_tune(fd, sockbuf_bytes());
     ddpc_listener *l = malloc(sizeof *l);
     if (!l) {
         close(fd);
-        return ddpc_err(DDPC_ERR_NOMEM, "tcp: out of memory for a listener");
+        return ddpc__err(DDPC_ERR_NOMEM, "tcp: out of memory for a listener");
     }
     l->fd = fd;
     *out = l;
@@ -100,13 +100,13 @@ static ddpc_status tcp_listen(const char *ip, int base_port, ddpc_listener **out
 
 static ddpc_status tcp_accept(ddpc_listener *l, double deadline, int abort_fd, ddpc_conn **out) {
     int fd;
-    DDPC_CHECK(ddpc_sock_accept(l->fd, deadline, abort_fd, &fd));
+    DDPC_CHECK(ddpc__sock_accept(l->fd, deadline, abort_fd, &fd));
     return wrap_fd(fd, out);
 }
 
 static ddpc_status tcp_connect(const char *ip, int port, double deadline, ddpc_conn **out) {
     int fd;
-    DDPC_CHECK(ddpc_sock_connect(ip, port, deadline, &fd));
+    DDPC_CHECK(ddpc__sock_connect(ip, port, deadline, &fd));
     return wrap_fd(fd, out);
 }
 
@@ -136,8 +136,8 @@ static int remaining_iov(const ddpc_xfer *x, struct iovec tmp[2]) {
 static ddpc_status io_error(int err, const char *what) {
     if (err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == ENOTCONN ||
         err == ESHUTDOWN)
-        return ddpc_err_errno(DDPC_ERR_PEER_LOST, err, "%s", what);
-    return ddpc_err_errno(DDPC_ERR_SYSTEM, err, "%s", what);
+        return ddpc__err_errno(DDPC_ERR_PEER_LOST, err, "%s", what);
+    return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "%s", what);
 }
 
 static ddpc_status tcp_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
@@ -176,7 +176,7 @@ static ddpc_status tcp_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
             continue;
         }
         if (moved) *moved = x->done - start;
-        if (n == 0) return ddpc_err(DDPC_ERR_PEER_LOST, "the peer closed the connection");
+        if (n == 0) return ddpc__err(DDPC_ERR_PEER_LOST, "the peer closed the connection");
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return DDPC_OK;
         return io_error(errno, "recv");
@@ -210,12 +210,12 @@ static ddpc_status tcp_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
 
 static ddpc_status tcp_send_full(ddpc_conn *c, const void *buf, size_t len, double deadline,
                                  int abort_fd) {
-    return ddpc_sock_write_full(c->fd, buf, len, deadline, abort_fd);
+    return ddpc__sock_write_full(c->fd, buf, len, deadline, abort_fd);
 }
 
 static ddpc_status tcp_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline,
                                  int abort_fd) {
-    return ddpc_sock_read_full(c->fd, buf, len, deadline, abort_fd);
+    return ddpc__sock_read_full(c->fd, buf, len, deadline, abort_fd);
 }
 
 static int tcp_poll_fd(const ddpc_conn *c) { return c->fd; }
@@ -228,7 +228,7 @@ static void tcp_close(ddpc_conn *c) {
     free(c);
 }
 
-const ddpc_transport ddpc_transport_tcp = {
+const ddpc_transport ddpc__transport_tcp = {
     .name = "tcp",
     .listen = tcp_listen,
     .accept = tcp_accept,

@@ -47,7 +47,7 @@ typedef struct ddpc_xfer {
 } ddpc_xfer;
 
 /* Fills x with up to two ranges (len 0 ranges are skipped); no combine. */
-void ddpc_xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen);
+void ddpc__xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen);
 
 typedef struct ddpc_transport {
     const char *name;
@@ -96,7 +96,7 @@ typedef struct ddpc_transport {
 
 /* TCP over IPv4 or IPv6: non-blocking sockets, TCP_NODELAY, DDPC_SOCKBUF
  * send and receive buffers. */
-extern const ddpc_transport ddpc_transport_tcp;
+extern const ddpc_transport ddpc__transport_tcp;
 
 /* Shared memory between two processes of one host: two byte rings of
  * DDPC_SHM_BYTES in a POSIX shared-memory segment, the pair's TCP socket
@@ -115,20 +115,20 @@ extern const ddpc_transport ddpc_transport_tcp;
  * status other than DDPC_OK is a failure of the TCP exchange itself (peer
  * lost, deadline, abort_fd, a corrupt message); shared memory being
  * unavailable never is. peer names the other side in warnings. */
-extern const ddpc_transport ddpc_transport_shm;
+extern const ddpc_transport ddpc__transport_shm;
 typedef struct ddpc_shm_pending ddpc_shm_pending;
-ddpc_status ddpc_shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
                            int abort_fd, ddpc_shm_pending **pending);
-ddpc_status ddpc_shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
                           int abort_fd, ddpc_conn **out);
-ddpc_status ddpc_shm_finish(ddpc_shm_pending *pending, ddpc_conn *tcp, const char *peer,
+ddpc_status ddpc__shm_finish(ddpc_shm_pending *pending, ddpc_conn *tcp, const char *peer,
                             double deadline, int abort_fd, ddpc_conn **out);
 /* Unmaps and removes an offered segment that will not be finished. NULL harmless. */
-void ddpc_shm_pending_free(ddpc_shm_pending *pending);
+void ddpc__shm_pending_free(ddpc_shm_pending *pending);
 /* DDPC_SHM_COPY's value (NULL = unset) as the transport's policy for
  * copies into a ring: 0 auto, 1 cached, 2 stream; -1 for anything else.
  * A new shm connection starts with auto; set_copy_policy sets another. */
-int ddpc_shm_copy_policy(const char *value);
-void ddpc_shm_set_copy_policy(ddpc_conn *shm, int policy);
+int ddpc__shm_copy_policy(const char *value);
+void ddpc__shm_set_copy_policy(ddpc_conn *shm, int policy);
 
 #endif /* DDPC_TRANSPORT_H */

@@ -491,14 +491,14 @@ TEST_T(comm_async_outstanding, 40) {
 static void wait_timeout_body(int rank, int world, void *arg) {
     ddpc_comm *c = env_comm(rank, world);
     int32_t x = rank + 1, y = 0;
-    if (rank == 1) ddpc_sleep(1.0);
+    if (rank == 1) ddpc__sleep(1.0);
     ddpc_work *w;
     CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &w));
     if (rank == 0) {
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         CHECK_STATUS(ddpc_work_wait(w, 0), DDPC_ERR_TIMEOUT); /* 0: a poll */
         CHECK_STATUS(ddpc_work_wait(w, 0.2), DDPC_ERR_TIMEOUT);
-        CHECK(ddpc_now() - t0 < 0.9 * t_slow());
+        CHECK(ddpc__now() - t0 < 0.9 * t_slow());
         int done = 1;
         CHECK_OK(ddpc_work_test(w, &done));
         CHECK_EQ(done, 0);
@@ -527,9 +527,9 @@ typedef struct {
 static void *blocked_thread(void *arg) {
     blocked_call *b = arg;
     int32_t x = 1, y = 0;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     b->st = ddpc_allreduce(b->c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
-    b->took = ddpc_now() - t0;
+    b->took = ddpc__now() - t0;
     return NULL;
 }
 
@@ -540,7 +540,7 @@ static void abort_body(int rank, int world, void *arg) {
         blocked_call b = {c, DDPC_OK, 0};
         pthread_t th;
         pthread_create(&th, NULL, blocked_thread, &b);
-        ddpc_sleep(0.3);
+        ddpc__sleep(0.3);
         ddpc_work *w;
         int32_t x = 1, y;
         CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &w));
@@ -554,14 +554,14 @@ static void abort_body(int rank, int world, void *arg) {
         CHECK_CONTAINS(ddpc_comm_last_error(c), "abort");
     } else {
         /* the peer sees rank 0 as lost, quickly */
-        ddpc_sleep(0.8);
+        ddpc__sleep(0.8);
         int32_t x = 1, y;
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         /* the first may complete from what rank 0 sent before it aborted */
         ddpc_status s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
         if (s == DDPC_OK) s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
         CHECK(s != DDPC_OK);
-        CHECK(ddpc_now() - t0 < 3.0 * t_slow());
+        CHECK(ddpc__now() - t0 < 3.0 * t_slow());
         CHECK_CONTAINS(ddpc_comm_last_error(c), "rank 0");
     }
     CHECK_OK(ddpc_comm_destroy(c));
@@ -584,13 +584,13 @@ static void killed_body(int rank, int world, void *arg) {
         if (rank == 2 && it == 3) {
             ddpc_work *w;
             CHECK_OK(ddpc_allreduce_async(c, x, x, n, DDPC_FLOAT32, DDPC_SUM, &w));
-            ddpc_sleep(0.05); /* in the middle of it */
+            ddpc__sleep(0.05); /* in the middle of it */
             raise(SIGKILL);
         }
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         ddpc_status s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
         if (s == DDPC_OK) continue;
-        double took = ddpc_now() - t0;
+        double took = ddpc__now() - t0;
         CHECK_MSG(took < 5.0, "rank %d noticed after %.2f s", rank, took);
         CHECK_CONTAINS(ddpc_last_error(), "lost rank 2");
         CHECK_CONTAINS(ddpc_comm_last_error(c), "lost rank 2");
@@ -646,10 +646,10 @@ static void clear_env(void) {
 /* init_env must fail with want, its message containing needle, quickly. */
 static void bad_env(ddpc_status want, const char *needle) {
     ddpc_comm *c = (ddpc_comm *)1;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_comm_create_env(&c), want);
     CHECK(c == NULL);
-    CHECK(ddpc_now() - t0 < 3.0 * t_slow());
+    CHECK(ddpc__now() - t0 < 3.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), needle);
     CHECK(strchr(ddpc_last_error(), '\n') == NULL); /* one line */
 }
@@ -703,7 +703,7 @@ TEST_T(comm_bad_environment, 40) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     /* port in use */
     int fd, bound;
-    CHECK_OK(ddpc_sock_listen("127.0.0.1", 0, 4, &fd, &bound));
+    CHECK_OK(ddpc__sock_listen("127.0.0.1", 0, 4, &fd, &bound));
     char inuse[16];
     snprintf(inuse, sizeof inuse, "%d", bound);
     setenv("MASTER_PORT", inuse, 1);
@@ -722,9 +722,9 @@ TEST_T(comm_unreachable_master, 20) {
     setenv("MASTER_PORT", port, 1);
     setenv("DDPC_CONNECT_TIMEOUT", "1", 1);
     ddpc_comm *c;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_comm_create_env(&c), DDPC_ERR_TIMEOUT);
-    double took = ddpc_now() - t0;
+    double took = ddpc__now() - t0;
     CHECK_MSG(took < 4.0, "took %.2f s", took);
     CHECK_CONTAINS(ddpc_last_error(), "MASTER_ADDR=127.0.0.1");
     CHECK_CONTAINS(ddpc_last_error(), port);
@@ -736,9 +736,9 @@ static void missing_body(int rank, int world, void *arg) {
     t_set_rank_env(rank, 3, g_port);
     setenv("DDPC_CONNECT_TIMEOUT", "1.5", 1);
     ddpc_comm *c;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_comm_create_env(&c), DDPC_ERR_TIMEOUT);
-    CHECK(ddpc_now() - t0 < 5.0 * t_slow());
+    CHECK(ddpc__now() - t0 < 5.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), "ranks 2 of 3 never arrived");
 }
 
@@ -958,7 +958,7 @@ static void any_source_body(int rank, int world, void *arg) {
         CHECK_OK(ddpc_recv(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE)); /* blocking form */
         CHECK_EQ(v[1], 400);
     } else {
-        ddpc_sleep(0.03 * (world - rank));
+        ddpc__sleep(0.03 * (world - rank));
         v[0] = rank, v[1] = 100;
         CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
         if (rank == 1) {
@@ -1213,25 +1213,25 @@ static void exec_timeout_body(int rank, int world, void *arg) {
     CHECK_OK(ddpc_comm_create_env(&c));
     int32_t x = 1, y = 0;
     if (rank == 0) {
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         CHECK_STATUS(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM), DDPC_ERR_TIMEOUT);
-        double took = ddpc_now() - t0;
+        double took = ddpc__now() - t0;
         CHECK_MSG(took > 0.4 && took < 2.0, "timed out after %.2f s", took);
         CHECK_CONTAINS(ddpc_last_error(), "DDPC_TIMEOUT");
         CHECK_CONTAINS(ddpc_last_error(), "rank 1");
         CHECK_CONTAINS(ddpc_comm_last_error(c), "timed out");
     } else {
-        ddpc_sleep(2.0);
+        ddpc__sleep(2.0);
         /* rank 0 gave up: this rank learns it, at once (the first call may
          * still complete from the data rank 0 sent before it gave up) */
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         ddpc_status s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
         if (s == DDPC_OK) {
             CHECK_EQ(y, 2);
             s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
         }
         CHECK(s != DDPC_OK);
-        CHECK(ddpc_now() - t0 < 2.0 * t_slow());
+        CHECK(ddpc__now() - t0 < 2.0 * t_slow());
         CHECK_CONTAINS(ddpc_last_error(), "rank 0");
     }
     CHECK_OK(ddpc_comm_destroy(c));
@@ -1297,7 +1297,7 @@ static void early_destroy_body(int rank, int world, void *arg) {
         CHECK_OK(ddpc_comm_destroy(c));
         return;
     }
-    ddpc_sleep(0.3); /* rank 2 is gone by now */
+    ddpc__sleep(0.3); /* rank 2 is gone by now */
     int32_t v[1000];
     for (int it = 0; it < 20; it++) {
         for (int i = 0; i < 1000; i++) v[i] = rank == 0 ? it * i : -1;
@@ -1308,10 +1308,10 @@ static void early_destroy_body(int rank, int world, void *arg) {
         }
     }
     /* a collective needs rank 2: named as gone, not a hang */
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     ddpc_status s = ddpc_barrier(c);
     CHECK(s == DDPC_ERR_MISMATCH || s == DDPC_ERR_PEER_LOST);
-    CHECK(ddpc_now() - t0 < 3.0 * t_slow());
+    CHECK(ddpc__now() - t0 < 3.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), "rank 2");
     CHECK_OK(ddpc_comm_destroy(c));
 }
@@ -1325,7 +1325,7 @@ TEST_T(comm_peer_destroyed_early_is_not_a_crash, 30) {
 
 static void reinit_body(int rank, int world, void *arg) {
     for (int round = 0; round < 6; round++) {
-        if (rank == 0 && round % 2) ddpc_sleep(0.05); /* others reach the old store first */
+        if (rank == 0 && round % 2) ddpc__sleep(0.05); /* others reach the old store first */
         ddpc_comm *c = env_comm(rank, world);
         sum_check(c, world * (world - 1) / 2);
         CHECK_OK(ddpc_comm_destroy(c));

@@ -234,9 +234,9 @@ static const char *FAIL_SCRIPT =
 TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     int rc = run(20, "FAIL_RANK=2 %s --standalone --nproc-per-node=4 %s", R(), sc);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_MSG(rc == 3, "rc=%d: %s", rc, out);
     CHECK(dt < 5 * t_slow());
     CHECK_CONTAINS(out, "first failure: rank 2 (local rank 2, node 0 on ");
@@ -260,9 +260,9 @@ TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
                                   "trap '' TERM\n"
                                   "if [ \"$RANK\" = 0 ]; then sleep 0.2; exit 5; fi\n"
                                   "sleep 30 & while :; do wait; done\n");
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     rc = run(20, "%s --standalone --nproc-per-node=2 --grace=0.5 %s", R(), stubborn);
-    dt = ddpc_now() - t0;
+    dt = ddpc__now() - t0;
     CHECK_MSG(rc == 5, "rc=%d: %s", rc, out);
     CHECK_MSG(dt > 0.6 && dt < 4 * t_slow(), "took %.2f s", dt);
     CHECK_CONTAINS(out, "sending SIGKILL");
@@ -272,14 +272,14 @@ TEST_T(run_failure_on_one_node_stops_the_other, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
     int port = t_free_port_pair();
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     int rc = run(30,
                  "export FAIL_RANK=3; %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
                  "--monitor-interval=0.1 %s > %s/n1.txt 2>&1 & "
                  "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s; "
                  "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"; cat %s/n1.txt",
                  R(), port, sc, d, R(), port, sc, d);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "rc0=1 rc1=3");
     CHECK(dt < 10 * t_slow());
@@ -375,7 +375,7 @@ TEST_T(run_signal_to_one_node_stops_all_nodes, 60) {
              d);
     const char *sc = script(d, "sig.sh", body);
     int port = t_free_port_pair();
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     int rc = run(30,
                  "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
                  "p1=$!; %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
@@ -383,7 +383,7 @@ TEST_T(run_signal_to_one_node_stops_all_nodes, 60) {
                  "kill -TERM $p0; wait $p0; r0=$?; wait $p1; echo \"rc0=$r0 rc1=$?\"",
                  R(), port, sc, R(), port, sc, d, d);
     CHECK_EQ(rc, 0);
-    CHECK(ddpc_now() - t0 < 10 * t_slow());
+    CHECK(ddpc__now() - t0 < 10 * t_slow());
     CHECK_CONTAINS(out, "rc0=143 rc1=1");
     for (int r = 0; r < 4; r++) {
         char want[64];
@@ -446,14 +446,14 @@ TEST_T(run_leaves_no_orphans, 60) {
     int rc = run(20, "%s --standalone --nproc-per-node=3 %s", R(), sc);
     CHECK_EQ(rc, 1);
     CHECK_EQ(count_procs(marker), 0);
-    ddpc_sleep(0.05);
+    ddpc__sleep(0.05);
     CHECK_MSG(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "ddpc-run left a process behind");
 
     /* a successful job's leftovers go too */
     const char *ok = script(d, "ok.sh", "sleep 3600.5 &\nsetsid sleep 3600.5 &\nexit 0\n");
     CHECK_EQ(run(20, "%s --standalone --nproc-per-node=2 %s", R(), ok), 0);
     CHECK_EQ(count_procs("3600.5"), 0);
-    ddpc_sleep(0.05);
+    ddpc__sleep(0.05);
     CHECK_MSG(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD, "ddpc-run left a process behind");
 
     /* the launcher killed with SIGKILL: its workers die with it (PDEATHSIG) */
@@ -469,7 +469,7 @@ TEST_T(run_leaves_no_orphans, 60) {
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "rc=137");
     int left = 0;
-    for (int i = 0; i < 100 && (left = count_procs(m2)) > 0; i++) ddpc_sleep(0.02);
+    for (int i = 0; i < 100 && (left = count_procs(m2)) > 0; i++) ddpc__sleep(0.02);
     CHECK_EQ(left, 0);
 }
 
@@ -618,9 +618,9 @@ TEST_T(run_ddpc_train_progress_bar_on_a_terminal, 60) {
 
 TEST_T(run_node_that_never_arrives, 30) {
     int port = t_free_port_pair();
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     int rc = run(20, "%s --nnodes=3 --node-rank=0 --master-port=%d --join-timeout=1 true", R(), port);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_EQ(rc, 1);
     CHECK_MSG(dt >= 0.9 && dt < 5 * t_slow(), "took %.2f s", dt);
     CHECK_CONTAINS(out, "nodes 1, 2 of 3 never joined within 1 s");
@@ -655,7 +655,7 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     int port = t_free_port_pair();
     /* node 1's launcher is killed: node 0 stops its workers within
      * monitor-interval + heartbeat-timeout */
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     int rc = run(30,
                  "%s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
                  "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
@@ -663,7 +663,7 @@ TEST_T(run_notices_a_dead_launcher, 60) {
                  "kill -9 $p1; t0=$(date +%%s%%N); wait $p0; r0=$?; t1=$(date +%%s%%N); "
                  "echo rc0=$r0 ms=$(( (t1 - t0) / 1000000 ))",
                  R(), port, sc, R(), port, sc, d, d);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "rc0=1");
     CHECK_CONTAINS(out, "node 1's launcher");

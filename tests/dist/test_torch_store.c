@@ -116,18 +116,18 @@ static void show_notes(const char *out) {
 /* Waits up to timeout_s for pid; its exit status, -1 if it was killed on the
  * deadline (the caller fails then). */
 static int wait_pid(pid_t pid, double timeout_s) {
-    double deadline = ddpc_now() + timeout_s * t_slow();
+    double deadline = ddpc__now() + timeout_s * t_slow();
     for (;;) {
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         if (r < 0 && errno != EINTR) return -1;
-        if (ddpc_now() >= deadline) {
+        if (ddpc__now() >= deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
             return -1;
         }
-        ddpc_sleep(0.01);
+        ddpc__sleep(0.01);
     }
 }
 
@@ -164,8 +164,8 @@ static void bg_start(bg *p, const char *cmd) {
 /* Reads what p prints until deadline (absolute) or EOF. */
 static void bg_read(bg *p, double deadline) {
     while (!p->eof) {
-        int ms = ddpc_deadline_ms(deadline, 1000);
-        if (ms <= 0 && ddpc_now() >= deadline) return;
+        int ms = ddpc__deadline_ms(deadline, 1000);
+        if (ms <= 0 && ddpc__now() >= deadline) return;
         struct pollfd pf = {p->fd, POLLIN, 0};
         int n = poll(&pf, 1, ms);
         if (n < 0 && errno == EINTR) continue;
@@ -188,11 +188,11 @@ static void bg_read(bg *p, double deadline) {
 /* The number after a line "PORT <n>" that p prints within timeout_s; fails
  * the test with p's output otherwise. */
 static int bg_port(bg *p, double timeout_s) {
-    double deadline = ddpc_now() + timeout_s * t_slow();
+    double deadline = ddpc__now() + timeout_s * t_slow();
     for (;;) {
         const char *l = strstr(p->out, "PORT ");
         if (l && (l == p->out || l[-1] == '\n') && strchr(l, '\n')) return atoi(l + 5);
-        if (p->eof || ddpc_now() >= deadline) break;
+        if (p->eof || ddpc__now() >= deadline) break;
         bg_read(p, deadline);
     }
     kill(p->pid, SIGKILL);
@@ -202,10 +202,10 @@ static int bg_port(bg *p, double timeout_s) {
 /* Reads p's output to EOF and waits for it, both within timeout_s; its exit
  * status, or -1 when it was killed on the deadline. */
 static int bg_finish(bg *p, double timeout_s) {
-    double deadline = ddpc_now() + timeout_s * t_slow();
-    while (!p->eof && ddpc_now() < deadline) bg_read(p, deadline);
+    double deadline = ddpc__now() + timeout_s * t_slow();
+    while (!p->eof && ddpc__now() < deadline) bg_read(p, deadline);
     close(p->fd);
-    double left = deadline - ddpc_now();
+    double left = deadline - ddpc__now();
     return wait_pid(p->pid, left > 0.1 ? left / t_slow() : 0.1);
 }
 
@@ -222,9 +222,9 @@ static void waker(int port) {
     size_t n;
     CHECK_OK(ddpc_store_get(py, "py_waiting", 100, &v, &n));
     free(v);
-    ddpc_sleep(0.1);
+    ddpc__sleep(0.1);
     CHECK_OK(ddpc_store_set(py, "wake_a", "a", 1));
-    ddpc_sleep(0.1);
+    ddpc__sleep(0.1);
     CHECK_OK(ddpc_store_set(py, "wake_b", "b", 1));
     ddpc_store_destroy(py);
     ddpc_store_destroy(c);
@@ -313,7 +313,7 @@ static void setter(int port) {
     CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &c));
     CHECK_STR(ddpc_store_protocol(c), "torch");
     CHECK_OK(ddpc_store_prefixed(c, "/", &py));
-    ddpc_sleep(0.3);
+    ddpc__sleep(0.3);
     CHECK_OK(ddpc_store_set(py, "late", "L", 1));
     ddpc_store_destroy(py);
     ddpc_store_destroy(c);
@@ -330,10 +330,10 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
 
     /* 1. auto-detection: ddpc's handshake, closed by torch, then TCPStore's */
     ddpc_store *c = NULL, *py = NULL;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 10, &c));
     CHECK_STR(ddpc_store_protocol(c), "torch");
-    CHECK_MSG(ddpc_now() - t0 < 5 * t_slow(), "connect took %.2f s", ddpc_now() - t0);
+    CHECK_MSG(ddpc__now() - t0 < 5 * t_slow(), "connect took %.2f s", ddpc__now() - t0);
     CHECK_OK(ddpc_store_prefixed(c, "/", &py)); /* Python's key K is "/K" */
     CHECK_STR(ddpc_store_protocol(py), "torch");
 
@@ -360,12 +360,12 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
      * (which reconnects: TCPStore cannot cancel a wait) still works */
     void *v = NULL;
     size_t n = 0;
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_get(py, "c_missing", 0, &v, &n), DDPC_ERR_TIMEOUT);
-    CHECK_MSG(ddpc_now() - t0 < 2 * t_slow(), "get with timeout 0 took %.2f s", ddpc_now() - t0);
-    t0 = ddpc_now();
+    CHECK_MSG(ddpc__now() - t0 < 2 * t_slow(), "get with timeout 0 took %.2f s", ddpc__now() - t0);
+    t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_get(py, "c_missing", 0.5, &v, &n), DDPC_ERR_TIMEOUT);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_MSG(dt >= 0.45 && dt < 5 * t_slow(), "get with timeout 0.5 s returned after %.2f s", dt);
     CHECK_CONTAINS(ddpc_last_error(), "c_missing");
     get_str(py, "py_a", "alpha");
@@ -419,15 +419,15 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
         _exit(0);
     }
     const char *late[] = {"py_a", "late"};
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     CHECK_OK(ddpc_store_wait(py, late, 2, 20));
-    CHECK_MSG(ddpc_now() - t0 < 15 * t_slow(), "the wait for 'late' took %.2f s", ddpc_now() - t0);
+    CHECK_MSG(ddpc__now() - t0 < 15 * t_slow(), "the wait for 'late' took %.2f s", ddpc__now() - t0);
     CHECK_EQ(wait_pid(sp, 10), 0);
     get_str(py, "late", "L");
     const char *never[] = {"py_a", "never_1", "never_2"};
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_wait(py, never, 3, 0.5), DDPC_ERR_TIMEOUT);
-    dt = ddpc_now() - t0;
+    dt = ddpc__now() - t0;
     CHECK_MSG(dt >= 0.45 && dt < 5 * t_slow(), "wait with timeout 0.5 s returned after %.2f s", dt);
     get_str(py, "py_a", "alpha");
 
@@ -522,9 +522,9 @@ TEST_T(torch_store_ddpc_client_vs_ddpc_server, 60) {
     exists_is(t, "t", 1);
     void *val = NULL;
     size_t n;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_get(t, "missing", 0.3, &val, &n), DDPC_ERR_TIMEOUT);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_MSG(dt >= 0.25 && dt < 5 * t_slow(), "get with timeout 0.3 s returned after %.2f s", dt);
     const char *keys[] = {"t", "missing"};
     CHECK_STATUS(ddpc_store_wait(t, keys, 2, 0.3), DDPC_ERR_TIMEOUT);

@@ -42,16 +42,16 @@ int fuzz_store(const uint8_t *data, size_t size) {
         port = ddpc_store_server_port(server);
     }
     int fd = -1;
-    if (ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(2), &fd) != DDPC_OK)
+    if (ddpc__sock_connect("127.0.0.1", port, ddpc__deadline_in(2), &fd) != DDPC_OK)
         fuzz_fail("cannot connect to the store: %s", ddpc_last_error());
     /* the server may close early (a bad frame): a failed write is no fault */
     if (!(data[0] & 1)) {
         unsigned char hs[8];
         put_u32(hs, STORE_MAGIC);
         put_u32(hs + 4, STORE_VERSION);
-        ddpc_sock_write_full(fd, hs, sizeof hs, ddpc_deadline_in(1), -1);
+        ddpc__sock_write_full(fd, hs, sizeof hs, ddpc__deadline_in(1), -1);
     }
-    ddpc_sock_write_full(fd, data + 1, size - 1, ddpc_deadline_in(1), -1);
+    ddpc__sock_write_full(fd, data + 1, size - 1, ddpc__deadline_in(1), -1);
     shutdown(fd, SHUT_WR);
     /* the server replies, then closes: read to the end, for a second at most */
     static char buf[1 << 16];

@@ -16,7 +16,7 @@
 TEST(base_status_strings) {
     for (int s = 0; s < DDPC_STATUS_COUNT; s++) CHECK(strlen(ddpc_status_str((ddpc_status)s)) > 0);
     CHECK_STR(ddpc_status_str((ddpc_status)999), "unknown status");
-    CHECK_EQ(ddpc_err(DDPC_ERR_ENV, "RANK=%s bad", "x"), DDPC_ERR_ENV);
+    CHECK_EQ(ddpc__err(DDPC_ERR_ENV, "RANK=%s bad", "x"), DDPC_ERR_ENV);
     CHECK_STR(ddpc_last_error(), "RANK=x bad");
 }
 
@@ -25,14 +25,14 @@ TEST(base_status_strings) {
 TEST(base_cpu_count_follows_affinity) {
     cpu_set_t set;
     CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
-    CHECK_EQ(ddpc_cpu_count(), (long)CPU_COUNT(&set));
+    CHECK_EQ(ddpc__cpu_count(), (long)CPU_COUNT(&set));
     int first = 0;
     while (!CPU_ISSET(first, &set)) first++;
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(first, &one);
     CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
-    CHECK_EQ(ddpc_cpu_count(), 1);
+    CHECK_EQ(ddpc__cpu_count(), 1);
     CHECK(sched_setaffinity(0, sizeof set, &set) == 0);
 }
 
@@ -133,31 +133,31 @@ TEST(base_env_parse) {
     CHECK_STATUS(ddpc__env_double(DDPC_ENV_TIMEOUT, &t), DDPC_ERR_ENV);
     CHECK_CONTAINS(ddpc_last_error(), "HCCL_EXEC_TIMEOUT='7x'");
     size_t sz;
-    CHECK_OK(ddpc_parse_size("-b", "4K", &sz));
+    CHECK_OK(ddpc__parse_size("-b", "4K", &sz));
     CHECK_EQ(sz, 4096);
-    CHECK_OK(ddpc_parse_size("-e", "64M", &sz));
+    CHECK_OK(ddpc__parse_size("-e", "64M", &sz));
     CHECK_EQ(sz, 64u << 20);
-    CHECK_STATUS(ddpc_parse_size("-e", "12Q", &sz), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc__parse_size("-e", "12Q", &sz), DDPC_ERR_INVALID_ARG);
 }
 
 TEST(base_sock_roundtrip) {
     int lfd, port, cfd, afd;
-    CHECK_OK(ddpc_sock_listen("127.0.0.1", 0, 4, &lfd, &port));
+    CHECK_OK(ddpc__sock_listen("127.0.0.1", 0, 4, &lfd, &port));
     CHECK(port > 0);
-    CHECK_OK(ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(5), &cfd));
-    CHECK_OK(ddpc_sock_accept(lfd, ddpc_deadline_in(5), -1, &afd));
+    CHECK_OK(ddpc__sock_connect("127.0.0.1", port, ddpc__deadline_in(5), &cfd));
+    CHECK_OK(ddpc__sock_accept(lfd, ddpc__deadline_in(5), -1, &afd));
     char big[1 << 16], got[1 << 16];
     for (size_t i = 0; i < sizeof big; i++) big[i] = (char)(i * 7);
-    CHECK_OK(ddpc_sock_write_full(cfd, big, sizeof big, ddpc_deadline_in(5), -1));
-    CHECK_OK(ddpc_sock_read_full(afd, got, sizeof got, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_write_full(cfd, big, sizeof big, ddpc__deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_read_full(afd, got, sizeof got, ddpc__deadline_in(5), -1));
     CHECK(memcmp(big, got, sizeof big) == 0);
     /* a read with nothing coming times out, and a closed peer is PEER_LOST */
-    CHECK_STATUS(ddpc_sock_read_full(afd, got, 1, ddpc_deadline_in(0.05), -1), DDPC_ERR_TIMEOUT);
+    CHECK_STATUS(ddpc__sock_read_full(afd, got, 1, ddpc__deadline_in(0.05), -1), DDPC_ERR_TIMEOUT);
     close(cfd);
-    CHECK_STATUS(ddpc_sock_read_full(afd, got, 1, ddpc_deadline_in(5), -1), DDPC_ERR_PEER_LOST);
+    CHECK_STATUS(ddpc__sock_read_full(afd, got, 1, ddpc__deadline_in(5), -1), DDPC_ERR_PEER_LOST);
     /* the same port again is "in use" */
     int lfd2, p2;
-    CHECK_STATUS(ddpc_sock_listen("127.0.0.1", port, 4, &lfd2, &p2), DDPC_ERR_SYSTEM);
+    CHECK_STATUS(ddpc__sock_listen("127.0.0.1", port, 4, &lfd2, &p2), DDPC_ERR_SYSTEM);
     CHECK_CONTAINS(ddpc_last_error(), "in use");
     close(afd);
     close(lfd);
@@ -165,9 +165,9 @@ TEST(base_sock_roundtrip) {
 
 TEST(base_sock_connect_refused_times_out) {
     int port = t_free_port(), fd;
-    double t0 = ddpc_now();
-    CHECK_STATUS(ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(0.3), &fd), DDPC_ERR_TIMEOUT);
-    CHECK(ddpc_now() - t0 < 2.0 * t_slow());
+    double t0 = ddpc__now();
+    CHECK_STATUS(ddpc__sock_connect("127.0.0.1", port, ddpc__deadline_in(0.3), &fd), DDPC_ERR_TIMEOUT);
+    CHECK(ddpc__now() - t0 < 2.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), "cannot connect to 127.0.0.1");
 }
 
@@ -237,7 +237,7 @@ typedef struct waiter {
 
 static void *set_flag_later(void *arg) {
     waiter *w = arg;
-    ddpc_sleep(0.05);
+    ddpc__sleep(0.05);
     pthread_mutex_lock(&w->mu);
     w->flag = 1;
     pthread_cond_signal(&w->cv);
@@ -252,20 +252,20 @@ TEST(base_cond_wait_until) {
     pthread_mutex_init(&w.mu, NULL);
     CHECK_EQ(ddpc__cond_init_monotonic(&w.cv), 0);
     pthread_mutex_lock(&w.mu);
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     ddpc__cond_wait_until(&w.cv, &w.mu, t0 - 1, 0);
-    CHECK(ddpc_now() - t0 < 0.05);
-    t0 = ddpc_now();
+    CHECK(ddpc__now() - t0 < 0.05);
+    t0 = ddpc__now();
     double deadline = t0 + 0.1;
-    while (ddpc_now() < deadline) ddpc__cond_wait_until(&w.cv, &w.mu, deadline, 0);
-    CHECK(ddpc_now() - t0 >= 0.1);
-    CHECK(ddpc_now() - t0 < 5 * t_slow());
-    t0 = ddpc_now();
+    while (ddpc__now() < deadline) ddpc__cond_wait_until(&w.cv, &w.mu, deadline, 0);
+    CHECK(ddpc__now() - t0 >= 0.1);
+    CHECK(ddpc__now() - t0 < 5 * t_slow());
+    t0 = ddpc__now();
     ddpc__cond_wait_until(&w.cv, &w.mu, INFINITY, 0.05);
-    CHECK(ddpc_now() - t0 < 5 * t_slow());
+    CHECK(ddpc__now() - t0 < 5 * t_slow());
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, set_flag_later, &w), 0);
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     while (!w.flag) ddpc__cond_wait_until(&w.cv, &w.mu, INFINITY, 0);
     pthread_mutex_unlock(&w.mu);
     pthread_join(th, NULL);

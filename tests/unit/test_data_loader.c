@@ -201,14 +201,14 @@ TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
         ddpc_loader *inl = NULL, *pre = NULL;
         CHECK_OK(mk_loader(ds, s0, 7, 0, 0.5f, 0.5f, 0, &inl));
         CHECK_OK(mk_loader(ds, s1, 7, 0, 0.5f, 0.5f, prefetch, &pre));
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         for (uint64_t e = 0; e < 2; e++) {
             CHECK_OK(ddpc_loader_start_epoch(inl, e));
             CHECK_OK(ddpc_loader_start_epoch(pre, e));
             size_t nb = 0;
             for (;;) {
                 const ddpc_batch *a, *b;
-                if (nb % 3 != 0) ddpc_sleep(0.001); /* slow twice, fast once */
+                if (nb % 3 != 0) ddpc__sleep(0.001); /* slow twice, fast once */
                 CHECK_OK(ddpc_loader_next(inl, &a));
                 CHECK_OK(ddpc_loader_next(pre, &b));
                 CHECK((a == NULL) == (b == NULL));
@@ -220,7 +220,7 @@ TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
             }
             CHECK_EQ(nb, 43); /* ceil(300 / 7) */
         }
-        double secs = ddpc_now() - t0;
+        double secs = ddpc__now() - t0;
         CHECK_MSG(secs < 4.0 * t_slow(), "prefetch %d: 2 epochs of 43 batches took %.2f s (lost wake-ups?)", prefetch, secs);
         ddpc_loader_destroy(inl);
         ddpc_loader_destroy(pre);

@@ -47,7 +47,7 @@ TEST(docs_environment_table_is_current) {
     char *gen = NULL;
     size_t glen = 0;
     FILE *m = open_memstream(&gen, &glen);
-    ddpc_env_print(m, 1);
+    ddpc__env_print(m, 1);
     fclose(m);
     int same = strcmp(table, gen) == 0;
     free(gen);

@@ -10,14 +10,14 @@
 #include "test.h"
 
 TEST(env_rows_are_sound) {
-    CHECK_EQ(ddpc_env_table_len, DDPC_ENV_COUNT);
-    for (int i = 0; i < ddpc_env_table_len; i++) {
-        const ddpc_env_var *v = &ddpc_env_table[i];
+    CHECK_EQ(ddpc__env_table_len, DDPC_ENV_COUNT);
+    for (int i = 0; i < ddpc__env_table_len; i++) {
+        const ddpc_env_var *v = &ddpc__env_table[i];
         CHECK_MSG(v->name && *v->name && v->meaning && *v->meaning, "row %d is incomplete", i);
         for (int j = 0; j < i; j++) {
-            CHECK_MSG(strcmp(v->name, ddpc_env_table[j].name) != 0, "%s has two rows", v->name);
-            if (v->alias && ddpc_env_table[j].alias)
-                CHECK_MSG(strcmp(v->alias, ddpc_env_table[j].alias) != 0, "alias %s twice", v->alias);
+            CHECK_MSG(strcmp(v->name, ddpc__env_table[j].name) != 0, "%s has two rows", v->name);
+            if (v->alias && ddpc__env_table[j].alias)
+                CHECK_MSG(strcmp(v->alias, ddpc__env_table[j].alias) != 0, "alias %s twice", v->alias);
         }
         if (v->type == DDPC_ENVT_STR) continue;
         CHECK_MSG(v->lo <= v->hi, "%s: range [%g, %g] is empty", v->name, v->lo, v->hi);

@@ -186,31 +186,31 @@ static void run_matrix(void) {
 
                 /* three operands, separate destination */
                 memset(d, 0xa5, bytes);
-                ddpc_reduce3(d, a, b, n, (ddpc_dtype)t, (ddpc_op)op);
+                ddpc__reduce3(d, a, b, n, (ddpc_dtype)t, (ddpc_op)op);
                 expect_equal(d, ref, n, (ddpc_dtype)t, (ddpc_op)op, "reduce3");
                 check_tail(d, n, es, "reduce3");
 
                 /* in place: d = a; d op= b */
                 memset(d, 0xa5, bytes);
                 memcpy(d, a, n * es);
-                ddpc_reduce_inplace(d, b, n, (ddpc_dtype)t, (ddpc_op)op);
+                ddpc__reduce_inplace(d, b, n, (ddpc_dtype)t, (ddpc_op)op);
                 expect_equal(d, ref, n, (ddpc_dtype)t, (ddpc_op)op, "inplace");
                 check_tail(d, n, es, "inplace");
 
                 /* three operands with dst == a, then with dst == b */
                 memcpy(d, a, n * es);
-                ddpc_reduce3(d, d, b, n, (ddpc_dtype)t, (ddpc_op)op);
+                ddpc__reduce3(d, d, b, n, (ddpc_dtype)t, (ddpc_op)op);
                 expect_equal(d, ref, n, (ddpc_dtype)t, (ddpc_op)op, "reduce3(dst==a)");
                 check_tail(d, n, es, "reduce3(dst==a)");
                 memcpy(d, b, n * es);
-                ddpc_reduce3(d, a, d, n, (ddpc_dtype)t, (ddpc_op)op);
+                ddpc__reduce3(d, a, d, n, (ddpc_dtype)t, (ddpc_op)op);
                 expect_equal(d, ref, n, (ddpc_dtype)t, (ddpc_op)op, "reduce3(dst==b)");
                 check_tail(d, n, es, "reduce3(dst==b)");
 
                 /* dst == src: d = a op a */
                 reference(ref, a, a, n, (ddpc_dtype)t, (ddpc_op)op);
                 memcpy(d, a, n * es);
-                ddpc_reduce_inplace(d, d, n, (ddpc_dtype)t, (ddpc_op)op);
+                ddpc__reduce_inplace(d, d, n, (ddpc_dtype)t, (ddpc_op)op);
                 expect_equal(d, ref, n, (ddpc_dtype)t, (ddpc_op)op, "inplace(dst==src)");
                 check_tail(d, n, es, "inplace(dst==src)");
                 free(a), free(b), free(ref), free(d);
@@ -242,9 +242,9 @@ static void every_half_value(void) {
                 b[i] = (uint16_t)rnd();
             }
             reference(ref, a, b, N, (ddpc_dtype)t, (ddpc_op)op);
-            ddpc_reduce3(d, a, b, N, (ddpc_dtype)t, (ddpc_op)op);
+            ddpc__reduce3(d, a, b, N, (ddpc_dtype)t, (ddpc_op)op);
             expect_equal(d, ref, N, (ddpc_dtype)t, (ddpc_op)op, "reduce3(every half value)");
-            ddpc_reduce_inplace(a, b, N, (ddpc_dtype)t, (ddpc_op)op);
+            ddpc__reduce_inplace(a, b, N, (ddpc_dtype)t, (ddpc_op)op);
             expect_equal(a, ref, N, (ddpc_dtype)t, (ddpc_op)op, "inplace(every half value)");
         }
     free(a), free(b), free(d), free(ref);
@@ -260,25 +260,25 @@ TEST(reduce_half_every_value_portable) {
 
 TEST(reduce_wraps_and_nan) {
     int8_t a8[3] = {127, -128, 100}, b8[3] = {1, -1, 3};
-    ddpc_reduce_inplace(a8, b8, 3, DDPC_INT8, DDPC_SUM);
+    ddpc__reduce_inplace(a8, b8, 3, DDPC_INT8, DDPC_SUM);
     CHECK_EQ(a8[0], -128);
     CHECK_EQ(a8[1], 127);
     CHECK_EQ(a8[2], 103);
     int64_t a64 = INT64_MAX, b64 = 2;
-    ddpc_reduce_inplace(&a64, &b64, 1, DDPC_INT64, DDPC_PROD);
+    ddpc__reduce_inplace(&a64, &b64, 1, DDPC_INT64, DDPC_PROD);
     CHECK_EQ(a64, -2);
     uint32_t au = 5, bu = 0xffffffffu;
-    ddpc_reduce_inplace(&au, &bu, 1, DDPC_UINT32, DDPC_MAX);
+    ddpc__reduce_inplace(&au, &bu, 1, DDPC_UINT32, DDPC_MAX);
     CHECK_EQ(au, 0xffffffffu);
     float fa[2] = {NAN, 1.0f}, fb[2] = {1.0f, NAN}, fd[2];
-    ddpc_reduce3(fd, fa, fb, 2, DDPC_FLOAT32, DDPC_MAX);
+    ddpc__reduce3(fd, fa, fb, 2, DDPC_FLOAT32, DDPC_MAX);
     CHECK(isnan(fd[0]) && isnan(fd[1]));
-    ddpc_reduce3(fd, fa, fb, 2, DDPC_FLOAT32, DDPC_MIN);
+    ddpc__reduce3(fd, fa, fb, 2, DDPC_FLOAT32, DDPC_MIN);
     CHECK(isnan(fd[0]) && isnan(fd[1]));
     /* invalid dtype or op: nothing written */
     float keep = 3.0f, other = 4.0f;
-    ddpc_reduce_inplace(&keep, &other, 1, (ddpc_dtype)99, DDPC_SUM);
-    ddpc_reduce_inplace(&keep, &other, 1, DDPC_FLOAT32, (ddpc_op)99);
+    ddpc__reduce_inplace(&keep, &other, 1, (ddpc_dtype)99, DDPC_SUM);
+    ddpc__reduce_inplace(&keep, &other, 1, DDPC_FLOAT32, (ddpc_op)99);
     CHECK_EQ(keep, 3);
 }
 
@@ -288,15 +288,15 @@ TEST(reduce_bitwise_floats) {
     for (int t = DDPC_FLOAT16; t <= DDPC_FLOAT64; t++)
         for (int op = DDPC_BAND; op <= DDPC_BXOR; op++) {
             double a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, d[4] = {9, 9, 9, 9};
-            ddpc_reduce_inplace(a, b, 2, (ddpc_dtype)t, (ddpc_op)op);
-            ddpc_reduce3(d, a, b, 2, (ddpc_dtype)t, (ddpc_op)op);
+            ddpc__reduce_inplace(a, b, 2, (ddpc_dtype)t, (ddpc_op)op);
+            ddpc__reduce3(d, a, b, 2, (ddpc_dtype)t, (ddpc_op)op);
             CHECK(a[0] == 1 && a[1] == 2 && d[0] == 9 && d[1] == 9);
         }
     uint16_t x[3] = {0xff00, 0x0f0f, 1}, y[3] = {0x0ff0, 0x00ff, 3};
-    ddpc_reduce_inplace(x, y, 3, DDPC_UINT16, DDPC_BXOR);
+    ddpc__reduce_inplace(x, y, 3, DDPC_UINT16, DDPC_BXOR);
     CHECK(x[0] == 0xf0f0 && x[1] == 0x0ff0 && x[2] == 2);
     int16_t s[2] = {-2, 30000}, u[2] = {1, 10000};
-    ddpc_reduce_inplace(s, u, 2, DDPC_INT16, DDPC_SUM); /* wraps */
+    ddpc__reduce_inplace(s, u, 2, DDPC_INT16, DDPC_SUM); /* wraps */
     CHECK(s[0] == -1 && s[1] == (int16_t)(40000 - 65536));
 }
 
@@ -310,9 +310,9 @@ TEST(reduce_finish_avg) {
             CHECK(buf && orig);
             fill(orig, n, (ddpc_dtype)t);
             memcpy(buf, orig, n * es);
-            ddpc_reduce_finish(buf, n, (ddpc_dtype)t, DDPC_SUM, nr); /* not AVG: untouched */
+            ddpc__reduce_finish(buf, n, (ddpc_dtype)t, DDPC_SUM, nr); /* not AVG: untouched */
             CHECK(memcmp(buf, orig, n * es) == 0);
-            ddpc_reduce_finish(buf, n, (ddpc_dtype)t, DDPC_AVG, nr);
+            ddpc__reduce_finish(buf, n, (ddpc_dtype)t, DDPC_AVG, nr);
             for (size_t i = 0; i < n; i++) {
                 if (is_int(t)) {
                     int64_t x = get_i(orig, i, (ddpc_dtype)t);
@@ -348,7 +348,7 @@ TEST(reduce_finish_avg) {
         }
     }
     int32_t neg[2] = {-7, 7};
-    ddpc_reduce_finish(neg, 2, DDPC_INT32, DDPC_AVG, 2);
+    ddpc__reduce_finish(neg, 2, DDPC_INT32, DDPC_AVG, 2);
     CHECK_EQ(neg[0], -3); /* toward zero, like torch */
     CHECK_EQ(neg[1], 3);
 }
@@ -362,13 +362,13 @@ static void check_conversions(void) {
     float *f = malloc(N * 3 * sizeof(float));
     CHECK(h && h2 && f);
     for (uint32_t i = 0; i < N; i++) h[i] = (uint16_t)i;
-    ddpc_to_float32(f, h, N, DDPC_FLOAT16);
+    ddpc__to_float32(f, h, N, DDPC_FLOAT16);
     for (uint32_t i = 0; i < N; i++) {
         float want = ddpc_half_to_float((uint16_t)i);
         if (isnan(want)) CHECK_MSG(isnan(f[i]), "half 0x%04x widened to %g, want nan", i, f[i]);
         else CHECK_MSG(memcmp(&f[i], &want, 4) == 0, "half 0x%04x widened to %.9g, want %.9g", i, f[i], want);
     }
-    ddpc_to_float32(f, h, N, DDPC_BFLOAT16);
+    ddpc__to_float32(f, h, N, DDPC_BFLOAT16);
     for (uint32_t i = 0; i < N; i++) {
         float want = ddpc_bf16_to_float((uint16_t)i);
         CHECK(memcmp(&f[i], &want, 4) == 0);
@@ -388,14 +388,14 @@ static void check_conversions(void) {
         }
         uint16_t *out = malloc(m * 2);
         CHECK(out);
-        ddpc_from_float32(out, f, m, DDPC_FLOAT16);
+        ddpc__from_float32(out, f, m, DDPC_FLOAT16);
         for (size_t i = 0; i < m; i++) {
             uint16_t want = ddpc_float_to_half(f[i]);
             if (isnan(f[i])) CHECK(isnan(ddpc_half_to_float(out[i])));
             else CHECK_MSG(out[i] == want, "float %.9g (0x%08x) narrowed to half 0x%04x, want 0x%04x",
                            f[i], *(uint32_t *)&f[i], out[i], want);
         }
-        ddpc_from_float32(out, f, m, DDPC_BFLOAT16);
+        ddpc__from_float32(out, f, m, DDPC_BFLOAT16);
         for (size_t i = 0; i < m; i++) {
             uint16_t want = ddpc_float_to_bf16(f[i]);
             if (isnan(f[i])) CHECK(isnan(ddpc_bf16_to_float(out[i])));
@@ -405,8 +405,8 @@ static void check_conversions(void) {
         free(out);
     }
     /* round trip through float32 is the identity on every non-NaN half */
-    ddpc_to_float32(f, h, N, DDPC_FLOAT16);
-    ddpc_from_float32(h2, f, N, DDPC_FLOAT16);
+    ddpc__to_float32(f, h, N, DDPC_FLOAT16);
+    ddpc__from_float32(h2, f, N, DDPC_FLOAT16);
     for (uint32_t i = 0; i < N; i++)
         if (!isnan(f[i])) CHECK_EQ(h2[i], h[i]);
     free(h), free(h2), free(f);
@@ -423,7 +423,7 @@ TEST(reduce_half_conversions_portable) {
 TEST(reduce_other_conversions) {
     float src[6] = {1.5f, -2.75f, 300.0f, -1e30f, NAN, 1e30f}, f[6];
     int8_t i8[6];
-    ddpc_from_float32(i8, src, 6, DDPC_INT8);
+    ddpc__from_float32(i8, src, 6, DDPC_INT8);
     CHECK_EQ(i8[0], 1);
     CHECK_EQ(i8[1], -2);
     CHECK_EQ(i8[2], 127);
@@ -431,35 +431,35 @@ TEST(reduce_other_conversions) {
     CHECK_EQ(i8[4], 0);
     CHECK_EQ(i8[5], 127);
     uint64_t u64[6];
-    ddpc_from_float32(u64, src, 6, DDPC_UINT64);
+    ddpc__from_float32(u64, src, 6, DDPC_UINT64);
     CHECK_EQ(u64[1], 0);
     CHECK(u64[5] == UINT64_MAX);
-    ddpc_to_float32(f, i8, 6, DDPC_INT8);
+    ddpc__to_float32(f, i8, 6, DDPC_INT8);
     CHECK_EQ(f[2], 127);
     CHECK_EQ(f[3], -128);
     float s16[6] = {1.5f, -2.75f, 40000.0f, -40000.0f, NAN, 32767.9f};
     int16_t i16[6];
-    ddpc_from_float32(i16, s16, 6, DDPC_INT16); /* truncate, saturate, NaN -> 0 */
+    ddpc__from_float32(i16, s16, 6, DDPC_INT16); /* truncate, saturate, NaN -> 0 */
     CHECK(i16[0] == 1 && i16[1] == -2 && i16[2] == INT16_MAX && i16[3] == INT16_MIN && i16[4] == 0 &&
           i16[5] == INT16_MAX);
-    ddpc_to_float32(f, i16, 6, DDPC_INT16);
+    ddpc__to_float32(f, i16, 6, DDPC_INT16);
     CHECK(f[0] == 1 && f[1] == -2 && f[2] == 32767 && f[3] == -32768 && f[4] == 0);
     uint16_t u16[6];
-    ddpc_from_float32(u16, s16, 6, DDPC_UINT16);
+    ddpc__from_float32(u16, s16, 6, DDPC_UINT16);
     CHECK(u16[0] == 1 && u16[1] == 0 && u16[2] == 40000 && u16[3] == 0 && u16[4] == 0 &&
           u16[5] == 32767);
     s16[2] = 70000.0f;
-    ddpc_from_float32(u16, s16, 6, DDPC_UINT16);
+    ddpc__from_float32(u16, s16, 6, DDPC_UINT16);
     CHECK_EQ(u16[2], UINT16_MAX);
-    ddpc_to_float32(f, u16, 6, DDPC_UINT16);
+    ddpc__to_float32(f, u16, 6, DDPC_UINT16);
     CHECK(f[0] == 1 && f[2] == 65535 && f[5] == 32767);
     double d[6];
-    ddpc_from_float32(d, src, 6, DDPC_FLOAT64);
+    ddpc__from_float32(d, src, 6, DDPC_FLOAT64);
     CHECK(d[1] == -2.75);
-    ddpc_to_float32(f, d, 6, DDPC_FLOAT64);
+    ddpc__to_float32(f, d, 6, DDPC_FLOAT64);
     CHECK(f[0] == 1.5f && isnan(f[4]));
-    ddpc_to_float32(f, src, 6, DDPC_FLOAT32);
+    ddpc__to_float32(f, src, 6, DDPC_FLOAT32);
     CHECK(memcmp(f, src, sizeof f) == 0);
-    ddpc_to_float32(f, f, 6, DDPC_FLOAT32); /* same buffer: unchanged */
+    ddpc__to_float32(f, f, 6, DDPC_FLOAT32); /* same buffer: unchanged */
     CHECK(memcmp(f, src, sizeof f) == 0);
 }

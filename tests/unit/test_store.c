@@ -146,9 +146,9 @@ TEST(store_get_times_out_then_succeeds) {
     ddpc_store *c = connect_to(port);
     void *v = NULL;
     size_t n;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_get(c, "late", 0.3, &v, &n), DDPC_ERR_TIMEOUT);
-    double dt = ddpc_now() - t0;
+    double dt = ddpc__now() - t0;
     CHECK_MSG(dt >= 0.28 && dt < 2.0 * t_slow(), "get timed out after %.3f s, want ~0.3", dt);
     CHECK_CONTAINS(ddpc_last_error(), "late");
     CHECK_STATUS(ddpc_store_get(c, "late", 0, &v, &n), DDPC_ERR_TIMEOUT); /* look once */
@@ -158,15 +158,15 @@ TEST(store_get_times_out_then_succeeds) {
     pid_t pid = fork();
     if (pid == 0) {
         ddpc_store *cc = NULL;
-        ddpc_sleep(0.3);
+        ddpc__sleep(0.3);
         if (ddpc_store_create_tcp("127.0.0.1", port, 5, &cc) != DDPC_OK) _exit(1);
         if (ddpc_store_set(cc, "late", "now", 3) != DDPC_OK) _exit(2);
         ddpc_store_destroy(cc);
         _exit(0);
     }
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     CHECK_OK(ddpc_store_get(c, "late", 10, &v, &n));
-    dt = ddpc_now() - t0;
+    dt = ddpc__now() - t0;
     CHECK_STR((char *)v, "now");
     free(v);
     CHECK_MSG(dt >= 0.2 && dt < 5 * t_slow(), "get returned after %.3f s", dt);
@@ -183,9 +183,9 @@ TEST(store_wait_times_out_naming_keys_then_succeeds) {
     ddpc_store *c = connect_to(port);
     CHECK_OK(ddpc_store_set(c, "a", "1", 1));
     const char *keys[] = {"a", "missing_b", "missing_c"};
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_wait(c, keys, 3, 0.25), DDPC_ERR_TIMEOUT);
-    CHECK(ddpc_now() - t0 >= 0.23);
+    CHECK(ddpc__now() - t0 >= 0.23);
     CHECK_CONTAINS(ddpc_last_error(), "2 of 3 keys");
     CHECK_CONTAINS(ddpc_last_error(), "missing_b");
     CHECK_CONTAINS(ddpc_last_error(), "missing_c");
@@ -195,16 +195,16 @@ TEST(store_wait_times_out_naming_keys_then_succeeds) {
     if (pid == 0) {
         ddpc_store *cc = NULL;
         if (ddpc_store_create_tcp("127.0.0.1", port, 5, &cc) != DDPC_OK) _exit(1);
-        ddpc_sleep(0.2);
+        ddpc__sleep(0.2);
         ddpc_store_set(cc, "missing_b", "", 0);
-        ddpc_sleep(0.2);
+        ddpc__sleep(0.2);
         ddpc_store_set(cc, "missing_c", "", 0);
         ddpc_store_destroy(cc);
         _exit(0);
     }
-    t0 = ddpc_now();
+    t0 = ddpc__now();
     CHECK_OK(ddpc_store_wait(c, keys, 3, 10));
-    CHECK(ddpc_now() - t0 >= 0.3);
+    CHECK(ddpc__now() - t0 >= 0.3);
     waitpid(pid, NULL, 0);
     ddpc_store_destroy(c);
     ddpc_store_server_destroy(s);
@@ -304,12 +304,12 @@ TEST(store_prefixes) {
 
 static int raw_connect(int port) {
     int fd = -1;
-    CHECK_OK(ddpc_sock_connect("127.0.0.1", port, ddpc_deadline_in(5), &fd));
+    CHECK_OK(ddpc__sock_connect("127.0.0.1", port, ddpc__deadline_in(5), &fd));
     return fd;
 }
 
 static void raw_send(int fd, const void *p, size_t n) {
-    CHECK_OK(ddpc_sock_write_full(fd, p, n, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_write_full(fd, p, n, ddpc__deadline_in(5), -1));
 }
 
 static void raw_handshake(int fd) {
@@ -317,9 +317,9 @@ static void raw_handshake(int fd) {
     put_u32(hs, STORE_MAGIC);
     put_u32(hs + 4, STORE_VERSION);
     raw_send(fd, hs, 8);
-    CHECK_OK(ddpc_sock_read_full(fd, hdr, 4, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_read_full(fd, hdr, 4, ddpc__deadline_in(5), -1));
     CHECK_EQ(get_u32(hdr), 5);
-    CHECK_OK(ddpc_sock_read_full(fd, body, 5, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_read_full(fd, body, 5, ddpc__deadline_in(5), -1));
     CHECK_EQ(body[0], RS_OK);
 }
 
@@ -328,15 +328,15 @@ static void raw_handshake(int fd) {
 static void expect_error_then_close(int fd, const char *want) {
     unsigned char hdr[4];
     char msg[2048];
-    CHECK_OK(ddpc_sock_read_full(fd, hdr, 4, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_read_full(fd, hdr, 4, ddpc__deadline_in(5), -1));
     uint32_t len = get_u32(hdr);
     CHECK(len >= 1 && len < sizeof msg);
-    CHECK_OK(ddpc_sock_read_full(fd, msg, len, ddpc_deadline_in(5), -1));
+    CHECK_OK(ddpc__sock_read_full(fd, msg, len, ddpc__deadline_in(5), -1));
     msg[len] = 0;
     CHECK_EQ(msg[0], RS_ERROR);
     CHECK_CONTAINS(msg + 1, want);
     char c;
-    CHECK_STATUS(ddpc_sock_read_full(fd, &c, 1, ddpc_deadline_in(5), -1), DDPC_ERR_PEER_LOST);
+    CHECK_STATUS(ddpc__sock_read_full(fd, &c, 1, ddpc__deadline_in(5), -1), DDPC_ERR_PEER_LOST);
     close(fd);
 }
 
@@ -473,9 +473,9 @@ TEST(store_survives_truncated_and_oversized_frames) {
 TEST(store_client_names_a_dead_server) {
     int port = t_free_port();
     ddpc_store *c = (ddpc_store *)1;
-    double t0 = ddpc_now();
+    double t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_create_tcp("127.0.0.1", port, 0.3, &c), DDPC_ERR_TIMEOUT);
-    CHECK(ddpc_now() - t0 < 2 * t_slow());
+    CHECK(ddpc__now() - t0 < 2 * t_slow());
     CHECK(c == NULL);
     char want[64];
     snprintf(want, sizeof want, "127.0.0.1:%d", port);
@@ -508,20 +508,20 @@ TEST(store_stop_with_clients_connected_and_waiting) {
         if (ddpc_store_set(c, "waiting", "", 0) != DDPC_OK) _exit(2);
         void *v;
         size_t n;
-        double t0 = ddpc_now();
+        double t0 = ddpc__now();
         ddpc_status st = ddpc_store_get(c, "never", 30, &v, &n);
         if (st != DDPC_ERR_PEER_LOST) _exit(3);
-        if (ddpc_now() - t0 > 10) _exit(4);
+        if (ddpc__now() - t0 > 10) _exit(4);
         _exit(0);
     }
     void *v;
     size_t n;
     CHECK_OK(ddpc_store_get(idle, "waiting", 10, &v, &n));
     free(v);
-    ddpc_sleep(0.1); /* the child is parked in its get */
-    double t0 = ddpc_now();
+    ddpc__sleep(0.1); /* the child is parked in its get */
+    double t0 = ddpc__now();
     ddpc_store_server_destroy(s);
-    CHECK(ddpc_now() - t0 < 2 * t_slow());
+    CHECK(ddpc__now() - t0 < 2 * t_slow());
     int st;
     waitpid(pid, &st, 0);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "waiting client: status 0x%x", st);
@@ -548,10 +548,10 @@ TEST_T(store_random_frames_fuzz, 60) {
             }
             put_u32(f, (uint32_t)len);
             f[4] = (unsigned char)(1 + f[4] % (OP_COUNT + 1)); /* mostly real ops, with bad fields */
-            if (ddpc_sock_write_full(fd, f, len + 4, ddpc_deadline_in(1), -1) != DDPC_OK) break;
+            if (ddpc__sock_write_full(fd, f, len + 4, ddpc__deadline_in(1), -1) != DDPC_OK) break;
         }
         char buf[256];
-        ddpc_sock_read_full(fd, buf, sizeof buf, ddpc_deadline_in(0.02), -1); /* whatever comes */
+        ddpc__sock_read_full(fd, buf, sizeof buf, ddpc__deadline_in(0.02), -1); /* whatever comes */
         close(fd);
         if (iter % 50 == 0) good_client_works(port);
     }

@@ -83,14 +83,14 @@ static void die_usage(const char *fmt, ...) {
 
 static long parse_int_opt(const char *name, const char *v, long lo, long hi) {
     long x;
-    if (ddpc_parse_long(name, v, lo, hi, &x) != DDPC_OK)
+    if (ddpc__parse_long(name, v, lo, hi, &x) != DDPC_OK)
         die_usage("--%s: %s", name, ddpc_last_error());
     return x;
 }
 
 static double parse_real_opt(const char *name, const char *v, double lo, double hi) {
     double x;
-    if (ddpc_parse_double(name, v, lo, hi, &x) != DDPC_OK)
+    if (ddpc__parse_double(name, v, lo, hi, &x) != DDPC_OK)
         die_usage("--%s: %s", name, ddpc_last_error());
     return x;
 }
@@ -143,7 +143,7 @@ static void set_help(opts *o, const char *name, const char *val, int *seen) {
 }
 
 static void set_env(opts *o, const char *name, const char *val, int *seen) {
-    ddpc_env_print(stdout, 1);
+    ddpc__env_print(stdout, 1);
     exit(0);
 }
 

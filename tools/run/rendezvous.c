@@ -50,7 +50,7 @@ static int wait_nodes(job *J, const char *what, int gen, double timeout_s, int i
             keys[r] = strdup(key(J, "%s/%d", what, r));
         if (!keys[r]) goto done;
     }
-    double deadline = ddpc_now() + timeout_s;
+    double deadline = ddpc__now() + timeout_s;
     rc = 1;
     for (;;) {
         handle_signals(J);
@@ -58,7 +58,7 @@ static int wait_nodes(job *J, const char *what, int gen, double timeout_s, int i
             rc = -1;
             break;
         }
-        double left = deadline - ddpc_now();
+        double left = deadline - ddpc__now();
         if (left <= 0) break;
         ddpc_status s =
             ddpc_store_wait(J->store, (const char *const *)keys, n, left < 0.25 ? left : 0.25);
@@ -249,7 +249,7 @@ int read_outcome(job *J, double wait_s, run_outcome *oc) {
 
 int heartbeat(job *J, run_outcome *oc) {
     opts *o = J->o;
-    double now = ddpc_now();
+    double now = ddpc__now();
     if (ddpc_store_add(J->store, key(J, "hb/%d", o->node_rank), 1, NULL) != DDPC_OK) {
         store_lost(J, oc, ": node 0's launcher is gone");
         return 1;

@@ -359,7 +359,7 @@ void signal_workers(job *J, int sig) {
 void stop_workers(job *J) {
     if (J->kill_at) return;
     signal_workers(J, SIGTERM);
-    J->kill_at = ddpc_now() + (J->o->grace > 0 ? J->o->grace : 0.001);
+    J->kill_at = ddpc__now() + (J->o->grace > 0 ? J->o->grace : 0.001);
 }
 
 /* Reaps every exited child (workers and orphans adopted as subreaper).
@@ -375,7 +375,7 @@ int reap(job *J) {
             if (w->pid != pid || !w->alive) continue;
             w->alive = 0;
             w->status = st;
-            w->t_exit = ddpc_now();
+            w->t_exit = ddpc__now();
             J->alive--;
             kill(-pid, SIGKILL); /* whatever it left running in its group */
             int failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -400,7 +400,7 @@ void handle_signals(job *J) {
                 say("got %s: forwarding it to the workers and stopping the job",
                     sig_name(sig, sn, sizeof sn));
                 signal_workers(J, sig);
-                J->kill_at = ddpc_now() + (J->o->grace > 0 ? J->o->grace : 0.001);
+                J->kill_at = ddpc__now() + (J->o->grace > 0 ? J->o->grace : 0.001);
             } else {
                 say("got %s again: killing the workers now", sig_name(sig, sn, sizeof sn));
                 signal_workers(J, SIGKILL);
@@ -439,7 +439,7 @@ void reap_orphans(void) {
             int st;
             pid_t p = waitpid(-1, &st, WNOHANG);
             if (p < 0) break;
-            if (p == 0) ddpc_sleep(0.002);
+            if (p == 0) ddpc__sleep(0.002);
         }
     }
     while (waitpid(-1, NULL, WNOHANG) > 0) {}
