@@ -212,6 +212,9 @@ ACL_HDRS   := $(wildcard include/acl/*.h)
 HCCL_LIBS  := $(BUILD)/libhccl.so $(BUILD)/libhccl.a $(BUILD)/libascendcl.so $(BUILD)/libascendcl.a
 HCCL_PROGS := $(patsubst tests/hccl/%.c,$(BUILD)/bin/%,$(sort $(wildcard tests/hccl/*.c)))
 MPICC      ?= $(shell command -v mpicc 2>/dev/null)
+# rank tables are parsed with cJSON (libcjson-dev); without it libhccl says so
+CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
+$(BUILD)/obj/bridges/hccl/hccl_ranktable.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 HCCL_MPI   := $(if $(MPICC),$(BUILD)/bin/hccl_check_mpi)
 
 .PHONY: hccl hccl-lib install-hccl
@@ -228,7 +231,7 @@ $(BUILD)/libascendcl.a: $(ACL_OBJ)
 # libhccl.so finds libddpc.so and libascendcl.so beside itself ($ORIGIN)
 $(BUILD)/libhccl.so: $(HCCL_OBJ) $(BUILD)/libddpc.so $(BUILD)/libascendcl.so
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(HCCL_OBJ) -L$(BUILD) -lddpc -lascendcl \
-	  -Wl,-rpath,'$$ORIGIN' -lpthread
+	  -Wl,-rpath,'$$ORIGIN' $(CJSON_LIBS) -lpthread
 $(BUILD)/libhccl.a: $(HCCL_OBJ)
 	rm -f $@ && ar rcs $@ $^
 

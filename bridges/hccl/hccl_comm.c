@@ -126,8 +126,7 @@ void hccl__async_error(hccl_comm *hc, HcclResult r) {
     pthread_mutex_unlock(&hc->mu);
 }
 
-/* Wraps c (owned from here) as an HcclComm named name. */
-static HcclResult wrap(ddpc_comm *c, const char *name, HcclComm *out) {
+HcclResult hccl__wrap(ddpc_comm *c, const char *name, HcclComm *out) {
     hccl_comm *hc = calloc(1, sizeof *hc);
     if (!hc) {
         ddpc_comm_destroy(c);
@@ -196,7 +195,7 @@ static HcclResult init_from_id(uint32_t n, const ddpc_unique_id *id, uint32_t ra
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n, ddpc_status_str(s),
                           ddpc_last_error());
-    return wrap(c, name, comm);
+    return hccl__wrap(c, name, comm);
 }
 
 HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,

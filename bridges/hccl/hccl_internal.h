@@ -32,6 +32,9 @@ typedef struct hccl_comm {
  * returns HCCL_E_PTR). */
 hccl_comm *hccl__comm(HcclComm comm);
 
+/* Wraps c (owned from here on, destroyed on failure) as an HcclComm named name. */
+HcclResult hccl__wrap(ddpc_comm *c, const char *name, HcclComm *out);
+
 /* HcclDataType to ddpc's: HCCL_SUCCESS, HCCL_E_NOT_SUPPORT for a type CPUs
  * lack (INT128, the FP8s), HCCL_E_PARA for a value that is no type. */
 HcclResult hccl__dtype(HcclDataType t, ddpc_dtype *out);

@@ -80,3 +80,92 @@ TEST_T(hccl_mismatch_reported_on_every_rank, 60) {
     CHECK_CONTAINS(out, "this rank (1) called allreduce(count=5, float32, sum)");
     t_tmp_remove();
 }
+
+/* ------------------------------------------------------------ rank tables */
+
+#define DEV(id, rank) "{\"device_id\": \"" id "\", \"device_ip\": \"192.168.1." id "\", \"rank_id\": \"" rank "\"}"
+#define HEAD(version, status) "{\"version\": \"" version "\", \"status\": \"" status "\", "
+#define ONE_SERVER "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV("1", "1") "]}]}"
+
+/* Writes text as a rank table in the scratch directory; returns its path. */
+static const char *table(const char *name, const char *text) {
+    const char *p = t_tmp_path(name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static void under_rank_table(int n, const char *text) {
+    const char *p = table("rank_table.json", text);
+    int rc = run(120, "DDPC_RANK_TABLE_PORT=%d %s --standalone --nproc-per-node=%d %s --rank-table %s 2>&1",
+                 t_free_port(), bin("ddpc-run"), n, bin("hccl_check"), p);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    ranks_ok(n, "rank table");
+    t_tmp_remove();
+}
+
+TEST_T(hccl_rank_table_one_server, 150) { under_rank_table(2, HEAD("1.0", "completed") ONE_SERVER); }
+
+/* Two "servers" on loopback, version 1.2 with host_ip on the second. */
+TEST_T(hccl_rank_table_two_servers, 150) {
+    under_rank_table(4, HEAD("1.2", "completed") "\"server_count\": \"2\", \"server_list\": ["
+                        "{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV("1", "1") "]}, "
+                        "{\"server_id\": \"127.0.0.2\", \"host_ip\": \"127.0.0.1\", "
+                        "\"device\": [" DEV("0", "2") ", " DEV("1", "3") "]}]}");
+}
+
+/* Every malformed table is refused (HCCL_E_PARA, EI0004) naming its field. */
+TEST_T(hccl_rank_table_errors_name_the_field, 60) {
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"{\"version\": \"1.0\",", "(the whole file): not valid JSON"},
+        {"[1, 2]", "(the whole file): must be a JSON object"},
+        {"{\"status\": \"completed\", " ONE_SERVER, "version: missing"},
+        {HEAD("2.0", "completed") ONE_SERVER, "version: \"2.0\" is not \"1.0\" or \"1.2\""},
+        {"{\"version\": 1.0, \"status\": \"completed\", " ONE_SERVER, "version: must be a string"},
+        {HEAD("1.0", "initializing") ONE_SERVER, "status: \"initializing\": the table is not \"completed\""},
+        {HEAD("1.0", "completed") "\"server_count\": \"1\"}", "server_list: missing"},
+        {HEAD("1.0", "completed") "\"server_list\": []}", "server_list: must be a non-empty array"},
+        {HEAD("1.0", "completed") "\"server_count\": \"3\", " ONE_SERVER, "server_count: \"3\" but server_list has 1"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"device\": [" DEV("0", "0") "]}]}",
+         "server_list[0].server_id: missing"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\"}]}", "server_list[0].device: missing"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                  "[{\"device_id\": \"0\", \"rank_id\": 0}]}]}",
+         "server_list[0].device[0].rank_id: must be a string"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                  "[{\"rank_id\": \"0\"}]}]}",
+         "server_list[0].device[0].device_id: missing"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "x") "]}]}",
+         "server_list[0].device[0].rank_id: \"x\" is not a whole number"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", "
+                                  DEV("1", "5") "]}]}",
+         "server_list[0].device[1].rank_id: \"5\" is not a whole number in 0..1"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", "
+                                  DEV("1", "0") "]}]}",
+         "server_list[0].device[1].rank_id: rank 0 is listed twice"},
+        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", "
+                                  DEV("1", "2") "]}, {\"server_id\": \"127.0.0.2\", \"device\": [" DEV("0", "1") ", "
+                                  DEV("1", "3") "]}]}",
+         "server_list[0].device[].rank_id: the ranks of one server must be contiguous"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *p = table("bad.json", cases[i].text);
+        int rc = run(20, "RANK=0 %s --rank-table %s 2>&1", bin("hccl_check"), p);
+        CHECK_MSG(rc == 3, "case %zu: exit %d: %s", i, rc, out);
+        CHECK_MSG(strstr(out, "HcclCommInitClusterInfo = 1 ") && strstr(out, "EI0004: the rank table") &&
+                      strstr(out, cases[i].want),
+                  "case %zu: want HCCL_E_PARA and \"%s\" in: %s", i, cases[i].want, out);
+    }
+    /* a file that is not there; a rank the table lacks */
+    CHECK_EQ(run(20, "RANK=0 %s --rank-table %s 2>&1", bin("hccl_check"), t_tmp_path("absent.json")), 3);
+    CHECK_CONTAINS(out, "HcclCommInitClusterInfo = 10 ");
+    CHECK_CONTAINS(out, "cannot be opened");
+    CHECK_EQ(run(20, "RANK=5 %s --rank-table %s 2>&1", bin("hccl_check"),
+                 table("good.json", HEAD("1.0", "completed") ONE_SERVER)), 3);
+    CHECK_CONTAINS(out, "rank 5 is not in the rank table");
+    t_tmp_remove();
+}

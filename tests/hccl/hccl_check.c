@@ -14,6 +14,8 @@
  *       one process, N "devices" (HcclCommInitAll), a thread per device
  *   hccl_check --errors
  *       the argument checks, on one rank
+ *   ddpc-run --nproc-per-node=4 hccl_check --rank-table FILE
+ *       the communicator of a rank table file (HcclCommInitClusterInfo)
  *   ddpc-run --nproc-per-node=2 hccl_check ROOT_INFO_FILE --mismatch
  *       ranks that disagree on a count: the failure on every rank's stream
  */
@@ -496,7 +498,7 @@ static int check_errors(void) {
     HcclComm c2 = NULL;
     WANT(HcclCommInitRootInfo(2, &id, 2, &c2), HCCL_E_PARA);
     WANT(HcclCommInitRootInfo(1, &junk, 0, &c2), HCCL_E_PARA);
-    WANT(HcclCommInitClusterInfo("/nonexistent/rank_table.json", 0, &c2), HCCL_E_NOT_SUPPORT);
+    WANT(HcclCommInitClusterInfo("/nonexistent/rank_table.json", 0, &c2), HCCL_E_OPEN_FILE_FAILURE);
     WANT(HcclGetRankSize(NULL, NULL), HCCL_E_PTR);
     if (strcmp(HcclGetErrorString(HCCL_E_TIMEOUT), HcclGetErrorString(HCCL_E_PARA)) == 0 || !HcclGetErrorString((HcclResult)12345))
         fprintf(stderr, "HcclGetErrorString\n"), bad++;
@@ -597,6 +599,25 @@ static int check_mismatch(rank_ctx *x) {
     return 0;
 }
 
+/* --rank-table FILE: this rank (RANK, else 0) of the table's communicator;
+ * a refused table is exit code 3 with HCCL's text. */
+static int rank_table(const char *path) {
+    rank_ctx x = {0};
+    const char *rk = getenv("RANK");
+    x.rank = rk ? (uint32_t)atoi(rk) : 0;
+    HcclResult r = HcclCommInitClusterInfo(path, x.rank, &x.comm);
+    if (r != HCCL_SUCCESS) {
+        printf("HcclCommInitClusterInfo = %d (%s): %s\n", (int)r, HcclGetErrorString(r), aclGetRecentErrMsg());
+        return 3;
+    }
+    HCCL_OK(HcclGetRankSize(x.comm, &x.size));
+    ACL_OK(aclrtCreateStream(&x.stream));
+    run_checks(&x);
+    HCCL_OK(HcclCommDestroy(x.comm));
+    ACL_OK(aclrtDestroyStream(x.stream));
+    return finish(&x, "rank table");
+}
+
 int main(int argc, char **argv) {
     ACL_OK(aclInit(NULL));
     int rc;
@@ -604,6 +625,8 @@ int main(int argc, char **argv) {
         rc = check_errors();
     } else if (argc > 2 && strcmp(argv[1], "--init-all") == 0) {
         rc = init_all((uint32_t)atoi(argv[2]));
+    } else if (argc > 2 && strcmp(argv[1], "--rank-table") == 0) {
+        rc = rank_table(argv[2]);
     } else {
         rank_ctx x = {0};
         HcclRootInfo id;
