@@ -1,0 +1,331 @@
+/* test_comm_faults.c — what goes wrong, named and bounded: abort, a killed rank, bad
+ * environments, an unreachable master, mismatched collectives, the exec
+ * timeout. */
+#include "comm_fixtures.h"
+
+/* ------------------------------------------------------------ abort */
+
+#include <pthread.h>
+
+typedef struct {
+    ddpc_comm *c;
+    ddpc_status st;
+    double took;
+} blocked_call;
+
+static void *blocked_thread(void *arg) {
+    blocked_call *b = arg;
+    int32_t x = 1, y = 0;
+    double t0 = ddpc__now();
+    b->st = ddpc_allreduce(b->c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+    b->took = ddpc__now() - t0;
+    return NULL;
+}
+
+static void abort_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    if (rank == 0) {
+        /* a blocking call on another thread and a queued async one */
+        blocked_call b = {c, DDPC_OK, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, blocked_thread, &b);
+        ddpc__sleep(0.3);
+        ddpc_work *w;
+        int32_t x = 1, y;
+        CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &w));
+        CHECK_OK(ddpc_comm_abort(c));
+        pthread_join(th, NULL);
+        CHECK_STATUS(b.st, DDPC_ERR_ABORTED);
+        CHECK(b.took < 2.0 * t_slow());
+        CHECK_STATUS(ddpc_work_wait(w, 5), DDPC_ERR_ABORTED);
+        ddpc_work_destroy(w);
+        CHECK_STATUS(ddpc_barrier(c), DDPC_ERR_ABORTED);
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "abort");
+    } else {
+        /* the peer sees rank 0 as lost, quickly */
+        ddpc__sleep(0.8);
+        int32_t x = 1, y;
+        double t0 = ddpc__now();
+        /* the first may complete from what rank 0 sent before it aborted */
+        ddpc_status s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        if (s == DDPC_OK) s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        CHECK(s != DDPC_OK);
+        CHECK(ddpc__now() - t0 < 3.0 * t_slow());
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "rank 0");
+    }
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_abort_wakes_blocked, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, abort_body, NULL);
+}
+
+/* ------------------------------------------------------------ a killed rank */
+
+static void killed_body(int rank, int world, void *arg) {
+    setenv("DDPC_TIMEOUT", "60", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    setenv("DDPC_TIMEOUT", "60", 1);
+    size_t n = world > 4 ? 1u << 20 : 4u << 20;
+    float *x = calloc(n, sizeof(float));
+    for (int it = 0; it < 1000; it++) {
+        if (rank == 2 && it == 3) {
+            ddpc_work *w;
+            CHECK_OK(ddpc_allreduce_async(c, x, x, n, DDPC_FLOAT32, DDPC_SUM, &w));
+            ddpc__sleep(0.05); /* in the middle of it */
+            raise(SIGKILL);
+        }
+        double t0 = ddpc__now();
+        ddpc_status s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
+        if (s == DDPC_OK) continue;
+        double took = ddpc__now() - t0;
+        CHECK_MSG(took < 5.0, "rank %d noticed after %.2f s", rank, took);
+        CHECK_CONTAINS(ddpc_last_error(), "lost rank 2");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "lost rank 2");
+        CHECK(s == DDPC_ERR_PEER_LOST);
+        /* later calls fail at once, with the first error */
+        CHECK(ddpc_barrier(c) == DDPC_ERR_PEER_LOST);
+        CHECK_OK(ddpc_comm_destroy(c));
+        free(x);
+        return;
+    }
+    CHECK_MSG(0, "rank %d never saw rank 2 die", rank);
+}
+
+static void run_killed(int world) {
+    g_port = t_free_port();
+    pids_init();
+    int st[16];
+    t_run_ranks_status(world, 30, killed_body, NULL, st);
+    check_no_segments_left(world);
+    for (int r = 0; r < world; r++) {
+        if (r == 2) {
+            CHECK(st[r] != -1 && WIFSIGNALED(st[r]));
+            continue;
+        }
+        CHECK_MSG(st[r] != -1, "rank %d hung", r);
+        CHECK_MSG(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed", r);
+    }
+}
+
+TEST_T(comm_rank_killed_mid_collective, 40) { run_killed(4); }
+TEST_T(comm_rank_killed_mid_collective_w8, 40) { run_killed(8); }
+TEST_T(comm_rank_killed_mid_collective_tcp, 40) {
+    setenv("DDPC_SHM", "0", 1); /* TCP keeps its coverage */
+    run_killed(4);
+}
+TEST_T(comm_rank_killed_mid_collective_shm_small_ring, 40) {
+    setenv("DDPC_SHM", "1", 1);
+    setenv("DDPC_SHM_BYTES", "4096", 1); /* killed while the rings wrap and fill */
+    run_killed(4);
+}
+
+/* ------------------------------------------------------------ bad environments */
+
+
+
+TEST_T(comm_bad_environment, 40) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", t_free_port());
+    clear_env();
+    bad_env(DDPC_ERR_ENV, "RANK is not set");
+    setenv("RANK", "abc", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    bad_env(DDPC_ERR_ENV, "RANK='abc'");
+    setenv("RANK", "2", 1);
+    bad_env(DDPC_ERR_ENV, "RANK=2 is not below WORLD_SIZE=2");
+    unsetenv("WORLD_SIZE");
+    bad_env(DDPC_ERR_ENV, "WORLD_SIZE is not set");
+    setenv("WORLD_SIZE", "0", 1);
+    setenv("RANK", "0", 1);
+    bad_env(DDPC_ERR_ENV, "WORLD_SIZE='0'");
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_PORT", "70000", 1);
+    bad_env(DDPC_ERR_ENV, "MASTER_PORT='70000'");
+    setenv("MASTER_PORT", "x1", 1);
+    bad_env(DDPC_ERR_ENV, "MASTER_PORT='x1'");
+    setenv("MASTER_PORT", port, 1);
+    setenv("DDPC_TIMEOUT", "soon", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_TIMEOUT='soon'");
+    unsetenv("DDPC_TIMEOUT");
+    setenv("HCCL_EXEC_TIMEOUT", "-3", 1);
+    bad_env(DDPC_ERR_ENV, "HCCL_EXEC_TIMEOUT='-3'");
+    unsetenv("HCCL_EXEC_TIMEOUT");
+    setenv("DDPC_ALGO", "fastest", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_ALGO='fastest'");
+    unsetenv("DDPC_ALGO");
+    setenv("DDPC_SHM_COPY", "fast", 1);
+    bad_env(DDPC_ERR_ENV, "DDPC_SHM_COPY='fast' is not one of auto, cached, stream");
+    unsetenv("DDPC_SHM_COPY");
+    setenv("LOCAL_RANK", "5", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    bad_env(DDPC_ERR_ENV, "LOCAL_RANK='5'");
+    unsetenv("LOCAL_RANK");
+    unsetenv("LOCAL_WORLD_SIZE");
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", "first", 1);
+    bad_env(DDPC_ERR_ENV, "TORCHELASTIC_RESTART_COUNT='first'");
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    unsetenv("TORCHELASTIC_RESTART_COUNT");
+    /* rank 0 cannot host the store on an address that is not this host's */
+    setenv("MASTER_ADDR", "198.18.0.1", 1);
+    bad_env(DDPC_ERR_ENV, "MASTER_ADDR=198.18.0.1");
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    /* port in use */
+    int fd, bound;
+    CHECK_OK(ddpc__sock_listen("127.0.0.1", 0, 4, &fd, &bound));
+    char inuse[16];
+    snprintf(inuse, sizeof inuse, "%d", bound);
+    setenv("MASTER_PORT", inuse, 1);
+    bad_env(DDPC_ERR_ENV, "in use");
+    CHECK_CONTAINS(ddpc_last_error(), inuse);
+    close(fd);
+}
+
+TEST_T(comm_unreachable_master, 20) {
+    clear_env();
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    char port[16];
+    snprintf(port, sizeof port, "%d", t_free_port());
+    setenv("MASTER_PORT", port, 1);
+    setenv("DDPC_CONNECT_TIMEOUT", "1", 1);
+    ddpc_comm *c;
+    double t0 = ddpc__now();
+    CHECK_STATUS(ddpc_comm_create_env(&c), DDPC_ERR_TIMEOUT);
+    double took = ddpc__now() - t0;
+    CHECK_MSG(took < 4.0, "took %.2f s", took);
+    CHECK_CONTAINS(ddpc_last_error(), "MASTER_ADDR=127.0.0.1");
+    CHECK_CONTAINS(ddpc_last_error(), port);
+    CHECK_CONTAINS(ddpc_last_error(), "DDPC_CONNECT_TIMEOUT");
+}
+
+/* Ranks 0 and 1 of 3 come; 2 never does. */
+static void missing_body(int rank, int world, void *arg) {
+    t_set_rank_env(rank, 3, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "1.5", 1);
+    ddpc_comm *c;
+    double t0 = ddpc__now();
+    CHECK_STATUS(ddpc_comm_create_env(&c), DDPC_ERR_TIMEOUT);
+    CHECK(ddpc__now() - t0 < 5.0 * t_slow());
+    CHECK_CONTAINS(ddpc_last_error(), "ranks 2 of 3 never arrived");
+}
+
+TEST_T(comm_connect_timeout_names_missing, 20) {
+    g_port = t_free_port();
+    t_run_ranks(2, 15, missing_body, NULL);
+}
+
+/* ------------------------------------------------------------ mismatches */
+
+typedef struct {
+    int which;
+} mm_arg;
+
+static void mismatch_body(int rank, int world, void *arg) {
+    int which = ((mm_arg *)arg)->which;
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t buf[64] = {0}, out[64 * 8];
+    sum_check(c, world * (world - 1) / 2); /* one good one first */
+    ddpc_status s;
+    const char *mine = "", *theirs = "";
+    switch (which) {
+    case 0: /* op */
+        s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, rank == 1 ? DDPC_MAX : DDPC_SUM);
+        mine = rank == 1 ? "max" : "sum";
+        theirs = rank == 1 ? "sum" : "max";
+        break;
+    case 1: /* count */
+        s = ddpc_allreduce(c, buf, out, rank == 1 ? 9 : 8, DDPC_INT32, DDPC_SUM);
+        mine = rank == 1 ? "count=9" : "count=8";
+        theirs = rank == 1 ? "count=8" : "count=9";
+        break;
+    case 2: /* dtype */
+        s = ddpc_allreduce(c, buf, out, 8, rank == 1 ? DDPC_FLOAT32 : DDPC_INT32, DDPC_SUM);
+        mine = rank == 1 ? "float32" : "int32";
+        theirs = rank == 1 ? "int32" : "float32";
+        break;
+    case 3: /* root */
+        s = ddpc_broadcast(c, buf, buf, 8, DDPC_INT32, rank == 1 ? 1 : 0);
+        mine = rank == 1 ? "root=1" : "root=0";
+        theirs = rank == 1 ? "root=0" : "root=1";
+        break;
+    default: /* kind */
+        if (rank == 1) s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
+        else s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, DDPC_SUM);
+        mine = rank == 1 ? "allgather" : "allreduce";
+        theirs = rank == 1 ? "allreduce" : "allgather";
+        break;
+    }
+    /* the odd one out names both calls; the others fail too (naming what
+     * they saw: the mismatch, or the odd one giving up), none hangs */
+    if (rank == 1) {
+        CHECK_STATUS(s, DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), mine);
+        CHECK_CONTAINS(ddpc_last_error(), theirs);
+        CHECK_CONTAINS(ddpc_last_error(), "this rank (1)");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), theirs);
+    } else {
+        CHECK_MSG(s == DDPC_ERR_MISMATCH || s == DDPC_ERR_PEER_LOST || (which == 3 && s == DDPC_OK),
+                  "rank %d: %s (%s)", rank, ddpc_status_str(s), ddpc_last_error());
+        if (s == DDPC_ERR_MISMATCH) CHECK_CONTAINS(ddpc_last_error(), "mismatch");
+    }
+    /* the communicator stays failed */
+    if (s != DDPC_OK) CHECK_EQ(ddpc_barrier(c), s);
+    else CHECK(ddpc_barrier(c) != DDPC_OK);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+static void run_mismatch(int which, int world) {
+    mm_arg a = {which};
+    g_port = t_free_port();
+    t_run_ranks(world, 25, mismatch_body, &a);
+}
+
+TEST_T(comm_mismatch_op, 30) { run_mismatch(0, 2); }
+TEST_T(comm_mismatch_count, 30) { run_mismatch(1, 3); }
+TEST_T(comm_mismatch_dtype, 30) { run_mismatch(2, 2); }
+TEST_T(comm_mismatch_root, 30) { run_mismatch(3, 3); }
+TEST_T(comm_mismatch_kind, 30) { run_mismatch(4, 4); }
+
+/* ------------------------------------------------------------ exec timeout */
+
+static void exec_timeout_body(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    unsetenv("DDPC_TIMEOUT");
+    setenv("HCCL_EXEC_TIMEOUT", "0.5", 1); /* the HCCL alias */
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_create_env(&c));
+    int32_t x = 1, y = 0;
+    if (rank == 0) {
+        double t0 = ddpc__now();
+        CHECK_STATUS(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM), DDPC_ERR_TIMEOUT);
+        double took = ddpc__now() - t0;
+        CHECK_MSG(took > 0.4 && took < 2.0, "timed out after %.2f s", took);
+        CHECK_CONTAINS(ddpc_last_error(), "DDPC_TIMEOUT");
+        CHECK_CONTAINS(ddpc_last_error(), "rank 1");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "timed out");
+    } else {
+        ddpc__sleep(2.0);
+        /* rank 0 gave up: this rank learns it, at once (the first call may
+         * still complete from the data rank 0 sent before it gave up) */
+        double t0 = ddpc__now();
+        ddpc_status s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        if (s == DDPC_OK) {
+            CHECK_EQ(y, 2);
+            s = ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM);
+        }
+        CHECK(s != DDPC_OK);
+        CHECK(ddpc__now() - t0 < 2.0 * t_slow());
+        CHECK_CONTAINS(ddpc_last_error(), "rank 0");
+    }
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_exec_timeout, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, exec_timeout_body, NULL);
+}

@@ -1,0 +1,207 @@
+/* test_comm_p2p.c — point to point: send/recv, a large exchange both ways, many queued
+ * operations, receives from any source, alltoallv. */
+#include "comm_fixtures.h"
+
+/* ------------------------------------------------------------ point to point */
+
+static void p2p_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t a[100], b[100];
+    for (int i = 0; i < 100; i++) a[i] = rank * 1000 + i;
+    if (rank == 0) {
+        CHECK_OK(ddpc_send(c, a, 100, DDPC_INT32, 1));
+        CHECK_OK(ddpc_recv(c, b, 100, DDPC_INT32, 1));
+        for (int i = 0; i < 100; i++) CHECK_EQ(b[i], 1000 + i);
+        CHECK_OK(ddpc_send(c, a, 10, DDPC_INT32, 1)); /* receiver expects 11 */
+    } else {
+        CHECK_OK(ddpc_recv(c, b, 100, DDPC_INT32, 0));
+        for (int i = 0; i < 100; i++) CHECK_EQ(b[i], i);
+        CHECK_OK(ddpc_send(c, a, 100, DDPC_INT32, 0));
+        CHECK_STATUS(ddpc_recv(c, b, 11, DDPC_INT32, 0), DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), "count=10");
+    }
+    CHECK_STATUS(ddpc_send(c, a, 1, DDPC_INT32, rank), DDPC_ERR_INVALID_ARG);
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_send_recv, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, p2p_body, NULL);
+}
+
+/* Both ranks send each other 16 MiB before receiving, as torch's
+ * batch_isend_irecv does: the queued sends and receives progress together
+ * (one would otherwise wait forever on the other's full buffers), and a
+ * collective after them still runs in order. */
+static void p2p_exchange_body(int rank, int world, void *arg) {
+    setenv("DDPC_TIMEOUT", "20", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    size_t n = 4u << 20;
+    float *out = malloc(sizeof(float) * n), *in = malloc(sizeof(float) * n);
+    CHECK(out && in);
+    for (size_t i = 0; i < n; i++) out[i] = (float)(rank * 7 + (int)(i % 1000));
+    int peer = 1 - rank;
+    for (int round = 0; round < 3; round++) {
+        ddpc_work *ws, *wr, *wa;
+        memset(in, 0, sizeof(float) * n);
+        CHECK_OK(ddpc_send_async(c, out, n, DDPC_FLOAT32, peer, &ws));
+        CHECK_OK(ddpc_recv_async(c, in, n, DDPC_FLOAT32, peer, &wr));
+        int32_t x = 1, y = 0;
+        CHECK_OK(ddpc_allreduce_async(c, &x, &y, 1, DDPC_INT32, DDPC_SUM, &wa));
+        /* round 1 waits for the receive first, round 2 for the collective */
+        if (round == 1) CHECK_OK(ddpc_work_wait(wr, -1));
+        if (round == 2) CHECK_OK(ddpc_work_wait(wa, -1));
+        CHECK_OK(ddpc_work_wait(ws, -1));
+        CHECK_OK(ddpc_work_wait(wr, -1));
+        CHECK_OK(ddpc_work_wait(wa, -1));
+        ddpc_work_destroy(ws);
+        ddpc_work_destroy(wr);
+        ddpc_work_destroy(wa);
+        CHECK_EQ(y, 2);
+        for (size_t i = 0; i < n; i += 4099) CHECK_NEAR(in[i], (float)(peer * 7 + (int)(i % 1000)), 0);
+        CHECK_NEAR(in[n - 1], (float)(peer * 7 + (int)((n - 1) % 1000)), 0);
+    }
+    free(out);
+    free(in);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_send_recv_exchange_large, 60) {
+    g_port = t_free_port();
+    t_run_ranks(2, 55, p2p_exchange_body, NULL);
+}
+
+/* Many sends and receives queued while a batch of them runs: the batch
+ * takes them in as they come and grows past its first room with requests
+ * already posted, which must stay where they were posted. */
+static void p2p_many_body(int rank, int world, void *arg) {
+    enum { K = 96, N = 16384 };
+    ddpc_comm *c = env_comm(rank, world);
+    float *out = malloc(sizeof(float) * N * K), *in = calloc((size_t)N * K, sizeof(float));
+    CHECK(out && in);
+    ddpc_work *ws[K], *wr[K];
+    int peer = 1 - rank;
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++) out[(size_t)k * N + i] = (float)(rank * 1000 + k + i % 7);
+        CHECK_OK(ddpc_send_async(c, out + (size_t)k * N, N, DDPC_FLOAT32, peer, &ws[k]));
+        CHECK_OK(ddpc_recv_async(c, in + (size_t)k * N, N, DDPC_FLOAT32, peer, &wr[k]));
+    }
+    for (int k = 0; k < K; k++) {
+        CHECK_OK(ddpc_work_wait(ws[k], -1));
+        CHECK_OK(ddpc_work_wait(wr[k], -1));
+        ddpc_work_destroy(ws[k]);
+        ddpc_work_destroy(wr[k]);
+        for (int i = 0; i < N; i += 997)
+            CHECK_NEAR(in[(size_t)k * N + i], (float)(peer * 1000 + k + i % 7), 0);
+    }
+    free(out);
+    free(in);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_send_recv_many_queued, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, p2p_many_body, NULL);
+}
+
+/* Receives from any source: rank 0 takes one message from each other rank
+ * in whatever order they come (rank r sleeps (world - r) * 30 ms first, so
+ * the last rank's usually comes first), learns each sender, then a receive
+ * from a named rank queued behind an any-source one still gets that rank's
+ * next message, in order. */
+static void any_source_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t v[2];
+    if (rank == 0) {
+        int seen[8] = {0};
+        for (int k = 1; k < world; k++) {
+            ddpc_work *w;
+            CHECK_OK(ddpc_recv_async(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, &w));
+            CHECK_EQ(ddpc_work_source(w) == -1 || ddpc_work_source(w) > 0, 1);
+            CHECK_OK(ddpc_work_wait(w, -1));
+            int src = ddpc_work_source(w);
+            ddpc_work_destroy(w);
+            CHECK(src >= 1 && src < world);
+            CHECK_EQ(v[0], src);
+            CHECK_EQ(v[1], 100);
+            seen[src]++;
+        }
+        for (int r = 1; r < world; r++) CHECK_EQ(seen[r], 1);
+        /* rank 1 sends 200 then 300: any-source takes the first, rank 1's
+         * named receive the second */
+        ddpc_work *wa, *wn;
+        int32_t u[2];
+        CHECK_OK(ddpc_recv_async(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, &wa));
+        CHECK_OK(ddpc_recv_async(c, u, 2, DDPC_INT32, 1, &wn));
+        CHECK_OK(ddpc_work_wait(wn, -1));
+        CHECK_OK(ddpc_work_wait(wa, -1));
+        CHECK_EQ(ddpc_work_source(wa), 1);
+        CHECK_EQ(v[1], 200);
+        CHECK_EQ(u[1], 300);
+        ddpc_work_destroy(wa);
+        ddpc_work_destroy(wn);
+        CHECK_OK(ddpc_recv(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE)); /* blocking form */
+        CHECK_EQ(v[1], 400);
+    } else {
+        ddpc__sleep(0.03 * (world - rank));
+        v[0] = rank, v[1] = 100;
+        CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+        if (rank == 1) {
+            v[1] = 200;
+            CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+            v[1] = 300;
+            CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+            v[1] = 400;
+            CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
+        }
+    }
+    CHECK_STATUS(ddpc_send(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE), DDPC_ERR_INVALID_ARG);
+    CHECK_OK(ddpc_barrier(c));
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_recv_any_source, 30) {
+    g_port = t_free_port();
+    t_run_ranks(4, 25, any_source_body, NULL);
+}
+
+/* Uneven all-to-all: rank r sends (r + j) % 3 + (j == 0) elements to rank
+ * j, value 1000 r + 10 j + k; a receive count that disagrees with the
+ * sender's is DDPC_ERR_MISMATCH naming both sizes. */
+static size_t a2av_n(int from, int to) { return (size_t)((from + to) % 3 + (to == 0)); }
+
+static void alltoallv_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    size_t sc[8], sd[8], rc[8], rd[8], st = 0, rt = 0;
+    for (int j = 0; j < world; j++) {
+        sc[j] = a2av_n(rank, j), sd[j] = st, st += sc[j] + 1; /* a gap after each block */
+        rc[j] = a2av_n(j, rank), rd[j] = rt, rt += rc[j];
+    }
+    int64_t *send = calloc(st + 1, 8), *recv = calloc(rt + 1, 8);
+    for (int j = 0; j < world; j++)
+        for (size_t k = 0; k < sc[j]; k++) send[sd[j] + k] = 1000 * rank + 10 * j + (int64_t)k;
+    CHECK_OK(ddpc_alltoallv(c, send, sc, sd, recv, rc, rd, DDPC_INT64));
+    for (int j = 0; j < world; j++)
+        for (size_t k = 0; k < rc[j]; k++) CHECK_EQ(recv[rd[j] + k], 1000 * j + 10 * rank + (int64_t)k);
+    ddpc_work *w;
+    CHECK_OK(ddpc_alltoallv_async(c, send, sc, sd, recv, rc, rd, DDPC_INT64, &w));
+    memset(sc, 0xff, sizeof sc); /* the arrays were copied */
+    CHECK_OK(ddpc_work_wait(w, -1));
+    ddpc_work_destroy(w);
+    for (int j = 0; j < world; j++) sc[j] = a2av_n(rank, j);
+    if (rank == 1) rc[0]++; /* expects one more from rank 0 than it sends */
+    ddpc_status s = ddpc_alltoallv(c, send, sc, sd, recv, rc, rd, DDPC_INT64);
+    if (rank == 1) { /* the others may have finished their part first */
+        CHECK_STATUS(s, DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), "alltoallv: rank 0 sends this rank (1) ");
+    }
+    CHECK_STATUS(ddpc_alltoallv(c, send, NULL, sd, recv, rc, rd, DDPC_INT64), DDPC_ERR_INVALID_ARG);
+    free(send);
+    free(recv);
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_alltoallv, 30) {
+    g_port = t_free_port();
+    t_run_ranks(3, 25, alltoallv_body, NULL);
+}
