@@ -167,9 +167,18 @@ static aclError op_task(void *arg, char *err, size_t errlen) {
     return e;
 }
 
+/* HCCL_ENTRY_LOG_ENABLE=1: a line per operation as it is queued. */
+static void entry_log(const hccl_op *o, aclrtStream stream) {
+    const char *v = getenv("HCCL_ENTRY_LOG_ENABLE");
+    if (!v || strcmp(v, "1") != 0) return;
+    fprintf(stderr, "[HCCL] entry: %s comm %s rank %u/%u count %zu type %s root/peer %d stream %p\n", o->name,
+            o->hc->name, o->hc->rank, o->hc->size, o->count, ddpc_dtype_name(o->t), o->root, stream);
+}
+
 /* Queues o (owned from here) on stream. */
 static HcclResult submit(hccl_op *o, aclrtStream stream) {
     hccl_comm *hc = o->hc;
+    entry_log(o, stream);
     pthread_mutex_lock(&hc->mu);
     hc->pending++;
     pthread_mutex_unlock(&hc->mu);

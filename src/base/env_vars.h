@@ -107,6 +107,27 @@
       "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT")             \
     X(THREADS, "DDPC_THREADS", NULL, INT, NULL, 1, 1024,                                            \
       "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / "   \
-      "LOCAL_WORLD_SIZE)")
+      "LOCAL_WORLD_SIZE)")                                                                          \
+    X(RANK_TABLE_PORT, "DDPC_RANK_TABLE_PORT", NULL, INT, "60000", 1, 65535,                        \
+      "port on which rank 0 of a communicator made from a rank table (HcclCommInitClusterInfo) "    \
+      "hosts the rendezvous store, at its server's host_ip, else server_id")                        \
+    X(HCCL_ENTRY_LOG, "HCCL_ENTRY_LOG_ENABLE", NULL, INT, "0", 0, 1,                                \
+      "1: libhccl prints a line on stderr as each HCCL operation is queued (name, communicator, "   \
+      "rank, count, type, root)")                                                                   \
+    X(HCCL_DETERMINISTIC, "HCCL_DETERMINISTIC", NULL, STR, "false", 0, 0,                           \
+      "accepted (true, false, strict); ddpc reduces in a fixed order, so libhccl's results are "    \
+      "always deterministic")                                                                       \
+    X(HCCL_ALGO, "HCCL_ALGO", NULL, STR, NULL, 0, 0,                                                \
+      "accepted; no effect on CPUs: its per-level NPU algorithms do not apply (DDPC_ALGO chooses "  \
+      "ddpc's)")                                                                                    \
+    X(HCCL_SOCKET_FAMILY, "HCCL_SOCKET_FAMILY", NULL, STR, NULL, 0, 0,                              \
+      "accepted (AF_INET, AF_INET6); no effect yet: the address family follows HCCL_IF_IP or the "  \
+      "chosen interface")                                                                           \
+    X(HCCL_HOST_SOCKET_PORT_RANGE, "HCCL_HOST_SOCKET_PORT_RANGE", NULL, STR, NULL, 0, 0,            \
+      "accepted; no effect yet: data sockets listen from HCCL_IF_BASE_PORT")                        \
+    X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                       \
+      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                     \
+    X(HCCL_WHITELIST_FILE, "HCCL_WHITELIST_FILE", NULL, STR, NULL, 0, 0,                            \
+      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")
 
 #endif /* DDPC_ENV_VARS_H */
