@@ -31,7 +31,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests torch torch-module test check-san check-valgrind fuzz install uninstall clean help headers-check
+.PHONY: all lib tools examples tests torch torch-module test check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
 all: lib tools examples tests
 
 help:
@@ -46,6 +46,8 @@ help:
 	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint and store parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
+	@echo "make format       clang-format every C file; make format-check fails on any difference"
+	@echo "make docs         rewrite docs/ENVIRONMENT.md's table and the README's example from the code"
 	@echo "make clean"
 
 lib: $(BUILD)/libddpc.a $(BUILD)/libddpc.so
@@ -167,6 +169,20 @@ fuzz:
 	  then grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)' build/fuzz/fuzz_$$t.log; \
 	  else tail -n 60 build/fuzz/fuzz_$$t.log; echo "fuzz_$$t found a fault: build/fuzz/fuzz_$$t.log"; exit 1; fi; \
 	done
+
+# The layout: clang-format (Debian's clang-format, 14) with .clang-format
+# over every C and C++ file in git; format-check fails on any difference.
+CLANG_FORMAT ?= clang-format
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' 2>/dev/null)
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+format-check:
+	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES) && echo "format ok"
+
+# The generated parts of the docs (docs/ENVIRONMENT.md's table, the
+# README's example); tests/unit/test_docs.c fails when they are stale.
+docs: $(BUILD)/bin/ddpc-run
+	sh scripts/docs.sh $(BUILD)/bin
 
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \
