@@ -33,19 +33,36 @@ int main(int argc, char **argv) {
     const int NI = 784, NH = 512;
     float *x = filled((size_t)B * NI), *W1 = filled((size_t)NH * NI), *W2 = filled((size_t)NH * NH);
     float *h = filled((size_t)B * NH), *g = filled((size_t)B * NH), *y = filled((size_t)B * NH);
-    float *dW1 = filled((size_t)NH * NI), *dW2 = filled((size_t)NH * NH), *dx = filled((size_t)B * NH);
-    static const char *name[5] = {"fc1_forward", "fc2_forward", "fc1_dweight", "fc2_dweight", "fc2_dinput"};
+    float *dW1 = filled((size_t)NH * NI), *dW2 = filled((size_t)NH * NH),
+          *dx = filled((size_t)B * NH);
+    static const char *name[5] = { "fc1_forward", "fc2_forward", "fc1_dweight", "fc2_dweight",
+                                   "fc2_dinput" };
     double us[5], sum = 0;
     for (int k = 0; k < 5; k++) {
         double best = 1e30;
         for (int round = 0; round < 5; round++) {
             double t0 = now();
             for (int it = 0; it < reps; it++) switch (k) {
-                case 0: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, NH, NI, 1, x, NI, W1, NI, 0, y, NH); break;
-                case 1: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, NH, NH, 1, h, NH, W2, NH, 0, y, NH); break;
-                case 2: cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NH, NI, B, 1, g, NH, x, NI, 1, dW1, NI); break;
-                case 3: cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NH, NH, B, 1, g, NH, h, NH, 1, dW2, NH); break;
-                default: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, NH, NH, 1, g, NH, W2, NH, 0, dx, NH); break;
+                case 0:
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, NH, NI, 1, x, NI, W1,
+                                NI, 0, y, NH);
+                    break;
+                case 1:
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, NH, NH, 1, h, NH, W2,
+                                NH, 0, y, NH);
+                    break;
+                case 2:
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NH, NI, B, 1, g, NH, x, NI,
+                                1, dW1, NI);
+                    break;
+                case 3:
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NH, NH, B, 1, g, NH, h, NH,
+                                1, dW2, NH);
+                    break;
+                default:
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, NH, NH, 1, g, NH, W2,
+                                NH, 0, dx, NH);
+                    break;
                 }
             double t = (now() - t0) / reps;
             if (t < best) best = t;

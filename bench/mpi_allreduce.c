@@ -19,9 +19,12 @@ static size_t parse_size(const char *opt, const char *s) {
     char *end;
     double v = strtod(s, &end);
     double mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024.0 * 1024 * 1024, end++;
     if (*end || end == s || v < 0) {
         fprintf(stderr, "mpi_allreduce: %s '%s' is not a size (like 8, 4K, 1M)\n", opt, s);
         exit(2);
@@ -49,12 +52,18 @@ int main(int argc, char **argv) {
     long factor = 2, iters = 20, warmup = 5;
     int check = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-b")) minb = parse_size("-b", argv[i + 1]);
-        else if (!strcmp(argv[i], "-e")) maxb = parse_size("-e", argv[i + 1]);
-        else if (!strcmp(argv[i], "-f")) factor = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "-n")) iters = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "-w")) warmup = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "-c")) check = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "-b"))
+            minb = parse_size("-b", argv[i + 1]);
+        else if (!strcmp(argv[i], "-e"))
+            maxb = parse_size("-e", argv[i + 1]);
+        else if (!strcmp(argv[i], "-f"))
+            factor = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-n"))
+            iters = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-w"))
+            warmup = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "-c"))
+            check = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "mpi_allreduce: unknown option %s\n", argv[i]);
             return 2;
@@ -115,8 +124,8 @@ int main(int argc, char **argv) {
         bw_sum += busbw;
         nsizes++;
         if (rank == 0) {
-            printf("  %10zu %12d %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", (size_t)n * 4, n, "float32",
-                   "sum", -1, med * 1e6, algbw, busbw, wrong);
+            printf("  %10zu %12d %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", (size_t)n * 4, n,
+                   "float32", "sum", -1, med * 1e6, algbw, busbw, wrong);
             fflush(stdout);
         }
         if (bytes > maxb / (size_t)factor) break;

@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t region = (bytes + 4095) & ~(size_t)4095;
-    char *m = mmap(NULL, 4096 + 2 * region, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char *m =
+        mmap(NULL, 4096 + 2 * region, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
         perror("shm_copy: mmap");
         return 1;
@@ -115,8 +116,10 @@ int main(int argc, char **argv) {
             memset(src, it, bytes); /* fresh data in this core's cache, as a gradient */
             meet(s, me, &gen);
             double t0 = now();
-            if (stream) copy_stream(out, src, bytes);
-            else memcpy(out, src, bytes);
+            if (stream)
+                copy_stream(out, src, bytes);
+            else
+                memcpy(out, src, bytes);
             double t1 = now();
             meet(s, me, &gen);
             double t2 = now();
@@ -127,8 +130,9 @@ int main(int argc, char **argv) {
             rd[stream][it / 2] = (t3 - t2) * 1e6;
         }
         if (!me) {
-            printf("round %d: cached: write %7.1f read %6.1f | streamed: write %7.1f read %6.1f\n", r + 1,
-                   median(w[0], ITERS), median(rd[0], ITERS), median(w[1], ITERS), median(rd[1], ITERS));
+            printf("round %d: cached: write %7.1f read %6.1f | streamed: write %7.1f read %6.1f\n",
+                   r + 1, median(w[0], ITERS), median(rd[0], ITERS), median(w[1], ITERS),
+                   median(rd[1], ITERS));
             fflush(stdout);
         }
         if (r + 1 < rounds) sleep((unsigned)secs);

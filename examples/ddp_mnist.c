@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     ddpc_optim *optimizer;
     DDPC_TRY(ddpc_comm_create_env(&comm)); /* dist.init_process_group(init_method="env://") */
     DDPC_TRY(ddpc_model_create(DDPC_LAYERS(ddpc_linear(784, 10)), NULL, &model));
-    DDPC_TRY(ddpc_ddp_create(comm, model, NULL, &ddp));     /* model = DDP(model) */
+    DDPC_TRY(ddpc_ddp_create(comm, model, NULL, &ddp));           /* model = DDP(model) */
     DDPC_TRY(ddpc_dataset_create_mnist(data, "train", &dataset)); /* MNIST(data, train=True) */
     DDPC_TRY(ddpc_sampler_create_dist(comm, dataset->n, NULL, &sampler)); /* DistributedSampler */
     ddpc_loader_options lo = ddpc_loader_options_default(); /* DataLoader(dataset, sampler, */
@@ -43,17 +43,17 @@ int main(int argc, char **argv) {
     lo.mean = lo.std = 0.5f;                                /*   Normalize((0.5,), (0.5,)) */
     DDPC_TRY(ddpc_loader_create(dataset, sampler, &lo, &loader));
     ddpc_optim_options so = ddpc_optim_options_default(DDPC_OPTIM_SGD);
-    so.lr = 0.01f;                                          /* SGD(model.parameters(), lr=0.01) */
+    so.lr = 0.01f; /* SGD(model.parameters(), lr=0.01) */
     DDPC_TRY(ddpc_optim_create(model, &so, &optimizer));
-    float loss;                                             /* criterion = nn.CrossEntropyLoss() */
-    for (int epoch = 0; epoch < 10; epoch++) {              /* for epoch in range(10): */
-        DDPC_TRY(ddpc_loader_start_epoch(loader, epoch));   /* sampler.set_epoch(epoch) */
+    float loss;                                           /* criterion = nn.CrossEntropyLoss() */
+    for (int epoch = 0; epoch < 10; epoch++) {            /* for epoch in range(10): */
+        DDPC_TRY(ddpc_loader_start_epoch(loader, epoch)); /* sampler.set_epoch(epoch) */
         for (const ddpc_batch *b; DDPC_TRY(ddpc_loader_next(loader, &b)), b;) { /* for batch, ... */
-            ddpc_optim_zero_grad(optimizer);                /* optimizer.zero_grad() */
+            ddpc_optim_zero_grad(optimizer);                          /* optimizer.zero_grad() */
             DDPC_TRY(ddpc_model_forward(model, b->x, b->size, NULL)); /* output = model(data) */
             DDPC_TRY(ddpc_model_loss(model, DDPC_CROSS_ENTROPY, b->y, &loss)); /* criterion(...) */
-            DDPC_TRY(ddpc_model_backward(model));           /* loss.backward() */
-            DDPC_TRY(ddpc_optim_step(optimizer));           /* optimizer.step() */
+            DDPC_TRY(ddpc_model_backward(model));                              /* loss.backward() */
+            DDPC_TRY(ddpc_optim_step(optimizer));                 /* optimizer.step() */
             if (b->index % 100 == 0 && ddpc_comm_rank(comm) == 0) /* if ... and rank == 0: */
                 printf("Epoch: %d | Batch: %zu | Loss: %.4f\n", epoch, b->index, loss);
         }

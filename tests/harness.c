@@ -4,11 +4,12 @@
  *   ddpc-tests [-l] [-j N] [FILTER...]   run the tests whose names contain a FILTER
  */
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +19,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <poll.h>
 
 #include "test.h"
 
@@ -40,7 +40,7 @@ static int ncases;
 
 void t_register(const char *name, t_fn fn, double timeout_s, const char *file) {
     if (ncases < (int)(sizeof cases / sizeof cases[0]))
-        cases[ncases++] = (t_case){name, file, fn, timeout_s};
+        cases[ncases++] = (t_case){ name, file, fn, timeout_s };
 }
 
 /* DDPC_TEST_SLOW: every deadline the harness keeps (a test's, its ranks',
@@ -86,7 +86,7 @@ void t_skip(const char *fmt, ...) {
 
 int t_free_port(void) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t l = sizeof a;
     if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname(s, (struct sockaddr *)&a, &l) != 0)
@@ -133,8 +133,9 @@ int t_free_port_pair(void) {
         int p = t_free_port();
         if (p >= 65535) continue;
         int s = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(p + 1)),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)(p + 1)),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         int ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0;
         if (s >= 0) close(s);
         if (ok) return p;
@@ -161,9 +162,12 @@ static int wait_until(pid_t pid, double deadline, int *st) {
     for (;;) {
         pid_t r = waitpid(pid, st, WNOHANG);
         if (r == pid) return 1;
-        if (r < 0 && errno != EINTR) { *st = 0; return 1; }
+        if (r < 0 && errno != EINTR) {
+            *st = 0;
+            return 1;
+        }
         if (now() >= deadline) return 0;
-        struct timespec ts = {0, (long)(sleep_s * 1e9)};
+        struct timespec ts = { 0, (long)(sleep_s * 1e9) };
         nanosleep(&ts, NULL);
         if (sleep_s < 0.01) sleep_s *= 2;
     }
@@ -199,12 +203,15 @@ void t_run_ranks(int world, double timeout_s, t_rank_fn fn, void *arg) {
     t_run_ranks_status(world, timeout_s, fn, arg, st);
     for (int r = 0; r < world; r++) {
         if (st[r] == -1)
-            t_fail(__FILE__, __LINE__, "rank %d of %d did not finish within %.0f s", r, world, timeout_s);
+            t_fail(__FILE__, __LINE__, "rank %d of %d did not finish within %.0f s", r, world,
+                   timeout_s);
         if (WIFSIGNALED(st[r]))
-            t_fail(__FILE__, __LINE__, "rank %d of %d was killed by signal %d", r, world, WTERMSIG(st[r]));
+            t_fail(__FILE__, __LINE__, "rank %d of %d was killed by signal %d", r, world,
+                   WTERMSIG(st[r]));
         if (WEXITSTATUS(st[r]) == 77) _exit(77);
         if (WEXITSTATUS(st[r]) != 0)
-            t_fail(__FILE__, __LINE__, "rank %d of %d failed (exit %d)", r, world, WEXITSTATUS(st[r]));
+            t_fail(__FILE__, __LINE__, "rank %d of %d failed (exit %d)", r, world,
+                   WEXITSTATUS(st[r]));
     }
 }
 
@@ -226,11 +233,17 @@ int t_run_cmd(const char *cmd, double timeout_s, char *out, size_t outlen) {
     int timed_out = 0;
     for (;;) {
         int ms = (int)((deadline - now()) * 1000);
-        if (ms <= 0) { timed_out = 1; break; }
-        struct pollfd pf = {p[0], POLLIN, 0};
+        if (ms <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd pf = { p[0], POLLIN, 0 };
         int n = poll(&pf, 1, ms);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { timed_out = 1; break; }
+        if (n <= 0) {
+            timed_out = 1;
+            break;
+        }
         char buf[4096];
         ssize_t k = read(p[0], buf, sizeof buf);
         if (k <= 0) break;
@@ -371,8 +384,10 @@ int main(int argc, char **argv) {
     int list = 0, nf = 0;
     char *filters[64];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "--list")) list = 1;
-        else if (nf < 64) filters[nf++] = argv[i];
+        if (!strcmp(argv[i], "-l") || !strcmp(argv[i], "--list"))
+            list = 1;
+        else if (nf < 64)
+            filters[nf++] = argv[i];
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
@@ -381,13 +396,18 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ncases; i++) {
         const t_case *c = &cases[i];
         if (!matches(c->name, nf, filters)) continue;
-        if (list) { printf("%s\n", c->name); continue; }
+        if (list) {
+            printf("%s\n", c->name);
+            continue;
+        }
         double secs;
         int r = run_one(c, &secs);
         const char *tag = r == 0 ? "ok  " : r == 1 ? "FAIL" : "skip";
         printf("%s %-48s %6.2f s\n", tag, c->name, secs);
-        if (r == 0) pass++;
-        else if (r == 2) skip++;
+        if (r == 0)
+            pass++;
+        else if (r == 2)
+            skip++;
         else {
             fail++;
             size_t l = strlen(failed);

@@ -16,11 +16,11 @@
 typedef void (*t_fn)(void);
 void t_register(const char *name, t_fn fn, double timeout_s, const char *file);
 
-#define TEST_T(name, secs)                                                     \
-    static void test_##name(void);                                             \
-    __attribute__((constructor)) static void reg_##name(void) {               \
-        t_register(#name, test_##name, (secs), __FILE__);                      \
-    }                                                                          \
+#define TEST_T(name, secs)                                      \
+    static void test_##name(void);                              \
+    __attribute__((constructor)) static void reg_##name(void) { \
+        t_register(#name, test_##name, (secs), __FILE__);       \
+    }                                                           \
     static void test_##name(void)
 #define TEST(name) TEST_T(name, 60)
 
@@ -30,55 +30,55 @@ void t_fail(const char *file, int line, const char *fmt, ...)
 void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 #define SKIP(...) t_skip(__VA_ARGS__)
 
-#define CHECK(c)                                                               \
-    do {                                                                       \
-        if (!(c)) t_fail(__FILE__, __LINE__, "CHECK(%s) failed", #c);          \
+#define CHECK(c)                                                      \
+    do {                                                              \
+        if (!(c)) t_fail(__FILE__, __LINE__, "CHECK(%s) failed", #c); \
     } while (0)
-#define CHECK_MSG(c, ...)                                                      \
-    do {                                                                       \
-        if (!(c)) t_fail(__FILE__, __LINE__, __VA_ARGS__);                     \
+#define CHECK_MSG(c, ...)                                  \
+    do {                                                   \
+        if (!(c)) t_fail(__FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
-#define CHECK_EQ(a, b)                                                         \
-    do {                                                                       \
-        long long t__a = (long long)(a), t__b = (long long)(b);                \
-        if (t__a != t__b)                                                      \
+#define CHECK_EQ(a, b)                                                                        \
+    do {                                                                                      \
+        long long t__a = (long long)(a), t__b = (long long)(b);                               \
+        if (t__a != t__b)                                                                     \
             t_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a, #b, t__a, t__b); \
     } while (0)
-#define CHECK_NEAR(a, b, tol)                                                  \
-    do {                                                                       \
-        double t__a = (double)(a), t__b = (double)(b);                         \
-        if (!(t__a - t__b <= (tol) && t__b - t__a <= (tol)))                   \
+#define CHECK_NEAR(a, b, tol)                                                          \
+    do {                                                                               \
+        double t__a = (double)(a), t__b = (double)(b);                                 \
+        if (!(t__a - t__b <= (tol) && t__b - t__a <= (tol)))                           \
             t_fail(__FILE__, __LINE__, "CHECK_NEAR(%s, %s, %g): %.9g vs %.9g", #a, #b, \
-                   (double)(tol), t__a, t__b);                                 \
+                   (double)(tol), t__a, t__b);                                         \
     } while (0)
-#define CHECK_STR(a, b)                                                        \
-    do {                                                                       \
-        const char *t__a = (a), *t__b = (b);                                   \
-        if (!t__a || !t__b || strcmp(t__a, t__b) != 0)                         \
+#define CHECK_STR(a, b)                                                               \
+    do {                                                                              \
+        const char *t__a = (a), *t__b = (b);                                          \
+        if (!t__a || !t__b || strcmp(t__a, t__b) != 0)                                \
             t_fail(__FILE__, __LINE__, "CHECK_STR(%s, %s): \"%s\" != \"%s\"", #a, #b, \
-                   t__a ? t__a : "(null)", t__b ? t__b : "(null)");            \
+                   t__a ? t__a : "(null)", t__b ? t__b : "(null)");                   \
     } while (0)
-#define CHECK_CONTAINS(hay, needle)                                            \
-    do {                                                                       \
-        const char *t__h = (hay), *t__n = (needle);                            \
-        if (!t__h || !strstr(t__h, t__n))                                      \
+#define CHECK_CONTAINS(hay, needle)                                                      \
+    do {                                                                                 \
+        const char *t__h = (hay), *t__n = (needle);                                      \
+        if (!t__h || !strstr(t__h, t__n))                                                \
             t_fail(__FILE__, __LINE__, "%s does not contain \"%s\": \"%s\"", #hay, t__n, \
-                   t__h ? t__h : "(null)");                                    \
+                   t__h ? t__h : "(null)");                                              \
     } while (0)
 /* expr must return DDPC_OK; otherwise prints the status and ddpc_last_error(). */
-#define CHECK_OK(expr)                                                         \
-    do {                                                                       \
-        ddpc_status t__s = (expr);                                             \
-        if (t__s != DDPC_OK)                                                   \
+#define CHECK_OK(expr)                                                                \
+    do {                                                                              \
+        ddpc_status t__s = (expr);                                                    \
+        if (t__s != DDPC_OK)                                                          \
             t_fail(__FILE__, __LINE__, "%s -> %s (%s)", #expr, ddpc_status_str(t__s), \
-                   ddpc_last_error());                                         \
+                   ddpc_last_error());                                                \
     } while (0)
-#define CHECK_STATUS(expr, want)                                               \
-    do {                                                                       \
-        ddpc_status t__s = (expr);                                             \
-        if (t__s != (want))                                                    \
-            t_fail(__FILE__, __LINE__, "%s -> %s, want %s (%s)", #expr,          \
-                   ddpc_status_str(t__s), ddpc_status_str(want), ddpc_last_error()); \
+#define CHECK_STATUS(expr, want)                                                               \
+    do {                                                                                       \
+        ddpc_status t__s = (expr);                                                             \
+        if (t__s != (want))                                                                    \
+            t_fail(__FILE__, __LINE__, "%s -> %s, want %s (%s)", #expr, ddpc_status_str(t__s), \
+                   ddpc_status_str(want), ddpc_last_error());                                  \
     } while (0)
 
 /* A TCP port free on 127.0.0.1 right now. */

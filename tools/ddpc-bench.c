@@ -38,8 +38,8 @@
 #include "ddpc/ddpc.h"
 
 enum { B_ALLREDUCE, B_BROADCAST, B_REDUCE, B_ALLGATHER, B_REDUCE_SCATTER, B_ALLTOALL, B_N };
-static const char *const coll_names[B_N] = {"allreduce", "broadcast", "reduce",
-                                             "allgather", "reduce-scatter", "alltoall"};
+static const char *const coll_names[B_N] = { "allreduce", "broadcast",      "reduce",
+                                             "allgather", "reduce-scatter", "alltoall" };
 
 typedef struct {
     int coll;
@@ -51,24 +51,23 @@ typedef struct {
 } opts;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ddpc-bench COLLECTIVE [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
-            "                  [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1]\n"
-            "  COLLECTIVE  allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall\n"
-            "  -b MINBYTES smallest size, with K/M/G suffixes (default 8)\n"
-            "  -e MAXBYTES largest size (default 64M)\n"
-            "  -f FACTOR   multiply the size by FACTOR each step (default 2)\n"
-            "  -n ITERS    timed iterations per size (default 20)\n"
-            "  -w WARMUP   untimed iterations per size first (default 5)\n"
-            "  -d DTYPE    int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16\n"
-            "              float32 float64\n"
-            "              (default float32)\n"
-            "  -o OP       sum prod max min avg band bor bxor (default sum)\n"
-            "  -r ROOT     root of broadcast and reduce (default 0)\n"
-            "  -c 0|1      check every size's result (default 1)\n"
-            "Run one process per rank under a launcher that sets RANK, WORLD_SIZE,\n"
-            "MASTER_ADDR, MASTER_PORT (ddpc-run, torchrun, mpirun). time is the median over\n"
-            "iterations of the maximum over ranks; busbw uses nccl-tests' factors.\n");
+    fprintf(f, "usage: ddpc-bench COLLECTIVE [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
+               "                  [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1]\n"
+               "  COLLECTIVE  allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall\n"
+               "  -b MINBYTES smallest size, with K/M/G suffixes (default 8)\n"
+               "  -e MAXBYTES largest size (default 64M)\n"
+               "  -f FACTOR   multiply the size by FACTOR each step (default 2)\n"
+               "  -n ITERS    timed iterations per size (default 20)\n"
+               "  -w WARMUP   untimed iterations per size first (default 5)\n"
+               "  -d DTYPE    int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16\n"
+               "              float32 float64\n"
+               "              (default float32)\n"
+               "  -o OP       sum prod max min avg band bor bxor (default sum)\n"
+               "  -r ROOT     root of broadcast and reduce (default 0)\n"
+               "  -c 0|1      check every size's result (default 1)\n"
+               "Run one process per rank under a launcher that sets RANK, WORLD_SIZE,\n"
+               "MASTER_ADDR, MASTER_PORT (ddpc-run, torchrun, mpirun). time is the median over\n"
+               "iterations of the maximum over ranks; busbw uses nccl-tests' factors.\n");
 }
 
 static void bad_usage(const char *fmt, const char *a, const char *b) {
@@ -79,20 +78,30 @@ static void bad_usage(const char *fmt, const char *a, const char *b) {
 }
 
 static void parse_args(int argc, char **argv, opts *o) {
-    *o = (opts){.coll = -1, .minb = 8, .maxb = 64u << 20, .factor = 2, .iters = 20,
-                .warmup = 5, .t = DDPC_FLOAT32, .op = DDPC_SUM, .root = 0, .check = 1};
+    *o = (opts){ .coll = -1,
+                 .minb = 8,
+                 .maxb = 64u << 20,
+                 .factor = 2,
+                 .iters = 20,
+                 .warmup = 5,
+                 .t = DDPC_FLOAT32,
+                 .op = DDPC_SUM,
+                 .root = 0,
+                 .check = 1 };
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             exit(0);
         }
-    if (argc < 2) bad_usage("missing COLLECTIVE (%s%s)", "allreduce, broadcast, reduce, ",
-                            "allgather, reduce-scatter, alltoall");
+    if (argc < 2)
+        bad_usage("missing COLLECTIVE (%s%s)", "allreduce, broadcast, reduce, ",
+                  "allgather, reduce-scatter, alltoall");
     for (int c = 0; c < B_N; c++)
         if (!strcmp(argv[1], coll_names[c])) o->coll = c;
     if (!strcmp(argv[1], "reduce_scatter")) o->coll = B_REDUCE_SCATTER;
-    if (o->coll < 0) bad_usage("unknown collective '%s'%s", argv[1],
-                               " (allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall)");
+    if (o->coll < 0)
+        bad_usage("unknown collective '%s'%s", argv[1],
+                  " (allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall)");
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || !a[1] || a[2]) bad_usage("unexpected argument '%s'%s", a, "");
@@ -105,15 +114,25 @@ static void parse_args(int argc, char **argv, opts *o) {
             if (ddpc__parse_size(a, v, a[1] == 'b' ? &o->minb : &o->maxb) != DDPC_OK)
                 bad_usage("%s: %s", a, ddpc_last_error());
             break;
-        case 'f': case 'n': case 'w': case 'r': case 'c': {
+        case 'f':
+        case 'n':
+        case 'w':
+        case 'r':
+        case 'c': {
             long lo = a[1] == 'f' || a[1] == 'n' ? 1 : 0;
             long hi = a[1] == 'c' ? 1 : a[1] == 'f' ? 1024 : 100000000;
-            if (ddpc__parse_long(a, v, lo, hi, &l) != DDPC_OK) bad_usage("%s%s", ddpc_last_error(), "");
-            if (a[1] == 'f') o->factor = l;
-            else if (a[1] == 'n') o->iters = l;
-            else if (a[1] == 'w') o->warmup = l;
-            else if (a[1] == 'r') o->root = (int)l;
-            else o->check = (int)l;
+            if (ddpc__parse_long(a, v, lo, hi, &l) != DDPC_OK)
+                bad_usage("%s%s", ddpc_last_error(), "");
+            if (a[1] == 'f')
+                o->factor = l;
+            else if (a[1] == 'n')
+                o->iters = l;
+            else if (a[1] == 'w')
+                o->warmup = l;
+            else if (a[1] == 'r')
+                o->root = (int)l;
+            else
+                o->check = (int)l;
             break;
         }
         case 'd':
@@ -126,11 +145,13 @@ static void parse_args(int argc, char **argv, opts *o) {
         }
     }
     if (o->minb > o->maxb) bad_usage("-b %s is larger than -e %s", "MINBYTES", "MAXBYTES");
-    if (o->factor < 2 && o->minb != o->maxb) bad_usage("-f must be at least 2 when -b < -e%s%s", "", "");
+    if (o->factor < 2 && o->minb != o->maxb)
+        bad_usage("-f must be at least 2 when -b < -e%s%s", "", "");
     /* the library refuses these too; say so before starting the ranks */
     int reducing = o->coll == B_ALLREDUCE || o->coll == B_REDUCE || o->coll == B_REDUCE_SCATTER;
     int bitwise = o->op == DDPC_BAND || o->op == DDPC_BOR || o->op == DDPC_BXOR;
-    int flt = o->t == DDPC_FLOAT16 || o->t == DDPC_BFLOAT16 || o->t == DDPC_FLOAT32 || o->t == DDPC_FLOAT64;
+    int flt = o->t == DDPC_FLOAT16 || o->t == DDPC_BFLOAT16 || o->t == DDPC_FLOAT32 ||
+              o->t == DDPC_FLOAT64;
     if (reducing && bitwise && flt)
         bad_usage("-o %s needs an integer -d, got %s", ddpc_op_name(o->op), ddpc_dtype_name(o->t));
 }
@@ -206,14 +227,22 @@ static int reduced_ok(const void *got, size_t j, ddpc_dtype t, ddpc_op op, uint6
         uint64_t acc = 0;
         for (int r = 0; r < w; r++) {
             uint64_t v = norm_int(hv(salt, r, g), t);
-            if (r == 0) acc = v;
-            else if (op == DDPC_SUM || op == DDPC_AVG) acc += v;
-            else if (op == DDPC_PROD) acc *= v;
-            else if (op == DDPC_MAX) acc = (sg ? (int64_t)v > (int64_t)acc : v > acc) ? v : acc;
-            else if (op == DDPC_MIN) acc = (sg ? (int64_t)v < (int64_t)acc : v < acc) ? v : acc;
-            else if (op == DDPC_BAND) acc &= v;
-            else if (op == DDPC_BOR) acc |= v;
-            else acc ^= v;
+            if (r == 0)
+                acc = v;
+            else if (op == DDPC_SUM || op == DDPC_AVG)
+                acc += v;
+            else if (op == DDPC_PROD)
+                acc *= v;
+            else if (op == DDPC_MAX)
+                acc = (sg ? (int64_t)v > (int64_t)acc : v > acc) ? v : acc;
+            else if (op == DDPC_MIN)
+                acc = (sg ? (int64_t)v < (int64_t)acc : v < acc) ? v : acc;
+            else if (op == DDPC_BAND)
+                acc &= v;
+            else if (op == DDPC_BOR)
+                acc |= v;
+            else
+                acc ^= v;
         }
         acc = norm_int(acc, t);
         if (op == DDPC_AVG) acc = sg ? (uint64_t)((int64_t)acc / w) : acc / (uint64_t)w;
@@ -225,17 +254,24 @@ static int reduced_ok(const void *got, size_t j, ddpc_dtype t, ddpc_op op, uint6
     double acc = 0;
     for (int r = 0; r < w; r++) {
         double v = fval(op, hv(salt, r, g));
-        if (r == 0) acc = v;
-        else if (op == DDPC_SUM || op == DDPC_AVG) acc += v;
-        else if (op == DDPC_PROD) acc *= v;
-        else if (op == DDPC_MAX) acc = v > acc ? v : acc;
-        else acc = v < acc ? v : acc;
+        if (r == 0)
+            acc = v;
+        else if (op == DDPC_SUM || op == DDPC_AVG)
+            acc += v;
+        else if (op == DDPC_PROD)
+            acc *= v;
+        else if (op == DDPC_MAX)
+            acc = v > acc ? v : acc;
+        else
+            acc = v < acc ? v : acc;
     }
     double tol = 0;
     if (op == DDPC_AVG) {
         acc /= w;
-        tol = fabs(acc) * (t == DDPC_FLOAT16 ? ldexp(1, -10) : t == DDPC_BFLOAT16 ? ldexp(1, -7)
-                           : t == DDPC_FLOAT32 ? ldexp(1, -23) : ldexp(1, -52));
+        tol = fabs(acc) * (t == DDPC_FLOAT16    ? ldexp(1, -10)
+                           : t == DDPC_BFLOAT16 ? ldexp(1, -7)
+                           : t == DDPC_FLOAT32  ? ldexp(1, -23)
+                                                : ldexp(1, -52));
         tol *= 1.0001;
     }
     return fabs(getf(got, j, t) - acc) <= tol;
@@ -247,8 +283,8 @@ typedef struct {
     ddpc_comm *c;
     const opts *o;
     int rank, world;
-    size_t n;       /* count argument of the call (per rank for allgather etc.) */
-    size_t sn, rn;  /* elements in the send and receive buffers */
+    size_t n;      /* count argument of the call (per rank for allgather etc.) */
+    size_t sn, rn; /* elements in the send and receive buffers */
     void *send, *recv;
 } bench;
 
@@ -302,14 +338,16 @@ static long verify(bench *b, uint64_t salt) {
         break;
     case B_REDUCE:
         if (r == o->root)
-            for (size_t j = 0; j < n; j++) wrong += !reduced_ok(b->recv, j, o->t, o->op, salt, w, j);
+            for (size_t j = 0; j < n; j++)
+                wrong += !reduced_ok(b->recv, j, o->t, o->op, salt, w, j);
         break;
     case B_REDUCE_SCATTER:
         for (size_t j = 0; j < n; j++)
             wrong += !reduced_ok(b->recv, j, o->t, o->op, salt, w, (size_t)r * n + j);
         break;
     case B_BROADCAST:
-        for (size_t j = 0; j < n; j++) wrong += !same_input(b->recv, j, o->t, o->op, salt, o->root, j);
+        for (size_t j = 0; j < n; j++)
+            wrong += !same_input(b->recv, j, o->t, o->op, salt, o->root, j);
         break;
     case B_ALLGATHER:
         for (size_t j = 0; j < b->rn; j++)
@@ -317,7 +355,8 @@ static long verify(bench *b, uint64_t salt) {
         break;
     default: /* alltoall: block i of my recv is block r of rank i's send */
         for (size_t j = 0; j < b->rn; j++)
-            wrong += !same_input(b->recv, j, o->t, o->op, salt, (int)(j / n), (size_t)r * n + j % n);
+            wrong +=
+                !same_input(b->recv, j, o->t, o->op, salt, (int)(j / n), (size_t)r * n + j % n);
         break;
     }
     return wrong;
@@ -327,9 +366,20 @@ static long verify(bench *b, uint64_t salt) {
 static size_t set_size(bench *b, size_t bytes) {
     size_t es = ddpc_dtype_size(b->o->t), w = (size_t)b->world, total = bytes / es;
     switch (b->o->coll) {
-    case B_ALLGATHER: b->n = total / w; b->sn = b->n; b->rn = b->n * w; return b->rn * es;
-    case B_REDUCE_SCATTER: b->n = total / w; b->sn = b->n * w; b->rn = b->n; return b->sn * es;
-    case B_ALLTOALL: b->n = total / w; b->sn = b->rn = b->n * w; return b->sn * es;
+    case B_ALLGATHER:
+        b->n = total / w;
+        b->sn = b->n;
+        b->rn = b->n * w;
+        return b->rn * es;
+    case B_REDUCE_SCATTER:
+        b->n = total / w;
+        b->sn = b->n * w;
+        b->rn = b->n;
+        return b->sn * es;
+    case B_ALLTOALL:
+        b->n = total / w;
+        b->sn = b->rn = b->n * w;
+        return b->sn * es;
     default: b->n = b->sn = b->rn = total; return total * es;
     }
 }
@@ -337,7 +387,8 @@ static size_t set_size(bench *b, size_t bytes) {
 static double bus_factor(int coll, int w) {
     switch (coll) {
     case B_ALLREDUCE: return 2.0 * (w - 1) / w;
-    case B_BROADCAST: case B_REDUCE: return 1.0;
+    case B_BROADCAST:
+    case B_REDUCE: return 1.0;
     default: return (double)(w - 1) / w;
     }
 }
@@ -345,7 +396,7 @@ static double bus_factor(int coll, int w) {
 int main(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, &o);
-    bench b = {.o = &o};
+    bench b = { .o = &o };
     ddpc_status s = ddpc_comm_create_env(&b.c);
     if (s != DDPC_OK) {
         fprintf(stderr, "ddpc-bench: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
@@ -354,7 +405,8 @@ int main(int argc, char **argv) {
     b.rank = ddpc_comm_rank(b.c);
     b.world = ddpc_comm_size(b.c);
     if (o.root >= b.world) {
-        if (b.rank == 0) fprintf(stderr, "ddpc-bench: -r %d is not a rank (world size %d)\n", o.root, b.world);
+        if (b.rank == 0)
+            fprintf(stderr, "ddpc-bench: -r %d is not a rank (world size %d)\n", o.root, b.world);
         ddpc_comm_destroy(b.c);
         return 2;
     }
@@ -400,11 +452,12 @@ int main(int argc, char **argv) {
             times[i] = now_s() - t0;
         }
         /* the maximum over ranks of each iteration, then the median */
-        if ((s = ddpc_allreduce(b.c, times, times, (size_t)o.iters, DDPC_FLOAT64, DDPC_MAX)) != DDPC_OK)
+        if ((s = ddpc_allreduce(b.c, times, times, (size_t)o.iters, DDPC_FLOAT64, DDPC_MAX)) !=
+            DDPC_OK)
             die(&b, "allreduce of the timings", s);
         qsort(times, (size_t)o.iters, sizeof(double), cmp_double);
-        double med = o.iters % 2 ? times[o.iters / 2]
-                                 : 0.5 * (times[o.iters / 2 - 1] + times[o.iters / 2]);
+        double med =
+            o.iters % 2 ? times[o.iters / 2] : 0.5 * (times[o.iters / 2 - 1] + times[o.iters / 2]);
         long wrong = 0;
         if (o.check) {
             salt++;
@@ -423,8 +476,10 @@ int main(int argc, char **argv) {
         nsizes++;
         if (b.rank == 0) {
             char wr[16];
-            if (o.check) snprintf(wr, sizeof wr, "%ld", wrong);
-            else snprintf(wr, sizeof wr, "N/A");
+            if (o.check)
+                snprintf(wr, sizeof wr, "%ld", wrong);
+            else
+                snprintf(wr, sizeof wr, "N/A");
             printf("  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6s\n", used, used / es,
                    ddpc_dtype_name(o.t), reducing ? ddpc_op_name(o.op) : "none",
                    rooted ? o.root : -1, med * 1e6, algbw, busbw, wr);
@@ -435,7 +490,8 @@ int main(int argc, char **argv) {
         bytes = next;
     }
     if (b.rank == 0) {
-        if (o.check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+        if (o.check)
+            printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth : %.4f\n", nsizes ? bw_sum / nsizes : 0.0);
     }
     s = ddpc_comm_destroy(b.c);

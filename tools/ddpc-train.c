@@ -35,60 +35,66 @@
 /* ------------------------------------------------------------ options */
 
 typedef struct options {
-    const char *data;        /* MNIST-format directory */
-    const char *model;       /* linear | mlp | cnn */
+    const char *data;  /* MNIST-format directory */
+    const char *model; /* linear | mlp | cnn */
     int epochs;
-    int batch_size;          /* per rank */
-    ddpc_optim_options opt;  /* kind, lr, momentum, weight decay, nesterov */
+    int batch_size;         /* per rank */
+    ddpc_optim_options opt; /* kind, lr, momentum, weight decay, nesterov */
     int lr_set, wd_set;
     uint64_t seed;
-    int log_every;           /* batches between "Epoch | Batch | Loss" lines; 0 = none */
-    const char *checkpoint;  /* written atomically at each epoch end */
-    const char *resume;      /* read before training */
-    const char *metrics;     /* one JSON line per epoch */
-    int threads;             /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
-    int prefetch;            /* batches the loader keeps ready; -1 = by spare CPUs */
-    long max_batches;        /* training batches per epoch; 0 = all */
-    long max_eval_batches;   /* test batches per rank per evaluation; 0 = all */
-    int progress;            /* -1 auto (a terminal), 0 off, 1 on */
-    ddpc_ddp_options ddp;    /* buckets and compression */
+    int log_every;          /* batches between "Epoch | Batch | Loss" lines; 0 = none */
+    const char *checkpoint; /* written atomically at each epoch end */
+    const char *resume;     /* read before training */
+    const char *metrics;    /* one JSON line per epoch */
+    int threads;            /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
+    int prefetch;           /* batches the loader keeps ready; -1 = by spare CPUs */
+    long max_batches;       /* training batches per epoch; 0 = all */
+    long max_eval_batches;  /* test batches per rank per evaluation; 0 = all */
+    int progress;           /* -1 auto (a terminal), 0 off, 1 on */
+    ddpc_ddp_options ddp;   /* buckets and compression */
 } options;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ddpc-train [options]\n"
-            "  --data DIR          MNIST-format data (default /usr/share/datasets/fashion-mnist)\n"
-            "  --model NAME        linear | mlp | cnn (default linear)\n"
-            "  --epochs N          (default 10)\n"
-            "  --batch-size N      per process (default 32)\n"
-            "  --optimizer NAME    sgd | adam | adamw (default sgd)\n"
-            "  --lr X              (default: sgd 0.01, adam/adamw 0.001)\n"
-            "  --momentum X        SGD momentum (default 0)\n"
-            "  --nesterov          SGD Nesterov momentum\n"
-            "  --weight-decay X    (default: 0; adamw 0.01)\n"
-            "  --seed N            model init, shuffling and dropout (default 0)\n"
-            "  --log-every N       print 'Epoch: E | Batch: B | Loss: L' every N batches (default 100; 0 off)\n"
-            "  --checkpoint FILE   safetensors checkpoint written at each epoch end (atomically)\n"
-            "  --resume FILE       continue from a checkpoint (model, optimizer, epoch, step)\n"
-            "  --metrics FILE      append one JSON line per epoch (rank 0: loss, accuracy, samples/s,\n"
-            "                      seconds per step phase: data, forward, backward, sync, step)\n"
-            "  --threads N         OpenBLAS threads (default DDPC_THREADS, else CPUs / local ranks)\n"
-            "  --prefetch N        batches the loader thread keeps ready (0: decoded inline; default 2\n"
-            "                      while a CPU is left over (CPUs > local ranks x threads), else 0)\n"
-            "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
-            "  --max-eval-batches N  evaluate only the first N test batches of each process's shard\n"
-            "                      (default 0 = the whole test set)\n"
-            "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal,\n"
-            "                      or DDPC_PROGRESS=1, which ddpc-run sets for rank 0 on a terminal)\n"
-            "  --local-rank N      accepted for torch.distributed.launch, which passes it; LOCAL_RANK is read\n"
-            "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
-            "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
-            "  --compress NAME     gradient allreduce in none | fp16 | bf16 (default none)\n"
-            "  --overlap MODE      auto | on | off: buckets reduced by the progress thread while backward\n"
-            "                      runs (on), or by backward's thread (off); auto: off where all ranks\n"
-            "                      share this host and its CPUs (default auto)\n"
-            "Under ddpc-run (or torchrun, mpirun, srun) each process trains its shard with DDP.\n"
-            "  --help\n");
+    fprintf(
+        f,
+        "usage: ddpc-train [options]\n"
+        "  --data DIR          MNIST-format data (default /usr/share/datasets/fashion-mnist)\n"
+        "  --model NAME        linear | mlp | cnn (default linear)\n"
+        "  --epochs N          (default 10)\n"
+        "  --batch-size N      per process (default 32)\n"
+        "  --optimizer NAME    sgd | adam | adamw (default sgd)\n"
+        "  --lr X              (default: sgd 0.01, adam/adamw 0.001)\n"
+        "  --momentum X        SGD momentum (default 0)\n"
+        "  --nesterov          SGD Nesterov momentum\n"
+        "  --weight-decay X    (default: 0; adamw 0.01)\n"
+        "  --seed N            model init, shuffling and dropout (default 0)\n"
+        "  --log-every N       print 'Epoch: E | Batch: B | Loss: L' every N batches (default 100; "
+        "0 off)\n"
+        "  --checkpoint FILE   safetensors checkpoint written at each epoch end (atomically)\n"
+        "  --resume FILE       continue from a checkpoint (model, optimizer, epoch, step)\n"
+        "  --metrics FILE      append one JSON line per epoch (rank 0: loss, accuracy, samples/s,\n"
+        "                      seconds per step phase: data, forward, backward, sync, step)\n"
+        "  --threads N         OpenBLAS threads (default DDPC_THREADS, else CPUs / local ranks)\n"
+        "  --prefetch N        batches the loader thread keeps ready (0: decoded inline; default "
+        "2\n"
+        "                      while a CPU is left over (CPUs > local ranks x threads), else 0)\n"
+        "  --max-batches N     stop each epoch after N training batches (default 0 = all)\n"
+        "  --max-eval-batches N  evaluate only the first N test batches of each process's shard\n"
+        "                      (default 0 = the whole test set)\n"
+        "  --progress / --no-progress   a progress bar on stderr (default: when it is a terminal,\n"
+        "                      or DDPC_PROGRESS=1, which ddpc-run sets for rank 0 on a terminal)\n"
+        "  --local-rank N      accepted for torch.distributed.launch, which passes it; LOCAL_RANK "
+        "is read\n"
+        "  --bucket-mb X       DDP bucket size in MB (default 25; the first bucket is 1 MB)\n"
+        "  --first-bucket-mb X size of DDP's first bucket (default 1)\n"
+        "  --compress NAME     gradient allreduce in none | fp16 | bf16 (default none)\n"
+        "  --overlap MODE      auto | on | off: buckets reduced by the progress thread while "
+        "backward\n"
+        "                      runs (on), or by backward's thread (off); auto: off where all "
+        "ranks\n"
+        "                      share this host and its CPUs (default auto)\n"
+        "Under ddpc-run (or torchrun, mpirun, srun) each process trains its shard with DDP.\n"
+        "  --help\n");
 }
 
 /* Prints "ddpc-train: <message>" and exits 2. */
@@ -150,51 +156,73 @@ static void parse_options(int argc, char **argv, options *o) {
             usage(stdout);
             exit(0);
         }
-        if (!strcmp(name, "--nesterov") || !strcmp(name, "--progress") || !strcmp(name, "--no-progress")) {
+        if (!strcmp(name, "--nesterov") || !strcmp(name, "--progress") ||
+            !strcmp(name, "--no-progress")) {
             if (val) bad_option("%s takes no value", name);
-            if (!strcmp(name, "--nesterov")) nesterov = 1;
-            else o->progress = !strcmp(name, "--progress");
+            if (!strcmp(name, "--nesterov"))
+                nesterov = 1;
+            else
+                o->progress = !strcmp(name, "--progress");
             continue;
         }
         if (!val) {
             if (i + 1 >= argc) bad_option("%s needs a value", name);
             val = argv[++i];
         }
-        if (!strcmp(name, "--data")) o->data = val;
+        if (!strcmp(name, "--data"))
+            o->data = val;
         else if (!strcmp(name, "--local-rank") || !strcmp(name, "--local_rank"))
-            opt_long(name, val, 0, 1 << 20); /* torch.distributed.launch passes it; LOCAL_RANK rules */
+            opt_long(name, val, 0,
+                     1 << 20); /* torch.distributed.launch passes it; LOCAL_RANK rules */
         else if (!strcmp(name, "--model")) {
             if (strcmp(val, "linear") && strcmp(val, "mlp") && strcmp(val, "cnn"))
                 bad_option("--model '%s' is not one of linear, mlp, cnn", val);
             o->model = val;
-        } else if (!strcmp(name, "--epochs")) o->epochs = (int)opt_long(name, val, 1, 100000);
-        else if (!strcmp(name, "--batch-size")) o->batch_size = (int)opt_long(name, val, 1, 65536);
+        } else if (!strcmp(name, "--epochs"))
+            o->epochs = (int)opt_long(name, val, 1, 100000);
+        else if (!strcmp(name, "--batch-size"))
+            o->batch_size = (int)opt_long(name, val, 1, 65536);
         else if (!strcmp(name, "--optimizer")) {
-            if (ddpc_optim_kind_parse(val, &kind) != DDPC_OK) bad_option("--optimizer: %s", ddpc_last_error());
+            if (ddpc_optim_kind_parse(val, &kind) != DDPC_OK)
+                bad_option("--optimizer: %s", ddpc_last_error());
         } else if (!strcmp(name, "--lr")) {
             lr = opt_float(name, val, 0, 1e6);
             o->lr_set = 1;
-        } else if (!strcmp(name, "--momentum")) momentum = opt_float(name, val, 0, 1);
+        } else if (!strcmp(name, "--momentum"))
+            momentum = opt_float(name, val, 0, 1);
         else if (!strcmp(name, "--weight-decay")) {
             wd = opt_float(name, val, 0, 1e6);
             o->wd_set = 1;
-        } else if (!strcmp(name, "--seed")) o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX);
-        else if (!strcmp(name, "--log-every")) o->log_every = (int)opt_long(name, val, 0, 1 << 30);
-        else if (!strcmp(name, "--checkpoint")) o->checkpoint = val;
-        else if (!strcmp(name, "--resume")) o->resume = val;
-        else if (!strcmp(name, "--metrics")) o->metrics = val;
-        else if (!strcmp(name, "--threads")) o->threads = (int)opt_long(name, val, 1, 1024);
-        else if (!strcmp(name, "--prefetch")) o->prefetch = (int)opt_long(name, val, 0, 64);
-        else if (!strcmp(name, "--max-batches")) o->max_batches = opt_long(name, val, 0, 1L << 40);
-        else if (!strcmp(name, "--max-eval-batches")) o->max_eval_batches = opt_long(name, val, 0, 1L << 40);
-        else if (!strcmp(name, "--bucket-mb")) o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5);
-        else if (!strcmp(name, "--first-bucket-mb")) o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5);
+        } else if (!strcmp(name, "--seed"))
+            o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX);
+        else if (!strcmp(name, "--log-every"))
+            o->log_every = (int)opt_long(name, val, 0, 1 << 30);
+        else if (!strcmp(name, "--checkpoint"))
+            o->checkpoint = val;
+        else if (!strcmp(name, "--resume"))
+            o->resume = val;
+        else if (!strcmp(name, "--metrics"))
+            o->metrics = val;
+        else if (!strcmp(name, "--threads"))
+            o->threads = (int)opt_long(name, val, 1, 1024);
+        else if (!strcmp(name, "--prefetch"))
+            o->prefetch = (int)opt_long(name, val, 0, 64);
+        else if (!strcmp(name, "--max-batches"))
+            o->max_batches = opt_long(name, val, 0, 1L << 40);
+        else if (!strcmp(name, "--max-eval-batches"))
+            o->max_eval_batches = opt_long(name, val, 0, 1L << 40);
+        else if (!strcmp(name, "--bucket-mb"))
+            o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5);
+        else if (!strcmp(name, "--first-bucket-mb"))
+            o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5);
         else if (!strcmp(name, "--overlap")) {
-            if (ddpc_overlap_parse(val, &o->ddp.overlap) != DDPC_OK) bad_option("--overlap: %s", ddpc_last_error());
+            if (ddpc_overlap_parse(val, &o->ddp.overlap) != DDPC_OK)
+                bad_option("--overlap: %s", ddpc_last_error());
         } else if (!strcmp(name, "--compress")) {
-            if (ddpc_compress_parse(val, &o->ddp.compress) != DDPC_OK) bad_option("--compress: %s", ddpc_last_error());
-        }
-        else bad_option("unknown option '%s'", name);
+            if (ddpc_compress_parse(val, &o->ddp.compress) != DDPC_OK)
+                bad_option("--compress: %s", ddpc_last_error());
+        } else
+            bad_option("unknown option '%s'", name);
     }
     o->opt = ddpc_optim_options_default(kind);
     if (o->lr_set) o->opt.lr = lr;
@@ -210,18 +238,18 @@ static void parse_options(int argc, char **argv, options *o) {
 
 typedef struct trainer {
     options o;
-    int rank, world;           /* one process: 0, 1 */
-    ddpc_comm *comm;           /* NULL with one process */
-    ddpc_ddp *ddp;             /* NULL with one process */
+    int rank, world; /* one process: 0, 1 */
+    ddpc_comm *comm; /* NULL with one process */
+    ddpc_ddp *ddp;   /* NULL with one process */
     ddpc_dataset *train_ds, *test_ds;
-    ddpc_sampler *sampler;     /* this rank's shard of the training set */
+    ddpc_sampler *sampler;      /* this rank's shard of the training set */
     ddpc_sampler *test_sampler; /* this rank's shard of the test set, in order */
     ddpc_loader *train, *test;
-    int prefetch;              /* batches the loaders keep ready (0: inline) */
+    int prefetch; /* batches the loaders keep ready (0: inline) */
     ddpc_model *m;
     ddpc_optim *opt;
-    uint64_t start_epoch;      /* epochs already done (from --resume) */
-    uint64_t step;             /* optimizer steps done */
+    uint64_t start_epoch; /* epochs already done (from --resume) */
+    uint64_t step;        /* optimizer steps done */
     FILE *metrics;
 } trainer;
 
@@ -241,14 +269,16 @@ static ddpc_status setup(trainer *t) {
     /* a loader thread pays where a CPU is left over for it; where the ranks'
      * BLAS threads take every CPU it only takes turns with them (a context
      * switch or two a batch, and a preempted rank the others wait for) */
-    int prefetch = t->prefetch = o->prefetch >= 0 ? o->prefetch
-                                   : ddpc__cpu_count() > local * threads ? 2 : 0;
+    int prefetch = t->prefetch = o->prefetch >= 0                      ? o->prefetch
+                                 : ddpc__cpu_count() > local * threads ? 2
+                                                                       : 0;
 
     DDPC_CHECK(ddpc_dataset_create_mnist(o->data, "train", &t->train_ds));
     DDPC_CHECK(ddpc_dataset_create_mnist(o->data, "test", &t->test_ds));
-    if (t->train_ds->rows != 28 || t->train_ds->cols != 28 || t->test_ds->rows != 28 || t->test_ds->cols != 28)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28", o->data,
-                        t->train_ds->rows, t->train_ds->cols);
+    if (t->train_ds->rows != 28 || t->train_ds->cols != 28 || t->test_ds->rows != 28 ||
+        t->test_ds->cols != 28)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28",
+                         o->data, t->train_ds->rows, t->train_ds->cols);
     ddpc_sampler_options so = ddpc_sampler_options_default();
     so.num_replicas = t->world;
     so.rank = t->rank;
@@ -272,26 +302,30 @@ static ddpc_status setup(trainer *t) {
         t->start_epoch = meta.epoch;
         t->step = meta.step;
         if (t->rank == 0)
-            printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done\n", o->resume, meta.epoch, meta.step);
+            printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done\n", o->resume,
+                   meta.epoch, meta.step);
     }
     /* every rank loaded the same checkpoint; DDP makes rank 0's parameters everyone's */
     if (t->comm) DDPC_CHECK(ddpc_ddp_create(t->comm, t->m, &o->ddp, &t->ddp));
     if (o->metrics && t->rank == 0) {
         t->metrics = fopen(o->metrics, "a");
-        if (!t->metrics) return ddpc__err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
+        if (!t->metrics)
+            return ddpc__err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
     }
     if (t->rank == 0) {
         const ddpc_optim_options *op = &o->opt;
         printf("model %s: %s\n", o->model, ddpc_model_describe(t->m));
-        printf("data %s: %d train, %d test; batch %d x %d process(es); %s lr %g", o->data, t->train_ds->n,
-               t->test_ds->n, o->batch_size, t->world, ddpc_optim_kind_name(op->kind), (double)op->lr);
+        printf("data %s: %d train, %d test; batch %d x %d process(es); %s lr %g", o->data,
+               t->train_ds->n, t->test_ds->n, o->batch_size, t->world,
+               ddpc_optim_kind_name(op->kind), (double)op->lr);
         if (op->kind == DDPC_OPTIM_SGD && op->momentum != 0)
             printf(" momentum %g%s", (double)op->momentum, op->nesterov ? " nesterov" : "");
         if (op->weight_decay != 0) printf(" weight decay %g", (double)op->weight_decay);
         printf("; seed %" PRIu64 "; %d BLAS thread(s); prefetch %d", o->seed, ddpc_nn_threads(),
                t->prefetch);
         if (t->ddp) printf("; DDP overlap %s", ddpc_ddp_overlaps(t->ddp) ? "on" : "off");
-        if (o->max_eval_batches) printf("; test accuracy over at most %ld batches a process", o->max_eval_batches);
+        if (o->max_eval_batches)
+            printf("; test accuracy over at most %ld batches a process", o->max_eval_batches);
         putchar('\n');
         fflush(stdout);
     }
@@ -321,13 +355,17 @@ static void progress_bar(size_t done, size_t total, double loss, double secs) {
 }
 
 /* The epoch's sums: [0] loss * samples, [1] correct, [2] samples. */
-typedef struct epoch_sums { double v[3]; } epoch_sums;
+typedef struct epoch_sums {
+    double v[3];
+} epoch_sums;
 
 /* Seconds this rank spent in each phase of the epoch's steps (as PyTorch
  * DDP's logging data splits a step), written to --metrics. */
 enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_N };
-static const char *const phase_name[PH_N] = {"data", "forward", "backward", "sync", "step"};
-typedef struct phases { double s[PH_N]; } phases;
+static const char *const phase_name[PH_N] = { "data", "forward", "backward", "sync", "step" };
+typedef struct phases {
+    double s[PH_N];
+} phases;
 
 /* Whether rank 0 draws a progress bar on stderr: --progress, or by
  * default when stderr is a terminal or DDPC_PROGRESS=1 (ddpc-run sets it for
@@ -381,8 +419,9 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
         ph->s[PH_STEP] += c4 - c3;
         t->step++;
         if (!isfinite(loss))
-            return ddpc__err(DDPC_ERR_INVALID_ARG, "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
-                            epoch, bi, (double)loss);
+            return ddpc__err(DDPC_ERR_INVALID_ARG,
+                             "epoch %" PRIu64 " batch %zu: the loss is %g (try a smaller --lr)",
+                             epoch, bi, (double)loss);
         s->v[0] += (double)loss * b->size;
         s->v[1] += correct;
         s->v[2] += b->size;
@@ -412,9 +451,11 @@ static ddpc_status evaluate(trainer *t, epoch_sums *s) {
     memset(s, 0, sizeof *s);
     ddpc_model_train(t->m, 0);
     DDPC_CHECK(ddpc_loader_start_epoch(t->test, 0));
-    size_t n = (size_t)t->test_ds->n, mine = (n - (size_t)t->rank + (size_t)t->world - 1) / (size_t)t->world;
+    size_t n = (size_t)t->test_ds->n,
+           mine = (n - (size_t)t->rank + (size_t)t->world - 1) / (size_t)t->world;
     size_t batches = ddpc_loader_num_batches(t->test);
-    if (t->o.max_eval_batches && (size_t)t->o.max_eval_batches < batches) batches = (size_t)t->o.max_eval_batches;
+    if (t->o.max_eval_batches && (size_t)t->o.max_eval_batches < batches)
+        batches = (size_t)t->o.max_eval_batches;
     for (size_t seen = 0, bi = 0; bi < batches; bi++) {
         const ddpc_batch *b;
         DDPC_CHECK(ddpc_loader_next(t->test, &b));
@@ -436,7 +477,8 @@ static ddpc_status evaluate(trainer *t, epoch_sums *s) {
 static ddpc_status run(trainer *t) {
     const options *o = &t->o;
     if (t->start_epoch >= (uint64_t)o->epochs && t->rank == 0)
-        printf("nothing to do: the checkpoint has %" PRIu64 " of %d epochs done\n", t->start_epoch, o->epochs);
+        printf("nothing to do: the checkpoint has %" PRIu64 " of %d epochs done\n", t->start_epoch,
+               o->epochs);
     for (uint64_t epoch = t->start_epoch; epoch < (uint64_t)o->epochs; epoch++) {
         epoch_sums tr, te;
         phases ph;
@@ -447,10 +489,12 @@ static ddpc_status run(trainer *t) {
         DDPC_CHECK(evaluate(t, &te));
         double eval_secs = ddpc__now() - te0;
         double loss = tr.v[2] ? tr.v[0] / tr.v[2] : 0, train_acc = tr.v[2] ? tr.v[1] / tr.v[2] : 0;
-        double test_acc = te.v[2] ? te.v[1] / te.v[2] : 0, test_loss = te.v[2] ? te.v[0] / te.v[2] : 0;
+        double test_acc = te.v[2] ? te.v[1] / te.v[2] : 0,
+               test_loss = te.v[2] ? te.v[0] / te.v[2] : 0;
         double sps = secs > 0 ? tr.v[2] / secs : 0;
         if (t->rank == 0) {
-            printf("epoch %" PRIu64 ": loss %.4f | train acc %.2f%% | test acc %.2f%% | %.0f samples/s | %.2f s\n",
+            printf("epoch %" PRIu64
+                   ": loss %.4f | train acc %.2f%% | test acc %.2f%% | %.0f samples/s | %.2f s\n",
                    epoch, loss, 100 * train_acc, 100 * test_acc, sps, secs);
             fflush(stdout);
             if (t->metrics) {
@@ -460,16 +504,19 @@ static ddpc_status run(trainer *t) {
                 for (int k = 0; k < PH_N; k++)
                     ddpc__sb_printf(&sb, "%s\"%s\": %.4f", k ? ", " : "", phase_name[k], ph.s[k]);
                 fprintf(t->metrics,
-                        "{\"epoch\": %" PRIu64 ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
-                        "\"test_loss\": %.6f, \"test_samples\": %.0f, \"samples_per_s\": %.1f, \"seconds\": %.4f, "
+                        "{\"epoch\": %" PRIu64
+                        ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
+                        "\"test_loss\": %.6f, \"test_samples\": %.0f, \"samples_per_s\": %.1f, "
+                        "\"seconds\": %.4f, "
                         "\"eval_seconds\": %.4f, "
-                        "\"step\": %" PRIu64 ", \"model\": \"%s\", \"world_size\": %d, \"phase_seconds\": {%s}}\n",
-                        epoch, loss, train_acc, test_acc, test_loss, te.v[2], sps, secs, eval_secs, t->step, o->model, t->world,
-                        phs);
+                        "\"step\": %" PRIu64
+                        ", \"model\": \"%s\", \"world_size\": %d, \"phase_seconds\": {%s}}\n",
+                        epoch, loss, train_acc, test_acc, test_loss, te.v[2], sps, secs, eval_secs,
+                        t->step, o->model, t->world, phs);
                 fflush(t->metrics);
             }
             if (o->checkpoint) {
-                ddpc_ckpt_meta meta = {epoch + 1, t->step};
+                ddpc_ckpt_meta meta = { epoch + 1, t->step };
                 DDPC_CHECK(ddpc_checkpoint_save(o->checkpoint, t->m, t->opt, &meta));
             }
         }
@@ -494,7 +541,8 @@ int main(int argc, char **argv) {
     }
     if (s == DDPC_OK) s = setup(&t);
     if (s == DDPC_OK) s = run(&t);
-    if (s != DDPC_OK) fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
+    if (s != DDPC_OK)
+        fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
     teardown(&t);
     ddpc_status d = ddpc_comm_destroy(t.comm);
     if (s == DDPC_OK && d != DDPC_OK) {

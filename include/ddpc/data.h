@@ -25,22 +25,22 @@ extern "C" {
 
 /* IDX dtype codes (the third byte of the magic). */
 enum {
-    DDPC_IDX_UBYTE = 0x08,   /* uint8 */
-    DDPC_IDX_SBYTE = 0x09,   /* int8 */
-    DDPC_IDX_SHORT = 0x0B,   /* int16, big-endian on disk */
-    DDPC_IDX_INT = 0x0C,     /* int32, big-endian on disk */
-    DDPC_IDX_FLOAT = 0x0D,   /* float32, big-endian on disk */
-    DDPC_IDX_DOUBLE = 0x0E   /* float64, big-endian on disk */
+    DDPC_IDX_UBYTE = 0x08, /* uint8 */
+    DDPC_IDX_SBYTE = 0x09, /* int8 */
+    DDPC_IDX_SHORT = 0x0B, /* int16, big-endian on disk */
+    DDPC_IDX_INT = 0x0C,   /* int32, big-endian on disk */
+    DDPC_IDX_FLOAT = 0x0D, /* float32, big-endian on disk */
+    DDPC_IDX_DOUBLE = 0x0E /* float64, big-endian on disk */
 };
 
 /* A generic IDX file in memory. data holds count elements of the dtype,
  * converted to host byte order; count = dims[0] * ... * dims[ndim-1]. */
 typedef struct ddpc_idx {
-    int dtype_code;   /* DDPC_IDX_* */
-    int ndim;         /* 1..8 */
-    int dims[8];      /* (dims[0], ..., dims[ndim-1]) */
-    size_t count;     /* number of elements */
-    void *data;       /* (count) elements, owned */
+    int dtype_code; /* DDPC_IDX_* */
+    int ndim;       /* 1..8 */
+    int dims[8];    /* (dims[0], ..., dims[ndim-1]) */
+    size_t count;   /* number of elements */
+    void *data;     /* (count) elements, owned */
 } ddpc_idx;
 
 /*
@@ -52,29 +52,30 @@ typedef struct ddpc_idx {
  * DDPC_ERR_NOT_FOUND. Every error names the path.
  */
 DDPC_API ddpc_status ddpc_idx_create(const char *path, ddpc_idx **out);
-DDPC_API void ddpc_idx_destroy(ddpc_idx *x);   /* NULL harmless */
+DDPC_API void ddpc_idx_destroy(ddpc_idx *x); /* NULL harmless */
 
 /* -------------------------------------------------------------- datasets */
 
 typedef struct ddpc_dataset {
-    int n;              /* number of samples */
-    int rows, cols;     /* 28, 28 for MNIST */
-    int num_classes;    /* 1 + max label */
-    uint8_t *images;    /* (n, rows*cols) raw pixels, owned */
-    uint8_t *labels;    /* (n) owned */
+    int n;           /* number of samples */
+    int rows, cols;  /* 28, 28 for MNIST */
+    int num_classes; /* 1 + max label */
+    uint8_t *images; /* (n, rows*cols) raw pixels, owned */
+    uint8_t *labels; /* (n) owned */
 } ddpc_dataset;
 
 /*
  * Loads one split of MNIST or Fashion-MNIST. dir holds
  * {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the names both datasets
  * use; "train-images.idx3-ubyte" with a dot is accepted too). split is
- * "train" or "test" ("t10k" also means test). Where both the raw file and its .gz exist, the raw file
- * is read (as torchvision does once it has extracted the archives).
+ * "train" or "test" ("t10k" also means test). Where both the raw file and
+ * its .gz exist, the raw file is read (as torchvision does once it has extracted the archives).
  * Images must be a 3-D ubyte IDX, labels a 1-D ubyte IDX, with the same
  * number of samples, at least one. Errors name the file and what is wrong.
  */
-DDPC_API ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_dataset **out);
-DDPC_API void ddpc_dataset_destroy(ddpc_dataset *ds);   /* NULL harmless */
+DDPC_API ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split,
+                                               ddpc_dataset **out);
+DDPC_API void ddpc_dataset_destroy(ddpc_dataset *ds); /* NULL harmless */
 
 /* ------------------------------------------------------------ transforms */
 
@@ -84,8 +85,8 @@ DDPC_API void ddpc_dataset_destroy(ddpc_dataset *ds);   /* NULL harmless */
  * idx[i] must lie in [0, ds->n). The arithmetic is float32 in torchvision's
  * order, so the values are bit-identical to torchvision's transforms.
  */
-DDPC_API void ddpc_transform_batch(const ddpc_dataset *ds, const int64_t *idx, int n_idx, float mean,
-                          float std, float *dst);
+DDPC_API void ddpc_transform_batch(const ddpc_dataset *ds, const int64_t *idx, int n_idx,
+                                   float mean, float std, float *dst);
 
 /* ------------------------------------------------------------- sampling */
 
@@ -97,11 +98,11 @@ DDPC_API void ddpc_randperm(size_t n, uint64_t seed, int64_t *out);
 typedef struct ddpc_sampler ddpc_sampler;
 
 typedef struct ddpc_sampler_options {
-    int num_replicas;   /* ranks sharing the dataset; default 1 */
-    int rank;           /* this one, in [0, num_replicas); default 0 */
-    int shuffle;        /* default 1 */
-    uint64_t seed;      /* default 0 */
-    int drop_last;      /* default 0 */
+    int num_replicas; /* ranks sharing the dataset; default 1 */
+    int rank;         /* this one, in [0, num_replicas); default 0 */
+    int shuffle;      /* default 1 */
+    uint64_t seed;    /* default 0 */
+    int drop_last;    /* default 0 */
 } ddpc_sampler_options;
 
 DDPC_API ddpc_sampler_options ddpc_sampler_options_default(void);
@@ -118,31 +119,32 @@ DDPC_API ddpc_sampler_options ddpc_sampler_options_default(void);
  * communicator.
  */
 DDPC_API ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
-                                ddpc_sampler **out);
+                                         ddpc_sampler **out);
 DDPC_API void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch);
-DDPC_API size_t ddpc_sampler_len(const ddpc_sampler *s);          /* this rank's number of samples */
-DDPC_API size_t ddpc_sampler_dataset_len(const ddpc_sampler *s);  /* the dataset_len it was made for */
+DDPC_API size_t ddpc_sampler_len(const ddpc_sampler *s); /* this rank's number of samples */
+DDPC_API size_t
+ddpc_sampler_dataset_len(const ddpc_sampler *s); /* the dataset_len it was made for */
 /* This rank's ddpc_sampler_len() indices for the current epoch; borrowed,
  * valid until the next set_epoch or free. */
 DDPC_API const int64_t *ddpc_sampler_indices(ddpc_sampler *s);
-DDPC_API void ddpc_sampler_destroy(ddpc_sampler *s);   /* NULL harmless */
+DDPC_API void ddpc_sampler_destroy(ddpc_sampler *s); /* NULL harmless */
 
 /* --------------------------------------------------------------- loading */
 
 typedef struct ddpc_batch {
-    size_t index;        /* this batch's number in the epoch, from 0 (enumerate's) */
-    int size;            /* samples in this batch (the last may be smaller) */
-    const float *x;      /* (size, rows*cols) transformed pixels */
-    const int32_t *y;    /* (size) labels */
+    size_t index;     /* this batch's number in the epoch, from 0 (enumerate's) */
+    int size;         /* samples in this batch (the last may be smaller) */
+    const float *x;   /* (size, rows*cols) transformed pixels */
+    const int32_t *y; /* (size) labels */
 } ddpc_batch;
 
 typedef struct ddpc_loader ddpc_loader;
 
 typedef struct ddpc_loader_options {
-    int batch_size;     /* samples a batch; default 1 (as DataLoader's) */
-    int drop_last;      /* drop a last partial batch; default 0 */
-    float mean, std;    /* Normalize((mean,), (std,)) after ToTensor; default 0, 1 */
-    int prefetch;       /* batches a background thread keeps ready; default 0
+    int batch_size;  /* samples a batch; default 1 (as DataLoader's) */
+    int drop_last;   /* drop a last partial batch; default 0 */
+    float mean, std; /* Normalize((mean,), (std,)) after ToTensor; default 0, 1 */
+    int prefetch;    /* batches a background thread keeps ready; default 0
                          * (decoded inline in ddpc_loader_next) */
 } ddpc_loader_options;
 
@@ -159,7 +161,7 @@ DDPC_API ddpc_loader_options ddpc_loader_options_default(void);
  * functions.
  */
 DDPC_API ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
-                               const ddpc_loader_options *o, ddpc_loader **out);
+                                        const ddpc_loader_options *o, ddpc_loader **out);
 /* Starts (or restarts, also mid-epoch) an epoch: stops the thread's current
  * work, calls ddpc_sampler_set_epoch(epoch) and begins again at batch 0. */
 DDPC_API ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
@@ -168,7 +170,7 @@ DDPC_API ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
  * (then DDPC_ERR_TIMEOUT). Before any start_epoch: DDPC_ERR_INVALID_ARG. */
 DDPC_API ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b);
 DDPC_API size_t ddpc_loader_num_batches(const ddpc_loader *l);
-DDPC_API void ddpc_loader_destroy(ddpc_loader *l);   /* joins the thread; NULL harmless */
+DDPC_API void ddpc_loader_destroy(ddpc_loader *l); /* joins the thread; NULL harmless */
 
 #ifdef __cplusplus
 }

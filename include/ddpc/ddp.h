@@ -42,25 +42,25 @@ extern "C" {
 #endif
 
 typedef enum ddpc_compress {
-    DDPC_COMPRESS_NONE = 0,  /* allreduce float32 gradients */
-    DDPC_COMPRESS_FP16,      /* compress to float16 before, decompress after */
-    DDPC_COMPRESS_BF16,      /* compress to bfloat16 before, decompress after */
+    DDPC_COMPRESS_NONE = 0, /* allreduce float32 gradients */
+    DDPC_COMPRESS_FP16,     /* compress to float16 before, decompress after */
+    DDPC_COMPRESS_BF16,     /* compress to bfloat16 before, decompress after */
 } ddpc_compress;
 
 /* Who reduces a bucket that backward fills before its end. */
 typedef enum ddpc_overlap {
-    DDPC_OVERLAP_AUTO = 0,  /* ON, but OFF where every rank is on this host and the
+    DDPC_OVERLAP_AUTO = 0, /* ON, but OFF where every rank is on this host and the
                              * host's ranks x BLAS threads take all of its CPUs */
-    DDPC_OVERLAP_ON,        /* the progress thread, while backward goes on */
-    DDPC_OVERLAP_OFF,       /* backward's own thread, at once, then backward goes on */
+    DDPC_OVERLAP_ON,       /* the progress thread, while backward goes on */
+    DDPC_OVERLAP_OFF,      /* backward's own thread, at once, then backward goes on */
 } ddpc_overlap;
 
 typedef struct ddpc_ddp_options {
-    double first_bucket_mb;  /* size of the first bucket; default 1 */
-    double bucket_mb;        /* size of the other buckets; default 25 */
-    ddpc_compress compress;  /* default DDPC_COMPRESS_NONE */
-    ddpc_overlap overlap;    /* default DDPC_OVERLAP_AUTO */
-    int broadcast_params;    /* 1 (default): copy rank 0's parameters to all ranks at create */
+    double first_bucket_mb; /* size of the first bucket; default 1 */
+    double bucket_mb;       /* size of the other buckets; default 25 */
+    ddpc_compress compress; /* default DDPC_COMPRESS_NONE */
+    ddpc_overlap overlap;   /* default DDPC_OVERLAP_AUTO */
+    int broadcast_params;   /* 1 (default): copy rank 0's parameters to all ranks at create */
 } ddpc_ddp_options;
 
 typedef struct ddpc_ddp ddpc_ddp;
@@ -78,7 +78,7 @@ DDPC_API ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out);
  * the buckets and installs the model's hooks (ddpc_model_set_hooks), so that
  * ddpc_model_backward returns with averaged gradients. opts NULL = defaults. */
 DDPC_API ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
-                            ddpc_ddp **out);
+                                     ddpc_ddp **out);
 
 /* no_sync: while off (0), backward only accumulates gradients locally; the
  * next backward with sync on (1, the default) allreduces the accumulated sum. */
@@ -102,7 +102,7 @@ DDPC_API ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
  * rank taken from c (o NULL = the other defaults; its num_replicas and rank
  * are ignored). */
 DDPC_API ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
-                                     const ddpc_sampler_options *o, ddpc_sampler **out);
+                                              const ddpc_sampler_options *o, ddpc_sampler **out);
 
 DDPC_API int ddpc_ddp_num_buckets(const ddpc_ddp *d);
 /* Buckets whose allreduce has been issued and not yet waited for: as

@@ -36,19 +36,19 @@ extern "C" {
 /* ---------------------------------------------------------------- status */
 
 typedef enum ddpc_status {
-    DDPC_OK = 0,           /* success */
-    DDPC_ERR_INVALID_ARG,  /* an argument is out of range or inconsistent */
-    DDPC_ERR_ENV,          /* an environment variable is missing or malformed */
-    DDPC_ERR_SYSTEM,       /* a system call failed (errno is in the last error) */
-    DDPC_ERR_NOMEM,        /* out of memory */
-    DDPC_ERR_TIMEOUT,      /* a deadline passed before the peers answered */
-    DDPC_ERR_PEER_LOST,    /* a peer closed its connection or died */
-    DDPC_ERR_MISMATCH,     /* ranks issued different collectives at one sequence number */
-    DDPC_ERR_ABORTED,      /* the communicator was aborted */
-    DDPC_ERR_PROTOCOL,     /* a malformed, oversized or unexpected message */
-    DDPC_ERR_NOT_FOUND,    /* a key, file, interface or address that does not exist */
-    DDPC_ERR_IO,           /* a file could not be read or written, or is malformed */
-    DDPC_ERR_INTERNAL,     /* a bug in ddpc: please report it */
+    DDPC_OK = 0,          /* success */
+    DDPC_ERR_INVALID_ARG, /* an argument is out of range or inconsistent */
+    DDPC_ERR_ENV,         /* an environment variable is missing or malformed */
+    DDPC_ERR_SYSTEM,      /* a system call failed (errno is in the last error) */
+    DDPC_ERR_NOMEM,       /* out of memory */
+    DDPC_ERR_TIMEOUT,     /* a deadline passed before the peers answered */
+    DDPC_ERR_PEER_LOST,   /* a peer closed its connection or died */
+    DDPC_ERR_MISMATCH,    /* ranks issued different collectives at one sequence number */
+    DDPC_ERR_ABORTED,     /* the communicator was aborted */
+    DDPC_ERR_PROTOCOL,    /* a malformed, oversized or unexpected message */
+    DDPC_ERR_NOT_FOUND,   /* a key, file, interface or address that does not exist */
+    DDPC_ERR_IO,          /* a file could not be read or written, or is malformed */
+    DDPC_ERR_INTERNAL,    /* a bug in ddpc: please report it */
     DDPC_STATUS_COUNT
 } ddpc_status;
 
@@ -68,8 +68,8 @@ typedef enum ddpc_dtype {
     DDPC_UINT32,
     DDPC_INT64,
     DDPC_UINT64,
-    DDPC_FLOAT16,   /* IEEE 754 binary16; reduced in float32, rounded once */
-    DDPC_BFLOAT16,  /* bfloat16; reduced in float32, rounded once */
+    DDPC_FLOAT16,  /* IEEE 754 binary16; reduced in float32, rounded once */
+    DDPC_BFLOAT16, /* bfloat16; reduced in float32, rounded once */
     DDPC_FLOAT32,
     DDPC_FLOAT64,
     DDPC_INT16,
@@ -82,16 +82,16 @@ typedef enum ddpc_op {
     DDPC_PROD,
     DDPC_MAX,
     DDPC_MIN,
-    DDPC_AVG,       /* sum divided by the world size (integer types: truncated) */
-    DDPC_BAND,      /* bitwise and, or, exclusive or: integer dtypes only */
+    DDPC_AVG,  /* sum divided by the world size (integer types: truncated) */
+    DDPC_BAND, /* bitwise and, or, exclusive or: integer dtypes only */
     DDPC_BOR,
     DDPC_BXOR,
     DDPC_OP_COUNT
 } ddpc_op;
 
-DDPC_API size_t ddpc_dtype_size(ddpc_dtype t);        /* 0 for an invalid dtype */
-DDPC_API const char *ddpc_dtype_name(ddpc_dtype t);   /* "float32", ...; "?" if invalid */
-DDPC_API const char *ddpc_op_name(ddpc_op op);        /* "sum", ...; "?" if invalid */
+DDPC_API size_t ddpc_dtype_size(ddpc_dtype t);      /* 0 for an invalid dtype */
+DDPC_API const char *ddpc_dtype_name(ddpc_dtype t); /* "float32", ...; "?" if invalid */
+DDPC_API const char *ddpc_op_name(ddpc_op op);      /* "sum", ...; "?" if invalid */
 /* Parse "float32"/"float"/"f32", "sum", ...; DDPC_ERR_INVALID_ARG if unknown. */
 DDPC_API ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out);
 DDPC_API ddpc_status ddpc_op_parse(const char *s, ddpc_op *out);
@@ -122,9 +122,12 @@ DDPC_API ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int 
 /* A unique id, as ncclGetUniqueId / HcclGetRootInfo: rank 0 creates it (and
  * starts hosting a store), hands the bytes to the other ranks by any means,
  * and every rank calls ddpc_comm_create_rank with it. */
-typedef struct ddpc_unique_id { char internal[128]; } ddpc_unique_id;
+typedef struct ddpc_unique_id {
+    char internal[128];
+} ddpc_unique_id;
 DDPC_API ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
-DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank);
+DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id,
+                                           int rank);
 
 /* Settings a caller may give a communicator instead of the environment's. */
 typedef struct ddpc_comm_options {
@@ -150,12 +153,12 @@ DDPC_API ddpc_comm_options ddpc_comm_options_default(void);
  * ddpc_comm_split will be called on it. opt may be NULL (the defaults). */
 typedef struct ddpc_store ddpc_store;
 DDPC_API ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                 const ddpc_comm_options *opt);
+                                            const ddpc_comm_options *opt);
 
 DDPC_API int ddpc_comm_rank(const ddpc_comm *c);
 DDPC_API int ddpc_comm_size(const ddpc_comm *c);
-DDPC_API int ddpc_comm_local_rank(const ddpc_comm *c);   /* rank among the ranks on this host */
-DDPC_API int ddpc_comm_local_size(const ddpc_comm *c);   /* number of ranks on this host */
+DDPC_API int ddpc_comm_local_rank(const ddpc_comm *c); /* rank among the ranks on this host */
+DDPC_API int ddpc_comm_local_size(const ddpc_comm *c); /* number of ranks on this host */
 
 /* Collective over c: ranks with the same color form a new communicator,
  * ordered by (key, old rank). color < 0 gives *out = NULL. */
@@ -198,52 +201,53 @@ DDPC_API ddpc_status ddpc_work_test(ddpc_work *w, int *done);
 DDPC_API void ddpc_work_destroy(ddpc_work *w);
 
 DDPC_API ddpc_status ddpc_allreduce(ddpc_comm *c, const void *send, void *recv, size_t count,
-                           ddpc_dtype t, ddpc_op op);
+                                    ddpc_dtype t, ddpc_op op);
 DDPC_API ddpc_status ddpc_allreduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, ddpc_op op, ddpc_work **w);
+                                          ddpc_dtype t, ddpc_op op, ddpc_work **w);
 
 /* root's send is copied to every rank's recv (recv may equal send). */
 DDPC_API ddpc_status ddpc_broadcast(ddpc_comm *c, const void *send, void *recv, size_t count,
-                           ddpc_dtype t, int root);
+                                    ddpc_dtype t, int root);
 DDPC_API ddpc_status ddpc_broadcast_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, int root, ddpc_work **w);
+                                          ddpc_dtype t, int root, ddpc_work **w);
 
 /* The reduction lands in root's recv; other ranks' recv is untouched. */
 DDPC_API ddpc_status ddpc_reduce(ddpc_comm *c, const void *send, void *recv, size_t count,
-                        ddpc_dtype t, ddpc_op op, int root);
+                                 ddpc_dtype t, ddpc_op op, int root);
 DDPC_API ddpc_status ddpc_reduce_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                              ddpc_dtype t, ddpc_op op, int root, ddpc_work **w);
+                                       ddpc_dtype t, ddpc_op op, int root, ddpc_work **w);
 
 /* recv holds size*count elements: rank i's send at i*count. */
 DDPC_API ddpc_status ddpc_allgather(ddpc_comm *c, const void *send, void *recv, size_t count,
-                           ddpc_dtype t);
+                                    ddpc_dtype t);
 DDPC_API ddpc_status ddpc_allgather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, ddpc_work **w);
+                                          ddpc_dtype t, ddpc_work **w);
 
 /* send holds size*count elements; rank i gets the reduction of block i. */
 DDPC_API ddpc_status ddpc_reduce_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
-                                ddpc_dtype t, ddpc_op op);
+                                         ddpc_dtype t, ddpc_op op);
 DDPC_API ddpc_status ddpc_reduce_scatter_async(ddpc_comm *c, const void *send, void *recv,
-                                      size_t count, ddpc_dtype t, ddpc_op op, ddpc_work **w);
+                                               size_t count, ddpc_dtype t, ddpc_op op,
+                                               ddpc_work **w);
 
 /* root's recv holds size*count elements: rank i's send at i*count. */
 DDPC_API ddpc_status ddpc_gather(ddpc_comm *c, const void *send, void *recv, size_t count,
-                        ddpc_dtype t, int root);
+                                 ddpc_dtype t, int root);
 DDPC_API ddpc_status ddpc_gather_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                              ddpc_dtype t, int root, ddpc_work **w);
+                                       ddpc_dtype t, int root, ddpc_work **w);
 
 /* root's send holds size*count elements; rank i gets block i. */
 DDPC_API ddpc_status ddpc_scatter(ddpc_comm *c, const void *send, void *recv, size_t count,
-                         ddpc_dtype t, int root);
+                                  ddpc_dtype t, int root);
 DDPC_API ddpc_status ddpc_scatter_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                               ddpc_dtype t, int root, ddpc_work **w);
+                                        ddpc_dtype t, int root, ddpc_work **w);
 
 /* send and recv hold size*count elements; block j of send goes to rank j,
  * and lands in block i of rank j's recv. */
 DDPC_API ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t count,
-                          ddpc_dtype t);
+                                   ddpc_dtype t);
 DDPC_API ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size_t count,
-                                ddpc_dtype t, ddpc_work **w);
+                                         ddpc_dtype t, ddpc_work **w);
 
 /* Uneven all-to-all, as MPI_Alltoallv: sendcounts[j] elements from
  * send + sdispls[j] go to rank j, which receives them at recv + rdispls[i]
@@ -251,11 +255,12 @@ DDPC_API ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *r
  * displacements are in elements, size entries each; the arrays are copied,
  * so they need not outlive the call. send and recv must not overlap. */
 DDPC_API ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
-                           const size_t *sdispls, void *recv, const size_t *recvcounts,
-                           const size_t *rdispls, ddpc_dtype t);
+                                    const size_t *sdispls, void *recv, const size_t *recvcounts,
+                                    const size_t *rdispls, ddpc_dtype t);
 DDPC_API ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const size_t *sendcounts,
-                                 const size_t *sdispls, void *recv, const size_t *recvcounts,
-                                 const size_t *rdispls, ddpc_dtype t, ddpc_work **w);
+                                          const size_t *sdispls, void *recv,
+                                          const size_t *recvcounts, const size_t *rdispls,
+                                          ddpc_dtype t, ddpc_work **w);
 
 DDPC_API ddpc_status ddpc_barrier(ddpc_comm *c);
 DDPC_API ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
@@ -271,10 +276,10 @@ DDPC_API ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
 DDPC_API int ddpc_work_source(ddpc_work *w);
 DDPC_API ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer);
 DDPC_API ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
-                            int peer, ddpc_work **w);
+                                     int peer, ddpc_work **w);
 DDPC_API ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer);
 DDPC_API ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
-                            ddpc_work **w);
+                                     ddpc_work **w);
 
 #ifdef __cplusplus
 }

@@ -43,7 +43,9 @@ extern "C" {
 
 /* xoshiro256** seeded through splitmix64: the same seed gives the same
  * stream on every platform. Plain struct: copy it to save its state. */
-typedef struct ddpc_rng { uint64_t s[4]; } ddpc_rng;
+typedef struct ddpc_rng {
+    uint64_t s[4];
+} ddpc_rng;
 
 DDPC_API void ddpc_rng_seed(ddpc_rng *r, uint64_t seed);
 DDPC_API uint64_t ddpc_rng_next(ddpc_rng *r);
@@ -64,7 +66,7 @@ DDPC_API int ddpc_nn_default_threads(int ranks_per_node);
 /* -------------------------------------------------------------- layers */
 
 typedef enum ddpc_layer_kind {
-    DDPC_LAYER_INPUT = 1,  /* not a layer: the input sample's shape (c, h, w) */
+    DDPC_LAYER_INPUT = 1, /* not a layer: the input sample's shape (c, h, w) */
     DDPC_LAYER_LINEAR,
     DDPC_LAYER_CONV2D,
     DDPC_LAYER_RELU,
@@ -78,11 +80,11 @@ typedef enum ddpc_layer_kind {
  * (e.g. `ddpc_layer l = ddpc_linear(512, 10); l.bias = 0;`). */
 typedef struct ddpc_layer {
     ddpc_layer_kind kind;
-    int in, out;          /* Linear: features; Conv2d: channels */
-    int kernel, stride, padding;  /* Conv2d; MaxPool2d (kernel, stride) */
-    int bias;             /* Linear, Conv2d: 1 (default) adds a bias */
-    float p;              /* Dropout: probability of zeroing */
-    int c, h, w;          /* Input: the sample's shape */
+    int in, out;                 /* Linear: features; Conv2d: channels */
+    int kernel, stride, padding; /* Conv2d; MaxPool2d (kernel, stride) */
+    int bias;                    /* Linear, Conv2d: 1 (default) adds a bias */
+    float p;                     /* Dropout: probability of zeroing */
+    int c, h, w;                 /* Input: the sample's shape */
 } ddpc_layer;
 
 /* The input sample's shape, as the first entry; needed only when the first
@@ -102,9 +104,9 @@ DDPC_API ddpc_layer ddpc_dropout(float p);
 
 /* An array literal of layers and its length, for ddpc_model_create (C only):
  * ddpc_model_create(DDPC_LAYERS(ddpc_linear(784, 10)), NULL, &m). */
-#define DDPC_LAYERS(...)                                                              \
-    (const ddpc_layer[]){__VA_ARGS__},                                                \
-        (int)(sizeof((const ddpc_layer[]){__VA_ARGS__}) / sizeof(ddpc_layer))
+#define DDPC_LAYERS(...)                 \
+    (const ddpc_layer[]){ __VA_ARGS__ }, \
+        (int)(sizeof((const ddpc_layer[]){ __VA_ARGS__ }) / sizeof(ddpc_layer))
 
 /* --------------------------------------------------------------- model */
 
@@ -112,17 +114,17 @@ typedef struct ddpc_model ddpc_model;
 
 /* One parameter: a named view into the model's parameter and gradient blocks. */
 typedef struct ddpc_param {
-    const char *name;  /* "0.weight", like a PyTorch state_dict key */
-    float *data;       /* (shape) into the parameter block */
-    float *grad;       /* (shape) into the gradient block, same offset */
-    size_t numel;      /* elements */
-    int ndim;          /* 1..4 */
-    int shape[4];      /* Linear weight (out, in); Conv2d weight (oc, ic, kh, kw); bias (out) */
-    size_t offset;     /* elements from the start of the blocks */
+    const char *name; /* "0.weight", like a PyTorch state_dict key */
+    float *data;      /* (shape) into the parameter block */
+    float *grad;      /* (shape) into the gradient block, same offset */
+    size_t numel;     /* elements */
+    int ndim;         /* 1..4 */
+    int shape[4];     /* Linear weight (out, in); Conv2d weight (oc, ic, kh, kw); bias (out) */
+    size_t offset;    /* elements from the start of the blocks */
 } ddpc_param;
 
 typedef struct ddpc_model_options {
-    uint64_t seed;     /* initial parameters and dropout masks; default 0 */
+    uint64_t seed; /* initial parameters and dropout masks; default 0 */
 } ddpc_model_options;
 
 DDPC_API ddpc_model_options ddpc_model_options_default(void);
@@ -136,7 +138,7 @@ DDPC_API ddpc_model_options ddpc_model_options_default(void);
  * (o NULL = defaults). layers is read only during the call.
  */
 DDPC_API ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
-                              ddpc_model **out);
+                                       ddpc_model **out);
 
 /* The models of ddpc-train, built with ddpc_model_create: "linear"
  * Flatten+Linear(784, 10); "mlp" Flatten, 784-512-512-10 with ReLU; "cnn"
@@ -178,7 +180,7 @@ DDPC_API void ddpc_model_zero_grad(ddpc_model *m);
 DDPC_API ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float **out);
 
 typedef enum ddpc_loss {
-    DDPC_CROSS_ENTROPY = 0,  /* nn.CrossEntropyLoss(): targets are class indices */
+    DDPC_CROSS_ENTROPY = 0, /* nn.CrossEntropyLoss(): targets are class indices */
 } ddpc_loss;
 
 /* criterion(output, targets) on the last forward's output (B rows):
@@ -186,7 +188,7 @@ typedef enum ddpc_loss {
  * ddpc_model_backward. targets (B) are in [0, out_features), else an error
  * naming the first bad one. */
 DDPC_API ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
-                            float *loss);
+                                     float *loss);
 /* Rows of the last ddpc_model_loss whose output's argmax (first maximum)
  * equals the target. */
 DDPC_API int ddpc_model_correct(const ddpc_model *m);
@@ -235,7 +237,7 @@ DDPC_API ddpc_rng *ddpc_model_rng(ddpc_model *m);
  * maximum) equals the label.
  */
 DDPC_API ddpc_status ddpc_cross_entropy(const float *logits, const int32_t *labels, int B, int K,
-                               float *dlogits, float *loss, int *correct);
+                                        float *dlogits, float *loss, int *correct);
 
 /* ----------------------------------------------------------- optimizer */
 
@@ -247,15 +249,15 @@ typedef enum ddpc_optim_kind {
 
 typedef struct ddpc_optim_options {
     ddpc_optim_kind kind;
-    float lr;            /* SGD 0.01 (ddpc's default; torch requires one), Adam 1e-3 */
-    float weight_decay;  /* 0; AdamW 0.01 */
+    float lr;           /* SGD 0.01 (ddpc's default; torch requires one), Adam 1e-3 */
+    float weight_decay; /* 0; AdamW 0.01 */
     /* SGD */
-    float momentum;      /* 0 */
-    float dampening;     /* 0 */
-    int nesterov;        /* 0; needs momentum > 0 and dampening 0 */
+    float momentum;  /* 0 */
+    float dampening; /* 0 */
+    int nesterov;    /* 0; needs momentum > 0 and dampening 0 */
     /* Adam, AdamW */
-    float beta1, beta2;  /* 0.9, 0.999 */
-    float eps;           /* 1e-8 */
+    float beta1, beta2; /* 0.9, 0.999 */
+    float eps;          /* 1e-8 */
 } ddpc_optim_options;
 
 /* PyTorch's defaults for kind. */
@@ -268,7 +270,8 @@ typedef struct ddpc_optim ddpc_optim;
 
 /* An optimizer over all of m's parameters (m borrowed; it must outlive the
  * optimizer). Options out of range are an error naming the option. */
-DDPC_API ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_optim **out);
+DDPC_API ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o,
+                                       ddpc_optim **out);
 /* NULL is harmless. */
 DDPC_API void ddpc_optim_destroy(ddpc_optim *o);
 /* optimizer.zero_grad(): sets the gradients of its model's parameters to 0. */
@@ -313,14 +316,14 @@ DDPC_API void ddpc_optim_set_steps(ddpc_optim *o, uint64_t steps);
  * struct and torch.frombuffer where safetensors is not installed.
  */
 typedef struct ddpc_ckpt_meta {
-    uint64_t epoch;  /* epochs completed */
-    uint64_t step;   /* optimizer steps completed (trainer's count) */
+    uint64_t epoch; /* epochs completed */
+    uint64_t step;  /* optimizer steps completed (trainer's count) */
 } ddpc_ckpt_meta;
 
 /* Writes path atomically (a temporary file in the same directory, fsync,
  * rename). optim may be NULL (weights only). */
-DDPC_API ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
-                                 const ddpc_ckpt_meta *meta);
+DDPC_API ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m,
+                                          const ddpc_optim *optim, const ddpc_ckpt_meta *meta);
 
 /* Reads path into m (and optim's state, when optim is not NULL) and *meta
  * (may be NULL). Validates everything before changing anything: a malformed
@@ -328,7 +331,7 @@ DDPC_API ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m,
  * the model (missing, extra, other dtype or shape, another optimizer kind) is
  * DDPC_ERR_MISMATCH naming the first mismatch. */
 DDPC_API ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *optim,
-                                 ddpc_ckpt_meta *meta);
+                                          ddpc_ckpt_meta *meta);
 
 #ifdef __cplusplus
 }

@@ -43,7 +43,8 @@ DDPC_API void ddpc_store_server_destroy(ddpc_store_server *s);
  * call below works with either; against a TCPStore, a get or wait that times
  * out drops the connection (TCPStore cannot cancel a wait) and the next call
  * reconnects. ddpc's own server speaks both protocols. */
-DDPC_API ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, ddpc_store **out);
+DDPC_API ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s,
+                                           ddpc_store **out);
 /* "ddpc" or "torch": the protocol st's connection speaks; "ops" for a store
  * made by ddpc_store_create_ops. */
 DDPC_API const char *ddpc_store_protocol(const ddpc_store *st);
@@ -72,7 +73,7 @@ typedef struct ddpc_store_ops {
                        size_t errlen);
 } ddpc_store_ops;
 DDPC_API ddpc_status ddpc_store_create_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
-                                ddpc_store **out);
+                                           ddpc_store **out);
 
 /* Closes a client or a view. NULL is harmless. */
 DDPC_API void ddpc_store_destroy(ddpc_store *st);
@@ -82,21 +83,22 @@ DDPC_API ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void 
  * value (*val, *len; the caller frees). DDPC_ERR_TIMEOUT if it never came.
  * timeout_s <= 0 looks once without waiting. The copy is followed by a NUL
  * byte not counted in *len, so text values can be used as C strings. */
-DDPC_API ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s,
-                           void **val, size_t *len);
+DDPC_API ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, void **val,
+                                    size_t *len);
 /* Adds delta to the integer stored at key (absent = 0); *result = new value
  * (result may be NULL). The value is stored as decimal text, as torch does. */
-DDPC_API ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
+DDPC_API ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta,
+                                    int64_t *result);
 /* If key's value equals expected (or key is absent and expected_len == 0),
  * sets it to desired. *actual (malloc'd, may be NULL if not wanted) receives
  * the value after the call; as torch's TCPStore, when key is absent and
  * expected is not empty, nothing is set and *actual is expected. */
-DDPC_API ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key,
-                                   const void *expected, size_t expected_len,
-                                   const void *desired, size_t desired_len,
-                                   void **actual, size_t *actual_len);
+DDPC_API ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *expected,
+                                            size_t expected_len, const void *desired,
+                                            size_t desired_len, void **actual, size_t *actual_len);
 /* Waits up to timeout_s until all n keys exist. */
-DDPC_API ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s);
+DDPC_API ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n,
+                                     double timeout_s);
 /* Tells whether key exists now (no wait). */
 DDPC_API ddpc_status ddpc_store_check(ddpc_store *st, const char *key, int *exists);
 /* Deletes key; *deleted = 1 if it existed (deleted may be NULL). */

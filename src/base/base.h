@@ -20,8 +20,7 @@
 /* Formats the message into this thread's last-error text (see
  * ddpc_last_error), logs it at TRACE and returns s, so that a failing path
  * reads: return ddpc__err(DDPC_ERR_ENV, "RANK=%s is not an integer", v); */
-ddpc_status ddpc__err(ddpc_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ddpc_status ddpc__err(ddpc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same, appending ": strerror(errno)" and using DDPC_ERR_SYSTEM-like s. */
 ddpc_status ddpc__err_errno(ddpc_status s, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -33,26 +32,26 @@ void ddpc__err_clear(void);
 
 /* Returns early from the calling function with the status of expr when it
  * is not DDPC_OK, leaving a breadcrumb at TRACE level. */
-#define DDPC_CHECK(expr)                                                       \
-    do {                                                                       \
-        ddpc_status ddpc__s = (expr);                                          \
-        if (ddpc__s != DDPC_OK) {                                              \
-            ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
-                     __LINE__, #expr, ddpc_status_str(ddpc__s));               \
-            return ddpc__s;                                                    \
-        }                                                                      \
+#define DDPC_CHECK(expr)                                                                         \
+    do {                                                                                         \
+        ddpc_status ddpc__s = (expr);                                                            \
+        if (ddpc__s != DDPC_OK) {                                                                \
+            ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__, __LINE__, #expr, \
+                      ddpc_status_str(ddpc__s));                                                 \
+            return ddpc__s;                                                                      \
+        }                                                                                        \
     } while (0)
 
 /* As DDPC_CHECK, for a function with one cleanup label: keeps the status
  * of expr in s and jumps to label when it is not DDPC_OK. */
-#define DDPC_CHECK_GOTO(expr, s, label)                                        \
-    do {                                                                       \
-        (s) = (expr);                                                          \
-        if ((s) != DDPC_OK) {                                                  \
-            ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__,   \
-                     __LINE__, #expr, ddpc_status_str(s));                     \
-            goto label;                                                        \
-        }                                                                      \
+#define DDPC_CHECK_GOTO(expr, s, label)                                                          \
+    do {                                                                                         \
+        (s) = (expr);                                                                            \
+        if ((s) != DDPC_OK) {                                                                    \
+            ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_ALL, "%s:%d %s -> %s", __FILE__, __LINE__, #expr, \
+                      ddpc_status_str(s));                                                       \
+            goto label;                                                                          \
+        }                                                                                        \
     } while (0)
 
 /* ------------------------------------------------------------ logging */
@@ -82,8 +81,8 @@ int ddpc__log_enabled(int level, unsigned subsys);
 /* The rank shown in log prefixes (-1 = unknown, shown as "-"). */
 void ddpc__log_set_rank(int rank);
 
-#define DDPC_WARN(sub, ...) ddpc__log(DDPC_LOG_WARN, DDPC_SUB_##sub, __VA_ARGS__)
-#define DDPC_INFO(sub, ...) ddpc__log(DDPC_LOG_INFO, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_WARN(sub, ...)  ddpc__log(DDPC_LOG_WARN, DDPC_SUB_##sub, __VA_ARGS__)
+#define DDPC_INFO(sub, ...)  ddpc__log(DDPC_LOG_INFO, DDPC_SUB_##sub, __VA_ARGS__)
 #define DDPC_TRACE(sub, ...) ddpc__log(DDPC_LOG_TRACE, DDPC_SUB_##sub, __VA_ARGS__)
 
 /* ------------------------------------------------------ clocks, deadlines */

@@ -10,7 +10,7 @@
 /* The rows of env_vars.h, in its order (so indexed by ddpc_env_id). */
 const ddpc_env_var ddpc__env_table[] = {
 #define DDPC_ENV_ROW(id, name, alias, type, deflt, lo, hi, meaning) \
-    {name, alias, DDPC_ENVT_##type, deflt, (double)(lo), (double)(hi), meaning},
+    { name, alias, DDPC_ENVT_##type, deflt, (double)(lo), (double)(hi), meaning },
     DDPC_ENV_VARS(DDPC_ENV_ROW)
 #undef DDPC_ENV_ROW
 };
@@ -25,13 +25,13 @@ ddpc_status ddpc__parse_long(const char *what, const char *s, long lo, long hi, 
     if (errno || *end || end == s)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "%s='%s' is not an integer", what, s);
     if (v < lo || v > hi)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s=%ld is out of range [%ld, %ld]", what, v, lo, hi);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s=%ld is out of range [%ld, %ld]", what, v, lo,
+                         hi);
     *out = v;
     return DDPC_OK;
 }
 
-ddpc_status ddpc__parse_double(const char *what, const char *s, double lo, double hi,
-                              double *out) {
+ddpc_status ddpc__parse_double(const char *what, const char *s, double lo, double hi, double *out) {
     if (!s || !*s) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s is empty", what);
     char *end;
     errno = 0;
@@ -52,14 +52,27 @@ ddpc_status ddpc__parse_size(const char *what, const char *s, size_t *out) {
     double v = strtod(s, &end);
     double mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'B' || *end == 'b') end++;
     if (errno || *end || end == s || !(v >= 0) || v * mul > 1e18)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s='%s' is not a size (like 8, 4K, 1M, 2G)", what, s);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s='%s' is not a size (like 8, 4K, 1M, 2G)", what,
+                         s);
     *out = (size_t)(v * mul);
     return DDPC_OK;
 }
@@ -154,7 +167,9 @@ static void range_text(const ddpc_env_var *v, char *buf, size_t len) {
 }
 
 void ddpc__env_print(FILE *f, int markdown) {
-    if (markdown) fprintf(f, "| variable | HCCL alias | default | range | meaning |\n|---|---|---|---|---|\n");
+    if (markdown)
+        fprintf(f,
+                "| variable | HCCL alias | default | range | meaning |\n|---|---|---|---|---|\n");
     for (int i = 0; i < ddpc__env_table_len; i++) {
         const ddpc_env_var *v = &ddpc__env_table[i];
         char range[96];
@@ -162,8 +177,8 @@ void ddpc__env_print(FILE *f, int markdown) {
         const char *alias = v->alias ? v->alias : "", *deflt = v->deflt ? v->deflt : "";
         const char *aq = *alias ? "`" : "", *dq = *deflt ? "`" : "", *rq = *range ? "`" : "";
         if (markdown)
-            fprintf(f, "| `%s` | %s%s%s | %s%s%s | %s%s%s | %s |\n", v->name, aq, alias, aq, dq, deflt,
-                    dq, rq, range, rq, v->meaning);
+            fprintf(f, "| `%s` | %s%s%s | %s%s%s | %s%s%s | %s |\n", v->name, aq, alias, aq, dq,
+                    deflt, dq, rq, range, rq, v->meaning);
         else
             fprintf(f, "  %-22s %-22s %-10s %-14s %s\n", v->name, alias, *deflt ? deflt : "-",
                     *range ? range : "-", v->meaning);
@@ -176,6 +191,7 @@ void ddpc__env_log_effective(unsigned subsys) {
         const char *src;
         const char *val = ddpc__env((ddpc_env_id)i, &src);
         if (strncmp(ddpc__env_table[i].name, "DDPC_", 5) != 0) continue;
-        ddpc__log(DDPC_LOG_INFO, subsys, "%s=%s (%s)", ddpc__env_table[i].name, val ? val : "(unset)", src);
+        ddpc__log(DDPC_LOG_INFO, subsys, "%s=%s (%s)", ddpc__env_table[i].name,
+                  val ? val : "(unset)", src);
     }
 }

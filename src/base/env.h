@@ -23,16 +23,16 @@ typedef enum {
 #define DDPC_ENV_ID(id, ...) DDPC_ENV_##id,
     DDPC_ENV_VARS(DDPC_ENV_ID)
 #undef DDPC_ENV_ID
-    DDPC_ENV_COUNT
+        DDPC_ENV_COUNT
 } ddpc_env_id;
 
 typedef struct ddpc_env_var {
-    const char *name;     /* DDPC_... or the torchrun / launcher name */
-    const char *alias;    /* HCCL_... name honoured too, or NULL */
+    const char *name;  /* DDPC_... or the torchrun / launcher name */
+    const char *alias; /* HCCL_... name honoured too, or NULL */
     ddpc_env_type type;
-    const char *deflt;    /* default as text, or NULL for none */
-    double lo, hi;        /* the one range of an INT or REAL value */
-    const char *meaning;  /* one line */
+    const char *deflt;   /* default as text, or NULL for none */
+    double lo, hi;       /* the one range of an INT or REAL value */
+    const char *meaning; /* one line */
 } ddpc_env_var;
 
 /* Indexed by ddpc_env_id. */
@@ -56,8 +56,7 @@ const char *ddpc__env_name(ddpc_env_id id);
 
 /* Parse helpers used by the table readers and by tools. */
 ddpc_status ddpc__parse_long(const char *what, const char *s, long lo, long hi, long *out);
-ddpc_status ddpc__parse_double(const char *what, const char *s, double lo, double hi,
-                              double *out);
+ddpc_status ddpc__parse_double(const char *what, const char *s, double lo, double hi, double *out);
 /* "64", "4K", "1M", "2G" (powers of 1024) to bytes. */
 ddpc_status ddpc__parse_size(const char *what, const char *s, size_t *out);
 

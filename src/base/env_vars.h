@@ -15,119 +15,122 @@
 #ifndef DDPC_ENV_VARS_H
 #define DDPC_ENV_VARS_H
 
-#define DDPC_ENV_VARS(X)                                                                            \
-    X(DEBUG, "DDPC_DEBUG", NULL, STR, "WARN", 0, 0,                                                 \
-      "log level: NONE, WARN, INFO (every effective setting), TRACE")                               \
-    X(DEBUG_SUBSYS, "DDPC_DEBUG_SUBSYS", NULL, STR, "ALL", 0, 0,                                    \
-      "subsystems to log: INIT,STORE,NET,SHM,COLL,ENV,DATA,NN,DDP,RUN or ALL; ^X,Y excludes")       \
-    X(IF_IP, "DDPC_IF_IP", "HCCL_IF_IP", STR, NULL, 0, 0,                                           \
-      "IP address (v4 or v6) this rank listens and advertises on")                                  \
-    X(SOCKET_IFNAME, "DDPC_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", STR, NULL, 0, 0,                   \
-      "interfaces by name: eth,enp prefixes; ^eth excludes a prefix; =eth0 exact; ^=eth0 "          \
-      "excludes exact")                                                                             \
-    X(IF_BASE_PORT, "DDPC_IF_BASE_PORT", "HCCL_IF_BASE_PORT", INT, "0", 0, 65535,                   \
-      "first port data sockets listen on (0 = any free port)")                                      \
-    X(CONNECT_TIMEOUT, "DDPC_CONNECT_TIMEOUT", "HCCL_CONNECT_TIMEOUT", REAL, "120", 0.001, 1e7,     \
-      "seconds allowed for rendezvous and connection set-up")                                       \
-    X(TIMEOUT, "DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", REAL, "1836", 0, 1e7,                           \
-      "seconds one collective may wait on its peers (0 = no limit)")                                \
-    X(BUFFSIZE, "DDPC_BUFFSIZE", "HCCL_BUFFSIZE", INT, "200", 1, 1 << 20,                           \
-      "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the "  \
-      "user buffers, with no staging buffer")                                                       \
-    X(SOCKBUF, "DDPC_SOCKBUF", NULL, INT, "4194304", 0, 1L << 30,                                   \
-      "bytes of TCP send and receive buffer per socket (0 = OS default)")                           \
-    X(SHM, "DDPC_SHM", NULL, INT, "1", 0, 1,                                                        \
-      "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with "  \
-      "a warning where it cannot be had; 0: TCP between all ranks")                                 \
-    X(SHM_COPY, "DDPC_SHM_COPY", NULL, STR, "auto", 0, 0,                                           \
-      "how a rank writes large messages into a shared-memory ring: cached (through its cache: "     \
-      "fastest where the two cores share one), stream (non-temporal stores: fastest where they do " \
-      "not, e.g. vCPUs on different chiplets or sockets), or auto (times both as it goes and uses " \
-      "the cheaper)")                                                                               \
-    X(SHM_BYTES, "DDPC_SHM_BYTES", NULL, INT, "1048576", 4096, 1L << 30,                            \
-      "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: "  \
-      "28 pairs, 56 rings); every rank must set the same")                                          \
-    X(ALGO, "DDPC_ALGO", NULL, STR, "auto", 0, 0,                                                   \
-      "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree")                   \
-    X(CHUNK, "DDPC_CHUNK", NULL, INT, "262144", 4096, 1L << 30,                                     \
-      "bytes per pipelined chunk of ring algorithms")                                               \
-    X(SPIN_US, "DDPC_SPIN_US", NULL, INT, NULL, 0, 10000000,                                        \
-      "microseconds a waiting collective retries its connections before sleeping in poll (0: "      \
-      "sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then "   \
-      "up to 256 retries first only pause the core (fewer after waits they did not end), the rest " \
-      "yield it; else 50, each retry yielding")                                                     \
-    X(STORE_TIMEOUT, "DDPC_STORE_TIMEOUT", NULL, REAL, "300", 0.001, 1e7,                           \
-      "seconds a store request may take beyond its own wait before the client gives up")            \
-    X(STORE_PROTOCOL, "DDPC_STORE_PROTOCOL", NULL, STR, "auto", 0, 0,                               \
-      "the store client's protocol: auto (ddpc's, else PyTorch's c10d TCPStore when the server "    \
-      "closes on ddpc's handshake), ddpc, or torch")                                                \
-    X(RANK, "RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                              \
-      "global rank of this process (torchrun contract)")                                            \
-    X(WORLD_SIZE, "WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20, "number of processes in the job")      \
-    X(LOCAL_RANK, "LOCAL_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                  \
-      "rank of this process on its node")                                                           \
-    X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                            \
-      "number of processes on this node")                                                           \
-    X(GROUP_RANK, "GROUP_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                  \
-      "rank of this node (set by ddpc-run)")                                                        \
-    X(MASTER_ADDR, "MASTER_ADDR", NULL, STR, "127.0.0.1", 0, 0,                                     \
-      "host of the store (rank 0's, or the launcher's)")                                            \
-    X(MASTER_PORT, "MASTER_PORT", NULL, INT, "29500", 1, 65535,                                     \
-      "port of the store (rank 0's, or the launcher's)")                                            \
-    X(USE_AGENT_STORE, "TORCHELASTIC_USE_AGENT_STORE", NULL, STR, NULL, 0, 0,                       \
-      "True: the launcher (torchrun's agent, or ddpc-run) hosts the store at "                      \
-      "MASTER_ADDR:MASTER_PORT and every rank connects to it; else rank 0 hosts it there")          \
-    X(RESTART_COUNT, "TORCHELASTIC_RESTART_COUNT", NULL, INT, "0", 0, 1L << 30,                     \
-      "how many times the launcher restarted the workers (torchrun, ddpc-run); each attempt "       \
-      "rendezvouses under its own keys")                                                            \
-    X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                         \
-      "global rank, read when RANK is unset (mpirun)")                                              \
-    X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                               \
-      "number of processes, read with OMPI_COMM_WORLD_RANK (mpirun)")                               \
-    X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,             \
-      "rank on the node, read with OMPI_COMM_WORLD_RANK (mpirun)")                                  \
-    X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, INT, NULL, 1, 1 << 20,                   \
-      "processes on the node, read with OMPI_COMM_WORLD_RANK (mpirun)")                             \
-    X(SLURM_PROCID, "SLURM_PROCID", NULL, INT, NULL, 0, (1 << 20) - 1,                              \
-      "global rank, read when RANK and OMPI_COMM_WORLD_RANK are unset (srun)")                      \
-    X(SLURM_NTASKS, "SLURM_NTASKS", NULL, INT, NULL, 1, 1 << 20,                                    \
-      "number of processes, read with SLURM_PROCID (srun)")                                         \
-    X(SLURM_LOCALID, "SLURM_LOCALID", NULL, INT, NULL, 0, (1 << 20) - 1,                            \
-      "rank on the node, read with SLURM_PROCID (srun)")                                            \
-    X(HEARTBEAT_TIMEOUT, "DDPC_HEARTBEAT_TIMEOUT", NULL, REAL, "10", 0.001, 1e7,                    \
-      "seconds without a heartbeat before ddpc-run presumes another node's launcher dead")          \
-    X(KILL_GRACE, "DDPC_KILL_GRACE", NULL, REAL, "5", 0, 1e6,                                       \
-      "seconds ddpc-run waits between SIGTERM and SIGKILL when stopping workers")                   \
-    X(PYTHON, "DDPC_PYTHON", NULL, STR, "python3", 0, 0,                                            \
-      "interpreter ddpc-run uses for a PROGRAM ending in .py (or -m)")                              \
-    X(PROGRESS, "DDPC_PROGRESS", NULL, INT, NULL, 0, 1,                                             \
-      "1: ddpc-train's rank 0 draws its progress bar on stderr; 0: it does not (default: when "     \
+#define DDPC_ENV_VARS(X)                                                                           \
+    X(DEBUG, "DDPC_DEBUG", NULL, STR, "WARN", 0, 0,                                                \
+      "log level: NONE, WARN, INFO (every effective setting), TRACE")                              \
+    X(DEBUG_SUBSYS, "DDPC_DEBUG_SUBSYS", NULL, STR, "ALL", 0, 0,                                   \
+      "subsystems to log: INIT,STORE,NET,SHM,COLL,ENV,DATA,NN,DDP,RUN or ALL; ^X,Y excludes")      \
+    X(IF_IP, "DDPC_IF_IP", "HCCL_IF_IP", STR, NULL, 0, 0,                                          \
+      "IP address (v4 or v6) this rank listens and advertises on")                                 \
+    X(SOCKET_IFNAME, "DDPC_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", STR, NULL, 0, 0,                  \
+      "interfaces by name: eth,enp prefixes; ^eth excludes a prefix; =eth0 exact; ^=eth0 "         \
+      "excludes exact")                                                                            \
+    X(IF_BASE_PORT, "DDPC_IF_BASE_PORT", "HCCL_IF_BASE_PORT", INT, "0", 0, 65535,                  \
+      "first port data sockets listen on (0 = any free port)")                                     \
+    X(CONNECT_TIMEOUT, "DDPC_CONNECT_TIMEOUT", "HCCL_CONNECT_TIMEOUT", REAL, "120", 0.001, 1e7,    \
+      "seconds allowed for rendezvous and connection set-up")                                      \
+    X(TIMEOUT, "DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", REAL, "1836", 0, 1e7,                          \
+      "seconds one collective may wait on its peers (0 = no limit)")                               \
+    X(BUFFSIZE, "DDPC_BUFFSIZE", "HCCL_BUFFSIZE", INT, "200", 1, 1 << 20,                          \
+      "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the " \
+      "user buffers, with no staging buffer")                                                      \
+    X(SOCKBUF, "DDPC_SOCKBUF", NULL, INT, "4194304", 0, 1L << 30,                                  \
+      "bytes of TCP send and receive buffer per socket (0 = OS default)")                          \
+    X(SHM, "DDPC_SHM", NULL, INT, "1", 0, 1,                                                       \
+      "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with " \
+      "a warning where it cannot be had; 0: TCP between all ranks")                                \
+    X(SHM_COPY, "DDPC_SHM_COPY", NULL, STR, "auto", 0, 0,                                          \
+      "how a rank writes large messages into a shared-memory ring: cached (through its cache: "    \
+      "fastest where the two cores share one), stream (non-temporal stores: fastest where they "   \
+      "do "                                                                                        \
+      "not, e.g. vCPUs on different chiplets or sockets), or auto (times both as it goes and "     \
+      "uses "                                                                                      \
+      "the cheaper)")                                                                              \
+    X(SHM_BYTES, "DDPC_SHM_BYTES", NULL, INT, "1048576", 4096, 1L << 30,                           \
+      "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: " \
+      "28 pairs, 56 rings); every rank must set the same")                                         \
+    X(ALGO, "DDPC_ALGO", NULL, STR, "auto", 0, 0,                                                  \
+      "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree")                  \
+    X(CHUNK, "DDPC_CHUNK", NULL, INT, "262144", 4096, 1L << 30,                                    \
+      "bytes per pipelined chunk of ring algorithms")                                              \
+    X(SPIN_US, "DDPC_SPIN_US", NULL, INT, NULL, 0, 10000000,                                       \
+      "microseconds a waiting collective retries its connections before sleeping in poll (0: "     \
+      "sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then "  \
+      "up to 256 retries first only pause the core (fewer after waits they did not end), the "     \
+      "rest "                                                                                      \
+      "yield it; else 50, each retry yielding")                                                    \
+    X(STORE_TIMEOUT, "DDPC_STORE_TIMEOUT", NULL, REAL, "300", 0.001, 1e7,                          \
+      "seconds a store request may take beyond its own wait before the client gives up")           \
+    X(STORE_PROTOCOL, "DDPC_STORE_PROTOCOL", NULL, STR, "auto", 0, 0,                              \
+      "the store client's protocol: auto (ddpc's, else PyTorch's c10d TCPStore when the server "   \
+      "closes on ddpc's handshake), ddpc, or torch")                                               \
+    X(RANK, "RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                             \
+      "global rank of this process (torchrun contract)")                                           \
+    X(WORLD_SIZE, "WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20, "number of processes in the job")     \
+    X(LOCAL_RANK, "LOCAL_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                 \
+      "rank of this process on its node")                                                          \
+    X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                           \
+      "number of processes on this node")                                                          \
+    X(GROUP_RANK, "GROUP_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                 \
+      "rank of this node (set by ddpc-run)")                                                       \
+    X(MASTER_ADDR, "MASTER_ADDR", NULL, STR, "127.0.0.1", 0, 0,                                    \
+      "host of the store (rank 0's, or the launcher's)")                                           \
+    X(MASTER_PORT, "MASTER_PORT", NULL, INT, "29500", 1, 65535,                                    \
+      "port of the store (rank 0's, or the launcher's)")                                           \
+    X(USE_AGENT_STORE, "TORCHELASTIC_USE_AGENT_STORE", NULL, STR, NULL, 0, 0,                      \
+      "True: the launcher (torchrun's agent, or ddpc-run) hosts the store at "                     \
+      "MASTER_ADDR:MASTER_PORT and every rank connects to it; else rank 0 hosts it there")         \
+    X(RESTART_COUNT, "TORCHELASTIC_RESTART_COUNT", NULL, INT, "0", 0, 1L << 30,                    \
+      "how many times the launcher restarted the workers (torchrun, ddpc-run); each attempt "      \
+      "rendezvouses under its own keys")                                                           \
+    X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                        \
+      "global rank, read when RANK is unset (mpirun)")                                             \
+    X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                              \
+      "number of processes, read with OMPI_COMM_WORLD_RANK (mpirun)")                              \
+    X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,            \
+      "rank on the node, read with OMPI_COMM_WORLD_RANK (mpirun)")                                 \
+    X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", NULL, INT, NULL, 1, 1 << 20,                  \
+      "processes on the node, read with OMPI_COMM_WORLD_RANK (mpirun)")                            \
+    X(SLURM_PROCID, "SLURM_PROCID", NULL, INT, NULL, 0, (1 << 20) - 1,                             \
+      "global rank, read when RANK and OMPI_COMM_WORLD_RANK are unset (srun)")                     \
+    X(SLURM_NTASKS, "SLURM_NTASKS", NULL, INT, NULL, 1, 1 << 20,                                   \
+      "number of processes, read with SLURM_PROCID (srun)")                                        \
+    X(SLURM_LOCALID, "SLURM_LOCALID", NULL, INT, NULL, 0, (1 << 20) - 1,                           \
+      "rank on the node, read with SLURM_PROCID (srun)")                                           \
+    X(HEARTBEAT_TIMEOUT, "DDPC_HEARTBEAT_TIMEOUT", NULL, REAL, "10", 0.001, 1e7,                   \
+      "seconds without a heartbeat before ddpc-run presumes another node's launcher dead")         \
+    X(KILL_GRACE, "DDPC_KILL_GRACE", NULL, REAL, "5", 0, 1e6,                                      \
+      "seconds ddpc-run waits between SIGTERM and SIGKILL when stopping workers")                  \
+    X(PYTHON, "DDPC_PYTHON", NULL, STR, "python3", 0, 0,                                           \
+      "interpreter ddpc-run uses for a PROGRAM ending in .py (or -m)")                             \
+    X(PROGRESS, "DDPC_PROGRESS", NULL, INT, NULL, 0, 1,                                            \
+      "1: ddpc-train's rank 0 draws its progress bar on stderr; 0: it does not (default: when "    \
       "stderr is a terminal); ddpc-run sets 1 for rank 0 when its own stderr is a terminal")       \
-    X(DATA_TIMEOUT, "DDPC_DATA_TIMEOUT", NULL, REAL, "60", 0.001, 1e7,                              \
-      "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT")             \
-    X(THREADS, "DDPC_THREADS", NULL, INT, NULL, 1, 1024,                                            \
-      "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / "   \
-      "LOCAL_WORLD_SIZE)")                                                                          \
-    X(RANK_TABLE_PORT, "DDPC_RANK_TABLE_PORT", NULL, INT, "60000", 1, 65535,                        \
-      "port on which rank 0 of a communicator made from a rank table (HcclCommInitClusterInfo) "    \
-      "hosts the rendezvous store, at its server's host_ip, else server_id")                        \
-    X(HCCL_ENTRY_LOG, "HCCL_ENTRY_LOG_ENABLE", NULL, INT, "0", 0, 1,                                \
-      "1: libhccl prints a line on stderr as each HCCL operation is queued (name, communicator, "   \
-      "rank, count, type, root)")                                                                   \
-    X(HCCL_DETERMINISTIC, "HCCL_DETERMINISTIC", NULL, STR, "false", 0, 0,                           \
-      "accepted (true, false, strict); ddpc reduces in a fixed order, so libhccl's results are "    \
-      "always deterministic")                                                                       \
-    X(HCCL_ALGO, "HCCL_ALGO", NULL, STR, NULL, 0, 0,                                                \
-      "accepted; no effect on CPUs: its per-level NPU algorithms do not apply (DDPC_ALGO chooses "  \
-      "ddpc's)")                                                                                    \
-    X(HCCL_SOCKET_FAMILY, "HCCL_SOCKET_FAMILY", NULL, STR, NULL, 0, 0,                              \
-      "accepted (AF_INET, AF_INET6); no effect yet: the address family follows HCCL_IF_IP or the "  \
-      "chosen interface")                                                                           \
-    X(HCCL_HOST_SOCKET_PORT_RANGE, "HCCL_HOST_SOCKET_PORT_RANGE", NULL, STR, NULL, 0, 0,            \
-      "accepted; no effect yet: data sockets listen from HCCL_IF_BASE_PORT")                        \
-    X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                       \
-      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                     \
-    X(HCCL_WHITELIST_FILE, "HCCL_WHITELIST_FILE", NULL, STR, NULL, 0, 0,                            \
+    X(DATA_TIMEOUT, "DDPC_DATA_TIMEOUT", NULL, REAL, "60", 0.001, 1e7,                             \
+      "seconds ddpc_loader_next waits for its prefetch thread before DDPC_ERR_TIMEOUT")            \
+    X(THREADS, "DDPC_THREADS", NULL, INT, NULL, 1, 1024,                                           \
+      "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / "  \
+      "LOCAL_WORLD_SIZE)")                                                                         \
+    X(RANK_TABLE_PORT, "DDPC_RANK_TABLE_PORT", NULL, INT, "60000", 1, 65535,                       \
+      "port on which rank 0 of a communicator made from a rank table (HcclCommInitClusterInfo) "   \
+      "hosts the rendezvous store, at its server's host_ip, else server_id")                       \
+    X(HCCL_ENTRY_LOG, "HCCL_ENTRY_LOG_ENABLE", NULL, INT, "0", 0, 1,                               \
+      "1: libhccl prints a line on stderr as each HCCL operation is queued (name, communicator, "  \
+      "rank, count, type, root)")                                                                  \
+    X(HCCL_DETERMINISTIC, "HCCL_DETERMINISTIC", NULL, STR, "false", 0, 0,                          \
+      "accepted (true, false, strict); ddpc reduces in a fixed order, so libhccl's results are "   \
+      "always deterministic")                                                                      \
+    X(HCCL_ALGO, "HCCL_ALGO", NULL, STR, NULL, 0, 0,                                               \
+      "accepted; no effect on CPUs: its per-level NPU algorithms do not apply (DDPC_ALGO chooses " \
+      "ddpc's)")                                                                                   \
+    X(HCCL_SOCKET_FAMILY, "HCCL_SOCKET_FAMILY", NULL, STR, NULL, 0, 0,                             \
+      "accepted (AF_INET, AF_INET6); no effect yet: the address family follows HCCL_IF_IP or the " \
+      "chosen interface")                                                                          \
+    X(HCCL_HOST_SOCKET_PORT_RANGE, "HCCL_HOST_SOCKET_PORT_RANGE", NULL, STR, NULL, 0, 0,           \
+      "accepted; no effect yet: data sockets listen from HCCL_IF_BASE_PORT")                       \
+    X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                      \
+      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                    \
+    X(HCCL_WHITELIST_FILE, "HCCL_WHITELIST_FILE", NULL, STR, NULL, 0, 0,                           \
       "accepted; no effect on CPUs: no whitelist of peer addresses is checked")
 
 #endif /* DDPC_ENV_VARS_H */

@@ -1,8 +1,8 @@
 /* log.c — levelled, per-subsystem logging with host:pid:rank prefixes. */
 #include <errno.h>
-#include <sched.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +18,10 @@ static const struct {
     const char *name;
     unsigned bit;
 } subsystems[] = {
-    {"INIT", DDPC_SUB_INIT}, {"STORE", DDPC_SUB_STORE}, {"NET", DDPC_SUB_NET},
-    {"SHM", DDPC_SUB_SHM},   {"COLL", DDPC_SUB_COLL},   {"ENV", DDPC_SUB_ENV},
-    {"DATA", DDPC_SUB_DATA}, {"NN", DDPC_SUB_NN},       {"DDP", DDPC_SUB_DDP},
-    {"RUN", DDPC_SUB_RUN},   {"ALL", DDPC_SUB_ALL},
+    { "INIT", DDPC_SUB_INIT }, { "STORE", DDPC_SUB_STORE }, { "NET", DDPC_SUB_NET },
+    { "SHM", DDPC_SUB_SHM },   { "COLL", DDPC_SUB_COLL },   { "ENV", DDPC_SUB_ENV },
+    { "DATA", DDPC_SUB_DATA }, { "NN", DDPC_SUB_NN },       { "DDP", DDPC_SUB_DDP },
+    { "RUN", DDPC_SUB_RUN },   { "ALL", DDPC_SUB_ALL },
 };
 
 static int log_level = DDPC_LOG_WARN;
@@ -46,11 +46,17 @@ static unsigned parse_subsys(const char *s) {
 static void log_init(void) {
     const char *lv = ddpc__env(DDPC_ENV_DEBUG, NULL);
     if (lv && *lv) {
-        if (!strcasecmp(lv, "NONE") || !strcmp(lv, "0")) log_level = DDPC_LOG_NONE;
-        else if (!strcasecmp(lv, "WARN")) log_level = DDPC_LOG_WARN;
-        else if (!strcasecmp(lv, "INFO")) log_level = DDPC_LOG_INFO;
-        else if (!strcasecmp(lv, "TRACE")) log_level = DDPC_LOG_TRACE;
-        else fprintf(stderr, "ddpc: DDPC_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", lv);
+        if (!strcasecmp(lv, "NONE") || !strcmp(lv, "0"))
+            log_level = DDPC_LOG_NONE;
+        else if (!strcasecmp(lv, "WARN"))
+            log_level = DDPC_LOG_WARN;
+        else if (!strcasecmp(lv, "INFO"))
+            log_level = DDPC_LOG_INFO;
+        else if (!strcasecmp(lv, "TRACE"))
+            log_level = DDPC_LOG_TRACE;
+        else
+            fprintf(stderr,
+                    "ddpc: DDPC_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", lv);
     }
     const char *ss = ddpc__env(DDPC_ENV_DEBUG_SUBSYS, NULL);
     if (ss && *ss) log_subsys = parse_subsys(ss);
@@ -82,9 +88,11 @@ void ddpc__log(int level, unsigned subsys, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     int r = __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
-    if (r >= 0) snprintf(rank, sizeof rank, "%d", r);
-    else snprintf(rank, sizeof rank, "-");
-    static const char *const lv[] = {"NONE", "WARN", "INFO", "TRACE"};
+    if (r >= 0)
+        snprintf(rank, sizeof rank, "%d", r);
+    else
+        snprintf(rank, sizeof rank, "-");
+    static const char *const lv[] = { "NONE", "WARN", "INFO", "TRACE" };
     pthread_mutex_lock(&log_mu);
     fprintf(stderr, "%s:%d:%s [%s] %s %s\n", log_host, (int)getpid(), rank, subsys_name(subsys),
             lv[level], msg);
@@ -115,9 +123,8 @@ int ddpc__deadline_ms(double deadline, int cap_ms) {
 
 void ddpc__sleep(double seconds) {
     if (seconds <= 0) return;
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* ------------------------------------------------------------ this host */

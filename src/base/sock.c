@@ -67,7 +67,7 @@ static ddpc_status resolve(const char *host, int port, int passive, struct addri
     int rc = getaddrinfo(host && *host ? host : NULL, ps, &hints, res);
     if (rc != 0)
         return ddpc__err(DDPC_ERR_NOT_FOUND, "cannot resolve host '%s': %s", host ? host : "",
-                        gai_strerror(rc));
+                         gai_strerror(rc));
     return DDPC_OK;
 }
 
@@ -76,7 +76,7 @@ ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd, 
 }
 
 ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *fd, int *bound_port,
-                                 int *in_use) {
+                                  int *in_use) {
     if (in_use) *in_use = 0;
     if (port < 0 || port > 65535)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "port %d is out of range [0, 65535]", port);
@@ -152,13 +152,13 @@ ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *
 in_use:
     if (in_use) *in_use = 1;
     return ddpc__err(DDPC_ERR_SYSTEM, "port %d on %s is already in use", port,
-                    host && *host ? host : "*");
+                     host && *host ? host : "*");
 }
 
 /* Waits for fd to be ready for events, or abort_fd readable, before deadline. */
 static ddpc_status wait_fd(int fd, short events, double deadline, int abort_fd) {
     for (;;) {
-        struct pollfd p[2] = {{fd, events, 0}, {abort_fd, POLLIN, 0}};
+        struct pollfd p[2] = { { fd, events, 0 }, { abort_fd, POLLIN, 0 } };
         int ms = ddpc__deadline_ms(deadline, 0);
         if (ms == 0) return DDPC_ERR_TIMEOUT;
         int n = poll(p, abort_fd >= 0 ? 2 : 1, ms);
@@ -205,7 +205,7 @@ ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int 
             int rc = connect(s, ai->ai_addr, ai->ai_addrlen);
             if (rc != 0 && errno == EINPROGRESS) {
                 /* bounded by the remaining deadline, at most 1 s per attempt */
-                struct pollfd p = {s, POLLOUT, 0};
+                struct pollfd p = { s, POLLOUT, 0 };
                 int ms = ddpc__deadline_ms(deadline, 1000);
                 rc = -1;
                 errno = ETIMEDOUT;
@@ -213,8 +213,10 @@ ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int 
                     int e = 0;
                     socklen_t el = sizeof e;
                     getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el);
-                    if (e == 0) rc = 0;
-                    else errno = e;
+                    if (e == 0)
+                        rc = 0;
+                    else
+                        errno = e;
                 }
             }
             if (rc == 0) {
@@ -228,7 +230,8 @@ ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int 
         }
         freeaddrinfo(res);
         if (ddpc__expired(deadline))
-            return ddpc__err_errno(DDPC_ERR_TIMEOUT, last_err, "cannot connect to %s:%d", host, port);
+            return ddpc__err_errno(DDPC_ERR_TIMEOUT, last_err, "cannot connect to %s:%d", host,
+                                   port);
         double left = deadline - ddpc__now();
         ddpc__sleep(backoff < left ? backoff : left);
         if (backoff < 0.25) backoff *= 2;
@@ -261,7 +264,7 @@ ddpc_status ddpc__sock_read_full(int fd, void *buf, size_t len, double deadline,
 }
 
 ddpc_status ddpc__sock_write_full(int fd, const void *buf, size_t len, double deadline,
-                                 int abort_fd) {
+                                  int abort_fd) {
     const char *p = buf;
     while (len > 0) {
         ssize_t n = send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -15,13 +15,12 @@
 /* Listens on host:port (host NULL/"" = any, IPv6 dual-stack when possible;
  * port 0 = a free port). *bound_port gets the actual port. Port in use is
  * DDPC_ERR_SYSTEM naming host:port. */
-ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd,
-                             int *bound_port);
+ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd, int *bound_port);
 /* As ddpc__sock_listen; *in_use (may be NULL) is 1 when the failure was the
  * port being taken (EADDRINUSE), else 0, so that a caller trying a range of
  * ports tells a taken port from a real failure without reading the message. */
-ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *fd,
-                                 int *bound_port, int *in_use);
+ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *fd, int *bound_port,
+                                  int *in_use);
 /* Accepts one connection before deadline (abort_fd >= 0: also returns
  * DDPC_ERR_ABORTED as soon as abort_fd becomes readable). */
 ddpc_status ddpc__sock_accept(int lfd, double deadline, int abort_fd, int *fd);
@@ -34,7 +33,7 @@ ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int 
  * blocking and non-blocking sockets. abort_fd as for accept (-1 = none). */
 ddpc_status ddpc__sock_read_full(int fd, void *buf, size_t len, double deadline, int abort_fd);
 ddpc_status ddpc__sock_write_full(int fd, const void *buf, size_t len, double deadline,
-                                 int abort_fd);
+                                  int abort_fd);
 
 ddpc_status ddpc__sock_set_nonblock(int fd, int on);
 /* TCP_NODELAY, keepalive, and send/receive buffers of bufsize bytes (0 = OS default). */

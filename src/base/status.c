@@ -77,22 +77,22 @@ static const struct {
     size_t size;
     const char *aliases[3];
 } dtypes[DDPC_DTYPE_COUNT] = {
-    [DDPC_INT8] = {"int8", 1, {"i8", "char", NULL}},
-    [DDPC_UINT8] = {"uint8", 1, {"u8", "byte", NULL}},
-    [DDPC_INT32] = {"int32", 4, {"i32", "int", NULL}},
-    [DDPC_UINT32] = {"uint32", 4, {"u32", "uint", NULL}},
-    [DDPC_INT64] = {"int64", 8, {"i64", "long", NULL}},
-    [DDPC_UINT64] = {"uint64", 8, {"u64", "ulong", NULL}},
-    [DDPC_FLOAT16] = {"float16", 2, {"f16", "half", NULL}},
-    [DDPC_BFLOAT16] = {"bfloat16", 2, {"bf16", NULL, NULL}},
-    [DDPC_FLOAT32] = {"float32", 4, {"f32", "float", NULL}},
-    [DDPC_FLOAT64] = {"float64", 8, {"f64", "double", NULL}},
-    [DDPC_INT16] = {"int16", 2, {"i16", "short", NULL}},
-    [DDPC_UINT16] = {"uint16", 2, {"u16", "ushort", NULL}},
+    [DDPC_INT8] = { "int8", 1, { "i8", "char", NULL } },
+    [DDPC_UINT8] = { "uint8", 1, { "u8", "byte", NULL } },
+    [DDPC_INT32] = { "int32", 4, { "i32", "int", NULL } },
+    [DDPC_UINT32] = { "uint32", 4, { "u32", "uint", NULL } },
+    [DDPC_INT64] = { "int64", 8, { "i64", "long", NULL } },
+    [DDPC_UINT64] = { "uint64", 8, { "u64", "ulong", NULL } },
+    [DDPC_FLOAT16] = { "float16", 2, { "f16", "half", NULL } },
+    [DDPC_BFLOAT16] = { "bfloat16", 2, { "bf16", NULL, NULL } },
+    [DDPC_FLOAT32] = { "float32", 4, { "f32", "float", NULL } },
+    [DDPC_FLOAT64] = { "float64", 8, { "f64", "double", NULL } },
+    [DDPC_INT16] = { "int16", 2, { "i16", "short", NULL } },
+    [DDPC_UINT16] = { "uint16", 2, { "u16", "ushort", NULL } },
 };
 
-static const char *const op_names[DDPC_OP_COUNT] = {"sum", "prod", "max", "min", "avg",
-                                                       "band", "bor", "bxor"};
+static const char *const op_names[DDPC_OP_COUNT] = { "sum", "prod", "max", "min",
+                                                     "avg", "band", "bor", "bxor" };
 
 size_t ddpc_dtype_size(ddpc_dtype t) {
     return ((int)t >= 0 && t < DDPC_DTYPE_COUNT) ? dtypes[t].size : 0;
@@ -117,9 +117,9 @@ ddpc_status ddpc_dtype_parse(const char *s, ddpc_dtype *out) {
         return DDPC_OK;
     }
     return ddpc__err(DDPC_ERR_INVALID_ARG,
-                    "unknown dtype '%s' (int8, uint8, int16, uint16, int32, uint32, int64, "
-                    "uint64, float16, bfloat16, float32, float64)",
-                    s ? s : "(null)");
+                     "unknown dtype '%s' (int8, uint8, int16, uint16, int32, uint32, int64, "
+                     "uint64, float16, bfloat16, float32, float64)",
+                     s ? s : "(null)");
 }
 
 ddpc_status ddpc_op_parse(const char *s, ddpc_op *out) {
@@ -128,8 +128,9 @@ ddpc_status ddpc_op_parse(const char *s, ddpc_op *out) {
             *out = (ddpc_op)o;
             return DDPC_OK;
         }
-    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown op '%s' (sum, prod, max, min, avg, band, bor, bxor)",
-                    s ? s : "(null)");
+    return ddpc__err(DDPC_ERR_INVALID_ARG,
+                     "unknown op '%s' (sum, prod, max, min, avg, band, bor, bxor)",
+                     s ? s : "(null)");
 }
 
 /* ------------------------------------------------ float16 and bfloat16 */
@@ -166,7 +167,7 @@ uint16_t ddpc_float_to_half(float f) {
     if (ax >= 0x7f800000u) /* inf or nan */
         return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
     if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow to inf */
-    if (ax < 0x38800000u) { /* result is subnormal or zero */
+    if (ax < 0x38800000u) {                                   /* result is subnormal or zero */
         if (ax < 0x33000000u) return (uint16_t)sign; /* below half the smallest subnormal */
         /* value * 2^24 = m * 2^(e - 126), with m the 24-bit significand */
         uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;

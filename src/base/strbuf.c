@@ -79,8 +79,10 @@ void ddpc__sb_ranks(ddpc__strbuf *b, const int *ranks, int n) {
         int j = i;
         while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
         const char *sep = i ? "," : "";
-        if (j == i) ddpc__sb_printf(b, "%s%d", sep, ranks[i]);
-        else ddpc__sb_printf(b, "%s%d-%d", sep, ranks[i], ranks[j]);
+        if (j == i)
+            ddpc__sb_printf(b, "%s%d", sep, ranks[i]);
+        else
+            ddpc__sb_printf(b, "%s%d-%d", sep, ranks[i], ranks[j]);
         i = j + 1;
     }
 }

@@ -15,16 +15,17 @@
  * appended (p may be NULL before that on the heap). Binary bytes are fine:
  * the NUL after them is for text only. */
 typedef struct ddpc__strbuf {
-    char *p;     /* fixed: borrowed from the caller; heap: owned (ddpc__sb_free) */
-    size_t len;  /* bytes appended, not counting the NUL */
-    size_t cap;  /* bytes of p */
-    int fixed;   /* p is the caller's array: never grown */
-    int cut;     /* fixed: a piece did not fit and was dropped, and so is every later one */
-    int oom;     /* heap: a growth failed; later appends do nothing */
+    char *p;    /* fixed: borrowed from the caller; heap: owned (ddpc__sb_free) */
+    size_t len; /* bytes appended, not counting the NUL */
+    size_t cap; /* bytes of p */
+    int fixed;  /* p is the caller's array: never grown */
+    int cut;    /* fixed: a piece did not fit and was dropped, and so is every later one */
+    int oom;    /* heap: a growth failed; later appends do nothing */
 } ddpc__strbuf;
 
 /* A heap buffer: ddpc__strbuf b = DDPC_STRBUF_HEAP; ... ddpc__sb_free(&b). */
-#define DDPC_STRBUF_HEAP {0}
+#define DDPC_STRBUF_HEAP \
+    { 0 }
 
 /* A buffer over arr[cap] (cap >= 1), emptied. A piece that does not fit
  * whole is dropped (no half numbers), and b->cut set. */

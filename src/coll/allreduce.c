@@ -86,14 +86,18 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
             ddpc__post_send(e, &q[0], partner, recv, nbytes);
             ddpc__post_recv(e, &q[1], partner, tmp, nbytes);
             DDPC_CHECK(ddpc__wait_all(e, q, 2));
-            if (newr < pn) ddpc__reduce3(recv, recv, tmp, count, t, op);
-            else ddpc__reduce3(recv, tmp, recv, count, t, op);
+            if (newr < pn)
+                ddpc__reduce3(recv, recv, tmp, count, t, op);
+            else
+                ddpc__reduce3(recv, tmp, recv, count, t, op);
         }
     }
     /* 3. hand the result back to the folded ranks */
     if (r < 2 * rem) {
-        if (r % 2 == 1) ddpc__post_send(e, &q[0], r - 1, recv, nbytes);
-        else ddpc__post_recv(e, &q[0], r + 1, recv, nbytes);
+        if (r % 2 == 1)
+            ddpc__post_send(e, &q[0], r - 1, recv, nbytes);
+        else
+            ddpc__post_recv(e, &q[0], r + 1, recv, nbytes);
         DDPC_CHECK(ddpc__wait(e, &q[0]));
     }
     return DDPC_OK;
@@ -131,7 +135,7 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
     ddpc__blocks(count, p, boff, bcnt);
     ddpc_req q[2];
     ddpc_status s = DDPC_OK;
-#define RANGE_OFF(a) (boff[(a)] * es)
+#define RANGE_OFF(a)    (boff[(a)] * es)
 #define RANGE_LEN(a, m) ((boff[(a) + (m)-1] + bcnt[(a) + (m)-1] - boff[(a)]) * es)
     /* 0. fold the extra ranks in */
     if (r < 2 * rem) {
@@ -171,8 +175,10 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
 #undef RANGE_LEN
     /* 3. hand the result back to the folded ranks */
     if (r < 2 * rem) {
-        if (r % 2 == 1) ddpc__post_send(e, &q[0], r - 1, buf, nbytes);
-        else ddpc__post_recv(e, &q[0], r + 1, buf, nbytes);
+        if (r % 2 == 1)
+            ddpc__post_send(e, &q[0], r - 1, buf, nbytes);
+        else
+            ddpc__post_recv(e, &q[0], r + 1, buf, nbytes);
         s = ddpc__wait(e, &q[0]);
     }
 out:
@@ -189,8 +195,8 @@ static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, si
     return ddpc__tree_bcast(e, recv, count * ddpc_dtype_size(t), 0);
 }
 
-ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                            ddpc_dtype t, ddpc_op op) {
+ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+                            ddpc_op op) {
     ddpc_comm *c = e->c;
     size_t nbytes = count * ddpc_dtype_size(t);
     if (c->size == 1) {
@@ -199,7 +205,8 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
     }
     int algo = c->algo;
     if (algo == DDPC_ALGO_AUTO)
-        algo = (nbytes <= DDPC_SMALL_BYTES || count < (size_t)c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
+        algo = (nbytes <= DDPC_SMALL_BYTES || count < (size_t)c->size) ? DDPC_ALGO_RHD
+                                                                       : DDPC_ALGO_RING;
     /* the ring and halving-doubling finish (AVG: divide) each block as it
      * completes; the others finish the whole vector at the end */
     ddpc_status s;

@@ -21,25 +21,29 @@ static size_t len(const size_t *counts, size_t esize, size_t nbytes, int j) {
 
 /* The exchange both forms share; vec as ddpc_args.vec, or NULL for equal
  * blocks of nbytes. */
-static ddpc_status exchange(ddpc_exec *e, const char *send, char *recv, const size_t *vec, size_t esize,
-                            size_t nbytes) {
+static ddpc_status exchange(ddpc_exec *e, const char *send, char *recv, const size_t *vec,
+                            size_t esize, size_t nbytes) {
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
     const size_t *sc = vec, *sd = NULL, *rc = NULL, *rd = NULL;
     if (vec) sd = vec + n, rc = vec + 2 * n, rd = vec + 3 * n;
     if (len(sc, esize, nbytes, r) != len(rc, esize, nbytes, r))
-        return ddpc__fail(e, DDPC_ERR_INVALID_ARG, "alltoallv: rank %d sends itself %zu elements but expects %zu",
-                          r, sc[r], rc[r]);
+        return ddpc__fail(e, DDPC_ERR_INVALID_ARG,
+                          "alltoallv: rank %d sends itself %zu elements but expects %zu", r, sc[r],
+                          rc[r]);
     if (len(sc, esize, nbytes, r))
-        memmove(recv + off(rd, esize, nbytes, r), send + off(sd, esize, nbytes, r), len(sc, esize, nbytes, r));
+        memmove(recv + off(rd, esize, nbytes, r), send + off(sd, esize, nbytes, r),
+                len(sc, esize, nbytes, r));
     if (n == 1) return DDPC_OK;
     ddpc_req *q = malloc(sizeof *q * (size_t)(2 * n));
     if (!q) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
     int k = 0;
     for (int i = 1; i < n; i++) {
         int to = (r + i) % n, from = (r + n - i) % n;
-        ddpc__post_recv(e, &q[k++], from, recv + off(rd, esize, nbytes, from), len(rc, esize, nbytes, from));
-        ddpc__post_send(e, &q[k++], to, send + off(sd, esize, nbytes, to), len(sc, esize, nbytes, to));
+        ddpc__post_recv(e, &q[k++], from, recv + off(rd, esize, nbytes, from),
+                        len(rc, esize, nbytes, from));
+        ddpc__post_send(e, &q[k++], to, send + off(sd, esize, nbytes, to),
+                        len(sc, esize, nbytes, to));
     }
     ddpc_status s = ddpc__wait_all(e, q, k);
     free(q);
@@ -50,6 +54,7 @@ ddpc_status ddpc__alltoall(ddpc_exec *e, const void *send, void *recv, size_t nb
     return exchange(e, send, recv, NULL, 1, nbytes);
 }
 
-ddpc_status ddpc__alltoallv(ddpc_exec *e, const void *send, void *recv, const size_t *vec, size_t esize) {
+ddpc_status ddpc__alltoallv(ddpc_exec *e, const void *send, void *recv, const size_t *vec,
+                            size_t esize) {
     return exchange(e, send, recv, vec, esize, 0);
 }

@@ -20,26 +20,29 @@ static ddpc_status check(const char *what, ddpc_comm *c, size_t count, ddpc_dtyp
         return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: op %d is not a ddpc_op", what, (int)op);
     if (need_op == 1 && op >= DDPC_BAND &&
         (t == DDPC_FLOAT16 || t == DDPC_BFLOAT16 || t == DDPC_FLOAT32 || t == DDPC_FLOAT64))
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: op %s needs an integer dtype, got %s", what, ddpc_op_name(op),
-                        ddpc_dtype_name(t));
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: op %s needs an integer dtype, got %s", what,
+                         ddpc_op_name(op), ddpc_dtype_name(t));
     if (root != INT32_MIN && (root < 0 || root >= c->size))
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: %s %d is not a rank of this communicator (size %d)",
-                        what, need_op == 2 ? "peer" : "root", root, c->size);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "%s: %s %d is not a rank of this communicator (size %d)", what,
+                         need_op == 2 ? "peer" : "root", root, c->size);
     if (count > (SIZE_MAX / 4) / ddpc_dtype_size(t) / (blocks ? blocks : 1))
         return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: count %zu is too large", what, count);
     return DDPC_OK;
 }
 
 static ddpc_status need(const char *what, const char *name, const void *p, size_t count) {
-    if (count && !p) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: %s is NULL with count=%zu", what, name, count);
+    if (count && !p)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: %s is NULL with count=%zu", what, name, count);
     return DDPC_OK;
 }
 
 static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, size_t count,
-                      ddpc_dtype t, ddpc_op op, int root, ddpc_work **w, int async, const char *what) {
+                      ddpc_dtype t, ddpc_op op, int root, ddpc_work **w, int async,
+                      const char *what) {
     if (async && !w) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = {k, send, recv, count, t, op, root, NULL, ddpc__run};
+    ddpc_args a = { k, send, recv, count, t, op, root, NULL, ddpc__run };
     return ddpc__submit(c, &a, async ? w : NULL);
 }
 
@@ -170,7 +173,8 @@ static ddpc_status alltoall(ddpc_comm *c, const void *send, void *recv, size_t c
     DDPC_CHECK(need(what, "send", send, count));
     DDPC_CHECK(need(what, "recv", recv, count));
     if (count && send == recv && c->size > 1)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: send and recv must differ (no in-place all-to-all)", what);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "%s: send and recv must differ (no in-place all-to-all)", what);
     return go(c, DDPC_K_ALLTOALL, send, recv, count, t, DDPC_SUM, -1, w, async, what);
 }
 ddpc_status ddpc_alltoall(ddpc_comm *c, const void *send, void *recv, size_t count, ddpc_dtype t) {
@@ -183,25 +187,27 @@ ddpc_status ddpc_alltoall_async(ddpc_comm *c, const void *send, void *recv, size
 
 /* Checks one side's counts and displacements: each block inside a buffer
  * of at most SIZE_MAX/4 bytes, and a buffer wherever a block is not empty. */
-static ddpc_status check_blocks(const char *what, const char *side, const void *buf, const size_t *counts,
-                                const size_t *displs, int n, ddpc_dtype t) {
+static ddpc_status check_blocks(const char *what, const char *side, const void *buf,
+                                const size_t *counts, const size_t *displs, int n, ddpc_dtype t) {
     if (!counts || !displs)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the %s counts and displacements must be non-NULL", what, side);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "%s: the %s counts and displacements must be non-NULL", what, side);
     size_t most = (SIZE_MAX / 4) / ddpc_dtype_size(t);
     for (int i = 0; i < n; i++) {
         if (counts[i] > most || displs[i] > most - counts[i])
-            return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: %s block %d (%zu elements at %zu) is too large", what,
-                            side, i, counts[i], displs[i]);
+            return ddpc__err(DDPC_ERR_INVALID_ARG,
+                             "%s: %s block %d (%zu elements at %zu) is too large", what, side, i,
+                             counts[i], displs[i]);
         if (counts[i] && !buf)
-            return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: %s is NULL with %zu elements for rank %d", what, side,
-                            counts[i], i);
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: %s is NULL with %zu elements for rank %d",
+                             what, side, counts[i], i);
     }
     return DDPC_OK;
 }
 
-static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
-                             void *recv, const size_t *recvcounts, const size_t *rdispls, ddpc_dtype t,
-                             ddpc_work **w, int async) {
+static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
+                             const size_t *sdispls, void *recv, const size_t *recvcounts,
+                             const size_t *rdispls, ddpc_dtype t, ddpc_work **w, int async) {
     const char *what = "ddpc_alltoallv";
     DDPC_CHECK(check(what, c, 0, t, 0, DDPC_SUM, NOROOT, 1));
     int n = c->size;
@@ -215,11 +221,12 @@ static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendc
     memcpy(vec + 2 * n, recvcounts, sizeof *vec * (size_t)n);
     memcpy(vec + 3 * n, rdispls, sizeof *vec * (size_t)n);
     if (async) *w = NULL;
-    ddpc_args a = {DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run};
+    ddpc_args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run };
     return ddpc__submit(c, &a, async ? w : NULL); /* owns vec from here */
 }
-ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts, const size_t *sdispls,
-                           void *recv, const size_t *recvcounts, const size_t *rdispls, ddpc_dtype t) {
+ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
+                           const size_t *sdispls, void *recv, const size_t *recvcounts,
+                           const size_t *rdispls, ddpc_dtype t) {
     return alltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, NULL, 0);
 }
 ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const size_t *sendcounts,
@@ -234,7 +241,8 @@ ddpc_status ddpc_barrier(ddpc_comm *c) {
 }
 ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w) {
     DDPC_CHECK(check("ddpc_barrier_async", c, 0, DDPC_UINT8, 0, DDPC_SUM, NOROOT, 1));
-    return go(c, DDPC_K_BARRIER, NULL, NULL, 0, DDPC_UINT8, DDPC_SUM, -1, w, 1, "ddpc_barrier_async");
+    return go(c, DDPC_K_BARRIER, NULL, NULL, 0, DDPC_UINT8, DDPC_SUM, -1, w, 1,
+              "ddpc_barrier_async");
 }
 
 static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_dtype t, int peer,
@@ -244,7 +252,8 @@ static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_
     DDPC_CHECK(check(what, c, count, t, 2, DDPC_SUM, any ? NOROOT : peer, 1));
     DDPC_CHECK(need(what, "buf", buf, count));
     if (peer == c->rank)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: peer %d is this rank (no self send/recv)", what, peer);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: peer %d is this rank (no self send/recv)", what,
+                         peer);
     if (any && !async) { /* through the queue, where a source is chosen (comm.c: run_p2p) */
         ddpc_work *aw = NULL;
         DDPC_CHECK(go(c, DDPC_K_RECV, NULL, buf, count, t, DDPC_SUM, peer, &aw, 1, what));

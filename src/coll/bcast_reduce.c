@@ -94,7 +94,7 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
     ddpc_comm *c = e->c;
     int n = c->size, v = (c->rank - root + n) % n;
     int from = (c->rank + 1) % n, to = (c->rank + n - 1) % n;
-    int has_from = v < n - 1, has_to = v > 0;
+    int has_from = v<n - 1, has_to = v> 0;
     size_t es = ddpc_dtype_size(t);
     size_t ce = c->chunk / es ? c->chunk / es : 1, m = (count + ce - 1) / ce;
     char *slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
@@ -104,7 +104,8 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
     size_t nr = 0, nrd = 0, ns = 0, nsd = 0;
     while ((has_from && nrd < m) || (has_to && nsd < m)) {
         /* a slot is free once its previous chunk was combined and sent on */
-        while (has_from && nr < m && nr - nrd < DDPC_WINDOW && (!has_to || nr - nsd < DDPC_WINDOW)) {
+        while (has_from && nr < m && nr - nrd < DDPC_WINDOW &&
+               (!has_to || nr - nsd < DDPC_WINDOW)) {
             size_t off = nr * ce, cnt = count - off < ce ? count - off : ce;
             ddpc__post_recv(e, &rq[nr % DDPC_WINDOW], from, slots + (nr % DDPC_WINDOW) * ce * es,
                             cnt * es);
@@ -120,8 +121,10 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
         while (nrd < nr && rq[nrd % DDPC_WINDOW].done) {
             size_t off = nrd * ce, cnt = count - off < ce ? count - off : ce;
             char *slot = slots + (nrd % DDPC_WINDOW) * ce * es;
-            if (has_to) ddpc__reduce_inplace(slot, mine + off * es, cnt, t, op);
-            else ddpc__reduce3((char *)recv + off * es, mine + off * es, slot, cnt, t, op);
+            if (has_to)
+                ddpc__reduce_inplace(slot, mine + off * es, cnt, t, op);
+            else
+                ddpc__reduce3((char *)recv + off * es, mine + off * es, slot, cnt, t, op);
             nrd++;
         }
         while (nsd < ns && sq[nsd % DDPC_WINDOW].done) nsd++;

@@ -15,8 +15,8 @@
 #ifndef DDPC_COLL_COLL_H
 #define DDPC_COLL_COLL_H
 
-#include "comm/comm.h"
 #include "coll/reduce.h"
+#include "comm/comm.h"
 
 /* Runs one operation on the calling thread (dispatch.c): chooses the
  * algorithm and executes it. The exec's fingerprint is filled in. api.c
@@ -82,8 +82,8 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *t
 /* The reductions. ddpc__allreduce leaves recv finished (AVG divided by the
  * world size); reduce-scatter and reduce leave AVG as a sum, which the
  * caller finishes with ddpc__reduce_finish. */
-ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                            ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+                            ddpc_op op);
 ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
@@ -94,7 +94,8 @@ ddpc_status ddpc__gather(ddpc_exec *e, const void *send, void *recv, size_t nbyt
 ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root);
 ddpc_status ddpc__alltoall(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
 /* vec as ddpc_args.vec, in elements of esize bytes. */
-ddpc_status ddpc__alltoallv(ddpc_exec *e, const void *send, void *recv, const size_t *vec, size_t esize);
+ddpc_status ddpc__alltoallv(ddpc_exec *e, const void *send, void *recv, const size_t *vec,
+                            size_t esize);
 ddpc_status ddpc__barrier(ddpc_exec *e);
 ddpc_status ddpc__send(ddpc_exec *e, const void *buf, size_t nbytes, int peer);
 ddpc_status ddpc__recv(ddpc_exec *e, void *buf, size_t nbytes, int peer);

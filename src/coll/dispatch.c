@@ -19,7 +19,9 @@ static ddpc_status run_half(ddpc_exec *e) {
     size_t in_count = a->kind == DDPC_K_REDUCE_SCATTER ? a->count * (size_t)n : a->count;
     size_t out_count = a->count;
     float *in = malloc(sizeof(float) * (in_count + out_count));
-    if (!in) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for float32 staging of %zu elements", in_count);
+    if (!in)
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for float32 staging of %zu elements",
+                          in_count);
     float *out = a->kind == DDPC_K_REDUCE_SCATTER ? in + in_count : in;
     ddpc__to_float32(in, a->send, in_count, a->dtype);
     ddpc_status s;
@@ -58,8 +60,8 @@ ddpc_status ddpc__run(ddpc_exec *e) {
             s = ddpc__reduce(e, a->send, a->recv, a->count, a->dtype, a->op, a->root);
         else
             s = ddpc__reduce_scatter(e, a->send, a->recv, a->count, a->dtype, a->op);
-        if (s == DDPC_OK && (a->kind == DDPC_K_REDUCE_SCATTER ||
-                             (a->kind == DDPC_K_REDUCE && c->rank == a->root)))
+        if (s == DDPC_OK &&
+            (a->kind == DDPC_K_REDUCE_SCATTER || (a->kind == DDPC_K_REDUCE && c->rank == a->root)))
             ddpc__reduce_finish(a->recv, a->count, a->dtype, a->op, c->size);
         return s;
     case DDPC_K_BROADCAST: return ddpc__broadcast(e, a->send, a->recv, nb, a->root);
@@ -67,7 +69,8 @@ ddpc_status ddpc__run(ddpc_exec *e) {
     case DDPC_K_GATHER: return ddpc__gather(e, a->send, a->recv, nb, a->root);
     case DDPC_K_SCATTER: return ddpc__scatter(e, a->send, a->recv, nb, a->root);
     case DDPC_K_ALLTOALL: return ddpc__alltoall(e, a->send, a->recv, nb);
-    case DDPC_K_ALLTOALLV: return ddpc__alltoallv(e, a->send, a->recv, a->vec, ddpc_dtype_size(a->dtype));
+    case DDPC_K_ALLTOALLV:
+        return ddpc__alltoallv(e, a->send, a->recv, a->vec, ddpc_dtype_size(a->dtype));
     case DDPC_K_BARRIER: return ddpc__barrier(e);
     case DDPC_K_SEND: return ddpc__send(e, a->send, nb, a->root);
     case DDPC_K_RECV: return ddpc__recv(e, a->recv, nb, a->root);

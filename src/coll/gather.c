@@ -38,8 +38,10 @@ static ddpc_status fan(ddpc_exec *e, int is_send, char *base, size_t nbytes, int
     int n = c->size;
     if (c->rank != root) {
         ddpc_req q;
-        if (is_send) ddpc__post_recv(e, &q, root, base, nbytes);
-        else ddpc__post_send(e, &q, root, base, nbytes);
+        if (is_send)
+            ddpc__post_recv(e, &q, root, base, nbytes);
+        else
+            ddpc__post_send(e, &q, root, base, nbytes);
         return ddpc__wait(e, &q);
     }
     ddpc_req *q = malloc(sizeof *q * (size_t)n);
@@ -47,8 +49,10 @@ static ddpc_status fan(ddpc_exec *e, int is_send, char *base, size_t nbytes, int
     int k = 0;
     for (int i = 1; i < n; i++) {
         int p = (root + i) % n;
-        if (is_send) ddpc__post_send(e, &q[k++], p, base + (size_t)p * nbytes, nbytes);
-        else ddpc__post_recv(e, &q[k++], p, base + (size_t)p * nbytes, nbytes);
+        if (is_send)
+            ddpc__post_send(e, &q[k++], p, base + (size_t)p * nbytes, nbytes);
+        else
+            ddpc__post_recv(e, &q[k++], p, base + (size_t)p * nbytes, nbytes);
     }
     ddpc_status s = ddpc__wait_all(e, q, k);
     free(q);

@@ -44,60 +44,60 @@
 
 /* Each *OP_* combines x and y of type T (integers through the unsigned type U
  * so that overflow wraps instead of being undefined). */
-#define IOP_SUM(T, U, x, y) ((T)((U)(x) + (U)(y)))
+#define IOP_SUM(T, U, x, y)  ((T)((U)(x) + (U)(y)))
 #define IOP_PROD(T, U, x, y) ((T)((U)(x) * (U)(y)))
-#define IOP_MAX(T, U, x, y) ((x) > (y) ? (x) : (y))
-#define IOP_MIN(T, U, x, y) ((x) < (y) ? (x) : (y))
+#define IOP_MAX(T, U, x, y)  ((x) > (y) ? (x) : (y))
+#define IOP_MIN(T, U, x, y)  ((x) < (y) ? (x) : (y))
 #define IOP_BAND(T, U, x, y) ((T)((U)(x) & (U)(y)))
-#define IOP_BOR(T, U, x, y) ((T)((U)(x) | (U)(y)))
+#define IOP_BOR(T, U, x, y)  ((T)((U)(x) | (U)(y)))
 #define IOP_BXOR(T, U, x, y) ((T)((U)(x) ^ (U)(y)))
-#define FOP_SUM(T, U, x, y) ((x) + (y))
+#define FOP_SUM(T, U, x, y)  ((x) + (y))
 #define FOP_PROD(T, U, x, y) ((x) * (y))
 /* NaN in x: x; NaN in y: the comparison is false, so y. */
-#define FOP_MAX(T, U, x, y) ((x) != (x) ? (x) : ((x) > (y) ? (x) : (y)))
-#define FOP_MIN(T, U, x, y) ((x) != (x) ? (x) : ((x) < (y) ? (x) : (y)))
+#define FOP_MAX(T, U, x, y)  ((x) != (x) ? (x) : ((x) > (y) ? (x) : (y)))
+#define FOP_MIN(T, U, x, y)  ((x) != (x) ? (x) : ((x) < (y) ? (x) : (y)))
 
 /* Defines NAME##_2 (d[i] = d[i] op s[i]), NAME##_2r (d[i] = s[i] op d[i]:
  * max/min of signed zeros are not commutative) and NAME##_3 (d[i] = a[i] op b[i]). */
-#define KERNEL(NAME, T, U, OPX)                                                          \
-    VEC static void NAME##_2(void *restrict dv, const void *restrict sv, size_t n) {         \
-        T *restrict d = dv;                                                              \
-        const T *restrict s = sv;                                                        \
-        for (size_t i = 0; i < n; i++) {                                                 \
-            T x = d[i], y = s[i];                                                        \
-            d[i] = OPX(T, U, x, y);                                                      \
-        }                                                                                \
-    }                                                                                    \
-    VEC static void NAME##_2r(void *restrict dv, const void *restrict sv, size_t n) {        \
-        T *restrict d = dv;                                                              \
-        const T *restrict s = sv;                                                        \
-        for (size_t i = 0; i < n; i++) {                                                 \
-            T x = s[i], y = d[i];                                                        \
-            d[i] = OPX(T, U, x, y);                                                      \
-        }                                                                                \
-    }                                                                                    \
-    VEC static void NAME##_3(void *restrict dv, const void *restrict av,                     \
-                         const void *restrict bv, size_t n) {                            \
-        T *restrict d = dv;                                                              \
-        const T *restrict a = av, *restrict b = bv;                                      \
-        for (size_t i = 0; i < n; i++) {                                                 \
-            T x = a[i], y = b[i];                                                        \
-            d[i] = OPX(T, U, x, y);                                                      \
-        }                                                                                \
+#define KERNEL(NAME, T, U, OPX)                                                                   \
+    VEC static void NAME##_2(void *restrict dv, const void *restrict sv, size_t n) {              \
+        T *restrict d = dv;                                                                       \
+        const T *restrict s = sv;                                                                 \
+        for (size_t i = 0; i < n; i++) {                                                          \
+            T x = d[i], y = s[i];                                                                 \
+            d[i] = OPX(T, U, x, y);                                                               \
+        }                                                                                         \
+    }                                                                                             \
+    VEC static void NAME##_2r(void *restrict dv, const void *restrict sv, size_t n) {             \
+        T *restrict d = dv;                                                                       \
+        const T *restrict s = sv;                                                                 \
+        for (size_t i = 0; i < n; i++) {                                                          \
+            T x = s[i], y = d[i];                                                                 \
+            d[i] = OPX(T, U, x, y);                                                               \
+        }                                                                                         \
+    }                                                                                             \
+    VEC static void NAME##_3(void *restrict dv, const void *restrict av, const void *restrict bv, \
+                             size_t n) {                                                          \
+        T *restrict d = dv;                                                                       \
+        const T *restrict a = av, *restrict b = bv;                                               \
+        for (size_t i = 0; i < n; i++) {                                                          \
+            T x = a[i], y = b[i];                                                                 \
+            d[i] = OPX(T, U, x, y);                                                               \
+        }                                                                                         \
     }
 
-#define INT_KERNELS(P, T, U)                                                             \
-    KERNEL(P##_sum, T, U, IOP_SUM)                                                       \
-    KERNEL(P##_prod, T, U, IOP_PROD)                                                     \
-    KERNEL(P##_max, T, U, IOP_MAX)                                                       \
-    KERNEL(P##_min, T, U, IOP_MIN)                                                       \
-    KERNEL(P##_band, T, U, IOP_BAND)                                                     \
-    KERNEL(P##_bor, T, U, IOP_BOR)                                                       \
+#define INT_KERNELS(P, T, U)         \
+    KERNEL(P##_sum, T, U, IOP_SUM)   \
+    KERNEL(P##_prod, T, U, IOP_PROD) \
+    KERNEL(P##_max, T, U, IOP_MAX)   \
+    KERNEL(P##_min, T, U, IOP_MIN)   \
+    KERNEL(P##_band, T, U, IOP_BAND) \
+    KERNEL(P##_bor, T, U, IOP_BOR)   \
     KERNEL(P##_bxor, T, U, IOP_BXOR)
-#define FLT_KERNELS(P, T)                                                                \
-    KERNEL(P##_sum, T, T, FOP_SUM)                                                       \
-    KERNEL(P##_prod, T, T, FOP_PROD)                                                     \
-    KERNEL(P##_max, T, T, FOP_MAX)                                                       \
+#define FLT_KERNELS(P, T)            \
+    KERNEL(P##_sum, T, T, FOP_SUM)   \
+    KERNEL(P##_prod, T, T, FOP_PROD) \
+    KERNEL(P##_max, T, T, FOP_MAX)   \
     KERNEL(P##_min, T, T, FOP_MIN)
 
 INT_KERNELS(i8, int8_t, uint8_t)
@@ -116,13 +116,21 @@ typedef void (*kern3_fn)(void *restrict, const void *restrict, const void *restr
 
 /* [dtype][op]; AVG uses SUM; the bitwise ops exist for integers only. Half
  * types use the float32 kernels on chunks. */
-#define ROW2(P) {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2, P##_sum_2}
-#define ROW2R(P) {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r, P##_sum_2r}
-#define ROW3(P) {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3, P##_sum_3}
-#define IROW2(P) {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2, P##_sum_2, P##_band_2, P##_bor_2, P##_bxor_2}
-#define IROW2R(P) \
-    {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r, P##_sum_2r, P##_band_2r, P##_bor_2r, P##_bxor_2r}
-#define IROW3(P) {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3, P##_sum_3, P##_band_3, P##_bor_3, P##_bxor_3}
+#define ROW2(P) \
+    { P##_sum_2, P##_prod_2, P##_max_2, P##_min_2, P##_sum_2 }
+#define ROW2R(P) \
+    { P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r, P##_sum_2r }
+#define ROW3(P) \
+    { P##_sum_3, P##_prod_3, P##_max_3, P##_min_3, P##_sum_3 }
+#define IROW2(P) \
+    { P##_sum_2, P##_prod_2, P##_max_2, P##_min_2, P##_sum_2, P##_band_2, P##_bor_2, P##_bxor_2 }
+#define IROW2R(P)                                                                             \
+    {                                                                                         \
+        P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r, P##_sum_2r, P##_band_2r, P##_bor_2r, \
+            P##_bxor_2r                                                                       \
+    }
+#define IROW3(P) \
+    { P##_sum_3, P##_prod_3, P##_max_3, P##_min_3, P##_sum_3, P##_band_3, P##_bor_3, P##_bxor_3 }
 static const kern2_fn kern2[DDPC_DTYPE_COUNT][DDPC_OP_COUNT] = {
     [DDPC_INT8] = IROW2(i8),     [DDPC_UINT8] = IROW2(u8),   [DDPC_INT16] = IROW2(i16),
     [DDPC_UINT16] = IROW2(u16),  [DDPC_INT32] = IROW2(i32),  [DDPC_UINT32] = IROW2(u32),
@@ -144,7 +152,8 @@ static const kern3_fn kern3[DDPC_DTYPE_COUNT][DDPC_OP_COUNT] = {
 
 /* A known dtype and op, and an op the dtype has (no bitwise op on floats). */
 static int valid(ddpc_dtype t, ddpc_op op) {
-    return (int)t >= 0 && t < DDPC_DTYPE_COUNT && (int)op >= 0 && op < DDPC_OP_COUNT && kern2[t][op];
+    return (int)t >= 0 && t < DDPC_DTYPE_COUNT && (int)op >= 0 && op < DDPC_OP_COUNT &&
+           kern2[t][op];
 }
 static int is_half(ddpc_dtype t) { return t == DDPC_FLOAT16 || t == DDPC_BFLOAT16; }
 
@@ -224,9 +233,9 @@ __attribute__((target("avx,f16c"))) static void f2h_f16c(uint16_t *restrict d,
                                                          const float *restrict s, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(d + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm_storeu_si128(
+            (__m128i *)(d + i),
+            _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     if (i < n) f2h_portable(d + i, s + i, n - i);
 }
 #endif
@@ -248,7 +257,8 @@ static int simd_bits(void) {
         __builtin_cpu_init();
         /* F16C from CPUID itself: clang 14's __builtin_cpu_supports does not know "f16c" */
         unsigned a, b, c = 0, d;
-        s = simd_allowed && __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        s = simd_allowed && __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) &&
+            (c & bit_F16C);
         if (s && __builtin_cpu_supports("avx2")) s |= 2;
 #else
         s = 0;
@@ -280,12 +290,16 @@ static void f2h(uint16_t *restrict d, const float *restrict s, size_t n) {
 }
 
 static void half_to_f32(float *restrict d, const void *restrict s, size_t n, ddpc_dtype t) {
-    if (t == DDPC_FLOAT16) h2f(d, s, n);
-    else b2f(d, s, n);
+    if (t == DDPC_FLOAT16)
+        h2f(d, s, n);
+    else
+        b2f(d, s, n);
 }
 static void f32_to_half(void *restrict d, const float *restrict s, size_t n, ddpc_dtype t) {
-    if (t == DDPC_FLOAT16) f2h(d, s, n);
-    else f2b(d, s, n);
+    if (t == DDPC_FLOAT16)
+        f2h(d, s, n);
+    else
+        f2b(d, s, n);
 }
 
 /* ------------------------------------------------------------- public API */
@@ -299,9 +313,12 @@ static void f32_to_half(void *restrict d, const float *restrict s, size_t n, ddp
  * before it is stored. Returns the number of elements done (a multiple of
  * 8); the caller does the tail. */
 #define HALF_AVX __attribute__((target("avx2,f16c"), always_inline)) static inline
-HALF_AVX __m256 ld_h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+HALF_AVX __m256 ld_h(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
 HALF_AVX void st_h(uint16_t *p, __m256 v) {
-    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128((__m128i *)p,
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 HALF_AVX __m256 ld_b(const uint16_t *p) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
@@ -310,7 +327,8 @@ HALF_AVX __m256 ld_b(const uint16_t *p) {
 HALF_AVX void st_b(uint16_t *p, __m256 v) {
     __m256i x = _mm256_castps_si256(v);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
     __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
     __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
                                      _mm256_set1_epi32(0x7f800000));
@@ -327,24 +345,25 @@ HALF_AVX __m256 vmin(__m256 x, __m256 y) {
     __m256 r = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, y, _CMP_LT_OQ));
     return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
-#define FUSED(LD, ST, EXPR)                                                              \
-    for (i = 0; i + 8 <= n; i += 8) {                                                    \
-        __m256 x = LD(a + i), y = LD(b + i);                                             \
-        ST(d + i, EXPR);                                                                 \
+#define FUSED(LD, ST, EXPR)                  \
+    for (i = 0; i + 8 <= n; i += 8) {        \
+        __m256 x = LD(a + i), y = LD(b + i); \
+        ST(d + i, EXPR);                     \
     }
-#define FUSED_OPS(LD, ST)                                                                \
-    switch (op) {                                                                        \
-    case DDPC_PROD: FUSED(LD, ST, _mm256_mul_ps(x, y)); break;                           \
-    case DDPC_MAX: FUSED(LD, ST, vmax(x, y)); break;                                     \
-    case DDPC_MIN: FUSED(LD, ST, vmin(x, y)); break;                                     \
-    default: FUSED(LD, ST, _mm256_add_ps(x, y)); break;                                  \
+#define FUSED_OPS(LD, ST)                                      \
+    switch (op) {                                              \
+    case DDPC_PROD: FUSED(LD, ST, _mm256_mul_ps(x, y)); break; \
+    case DDPC_MAX: FUSED(LD, ST, vmax(x, y)); break;           \
+    case DDPC_MIN: FUSED(LD, ST, vmin(x, y)); break;           \
+    default: FUSED(LD, ST, _mm256_add_ps(x, y)); break;        \
     }
-__attribute__((target("avx2,f16c"))) static size_t half_fused(uint16_t *d, const uint16_t *a,
-                                                              const uint16_t *b, size_t n,
-                                                              ddpc_dtype t, ddpc_op op) {
+__attribute__((target("avx2,f16c"))) static size_t
+half_fused(uint16_t *d, const uint16_t *a, const uint16_t *b, size_t n, ddpc_dtype t, ddpc_op op) {
     size_t i = 0;
-    if (t == DDPC_FLOAT16) FUSED_OPS(ld_h, st_h)
-    else FUSED_OPS(ld_b, st_b)
+    if (t == DDPC_FLOAT16)
+        FUSED_OPS(ld_h, st_h)
+    else
+        FUSED_OPS(ld_b, st_b)
     return i;
 }
 #endif
@@ -397,7 +416,7 @@ void ddpc__reduce_inplace(void *dst, const void *src, size_t count, ddpc_dtype t
 }
 
 void ddpc__reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
-                  ddpc_op op) {
+                   ddpc_op op) {
     if (!valid(t, op) || count == 0) return;
     if (is_half(t)) {
         half_reduce(dst, a, b, count, t, op);
@@ -405,15 +424,18 @@ void ddpc__reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_d
     }
     /* An aliased destination becomes a two-operand form (the restrict
      * kernels need distinct operands); operand order is kept. */
-    if (dst == a) ddpc__reduce_inplace(dst, b, count, t, op);
-    else if (dst == b) kern2r[t][op](dst, a, count);
-    else kern3[t][op](dst, a, b, count);
+    if (dst == a)
+        ddpc__reduce_inplace(dst, b, count, t, op);
+    else if (dst == b)
+        kern2r[t][op](dst, a, count);
+    else
+        kern3[t][op](dst, a, b, count);
 }
 
-#define AVG_INT(T, W)                                                                    \
-    do {                                                                                 \
-        T *p = buf;                                                                      \
-        for (size_t i = 0; i < count; i++) p[i] = (T)((W)p[i] / (W)nranks);              \
+#define AVG_INT(T, W)                                                       \
+    do {                                                                    \
+        T *p = buf;                                                         \
+        for (size_t i = 0; i < count; i++) p[i] = (T)((W)p[i] / (W)nranks); \
     } while (0)
 
 /* AVG of floating types multiplies by 1/nranks, as NCCL's average does: a
@@ -455,10 +477,10 @@ void ddpc__reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int 
     }
 }
 
-#define TO_F32(T)                                                                        \
-    do {                                                                                 \
-        const T *s = src;                                                                \
-        for (size_t i = 0; i < count; i++) dst[i] = (float)s[i];                         \
+#define TO_F32(T)                                                \
+    do {                                                         \
+        const T *s = src;                                        \
+        for (size_t i = 0; i < count; i++) dst[i] = (float)s[i]; \
     } while (0)
 
 void ddpc__to_float32(float *dst, const void *src, size_t count, ddpc_dtype t) {
@@ -484,13 +506,16 @@ void ddpc__to_float32(float *dst, const void *src, size_t count, ddpc_dtype t) {
 
 /* NaN -> 0, saturate to [LO, HI], truncate. The bounds are compared in
  * double, where every bound used here is exact or rounds outward safely. */
-#define FROM_F32(T, LO, HI)                                                              \
-    do {                                                                                 \
-        T *d = dst;                                                                      \
-        for (size_t i = 0; i < count; i++) {                                             \
-            double v = src[i];                                                           \
-            d[i] = v != v ? (T)0 : v <= (double)(LO) ? (T)(LO) : v >= (double)(HI) ? (T)(HI) : (T)v; \
-        }                                                                                \
+#define FROM_F32(T, LO, HI)                      \
+    do {                                         \
+        T *d = dst;                              \
+        for (size_t i = 0; i < count; i++) {     \
+            double v = src[i];                   \
+            d[i] = v != v              ? (T)0    \
+                   : v <= (double)(LO) ? (T)(LO) \
+                   : v >= (double)(HI) ? (T)(HI) \
+                                       : (T)v;   \
+        }                                        \
     } while (0)
 
 void ddpc__from_float32(void *dst, const float *src, size_t count, ddpc_dtype t) {

@@ -31,8 +31,7 @@ void ddpc__reduce_inplace(void *dst, const void *src, size_t count, ddpc_dtype t
 
 /* dst[i] = a[i] op b[i]; AVG acts as SUM. dst may be a or b (or neither, and
  * then must not overlap them). */
-void ddpc__reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t,
-                  ddpc_op op);
+void ddpc__reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_dtype t, ddpc_op op);
 
 /* AVG: buf[i] /= nranks (integers truncate toward zero, like torch; float32
  * and float64 multiply by 1/nranks, as NCCL does, within one ulp of the

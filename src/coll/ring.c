@@ -31,8 +31,8 @@ ddpc_status ddpc__ring_plan(ddpc_exec *e, ddpc_ring *rg, int n, int nsteps, size
     memset(rg, 0, sizeof *rg);
     size_t ns = (size_t)nsteps;
     /* pointers first, then sizes, then ints: each part stays aligned */
-    char *mem = malloc(3 * ns * sizeof(char *) + 2 * (size_t)n * sizeof(size_t) +
-                       2 * ns * sizeof(int) + 1);
+    char *mem =
+        malloc(3 * ns * sizeof(char *) + 2 * (size_t)n * sizeof(size_t) + 2 * ns * sizeof(int) + 1);
     if (!mem) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the ring plan");
     const char **ptr = (const char **)mem;
     size_t *boff = (size_t *)(ptr + 3 * ns), *bcnt = boff + n;
@@ -113,8 +113,8 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
             chunk_of(rg, rg->rblk[s], nr % m, ce, &off, &cnt);
             if (s < rg->nred && comb) {
                 ring_combine *k = &cctx[nr % DDPC_WINDOW];
-                *k = (ring_combine){rg->rdst[s], rg->rloc[s], rg->t, rg->op,
-                                    rg->finish && s == rg->nred - 1 ? n : 0};
+                *k = (ring_combine){ rg->rdst[s], rg->rloc[s], rg->t, rg->op,
+                                     rg->finish && s == rg->nred - 1 ? n : 0 };
                 ddpc__post_recv_combine(e, &rreq[nr % DDPC_WINDOW], prev, rg->rdst[s] + off * es,
                                         cnt * es, combine_arrived, k, es);
             } else {
@@ -142,10 +142,10 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
                 chunk_of(rg, rg->rblk[s], nrd % m, ce, &off, &cnt);
                 if (rg->direct)
                     ddpc__reduce_inplace(rg->rdst[s] + off * es, rg->rloc[s] + off * es, cnt, rg->t,
-                                        rg->op);
+                                         rg->op);
                 else
                     ddpc__reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
-                                 slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
+                                  slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
                 if (rg->finish && s == rg->nred - 1)
                     ddpc__reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, n);
             }

@@ -36,7 +36,7 @@
 #include "comm/comm.h"
 #include "ddpc/store.h"
 
-#define HELLO_MAGIC 0x48504444u /* "DDPH" */
+#define HELLO_MAGIC   0x48504444u /* "DDPH" */
 #define HELLO_VERSION 1u
 
 typedef struct hello {
@@ -85,9 +85,10 @@ static void choose_spin(ddpc_comm *c) {
     c->poll_budget = c->busy_polls;
     if (c->spin_s >= 0) return;
     c->spin_s = local <= cpus ? 1e-3 : 50e-6;
-    DDPC_INFO(INIT, "rank %d: %ld ranks on this host, %ld CPUs: waits poll %d times, then spin "
-              "%g us before sleeping (DDPC_SPIN_US)", c->rank, local, cpus, c->busy_polls,
-              c->spin_s * 1e6);
+    DDPC_INFO(INIT,
+              "rank %d: %ld ranks on this host, %ld CPUs: waits poll %d times, then spin "
+              "%g us before sleeping (DDPC_SPIN_US)",
+              c->rank, local, cpus, c->busy_polls, c->spin_s * 1e6);
 }
 
 /* ------------------------------------------------------------ 2. listen */
@@ -101,7 +102,8 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_IF_BASE_PORT, &base_port));
     if (c->size == 1) return DDPC_OK;
     ddpc_status s = tcp->listen(c->ip, (int)base_port, lis, port);
-    if (s != DDPC_OK) return ddpc__err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
+    if (s != DDPC_OK)
+        return ddpc__err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
     return DDPC_OK;
 }
 
@@ -119,7 +121,7 @@ static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     ddpc_status s = ddpc_store_compare_set(st, key, NULL, 0, val, strlen(val), &actual, &alen);
     if (s == DDPC_OK && (alen != strlen(val) || memcmp(actual, val, alen) != 0))
         s = ddpc__err(DDPC_ERR_ENV, "RANK=%d is already taken by another process (%.*s)", c->rank,
-                     (int)alen, (char *)actual);
+                      (int)alen, (char *)actual);
     free(actual);
     return s;
 }
@@ -134,9 +136,11 @@ static ddpc_status never_arrived(ddpc_comm *c, const char **miss, int nmiss, ddp
         if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
     }
     if (nmiss > 32) snprintf(list + used, sizeof list - used, " and %d more", nmiss - 32);
-    if (s != DDPC_OK) snprintf(why, sizeof why, " (then the store went away: %s)", ddpc_last_error());
-    return ddpc__err(DDPC_ERR_TIMEOUT, "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
-                    c->rank, list, c->size, c->connect_timeout, why);
+    if (s != DDPC_OK)
+        snprintf(why, sizeof why, " (then the store went away: %s)", ddpc_last_error());
+    return ddpc__err(DDPC_ERR_TIMEOUT,
+                     "rank %d: ranks %s of %d never arrived within DDPC_CONNECT_TIMEOUT=%g s%s",
+                     c->rank, list, c->size, c->connect_timeout, why);
 }
 
 /* Waits until every key[0, size) exists, in short rounds, so that the ranks
@@ -159,7 +163,8 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
         if (s == DDPC_OK) nmiss = k;
         if (s != DDPC_OK || nmiss == 0 || ddpc__expired(deadline)) break;
         double left = deadline - ddpc__now();
-        ddpc_status w = ddpc_store_wait(st, miss, nmiss, left < 0.25 ? (left > 0.001 ? left : 0.001) : 0.25);
+        ddpc_status w =
+            ddpc_store_wait(st, miss, nmiss, left < 0.25 ? (left > 0.001 ? left : 0.001) : 0.25);
         if (w != DDPC_OK && w != DDPC_ERR_TIMEOUT) s = w;
     }
     if (nmiss > 0) {
@@ -188,8 +193,8 @@ static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
                    &pe->shm_bytes) != 6)
             s = ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
         else if (psize != c->size)
-            s = ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
-                         psize, c->rank, c->size);
+            s = ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d",
+                          r, psize, c->rank, c->size);
     }
     return s;
 }
@@ -233,8 +238,9 @@ static ddpc_status connect_lower(ddpc_comm *c, uint64_t uid, double deadline) {
         ddpc_peer *pe = &c->peers[r];
         ddpc_status s = tcp->connect(pe->ip, pe->port, deadline, &pe->conn);
         if (s != DDPC_OK)
-            return ddpc__err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip, pe->port);
-        hello h = {HELLO_MAGIC, HELLO_VERSION, uid, c->rank, c->size};
+            return ddpc__err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip,
+                                  pe->port);
+        hello h = { HELLO_MAGIC, HELLO_VERSION, uid, c->rank, c->size };
         s = tcp->send_full(pe->conn, &h, sizeof h, deadline, c->abort_fd);
         if (s != DDPC_OK) return ddpc__err_wrap(s, "rank %d: greeting rank %d", c->rank, r);
     }
@@ -252,8 +258,8 @@ static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
             if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
         }
     return ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
-                    "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank, miss,
-                    c->connect_timeout);
+                     "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
+                     miss, c->connect_timeout);
 }
 
 /* Accepts every higher rank on lis, each known by its hello. */
@@ -266,9 +272,10 @@ static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, uint64_t uid,
         s = tcp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
         if (s == DDPC_OK && (h.magic != HELLO_MAGIC || h.version != HELLO_VERSION || h.uid != uid ||
                              h.rank <= c->rank || h.rank >= c->size || c->peers[h.rank].conn))
-            s = ddpc__err(DDPC_ERR_PROTOCOL,
-                         "rank %d: unexpected hello (magic 0x%x version %u rank %d) on the data port",
-                         c->rank, h.magic, h.version, h.rank);
+            s = ddpc__err(
+                DDPC_ERR_PROTOCOL,
+                "rank %d: unexpected hello (magic 0x%x version %u rank %d) on the data port",
+                c->rank, h.magic, h.version, h.rank);
         if (s != DDPC_OK) {
             tcp->close(conn);
             return s;
@@ -300,13 +307,16 @@ static int shm_pair(const ddpc_comm *c, int p) {
     if (p == c->rank || strcmp(pe->host, c->peers[c->rank].host) != 0) return 0;
     if (!c->shm || !pe->shm) {
         if (c->shm)
-            DDPC_WARN(SHM, "rank %d: rank %d on this host has DDPC_SHM=0 (this rank: 1); using TCP to it",
-                      c->rank, p);
+            DDPC_WARN(
+                SHM, "rank %d: rank %d on this host has DDPC_SHM=0 (this rank: 1); using TCP to it",
+                c->rank, p);
         return 0;
     }
     if (pe->shm_bytes != c->shm_bytes) {
-        DDPC_WARN(SHM, "rank %d: rank %d on this host has DDPC_SHM_BYTES=%ld, this rank %ld; using TCP "
-                  "to it (set the same value on every rank)", c->rank, p, pe->shm_bytes, c->shm_bytes);
+        DDPC_WARN(SHM,
+                  "rank %d: rank %d on this host has DDPC_SHM_BYTES=%ld, this rank %ld; using TCP "
+                  "to it (set the same value on every rank)",
+                  c->rank, p, pe->shm_bytes, c->shm_bytes);
         return 0;
     }
     return 1;
@@ -336,7 +346,8 @@ static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
             char who[32];
             snprintf(who, sizeof who, "rank %d", p);
             if (round == 0) {
-                s = ddpc__shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &pend[p]);
+                s = ddpc__shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd,
+                                    &pend[p]);
             } else if (round == 1) {
                 s = ddpc__shm_join(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &sc);
             } else {
@@ -365,7 +376,7 @@ out:
  * "rank 0: shm to ranks 1-3; tcp to ranks 4,5". */
 static void log_transports(const ddpc_comm *c) {
     if (!ddpc__log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->size < 2) return;
-    static const ddpc_transport *const tps[2] = {&ddpc__transport_shm, &ddpc__transport_tcp};
+    static const ddpc_transport *const tps[2] = { &ddpc__transport_shm, &ddpc__transport_tcp };
     int *ranks = malloc(sizeof *ranks * (size_t)c->size);
     if (!ranks) return;
     char line[1024];
@@ -421,7 +432,8 @@ static ddpc_status store_connect(ddpc_comm *c, const char *host, int port, doubl
                                  ddpc_store **root) {
     double left = deadline - ddpc__now();
     ddpc_status s = ddpc_store_create_tcp(host, port, left > 0.001 ? left : 0.001, root);
-    for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc__expired(deadline); k++) {
+    for (int k = 0; s == DDPC_ERR_PEER_LOST && !c->srv && k < 100 && !ddpc__expired(deadline);
+         k++) {
         ddpc__sleep(0.02);
         left = deadline - ddpc__now();
         s = ddpc_store_create_tcp(host, port, left > 0.001 ? left : 0.001, root);
@@ -441,9 +453,10 @@ ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const
             goto out;
         }
         if (s != DDPC_OK) {
-            s = ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
-                         "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s", c->rank,
-                         who, c->connect_timeout, ddpc_last_error());
+            s = ddpc__err(
+                s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                "rank %d: cannot reach the store at %s within DDPC_CONNECT_TIMEOUT=%g s: %s",
+                c->rank, who, c->connect_timeout, ddpc_last_error());
             goto out;
         }
         DDPC_CHECK_GOTO(ddpc_store_prefixed(root, c->prefix, &st), s, out);
@@ -452,9 +465,11 @@ ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const
         /* a store that vanished under a rank that does not host it: most
          * likely rank 0's previous communicator's, about to be replaced by
          * the next one on the same port. Reconnect while time remains. */
-        if (s == DDPC_OK || !store_gone || c->srv || attempt >= 20 || ddpc__expired(deadline)) goto out;
+        if (s == DDPC_OK || !store_gone || c->srv || attempt >= 20 || ddpc__expired(deadline))
+            goto out;
         if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", ddpc_last_error());
-        DDPC_INFO(INIT, "rank %d: lost the store during bootstrap (%s); reconnecting", c->rank, ddpc_last_error());
+        DDPC_INFO(INIT, "rank %d: lost the store during bootstrap (%s); reconnecting", c->rank,
+                  ddpc_last_error());
         ddpc_store_destroy(st);
         ddpc_store_destroy(root);
         st = root = NULL;

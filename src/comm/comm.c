@@ -65,13 +65,19 @@ static ddpc_status read_settings(ddpc_comm *c) {
     const char *copy_src, *copy = ddpc__env(DDPC_ENV_SHM_COPY, &copy_src);
     c->shm_copy = ddpc__shm_copy_policy(copy);
     if (c->shm_copy < 0)
-        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src, copy);
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src,
+                         copy);
     const char *src, *algo = ddpc__env(DDPC_ENV_ALGO, &src);
-    if (!algo || !strcmp(algo, "auto")) c->algo = DDPC_ALGO_AUTO;
-    else if (!strcmp(algo, "ring")) c->algo = DDPC_ALGO_RING;
-    else if (!strcmp(algo, "rhd")) c->algo = DDPC_ALGO_RHD;
-    else if (!strcmp(algo, "tree")) c->algo = DDPC_ALGO_TREE;
-    else return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, ring, rhd, tree", src, algo);
+    if (!algo || !strcmp(algo, "auto"))
+        c->algo = DDPC_ALGO_AUTO;
+    else if (!strcmp(algo, "ring"))
+        c->algo = DDPC_ALGO_RING;
+    else if (!strcmp(algo, "rhd"))
+        c->algo = DDPC_ALGO_RHD;
+    else if (!strcmp(algo, "tree"))
+        c->algo = DDPC_ALGO_TREE;
+    else
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, ring, rhd, tree", src, algo);
     return DDPC_OK;
 }
 
@@ -147,7 +153,8 @@ static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, 
     if (!host_store || c->rank != 0) return DDPC_OK;
     ddpc_store_server *server = NULL;
     if (ddpc_store_server_create(host, port, &server) != DDPC_OK)
-        return ddpc__err(DDPC_ERR_ENV, "%s: rank 0 cannot host the store there: %s", who, ddpc_last_error());
+        return ddpc__err(DDPC_ERR_ENV, "%s: rank 0 cannot host the store there: %s", who,
+                         ddpc_last_error());
     c->srv = srv_wrap(server);
     if (!c->srv) {
         ddpc_store_server_destroy(server);
@@ -157,7 +164,8 @@ static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, 
 }
 
 ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
-                              ddpc_srv_ref *srv, const char *prefix, const char *who, ddpc_comm **out) {
+                              ddpc_srv_ref *srv, const char *prefix, const char *who,
+                              ddpc_comm **out) {
     *out = NULL;
     ddpc_comm *c = comm_alloc(rank, size);
     if (!c) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
@@ -169,7 +177,8 @@ ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, in
     ddpc__log_set_rank(rank);
     ddpc__env_log_effective(DDPC_SUB_ENV);
     DDPC_CHECK_GOTO(share_store(c, srv, host_store, host, port, who), s, fail);
-    DDPC_CHECK_GOTO(ddpc__choose_ip(host, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s, fail);
+    DDPC_CHECK_GOTO(ddpc__choose_ip(host, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s,
+                    fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_addr(c, host, port, who), s, fail);
     *out = c;
     return DDPC_OK;
@@ -193,7 +202,8 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
     ddpc__log_set_rank(rank);
     ddpc__env_log_effective(DDPC_SUB_ENV);
     const char *route = ddpc__env(DDPC_ENV_MASTER_ADDR, NULL); /* its default: 127.0.0.1 */
-    DDPC_CHECK_GOTO(ddpc__choose_ip(route, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s, fail);
+    DDPC_CHECK_GOTO(ddpc__choose_ip(route, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s,
+                    fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_store(c, st), s, fail);
     *out = c;
     return DDPC_OK;
@@ -204,35 +214,37 @@ fail:
 /* ------------------------------------------------------------ creation */
 
 ddpc_comm_options ddpc_comm_options_default(void) {
-    ddpc_comm_options o = {.connect_timeout_s = -1, .exec_timeout_s = -1, .progress_thread = -1};
+    ddpc_comm_options o = { .connect_timeout_s = -1, .exec_timeout_s = -1, .progress_thread = -1 };
     return o;
 }
 
 /* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
 static ddpc_status job_rank(long *rank, long *size, int *fallback) {
     static const ddpc_env_id sets[3][2] = {
-        {DDPC_ENV_RANK, DDPC_ENV_WORLD_SIZE},
-        {DDPC_ENV_OMPI_RANK, DDPC_ENV_OMPI_SIZE},
-        {DDPC_ENV_SLURM_PROCID, DDPC_ENV_SLURM_NTASKS},
+        { DDPC_ENV_RANK, DDPC_ENV_WORLD_SIZE },
+        { DDPC_ENV_OMPI_RANK, DDPC_ENV_OMPI_SIZE },
+        { DDPC_ENV_SLURM_PROCID, DDPC_ENV_SLURM_NTASKS },
     };
     for (int i = 0; i < 3; i++) {
         const char *rname = ddpc__env_name(sets[i][0]), *sname = ddpc__env_name(sets[i][1]);
         if (!ddpc__env_isset(sets[i][0])) continue;
         if (!ddpc__env_isset(sets[i][1]))
             return ddpc__err(DDPC_ERR_ENV, "%s is not set (%s=%s is)", sname, rname,
-                            ddpc__env(sets[i][0], NULL));
+                             ddpc__env(sets[i][0], NULL));
         DDPC_CHECK(ddpc__env_long(sets[i][1], size));
         DDPC_CHECK(ddpc__env_long(sets[i][0], rank));
         if (*rank >= *size)
-            return ddpc__err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", rname, *rank, sname, *size);
+            return ddpc__err(DDPC_ERR_ENV, "%s=%ld is not below %s=%ld", rname, *rank, sname,
+                             *size);
         *fallback = i;
         ddpc__log_set_rank((int)*rank);
         DDPC_INFO(INIT, "rank %ld of %ld (from %s and %s)", *rank, *size, rname, sname);
         return DDPC_OK;
     }
-    return ddpc__err(DDPC_ERR_ENV,
-                    "RANK is not set (nor OMPI_COMM_WORLD_RANK or SLURM_PROCID): start the program "
-                    "with ddpc-run, torchrun, mpirun or srun, or set RANK and WORLD_SIZE");
+    return ddpc__err(
+        DDPC_ERR_ENV,
+        "RANK is not set (nor OMPI_COMM_WORLD_RANK or SLURM_PROCID): start the program "
+        "with ddpc-run, torchrun, mpirun or srun, or set RANK and WORLD_SIZE");
 }
 
 /* torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE, when set, must fit the job. */
@@ -242,11 +254,13 @@ static ddpc_status check_local(long size) {
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE)) {
         DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws));
         if (lws > size)
-            return ddpc__err(DDPC_ERR_ENV, "LOCAL_WORLD_SIZE=%ld is above WORLD_SIZE=%ld", lws, size);
+            return ddpc__err(DDPC_ERR_ENV, "LOCAL_WORLD_SIZE=%ld is above WORLD_SIZE=%ld", lws,
+                             size);
     }
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_RANK, &lr));
     if (lr >= lws)
-        return ddpc__err(DDPC_ERR_ENV, "LOCAL_RANK='%ld' is not below LOCAL_WORLD_SIZE=%ld", lr, lws);
+        return ddpc__err(DDPC_ERR_ENV, "LOCAL_RANK='%ld' is not below LOCAL_WORLD_SIZE=%ld", lr,
+                         lws);
     return DDPC_OK;
 }
 
@@ -270,7 +284,8 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
     if (agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"))) {
         DDPC_CHECK(ddpc__env_long(DDPC_ENV_RESTART_COUNT, &restart));
         snprintf(prefix, sizeof prefix, "ddpc/attempt_%ld/comm%d/", restart, k);
-        DDPC_INFO(INIT, "store: %s (the launcher's agent store), keys under ddpc/attempt_%ld/", who, restart);
+        DDPC_INFO(INIT, "store: %s (the launcher's agent store), keys under ddpc/attempt_%ld/", who,
+                  restart);
         return ddpc__comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
     }
     snprintf(prefix, sizeof prefix, "ddpc/comm%d/", k);
@@ -281,7 +296,8 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
 /* Splits "tcp://host:port" or "tcp://[v6]:port". */
 static ddpc_status parse_url(const char *url, char *host, size_t hlen, int *port) {
     if (!url || strncmp(url, "tcp://", 6) != 0)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' does not start with tcp://", url ? url : "(null)");
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "URL '%s' does not start with tcp://",
+                         url ? url : "(null)");
     const char *h = url + 6, *colon;
     size_t n;
     if (*h == '[') {
@@ -344,21 +360,24 @@ static struct uid_server {
 } uid_servers[16];
 
 ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                 const ddpc_comm_options *opt) {
+                                   const ddpc_comm_options *opt) {
     if (!out || !st)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_store: out and st must be non-NULL");
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_comm_create_store: out and st must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     return ddpc__comm_create_store(rank, size, st, "", opt, out);
 }
 
 ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
-    _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal), "unique id too big");
+    _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal),
+                   "unique id too big");
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
     memset(out, 0, sizeof *out);
     char ip[64], ifname[64];
     const char *master = ddpc__env(DDPC_ENV_MASTER_ADDR, NULL);
-    DDPC_CHECK(ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
+    DDPC_CHECK(
+        ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
     ddpc_store_server *srv = NULL;
     DDPC_CHECK(ddpc_store_server_create(ip, 0, &srv));
     uid_body b;
@@ -367,7 +386,8 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     b.port = ddpc_store_server_port(srv);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    b.nonce = ddpc__fnv1a(ip, strlen(ip)) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+    b.nonce = ddpc__fnv1a(ip, strlen(ip)) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^
+              ((uint64_t)ts.tv_sec << 20);
     snprintf(b.host, sizeof b.host, "%s", ip);
     pthread_mutex_lock(&uid_mu);
     int slot = -1;
@@ -376,19 +396,22 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
             slot = i;
             break;
         }
-    if (slot >= 0) uid_servers[slot] = (struct uid_server){b.nonce, srv};
+    if (slot >= 0) uid_servers[slot] = (struct uid_server){ b.nonce, srv };
     pthread_mutex_unlock(&uid_mu);
     if (slot < 0) {
         ddpc_store_server_destroy(srv);
-        return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "ddpc_get_unique_id: 16 ids are already waiting for ddpc_comm_create_rank");
+        return ddpc__err(
+            DDPC_ERR_INVALID_ARG,
+            "ddpc_get_unique_id: 16 ids are already waiting for ddpc_comm_create_rank");
     }
     memcpy(out->internal, &b, sizeof b);
     return DDPC_OK;
 }
 
 ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank) {
-    if (!out || !id) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_rank: out and id must be non-NULL");
+    if (!out || !id)
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_comm_create_rank: out and id must be non-NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
     uid_body b;
@@ -433,8 +456,8 @@ ddpc_status ddpc_comm_abort(ddpc_comm *c) {
         if (c->peers[p].conn) c->peers[p].tp->shutdown(c->peers[p].conn);
     pthread_mutex_lock(&c->err_mu);
     if (!c->last_err[0])
-        snprintf(c->last_err, sizeof c->last_err, "rank %d: the communicator was aborted (ddpc_comm_abort)",
-                 c->rank);
+        snprintf(c->last_err, sizeof c->last_err,
+                 "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
     pthread_mutex_unlock(&c->err_mu);
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
@@ -458,7 +481,8 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
         for (int p = 0; p < c->size; p++) {
             ddpc_peer *pe = &c->peers[p];
             if (pe->conn && pe->tp->send_full(pe->conn, &bye, sizeof bye, deadline, -1) != DDPC_OK)
-                DDPC_INFO(INIT, "rank %d: goodbye to rank %d not sent: %s", c->rank, p, ddpc_last_error());
+                DDPC_INFO(INIT, "rank %d: goodbye to rank %d not sent: %s", c->rank, p,
+                          ddpc_last_error());
         }
     }
     comm_free(c);

@@ -28,7 +28,7 @@
 #include "ddpc/store.h"
 #include "transport/transport.h"
 
-#define DDPC_MSG_MAGIC 0x4d504444u /* "DDPM" little-endian */
+#define DDPC_MSG_MAGIC  0x4d504444u /* "DDPM" little-endian */
 #define DDPC_BUSY_POLLS 256 /* most tries a wait makes before yielding: microseconds over shm */
 
 /* What an operation is; the first field of every fingerprint. */
@@ -60,10 +60,10 @@ enum {
 typedef struct ddpc_hdr {
     uint32_t magic;
     uint8_t kind, dtype, op, flags;
-    int32_t root;   /* root of rooted collectives, else -1 */
+    int32_t root; /* root of rooted collectives, else -1 */
     uint32_t rsvd;
-    uint64_t seq;   /* collective sequence number, or per-pair p2p number */
-    uint64_t count; /* elements, as the caller passed them */
+    uint64_t seq;    /* collective sequence number, or per-pair p2p number */
+    uint64_t count;  /* elements, as the caller passed them */
     uint64_t nbytes; /* payload bytes that follow this header */
 } ddpc_hdr;
 
@@ -83,8 +83,8 @@ typedef struct ddpc_args {
     size_t count;
     ddpc_dtype dtype;
     ddpc_op op;
-    int root; /* root, or peer for send/recv; -1 when none */
-    size_t *vec; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (size
+    int root;        /* root, or peer for send/recv; -1 when none */
+    size_t *vec;     /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (size
                   * entries each) in one block owned by the operation; else NULL */
     ddpc_run_fn run; /* executes it (a send or receive that waits in the queue
                       * is run by the queue's own batching instead) */
@@ -93,28 +93,28 @@ typedef struct ddpc_args {
 /* One posted send or receive of a message to or from one peer. Lives in the
  * algorithm's frame (or scratch) until done; queued FIFO per peer. */
 typedef struct ddpc_req {
-    ddpc_xfer x;    /* iov[0] = hdr, iov[1] = payload */
-    ddpc_hdr hdr;   /* send: the header sent; recv: the header received */
-    ddpc_hdr want;  /* recv: the header expected */
+    ddpc_xfer x;   /* iov[0] = hdr, iov[1] = payload */
+    ddpc_hdr hdr;  /* send: the header sent; recv: the header received */
+    ddpc_hdr want; /* recv: the header expected */
     int peer;
     int is_send;
     int done;
-    int checked;    /* recv: header compared with want */
+    int checked; /* recv: header compared with want */
     struct ddpc_req *next;
 } ddpc_req;
 
 typedef struct ddpc_peer {
-    ddpc_conn *conn;              /* owned; NULL for this rank itself */
+    ddpc_conn *conn; /* owned; NULL for this rank itself */
     const ddpc_transport *tp;
-    ddpc_req *sq, *sq_tail;       /* posted sends, in order */
-    ddpc_req *rq, *rq_tail;       /* posted receives, in order */
-    int rx_future;  /* the next message waiting is for a later operation */
-    int bye;        /* the peer said goodbye (destroyed cleanly) */
-    char host[128]; /* host id the peer published */
+    ddpc_req *sq, *sq_tail; /* posted sends, in order */
+    ddpc_req *rq, *rq_tail; /* posted receives, in order */
+    int rx_future;          /* the next message waiting is for a later operation */
+    int bye;                /* the peer said goodbye (destroyed cleanly) */
+    char host[128];         /* host id the peer published */
     char ip[64];
     int port;
-    int shm;          /* the peer's DDPC_SHM, as published */
-    long shm_bytes;   /* the peer's DDPC_SHM_BYTES */
+    int shm;        /* the peer's DDPC_SHM, as published */
+    long shm_bytes; /* the peer's DDPC_SHM_BYTES */
 } ddpc_peer;
 
 struct ddpc_work;
@@ -143,17 +143,17 @@ struct ddpc_comm {
     /* store: where this communicator's keys live */
     char store_host[256];
     int store_port;
-    char prefix[320];       /* key namespace, ends with '/' */
-    ddpc_srv_ref *srv;      /* the store this rank hosts (shared with splits), or NULL */
-    ddpc_store *ext_store;  /* the caller's store (ddpc_comm_create_store), borrowed, or NULL */
-    uint64_t nsplit;        /* splits done so far (namespaces children) */
+    char prefix[320];      /* key namespace, ends with '/' */
+    ddpc_srv_ref *srv;     /* the store this rank hosts (shared with splits), or NULL */
+    ddpc_store *ext_store; /* the caller's store (ddpc_comm_create_store), borrowed, or NULL */
+    uint64_t nsplit;       /* splits done so far (namespaces children) */
 
     /* state */
-    uint64_t seq;           /* collectives executed */
+    uint64_t seq;                   /* collectives executed */
     uint64_t *p2p_sent, *p2p_recvd; /* [size] point-to-point counters */
-    int abort_fd;           /* eventfd: readable once aborted */
-    int aborted;            /* atomic */
-    ddpc_status failed;     /* sticky: once a transfer fails the comm is dead */
+    int abort_fd;                   /* eventfd: readable once aborted */
+    int aborted;                    /* atomic */
+    ddpc_status failed;             /* sticky: once a transfer fails the comm is dead */
 
     /* scratch memory for the executing thread */
     void *scratch;
@@ -163,10 +163,10 @@ struct ddpc_comm {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct ddpc_work *qhead, *qtail;
-    int busy;               /* an operation is running (inline or queued) */
+    int busy; /* an operation is running (inline or queued) */
     int stop;
     int thread_started;
-    int no_thread;          /* ddpc_comm_options.progress_thread == 0: waiters run the queue */
+    int no_thread; /* ddpc_comm_options.progress_thread == 0: waiters run the queue */
     pthread_t thread;
 
     /* last error, for ddpc_comm_last_error */
@@ -250,7 +250,8 @@ void ddpc__queue_stop(ddpc_comm *c);
  * given, which is then shared). who names the variables the address came
  * from, for error texts. */
 ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
-                              ddpc_srv_ref *srv, const char *prefix, const char *who, ddpc_comm **out);
+                              ddpc_srv_ref *srv, const char *prefix, const char *who,
+                              ddpc_comm **out);
 /* Creates a communicator that meets its peers through st, the caller's
  * store (borrowed; kept in ext_store for splits), under prefix. opt (may be
  * NULL) overrides the environment's timeouts. The address to listen on

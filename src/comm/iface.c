@@ -45,8 +45,10 @@ int ddpc__ifname_match(const char *spec, const char *name) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > 0) {
-            if (exact) hit = strlen(name) == len && strncmp(name, p, len) == 0;
-            else hit = strncmp(name, p, len) == 0;
+            if (exact)
+                hit = strlen(name) == len && strncmp(name, p, len) == 0;
+            else
+                hit = strncmp(name, p, len) == 0;
         }
         p = end ? end + 1 : p + len;
     }
@@ -63,11 +65,13 @@ static void list_ifaces(struct ifaddrs *ifs, char *buf, size_t len) {
     buf[0] = '\0';
     size_t used = 0;
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+        if (!i->ifa_addr ||
+            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
             continue;
         int seen = 0;
         for (struct ifaddrs *j = ifs; j != i; j = j->ifa_next)
-            if (j->ifa_addr && (j->ifa_addr->sa_family == AF_INET || j->ifa_addr->sa_family == AF_INET6) &&
+            if (j->ifa_addr &&
+                (j->ifa_addr->sa_family == AF_INET || j->ifa_addr->sa_family == AF_INET6) &&
                 strcmp(j->ifa_name, i->ifa_name) == 0)
                 seen = 1;
         if (seen) continue;
@@ -80,7 +84,8 @@ static void list_ifaces(struct ifaddrs *ifs, char *buf, size_t len) {
 /* Finds the interface that has address ip; ifname "" when none. */
 static int iface_of(struct ifaddrs *ifs, const char *ip, char *ifname, size_t iflen) {
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+        if (!i->ifa_addr ||
+            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
             continue;
         char a[INET6_ADDRSTRLEN];
         ddpc__sock_addr_str(i->ifa_addr, a, sizeof a, NULL);
@@ -97,8 +102,10 @@ static int iface_of(struct ifaddrs *ifs, const char *ip, char *ifname, size_t if
 static int canon_ip(const char *s, char *out, size_t len) {
     struct in_addr a4;
     struct in6_addr a6;
-    if (inet_pton(AF_INET, s, &a4) == 1) return inet_ntop(AF_INET, &a4, out, (socklen_t)len) != NULL;
-    if (inet_pton(AF_INET6, s, &a6) == 1) return inet_ntop(AF_INET6, &a6, out, (socklen_t)len) != NULL;
+    if (inet_pton(AF_INET, s, &a4) == 1)
+        return inet_ntop(AF_INET, &a4, out, (socklen_t)len) != NULL;
+    if (inet_pton(AF_INET6, s, &a6) == 1)
+        return inet_ntop(AF_INET6, &a6, out, (socklen_t)len) != NULL;
     return 0;
 }
 
@@ -112,15 +119,16 @@ static ddpc_status by_ip(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifna
         char names[512];
         list_ifaces(ifs, names, sizeof names);
         return ddpc__err(DDPC_ERR_NOT_FOUND,
-                        "%s=%s is not an address of any interface on this host (interfaces: %s)",
-                        src, v, names);
+                         "%s=%s is not an address of any interface on this host (interfaces: %s)",
+                         src, v, names);
     }
     snprintf(ip, iplen, "%s", canon);
     DDPC_INFO(NET, "listening on %s (interface %s, from %s)", ip, ifname, src);
     return DDPC_OK;
 }
 
-static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifname, size_t iflen) {
+static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifname,
+                           size_t iflen) {
     const char *src;
     const char *spec = ddpc__env(DDPC_ENV_SOCKET_IFNAME, &src);
     if (!*spec || strcmp(spec, "^") == 0 || strcmp(spec, "=") == 0 || strcmp(spec, "^=") == 0)
@@ -142,8 +150,8 @@ static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *if
     char names[512];
     list_ifaces(ifs, names, sizeof names);
     return ddpc__err(DDPC_ERR_NOT_FOUND,
-                    "%s=%s matches no interface that is up with an address (interfaces: %s)", src,
-                    spec, names);
+                     "%s=%s matches no interface that is up with an address (interfaces: %s)", src,
+                     spec, names);
 }
 
 static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip, size_t iplen,
@@ -154,8 +162,9 @@ static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip
     hints.ai_socktype = SOCK_DGRAM;
     int rc = getaddrinfo(peer_host, "9", &hints, &res);
     if (rc != 0)
-        return ddpc__err(DDPC_ERR_NOT_FOUND, "cannot resolve '%s' to find the interface towards it: %s",
-                        peer_host, gai_strerror(rc));
+        return ddpc__err(DDPC_ERR_NOT_FOUND,
+                         "cannot resolve '%s' to find the interface towards it: %s", peer_host,
+                         gai_strerror(rc));
     ddpc_status s = DDPC_ERR_NOT_FOUND;
     int last = 0;
     for (struct addrinfo *ai = res; ai && s != DDPC_OK; ai = ai->ai_next) {
@@ -173,8 +182,9 @@ static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip
     }
     freeaddrinfo(res);
     if (s != DDPC_OK)
-        return ddpc__err_errno(DDPC_ERR_NOT_FOUND, last, "no route to '%s' (set DDPC_IF_IP or DDPC_SOCKET_IFNAME)",
-                              peer_host);
+        return ddpc__err_errno(DDPC_ERR_NOT_FOUND, last,
+                               "no route to '%s' (set DDPC_IF_IP or DDPC_SOCKET_IFNAME)",
+                               peer_host);
     iface_of(ifs, ip, ifname, iflen);
     DDPC_INFO(NET, "listening on %s (interface %s, the route to %s)", ip, ifname[0] ? ifname : "?",
               peer_host);
@@ -186,9 +196,12 @@ ddpc_status ddpc__choose_ip(const char *peer_host, char *ip, size_t iplen, char 
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) != 0) return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "getifaddrs");
     ddpc_status s;
-    if (ddpc__env_isset(DDPC_ENV_IF_IP)) s = by_ip(ifs, ip, iplen, ifname, iflen);
-    else if (ddpc__env_isset(DDPC_ENV_SOCKET_IFNAME)) s = by_name(ifs, ip, iplen, ifname, iflen);
-    else s = by_route(ifs, peer_host, ip, iplen, ifname, iflen);
+    if (ddpc__env_isset(DDPC_ENV_IF_IP))
+        s = by_ip(ifs, ip, iplen, ifname, iflen);
+    else if (ddpc__env_isset(DDPC_ENV_SOCKET_IFNAME))
+        s = by_name(ifs, ip, iplen, ifname, iflen);
+    else
+        s = by_route(ifs, peer_host, ip, iplen, ifname, iflen);
     freeifaddrs(ifs);
     return s;
 }

@@ -33,12 +33,17 @@
 #include "comm/comm.h"
 
 static const char *const kind_names[DDPC_K_COUNT] = {
-    [DDPC_K_ALLREDUCE] = "allreduce", [DDPC_K_BROADCAST] = "broadcast",
-    [DDPC_K_REDUCE] = "reduce",       [DDPC_K_ALLGATHER] = "allgather",
-    [DDPC_K_REDUCE_SCATTER] = "reduce_scatter", [DDPC_K_GATHER] = "gather",
-    [DDPC_K_SCATTER] = "scatter",     [DDPC_K_ALLTOALL] = "alltoall",
+    [DDPC_K_ALLREDUCE] = "allreduce",
+    [DDPC_K_BROADCAST] = "broadcast",
+    [DDPC_K_REDUCE] = "reduce",
+    [DDPC_K_ALLGATHER] = "allgather",
+    [DDPC_K_REDUCE_SCATTER] = "reduce_scatter",
+    [DDPC_K_GATHER] = "gather",
+    [DDPC_K_SCATTER] = "scatter",
+    [DDPC_K_ALLTOALL] = "alltoall",
     [DDPC_K_ALLTOALLV] = "alltoallv",
-    [DDPC_K_BARRIER] = "barrier",     [DDPC_K_SEND] = "send/recv",
+    [DDPC_K_BARRIER] = "barrier",
+    [DDPC_K_SEND] = "send/recv",
     [DDPC_K_RECV] = "send/recv",
 };
 
@@ -49,9 +54,7 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     unsigned long long n = (unsigned long long)h->count;
     switch (h->kind) {
     case DDPC_K_ALLREDUCE:
-    case DDPC_K_REDUCE_SCATTER:
-        snprintf(buf, len, "%s(count=%llu, %s, %s)", k, n, t, o);
-        break;
+    case DDPC_K_REDUCE_SCATTER: snprintf(buf, len, "%s(count=%llu, %s, %s)", k, n, t, o); break;
     case DDPC_K_REDUCE:
         snprintf(buf, len, "%s(count=%llu, %s, %s, root=%d)", k, n, t, o, (int)h->root);
         break;
@@ -60,12 +63,8 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     case DDPC_K_SCATTER:
         snprintf(buf, len, "%s(count=%llu, %s, root=%d)", k, n, t, (int)h->root);
         break;
-    case DDPC_K_BARRIER:
-        snprintf(buf, len, "barrier()");
-        break;
-    default:
-        snprintf(buf, len, "%s(count=%llu, %s)", k, n, t);
-        break;
+    case DDPC_K_BARRIER: snprintf(buf, len, "barrier()"); break;
+    default: snprintf(buf, len, "%s(count=%llu, %s)", k, n, t); break;
     }
 }
 
@@ -80,8 +79,10 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     va_end(ap);
     ddpc__describe(&e->fp, desc, sizeof desc);
     const char *hint = "set DDPC_DEBUG=INFO for more detail";
-    if (s == DDPC_ERR_TIMEOUT) hint = "raise DDPC_TIMEOUT if the peers are only slow; DDPC_DEBUG=INFO for more";
-    else if (s == DDPC_ERR_MISMATCH) hint = "set DDPC_DEBUG=TRACE to log every collective on every rank";
+    if (s == DDPC_ERR_TIMEOUT)
+        hint = "raise DDPC_TIMEOUT if the peers are only slow; DDPC_DEBUG=INFO for more";
+    else if (s == DDPC_ERR_MISMATCH)
+        hint = "set DDPC_DEBUG=TRACE to log every collective on every rank";
     snprintf(full, sizeof full, "rank %d: %s #%" PRIu64 " failed: %s (%s)", c->rank, desc,
              e->fp.seq, what, hint);
     if (c->failed == DDPC_OK) c->failed = s;
@@ -108,9 +109,8 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
             at_boundary = 1;
             for (int i = 0; i < x->niov && at_boundary; i++) {
                 size_t len = x->iov[i].iov_len;
-                if (off < len &&
-                    pe->tp->send_full(pe->conn, (char *)x->iov[i].iov_base + off, len - off, note_by,
-                                      c->abort_fd) != DDPC_OK)
+                if (off < len && pe->tp->send_full(pe->conn, (char *)x->iov[i].iov_base + off,
+                                                   len - off, note_by, c->abort_fd) != DDPC_OK)
                     at_boundary = 0;
                 off = off > len ? off - len : 0;
             }
@@ -138,8 +138,10 @@ void *ddpc__scratch(ddpc_comm *c, size_t nbytes) {
 
 static void enqueue(ddpc_req **head, ddpc_req **tail, ddpc_req *r) {
     r->next = NULL;
-    if (*tail) (*tail)->next = r;
-    else *head = r;
+    if (*tail)
+        (*tail)->next = r;
+    else
+        *head = r;
     *tail = r;
 }
 
@@ -207,7 +209,8 @@ static ddpc_status peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h) {
     if (st == DDPC_ERR_PEER_LOST && who >= 0 && who < e->c->size) {
         e->lost = who;
         return ddpc__fail(e, DDPC_ERR_PEER_LOST,
-                          "lost rank %d (rank %d saw it go and gave up; it exited, crashed, was killed or aborted)",
+                          "lost rank %d (rank %d saw it go and gave up; it exited, crashed, was "
+                          "killed or aborted)",
                           who, peer);
     }
     if (st == DDPC_ERR_MISMATCH) {
@@ -215,19 +218,22 @@ static ddpc_status peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h) {
         ddpc__describe(h, theirs, sizeof theirs);
         e->culprit = same_call(h, &e->fp) ? who : peer;
         if (h->seq != e->fp.seq) /* a failure in an operation this rank is not in */
-            return ddpc__fail(e, DDPC_ERR_MISMATCH,
-                              "rank %d found a collective mismatch in its operation #%llu (%s) and gave up",
-                              peer, (unsigned long long)h->seq, theirs);
+            return ddpc__fail(
+                e, DDPC_ERR_MISMATCH,
+                "rank %d found a collective mismatch in its operation #%llu (%s) and gave up", peer,
+                (unsigned long long)h->seq, theirs);
         if (!same_call(h, &e->fp))
-            return ddpc__fail(e, DDPC_ERR_MISMATCH,
-                              "collective mismatch: this rank (%d) called %s as operation #%llu but rank %d "
-                              "called %s as operation #%llu",
-                              e->c->rank, mine, (unsigned long long)e->fp.seq, peer, theirs,
-                              (unsigned long long)h->seq);
-        return ddpc__fail(e, DDPC_ERR_MISMATCH,
-                          "collective mismatch: rank %d's call differs from rank %d's and this rank's "
-                          "(%d) %s as operation #%llu",
-                          who, peer, e->c->rank, mine, (unsigned long long)e->fp.seq);
+            return ddpc__fail(
+                e, DDPC_ERR_MISMATCH,
+                "collective mismatch: this rank (%d) called %s as operation #%llu but rank %d "
+                "called %s as operation #%llu",
+                e->c->rank, mine, (unsigned long long)e->fp.seq, peer, theirs,
+                (unsigned long long)h->seq);
+        return ddpc__fail(
+            e, DDPC_ERR_MISMATCH,
+            "collective mismatch: rank %d's call differs from rank %d's and this rank's "
+            "(%d) %s as operation #%llu",
+            who, peer, e->c->rank, mine, (unsigned long long)e->fp.seq);
     }
     if (st == DDPC_ERR_ABORTED)
         return ddpc__fail(e, DDPC_ERR_PEER_LOST, "lost rank %d: it aborted its communicator", peer);
@@ -246,10 +252,11 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
     if (h->flags == DDPC_F_FAIL) return peer_failed(e, r->peer, h);
     if (h->flags == DDPC_F_BYE) {
         ddpc__describe(w, mine, sizeof mine);
-        return ddpc__fail(e, DDPC_ERR_MISMATCH,
-                          "rank %d destroyed its communicator while this rank (%d) waits in %s #%" PRIu64
-                          ": the ranks issued different numbers of operations",
-                          r->peer, e->c->rank, mine, w->seq);
+        return ddpc__fail(
+            e, DDPC_ERR_MISMATCH,
+            "rank %d destroyed its communicator while this rank (%d) waits in %s #%" PRIu64
+            ": the ranks issued different numbers of operations",
+            r->peer, e->c->rank, mine, w->seq);
     }
     if (!same_call(h, w) || h->flags != w->flags) {
         e->culprit = r->peer;
@@ -262,10 +269,11 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
     }
     if (h->nbytes != w->nbytes && w->kind == DDPC_K_ALLTOALLV) {
         e->culprit = r->peer;
-        return ddpc__fail(e, DDPC_ERR_MISMATCH,
-                          "alltoallv: rank %d sends this rank (%d) %llu bytes, but this rank's receive count "
-                          "from it is %llu bytes",
-                          r->peer, e->c->rank, (unsigned long long)h->nbytes, (unsigned long long)w->nbytes);
+        return ddpc__fail(
+            e, DDPC_ERR_MISMATCH,
+            "alltoallv: rank %d sends this rank (%d) %llu bytes, but this rank's receive count "
+            "from it is %llu bytes",
+            r->peer, e->c->rank, (unsigned long long)h->nbytes, (unsigned long long)w->nbytes);
     }
     if (h->nbytes != w->nbytes)
         return ddpc__fail(e, DDPC_ERR_PROTOCOL,
@@ -284,7 +292,7 @@ static void closed_peers(ddpc_comm *c, int skip, char *buf, size_t len) {
         if (p == skip || !pe->conn || pe->bye) continue;
         int fd = pe->tp->poll_fd(pe->conn);
         if (fd < 0) continue;
-        struct pollfd pf = {fd, POLLIN, 0};
+        struct pollfd pf = { fd, POLLIN, 0 };
         if (poll(&pf, 1, 0) != 1) continue;
         char tmp[sizeof(ddpc_hdr)];
         size_t got;
@@ -317,8 +325,9 @@ static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) 
     snprintf(why, sizeof why, "%s", ddpc_last_error());
     closed_peers(e->c, peer, more, sizeof more);
     if (s == DDPC_ERR_PEER_LOST)
-        return ddpc__fail(e, s, "lost rank %d while %s it (%s; it exited, crashed, was killed or aborted)%s",
-                          peer, dir, why, more);
+        return ddpc__fail(
+            e, s, "lost rank %d while %s it (%s; it exited, crashed, was killed or aborted)%s",
+            peer, dir, why, more);
     return ddpc__fail(e, s, "%s rank %d: %s%s", dir, peer, why, more);
 }
 
@@ -371,8 +380,9 @@ static ddpc_status timed_out(ddpc_exec *e) {
         if (n < 0 || (size_t)n >= sizeof who - used) break;
         used += (size_t)n;
     }
-    return ddpc__fail(e, DDPC_ERR_TIMEOUT, "timed out after %g s (DDPC_TIMEOUT) waiting for rank %s",
-                      c->exec_timeout, who[0] ? who : "?");
+    return ddpc__fail(e, DDPC_ERR_TIMEOUT,
+                      "timed out after %g s (DDPC_TIMEOUT) waiting for rank %s", c->exec_timeout,
+                      who[0] ? who : "?");
 }
 
 /* Looks at an idle connection that poll() reported: lost, goodbye, or data
@@ -388,11 +398,13 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
         ddpc__err(DDPC_ERR_PEER_LOST, "connection closed");
         return lost(e, p, DDPC_ERR_PEER_LOST, "watching");
     }
-    if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE) pe->bye = 1;
+    if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE)
+        pe->bye = 1;
     else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL &&
              !(e->fp.kind != DDPC_K_SEND && h.kind != DDPC_K_SEND && h.seq > e->fp.seq))
         return peer_failed(e, p, &h);
-    else if (got > 0) pe->rx_future = 1; /* data, or a failure in a later operation: for later */
+    else if (got > 0)
+        pe->rx_future = 1; /* data, or a failure in a later operation: for later */
     /* got == 0 without EOF: nothing after all (a transport's late doorbell) */
     return DDPC_OK;
 }
@@ -430,7 +442,8 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
             DDPC_CHECK(drive(e, moved));
             if (*moved) return DDPC_OK;
             if (is_aborted(c))
-                return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
+                return ddpc__fail(e, DDPC_ERR_ABORTED,
+                                  "the communicator was aborted (ddpc_comm_abort)");
         } while (ddpc__now() < until);
     }
     return DDPC_OK;
@@ -477,7 +490,7 @@ static void pollset_free(pollset *ps) {
  * transport with arm (shm) is told first, and may already be ready. */
 static void pollset_fill(ddpc_comm *c, pollset *ps) {
     int n = 0;
-    ps->pf[n] = (struct pollfd){c->abort_fd, POLLIN, 0};
+    ps->pf[n] = (struct pollfd){ c->abort_fd, POLLIN, 0 };
     ps->ready[n] = 0;
     ps->pidx[n++] = -1;
     for (int p = 0; p < c->size; p++) {
@@ -498,7 +511,7 @@ static void pollset_fill(ddpc_comm *c, pollset *ps) {
             }
             ev = POLLIN; /* the doorbell; the socket is always writable */
         }
-        ps->pf[n] = (struct pollfd){fd, ev, 0};
+        ps->pf[n] = (struct pollfd){ fd, ev, 0 };
         ps->pidx[n++] = p;
     }
     ps->n = n;
@@ -531,7 +544,8 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
     if (ms == 0) return timed_out(e);
     if (e->nap > 0 && (ms < 0 || ms > (int)(e->nap * 1000) + 1)) ms = (int)(e->nap * 1000) + 1;
     pollset ps;
-    if (pollset_init(c, &ps) != DDPC_OK) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for poll");
+    if (pollset_init(c, &ps) != DDPC_OK)
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for poll");
     pollset_fill(c, &ps);
     int poll_errno = 0;
     int k = pollset_wait(c, &ps, ms, &poll_errno);
@@ -546,8 +560,10 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
         if (!ps.pf[i].revents || pe->rq || pe->sq) continue;
         DDPC_CHECK_GOTO(inspect_idle(e, p), s, out);
     }
-    if (is_aborted(c)) s = ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
-    else if (k == 0 && ddpc__expired(e->deadline)) s = timed_out(e);
+    if (is_aborted(c))
+        s = ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
+    else if (k == 0 && ddpc__expired(e->deadline))
+        s = timed_out(e);
 out:
     pollset_free(&ps);
     return s;

@@ -25,7 +25,7 @@ struct ddpc_work {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
-    int started;    /* taken off the queue (under c->mu) */
+    int started; /* taken off the queue (under c->mu) */
     ddpc_status st;
     double timeout; /* the comm's exec timeout, for wait(-1) */
     double spin_s;  /* the comm's spin before a wait sleeps */
@@ -47,7 +47,8 @@ static int is_rooted(ddpc_kind k) {
  * Fails when c was aborted or failed earlier. */
 static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
-        return ddpc__err(DDPC_ERR_ABORTED, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
+        return ddpc__err(DDPC_ERR_ABORTED,
+                         "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
     if (c->failed != DDPC_OK) {
         char msg[1024];
         pthread_mutex_lock(&c->err_mu);
@@ -133,9 +134,10 @@ static int any_source(ddpc_comm *c, const ddpc_args *a) {
         ddpc_hdr h;
         size_t got = 0;
         int eof = 0;
-        if (pe->rq || !pe->conn || pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) != DDPC_OK) continue;
-        if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.kind == DDPC_K_SEND && h.flags == DDPC_F_DATA &&
-            h.seq == c->p2p_recvd[p])
+        if (pe->rq || !pe->conn || pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) != DDPC_OK)
+            continue;
+        if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.kind == DDPC_K_SEND &&
+            h.flags == DDPC_F_DATA && h.seq == c->p2p_recvd[p])
             return p;
     }
     return -1;
@@ -206,7 +208,8 @@ static void batch_post(ddpc_comm *c, p2p_batch *bt) {
         if (it->done || it->posted) continue;
         ddpc_args *a = &it->w->a;
         if (a->kind == DDPC_K_RECV && hold_recv) continue;
-        if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE && (a->root = any_source(c, a)) < 0) {
+        if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE &&
+            (a->root = any_source(c, a)) < 0) {
             hold_recv = 1;
             continue;
         }
@@ -244,7 +247,7 @@ static void batch_progress(p2p_batch *bt) {
  * Per pair, messages still match in the order issued. c->mu is held on
  * entry and on return; the head is a send or receive; nothing executes. */
 static void run_p2p(ddpc_comm *c) {
-    p2p_batch bt = {0};
+    p2p_batch bt = { 0 };
     c->busy = 1;
     for (;;) {
         size_t first_new = bt.n;
@@ -333,7 +336,8 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
     struct ddpc_work *w = NULL;
     pthread_mutex_lock(&c->mu);
     if (c->stop) {
-        s = ddpc__err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", c->rank);
+        s = ddpc__err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed",
+                      c->rank);
         goto refuse;
     }
     if (!wout && !c->busy && !c->qhead) return run_now(c, a);
@@ -351,8 +355,10 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
         }
         c->thread_started = 1;
     }
-    if (c->qtail) c->qtail->next = w;
-    else c->qhead = w;
+    if (c->qtail)
+        c->qtail->next = w;
+    else
+        c->qhead = w;
     c->qtail = w;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -390,8 +396,10 @@ ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
     /* bounded as the operation is */
     if (timeout_s < 0 || isinf(timeout_s) || (w->no_thread && timeout_s > 0)) run_inline(w);
     if (!wait_done(w, timeout_s))
-        return ddpc__err(DDPC_ERR_TIMEOUT, "the operation did not complete within %g s (still running; "
-                        "wait again or raise the timeout)", timeout_s < 0 ? w->timeout : timeout_s);
+        return ddpc__err(DDPC_ERR_TIMEOUT,
+                         "the operation did not complete within %g s (still running; "
+                         "wait again or raise the timeout)",
+                         timeout_s < 0 ? w->timeout : timeout_s);
     if (w->st != DDPC_OK) return ddpc__err(w->st, "%s", w->err);
     return DDPC_OK;
 }
@@ -405,7 +413,8 @@ int ddpc_work_source(ddpc_work *w) {
 }
 
 ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
-    if (!w || !done) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_work_test: work and done must be non-NULL");
+    if (!w || !done)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_work_test: work and done must be non-NULL");
     pthread_mutex_lock(&w->mu);
     *done = w->done;
     pthread_mutex_unlock(&w->mu);
@@ -417,7 +426,7 @@ ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
 void ddpc_work_destroy(ddpc_work *w) {
     if (!w) return;
     if (w->no_thread) run_inline(w); /* nobody else may run it */
-    wait_done(w, INFINITY); /* the operation itself is bounded by DDPC_TIMEOUT */
+    wait_done(w, INFINITY);          /* the operation itself is bounded by DDPC_TIMEOUT */
     work_release(w);
 }
 
@@ -427,9 +436,12 @@ void ddpc__queue_stop(ddpc_comm *c) {
     pthread_cond_broadcast(&c->cv);
     if (c->no_thread) { /* what is still queued runs here, after what runs elsewhere */
         for (;;) {
-            if (c->busy) pthread_cond_wait(&c->cv, &c->mu);
-            else if (c->qhead) run_head(c);
-            else break;
+            if (c->busy)
+                pthread_cond_wait(&c->cv, &c->mu);
+            else if (c->qhead)
+                run_head(c);
+            else
+                break;
         }
     }
     pthread_mutex_unlock(&c->mu);

@@ -43,7 +43,7 @@ static ddpc_status exchange_all(ddpc_exec *e) {
  * nothing (a barrier), on c as one blocking operation. */
 static ddpc_status split_exchange(ddpc_comm *c, ddpc_kind kind, const int32_t *mine, int32_t *all,
                                   size_t count) {
-    ddpc_args a = {kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all};
+    ddpc_args a = { kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all };
     return ddpc__submit(c, &a, NULL);
 }
 
@@ -60,7 +60,7 @@ static int member_cmp(const void *a, const void *b) {
 /* This rank's place in its colour's communicator: *newrank of *n (colour
  * < 0: none, *n = 0), from everyone's (colour, key) (one operation on c). */
 static ddpc_status split_place(ddpc_comm *c, int color, int key, int *newrank, int *n) {
-    int32_t mine[2] = {color < 0 ? -1 : color, key};
+    int32_t mine[2] = { color < 0 ? -1 : color, key };
     int32_t *all = malloc(sizeof(int32_t) * 2 * (size_t)c->size);
     member *m = malloc(sizeof *m * (size_t)c->size);
     ddpc_status s = DDPC_OK;
@@ -72,7 +72,8 @@ static ddpc_status split_place(ddpc_comm *c, int color, int key, int *newrank, i
     }
     DDPC_CHECK_GOTO(split_exchange(c, DDPC_K_ALLGATHER, mine, all, 2), s, out);
     for (int r = 0; r < c->size; r++)
-        if (color >= 0 && all[2 * r] == mine[0]) m[(*n)++] = (member){all[2 * r], all[2 * r + 1], r};
+        if (color >= 0 && all[2 * r] == mine[0])
+            m[(*n)++] = (member){ all[2 * r], all[2 * r + 1], r };
     qsort(m, (size_t)*n, sizeof *m, member_cmp);
     for (int i = 0; i < *n; i++)
         if (m[i].rank == c->rank) *newrank = i;
@@ -90,14 +91,17 @@ static ddpc_status create_child(ddpc_comm *c, int color, int newrank, int n, uin
     snprintf(prefix, sizeof prefix, "%.200ssplit%" PRIu64 "/c%d/", c->prefix, nsplit, color);
     snprintf(who, sizeof who, "the store %s:%d", c->store_host, c->store_port);
     if (c->ext_store) {
-        ddpc_comm_options opt = {c->connect_timeout, c->exec_timeout, !c->no_thread};
+        ddpc_comm_options opt = { c->connect_timeout, c->exec_timeout, !c->no_thread };
         return ddpc__comm_create_store(newrank, n, c->ext_store, prefix, &opt, child);
     }
-    return ddpc__comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, child);
+    return ddpc__comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who,
+                             child);
 }
 
 ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm **out) {
-    if (!c || !out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_split: communicator and out must be non-NULL");
+    if (!c || !out)
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_comm_split: communicator and out must be non-NULL");
     *out = NULL;
     int newrank, n;
     DDPC_CHECK(split_place(c, color, key, &newrank, &n));

@@ -22,9 +22,11 @@
 /* Bytes per element of an IDX dtype code; 0 for an unknown code. */
 static size_t idx_esize(int code) {
     switch (code) {
-    case DDPC_IDX_UBYTE: case DDPC_IDX_SBYTE: return 1;
+    case DDPC_IDX_UBYTE:
+    case DDPC_IDX_SBYTE: return 1;
     case DDPC_IDX_SHORT: return 2;
-    case DDPC_IDX_INT: case DDPC_IDX_FLOAT: return 4;
+    case DDPC_IDX_INT:
+    case DDPC_IDX_FLOAT: return 4;
     case DDPC_IDX_DOUBLE: return 8;
     default: return 0;
     }
@@ -58,7 +60,7 @@ static ddpc_status rd(reader *r, void *buf, size_t n, size_t *got) {
                 const char *m = gzerror(r->gz, &zerr);
                 if (zerr != Z_OK)
                     return ddpc__err(DDPC_ERR_IO, "%s: truncated gzip stream (%s) after %zu bytes",
-                                    r->path, m, have);
+                                     r->path, m, have);
                 break;
             }
             have += (size_t)k;
@@ -123,7 +125,7 @@ static ddpc_status open_reader(const char *path, reader *r, off_t *raw_size) {
         close(r->fd);
         return ddpc__err(DDPC_ERR_IO, "%s: empty file", path);
     }
-    unsigned char m[2] = {0, 0};
+    unsigned char m[2] = { 0, 0 };
     size_t got = 0;
     ddpc_status s = rd(r, m, 2, &got);
     if (s != DDPC_OK) {
@@ -134,7 +136,7 @@ static ddpc_status open_reader(const char *path, reader *r, off_t *raw_size) {
     if (!is_gz && ends_with(path, ".gz")) {
         close(r->fd);
         return ddpc__err(DDPC_ERR_IO, "%s: not gzip (starts with 0x%02x 0x%02x, want 0x1f 0x8b)",
-                        path, m[0], got > 1 ? m[1] : 0);
+                         path, m[0], got > 1 ? m[1] : 0);
     }
     if (lseek(r->fd, 0, SEEK_SET) != 0) {
         int e = errno;
@@ -155,8 +157,10 @@ static ddpc_status open_reader(const char *path, reader *r, off_t *raw_size) {
 }
 
 static void close_reader(reader *r) {
-    if (r->gz) gzclose(r->gz); /* closes fd too */
-    else if (r->fd >= 0) close(r->fd);
+    if (r->gz)
+        gzclose(r->gz); /* closes fd too */
+    else if (r->fd >= 0)
+        close(r->fd);
 }
 
 /* Reads and checks the header; fills x's dtype, ndim, dims, count and the
@@ -168,21 +172,23 @@ static ddpc_status read_header(reader *r, ddpc_idx *x, size_t *nbytes, size_t *h
     if (got < 4)
         return ddpc__err(DDPC_ERR_IO, "%s: truncated header (%zu of 4 magic bytes)", r->path, got);
     if (h[0] != 0 || h[1] != 0)
-        return ddpc__err(DDPC_ERR_IO,
-                        "%s: bad magic 0x%08x (an IDX file starts with 0x0000, a dtype code, a rank)",
-                        r->path, be32(h));
+        return ddpc__err(
+            DDPC_ERR_IO,
+            "%s: bad magic 0x%08x (an IDX file starts with 0x0000, a dtype code, a rank)", r->path,
+            be32(h));
     size_t esize = idx_esize(h[2]);
     if (esize == 0)
-        return ddpc__err(DDPC_ERR_IO,
-                        "%s: unknown dtype code 0x%02x (want 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)",
-                        r->path, h[2]);
+        return ddpc__err(
+            DDPC_ERR_IO,
+            "%s: unknown dtype code 0x%02x (want 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)", r->path,
+            h[2]);
     int ndim = h[3];
     if (ndim < 1 || ndim > 8)
         return ddpc__err(DDPC_ERR_IO, "%s: rank %d is out of range [1, 8]", r->path, ndim);
     DDPC_CHECK(rd(r, h + 4, 4 * (size_t)ndim, &got));
     if (got < 4 * (size_t)ndim)
         return ddpc__err(DDPC_ERR_IO, "%s: truncated header (%zu of %d dimension bytes)", r->path,
-                        got, 4 * ndim);
+                         got, 4 * ndim);
     size_t count = 1;
     for (int i = 0; i < ndim; i++) {
         uint32_t d = be32(h + 4 + 4 * i);
@@ -215,7 +221,8 @@ static ddpc_status read_data(reader *r, ddpc_idx *x, size_t nbytes) {
         if (have == cap) {
             size_t ncap = cap * 2 < nbytes ? cap * 2 : nbytes;
             void *p = realloc(x->data, ncap);
-            if (!p) return ddpc__err(DDPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", r->path, ncap);
+            if (!p)
+                return ddpc__err(DDPC_ERR_NOMEM, "%s: cannot allocate %zu bytes", r->path, ncap);
             x->data = p;
             cap = ncap;
         }
@@ -225,14 +232,15 @@ static ddpc_status read_data(reader *r, ddpc_idx *x, size_t nbytes) {
         if (got == 0) break;
     }
     if (have < nbytes)
-        return ddpc__err(DDPC_ERR_IO, "%s: truncated data: the header declares %zu bytes, the file has %zu",
-                        r->path, nbytes, have);
+        return ddpc__err(DDPC_ERR_IO,
+                         "%s: truncated data: the header declares %zu bytes, the file has %zu",
+                         r->path, nbytes, have);
     unsigned char extra[64];
     size_t got;
     DDPC_CHECK(rd(r, extra, sizeof extra, &got));
     if (got > 0)
         return ddpc__err(DDPC_ERR_IO, "%s: trailing data after the %zu bytes the header declares",
-                        r->path, nbytes);
+                         r->path, nbytes);
     return DDPC_OK;
 }
 
@@ -256,12 +264,12 @@ ddpc_status ddpc_idx_create(const char *path, ddpc_idx **out) {
         size_t real = (size_t)raw_size - hbytes;
         if (real < nbytes)
             s = ddpc__err(DDPC_ERR_IO,
-                         "%s: truncated data: the header declares %zu bytes, the file has %zu",
-                         path, nbytes, real);
+                          "%s: truncated data: the header declares %zu bytes, the file has %zu",
+                          path, nbytes, real);
         else if (real > nbytes)
             s = ddpc__err(DDPC_ERR_IO,
-                         "%s: trailing data: %zu bytes after the %zu bytes the header declares",
-                         path, real - nbytes, nbytes);
+                          "%s: trailing data: %zu bytes after the %zu bytes the header declares",
+                          path, real - nbytes, nbytes);
     }
     if (s == DDPC_OK) s = read_data(&r, x, nbytes);
     close_reader(&r);

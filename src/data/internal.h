@@ -16,7 +16,7 @@
 typedef struct ddpc__xform {
     float lut[256];
     float mean, std;
-    int avx2;   /* 1: ddpc__xform_rows uses the AVX2 loop */
+    int avx2; /* 1: ddpc__xform_rows uses the AVX2 loop */
 } ddpc__xform;
 
 void ddpc__xform_init(ddpc__xform *t, float mean, float std);

@@ -34,32 +34,32 @@
 #define SPIN_S 100e-6
 
 typedef struct slot {
-    ddpc_batch b;   /* what ddpc_loader_next hands out */
-    float *x;       /* (batch_size, rows*cols) */
-    int32_t *y;     /* (batch_size) */
+    ddpc_batch b; /* what ddpc_loader_next hands out */
+    float *x;     /* (batch_size, rows*cols) */
+    int32_t *y;   /* (batch_size) */
 } slot;
 
 struct ddpc_loader {
-    const ddpc_dataset *ds;   /* borrowed */
-    ddpc_sampler *sampler;    /* borrowed; NULL = identity order */
-    int64_t *identity;        /* (ds->n) 0..n-1 when sampler is NULL */
-    size_t len;               /* samples per epoch */
+    const ddpc_dataset *ds; /* borrowed */
+    ddpc_sampler *sampler;  /* borrowed; NULL = identity order */
+    int64_t *identity;      /* (ds->n) 0..n-1 when sampler is NULL */
+    size_t len;             /* samples per epoch */
     int batch_size, drop_last, prefetch;
-    size_t nb;                /* batches per epoch */
-    ddpc__xform xform;        /* pixel value -> transformed float */
-    int nslots;               /* prefetch + 1 */
-    slot *slots;              /* (nslots) */
-    double timeout_s;         /* DDPC_DATA_TIMEOUT */
+    size_t nb;         /* batches per epoch */
+    ddpc__xform xform; /* pixel value -> transformed float */
+    int nslots;        /* prefetch + 1 */
+    slot *slots;       /* (nslots) */
+    double timeout_s;  /* DDPC_DATA_TIMEOUT */
 
     pthread_mutex_t mu;
     pthread_cond_t ready, space, idle;
     pthread_t thread;
     int have_thread;
     /* under mu: */
-    const int64_t *idx;       /* (len) this epoch's order, borrowed from the sampler */
-    int active;               /* an epoch has been started */
-    size_t produced;          /* batches decoded this epoch */
-    size_t consumed;          /* batches handed out this epoch */
+    const int64_t *idx; /* (len) this epoch's order, borrowed from the sampler */
+    int active;         /* an epoch has been started */
+    size_t produced;    /* batches decoded this epoch */
+    size_t consumed;    /* batches handed out this epoch */
     int busy, cancel, quit;
 };
 
@@ -118,8 +118,10 @@ static void *producer(void *arg) {
                 spin_while(&l->consumed, seen);
                 pthread_mutex_lock(&l->mu);
             }
-            /* still nothing to do: sleep until signalled (timed, so a lost wake-up costs 0.5 s, not a hang) */
-            if (!l->quit && nothing_to_do(l)) ddpc__cond_wait_until(&l->space, &l->mu, ddpc__now() + 0.5, 0.5);
+            /* still nothing to do: sleep until signalled (timed, so a lost
+             * wake-up costs 0.5 s, not a hang) */
+            if (!l->quit && nothing_to_do(l))
+                ddpc__cond_wait_until(&l->space, &l->mu, ddpc__now() + 0.5, 0.5);
             continue;
         }
         size_t b = l->produced;
@@ -148,7 +150,9 @@ static void *producer(void *arg) {
  * table, allocates the slots and, when prefetch > 0, starts the thread.
  */
 ddpc_loader_options ddpc_loader_options_default(void) {
-    ddpc_loader_options o = {.batch_size = 1, .drop_last = 0, .mean = 0.0f, .std = 1.0f, .prefetch = 0};
+    ddpc_loader_options o = {
+        .batch_size = 1, .drop_last = 0, .mean = 0.0f, .std = 1.0f, .prefetch = 0
+    };
     return o;
 }
 
@@ -163,17 +167,20 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     if (!ds || !ds->images || !ds->labels || ds->n < 0 || ds->rows < 1 || ds->cols < 1)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: dataset is NULL or empty");
     if (batch_size < 1)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: batch_size=%d, must be >= 1", batch_size);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: batch_size=%d, must be >= 1",
+                         batch_size);
     if (prefetch < 0 || prefetch > 1024)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: prefetch=%d is out of range [0, 1024]",
-                        prefetch);
-    if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_create: Normalize(mean=%g, std=%g) is invalid",
-                        (double)mean, (double)std);
-    if (sampler && ddpc_sampler_dataset_len(sampler) > (size_t)ds->n)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "ddpc_loader_create: the sampler covers %zu samples but the dataset has %d",
-                        ddpc_sampler_dataset_len(sampler), ds->n);
+                         "ddpc_loader_create: prefetch=%d is out of range [0, 1024]", prefetch);
+    if (!isfinite(mean) || !isfinite(std) || std == 0.0f)
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_loader_create: Normalize(mean=%g, std=%g) is invalid", (double)mean,
+                         (double)std);
+    if (sampler && ddpc_sampler_dataset_len(sampler) > (size_t)ds->n)
+        return ddpc__err(
+            DDPC_ERR_INVALID_ARG,
+            "ddpc_loader_create: the sampler covers %zu samples but the dataset has %d",
+            ddpc_sampler_dataset_len(sampler), ds->n);
     double timeout_s;
     DDPC_CHECK(ddpc__env_double(DDPC_ENV_DATA_TIMEOUT, &timeout_s));
 
@@ -185,7 +192,8 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     l->batch_size = batch_size;
     l->drop_last = drop_last != 0;
     l->prefetch = prefetch;
-    l->nb = l->drop_last ? l->len / (size_t)batch_size : (l->len + (size_t)batch_size - 1) / (size_t)batch_size;
+    l->nb = l->drop_last ? l->len / (size_t)batch_size
+                         : (l->len + (size_t)batch_size - 1) / (size_t)batch_size;
     l->timeout_s = timeout_s;
     ddpc__xform_init(&l->xform, mean, std);
     l->nslots = prefetch + 1;
@@ -198,18 +206,21 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     const size_t d = (size_t)ds->rows * (size_t)ds->cols;
     if (!sampler) {
         l->identity = malloc(((size_t)ds->n + 1) * sizeof *l->identity);
-        if (!l->identity) s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+        if (!l->identity)
+            s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
         else
             for (int i = 0; i < ds->n; i++) l->identity[i] = i;
     }
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
-    if (!l->slots && s == DDPC_OK) s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
+    if (!l->slots && s == DDPC_OK)
+        s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: out of memory");
     for (int i = 0; s == DDPC_OK && i < l->nslots; i++) {
         l->slots[i].x = malloc((size_t)batch_size * d * sizeof(float));
         l->slots[i].y = malloc((size_t)batch_size * sizeof(int32_t));
         if (!l->slots[i].x || !l->slots[i].y)
-            s = ddpc__err(DDPC_ERR_NOMEM, "ddpc_loader_create: cannot allocate %d batches of %d x %zu floats",
-                         l->nslots, batch_size, d);
+            s = ddpc__err(DDPC_ERR_NOMEM,
+                          "ddpc_loader_create: cannot allocate %d batches of %d x %zu floats",
+                          l->nslots, batch_size, d);
         else {
             l->slots[i].b.x = l->slots[i].x;
             l->slots[i].b.y = l->slots[i].y;
@@ -217,8 +228,11 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
     }
     if (s == DDPC_OK && prefetch > 0) {
         int e = pthread_create(&l->thread, NULL, producer, l);
-        if (e != 0) s = ddpc__err_errno(DDPC_ERR_SYSTEM, e, "ddpc_loader_create: cannot start the prefetch thread");
-        else l->have_thread = 1;
+        if (e != 0)
+            s = ddpc__err_errno(DDPC_ERR_SYSTEM, e,
+                                "ddpc_loader_create: cannot start the prefetch thread");
+        else
+            l->have_thread = 1;
     }
     if (s != DDPC_OK) {
         ddpc_loader_destroy(l);
@@ -241,12 +255,15 @@ ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
     l->cancel = 1;
     pthread_cond_broadcast(&l->space);
     double deadline = ddpc__deadline_in(l->timeout_s);
-    while (l->busy && !ddpc__expired(deadline)) ddpc__cond_wait_until(&l->idle, &l->mu, deadline, 0.5);
+    while (l->busy && !ddpc__expired(deadline))
+        ddpc__cond_wait_until(&l->idle, &l->mu, deadline, 0.5);
     if (l->busy) {
         pthread_mutex_unlock(&l->mu);
-        return ddpc__err(DDPC_ERR_TIMEOUT,
-                        "ddpc_loader_start_epoch: the prefetch thread did not finish its batch in %g s "
-                        "(DDPC_DATA_TIMEOUT)", l->timeout_s);
+        return ddpc__err(
+            DDPC_ERR_TIMEOUT,
+            "ddpc_loader_start_epoch: the prefetch thread did not finish its batch in %g s "
+            "(DDPC_DATA_TIMEOUT)",
+            l->timeout_s);
     }
     if (l->sampler) {
         ddpc_sampler_set_epoch(l->sampler, epoch);
@@ -275,7 +292,8 @@ ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
     pthread_mutex_lock(&l->mu);
     if (!l->active) {
         pthread_mutex_unlock(&l->mu);
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_next: call ddpc_loader_start_epoch first");
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_loader_next: call ddpc_loader_start_epoch first");
     }
     if (l->consumed >= l->nb) {
         pthread_mutex_unlock(&l->mu);
@@ -295,12 +313,13 @@ ddpc_status ddpc_loader_next(ddpc_loader *l, const ddpc_batch **b) {
         pthread_mutex_lock(&l->mu);
     }
     double deadline = ddpc__deadline_in(l->timeout_s);
-    while (l->produced <= k && !ddpc__expired(deadline)) ddpc__cond_wait_until(&l->ready, &l->mu, deadline, 0.5);
+    while (l->produced <= k && !ddpc__expired(deadline))
+        ddpc__cond_wait_until(&l->ready, &l->mu, deadline, 0.5);
     if (l->produced <= k) {
         pthread_mutex_unlock(&l->mu);
         return ddpc__err(DDPC_ERR_TIMEOUT,
-                        "ddpc_loader_next: batch %zu was not ready after %g s (DDPC_DATA_TIMEOUT)", k,
-                        l->timeout_s);
+                         "ddpc_loader_next: batch %zu was not ready after %g s (DDPC_DATA_TIMEOUT)",
+                         k, l->timeout_s);
     }
     *b = &l->slots[k % (size_t)l->nslots].b;
     store_count(&l->consumed, k + 1);

@@ -28,7 +28,7 @@ static void find_file(const char *dir, const char *prefix, const char *kind, cha
     snprintf(dotted, sizeof dotted, "%s", kind);
     char *dash = strchr(dotted, '-');
     if (dash) *dash = '.';
-    const char *forms[4][2] = {{kind, ""}, {kind, ".gz"}, {dotted, ""}, {dotted, ".gz"}};
+    const char *forms[4][2] = { { kind, "" }, { kind, ".gz" }, { dotted, "" }, { dotted, ".gz" } };
     for (int i = 0; i < 4; i++) {
         snprintf(buf, len, "%s/%s-%s-ubyte%s", dir, prefix, forms[i][0], forms[i][1]);
         if (access(buf, F_OK) == 0) return;
@@ -46,11 +46,13 @@ ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_d
         return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: NULL argument");
     *out = NULL;
     const char *prefix;
-    if (strcmp(split, "train") == 0) prefix = "train";
-    else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0) prefix = "t10k";
+    if (strcmp(split, "train") == 0)
+        prefix = "train";
+    else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0)
+        prefix = "t10k";
     else
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_dataset_create_mnist: split '%s' is not 'train' or 'test'",
-                        split);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_dataset_create_mnist: split '%s' is not 'train' or 'test'", split);
     char ipath[PATH_MAX], lpath[PATH_MAX];
     find_file(dir, prefix, "images-idx3", ipath, sizeof ipath);
     find_file(dir, prefix, "labels-idx1", lpath, sizeof lpath);
@@ -61,23 +63,25 @@ ddpc_status ddpc_dataset_create_mnist(const char *dir, const char *split, ddpc_d
     if (s == DDPC_OK) s = ddpc_idx_create(lpath, &lb);
     if (s != DDPC_OK) goto done;
     if (im->dtype_code != DDPC_IDX_UBYTE || im->ndim != 3) {
-        s = ddpc__err(DDPC_ERR_IO, "%s: images must be a 3-D ubyte IDX (0x00000803), got dtype 0x%02x rank %d",
-                     ipath, im->dtype_code, im->ndim);
+        s = ddpc__err(DDPC_ERR_IO,
+                      "%s: images must be a 3-D ubyte IDX (0x00000803), got dtype 0x%02x rank %d",
+                      ipath, im->dtype_code, im->ndim);
         goto done;
     }
     if (lb->dtype_code != DDPC_IDX_UBYTE || lb->ndim != 1) {
-        s = ddpc__err(DDPC_ERR_IO, "%s: labels must be a 1-D ubyte IDX (0x00000801), got dtype 0x%02x rank %d",
-                     lpath, lb->dtype_code, lb->ndim);
+        s = ddpc__err(DDPC_ERR_IO,
+                      "%s: labels must be a 1-D ubyte IDX (0x00000801), got dtype 0x%02x rank %d",
+                      lpath, lb->dtype_code, lb->ndim);
         goto done;
     }
     if (im->dims[0] != lb->dims[0]) {
-        s = ddpc__err(DDPC_ERR_IO, "%s has %d images but %s has %d labels", ipath, im->dims[0], lpath,
-                     lb->dims[0]);
+        s = ddpc__err(DDPC_ERR_IO, "%s has %d images but %s has %d labels", ipath, im->dims[0],
+                      lpath, lb->dims[0]);
         goto done;
     }
     if (im->dims[0] == 0 || im->dims[1] == 0 || im->dims[2] == 0) {
         s = ddpc__err(DDPC_ERR_IO, "%s: no samples (dimensions %d x %d x %d)", ipath, im->dims[0],
-                     im->dims[1], im->dims[2]);
+                      im->dims[1], im->dims[2]);
         goto done;
     }
     ds = calloc(1, sizeof *ds);
@@ -113,7 +117,8 @@ void ddpc_dataset_destroy(ddpc_dataset *ds) {
 
 /* Prefetches the rows of the sample `ahead` positions on, so that a
  * shuffled order does not wait on memory at every sample. */
-static inline void prefetch_row(const ddpc_dataset *ds, const int64_t *idx, int i, int n, size_t d) {
+static inline void prefetch_row(const ddpc_dataset *ds, const int64_t *idx, int i, int n,
+                                size_t d) {
     if (i < n) {
         const char *p = (const char *)ds->images + (size_t)idx[i] * d;
         for (size_t c = 0; c < d; c += 64) __builtin_prefetch(p + c);
@@ -130,7 +135,8 @@ __attribute__((target("avx2"), always_inline)) static inline void
 rows_avx2_d(const ddpc__xform *t, const ddpc_dataset *ds, const int64_t *idx, int n, float *dst,
             const size_t d) {
     const size_t d8 = d & ~(size_t)7;
-    const __m256 k255 = _mm256_set1_ps(255.0f), m = _mm256_set1_ps(t->mean), sd = _mm256_set1_ps(t->std);
+    const __m256 k255 = _mm256_set1_ps(255.0f), m = _mm256_set1_ps(t->mean),
+                 sd = _mm256_set1_ps(t->std);
     for (int i = 0; i < n; i++) {
         prefetch_row(ds, idx, i + 2, n, d);
         const uint8_t *src = ds->images + (size_t)idx[i] * d;
@@ -149,8 +155,10 @@ rows_avx2_d(const ddpc__xform *t, const ddpc_dataset *ds, const int64_t *idx, in
 __attribute__((target("avx2"))) static void rows_avx2(const ddpc__xform *t, const ddpc_dataset *ds,
                                                       const int64_t *idx, int n, float *dst) {
     const size_t d = (size_t)ds->rows * (size_t)ds->cols;
-    if (d == 784) rows_avx2_d(t, ds, idx, n, dst, 784);
-    else rows_avx2_d(t, ds, idx, n, dst, d);
+    if (d == 784)
+        rows_avx2_d(t, ds, idx, n, dst, 784);
+    else
+        rows_avx2_d(t, ds, idx, n, dst, d);
 }
 #endif
 
@@ -170,7 +178,7 @@ void ddpc__xform_init(ddpc__xform *t, float mean, float std) {
         int64_t zero = 0;
         float got[256];
         for (int v = 0; v < 256; v++) px[v] = (uint8_t)v;
-        ddpc_dataset probe = {.n = 1, .rows = 16, .cols = 16, .images = px};
+        ddpc_dataset probe = { .n = 1, .rows = 16, .cols = 16, .images = px };
         rows_avx2(t, &probe, &zero, 1, got);
         t->avx2 = memcmp(got, t->lut, sizeof got) == 0;
     }

@@ -20,8 +20,8 @@ enum { MT_N = 624, MT_M = 397 };
 
 typedef struct mt19937 {
     uint32_t state[MT_N];
-    int left;   /* outputs left before the next twist */
-    int next;   /* index of the next output */
+    int left; /* outputs left before the next twist */
+    int next; /* index of the next output */
 } mt19937;
 
 /* at::mt19937(seed): init_genrand with the seed's low 32 bits. */
@@ -81,14 +81,14 @@ void ddpc_randperm(size_t n, uint64_t seed, int64_t *out) {
 /* ----------------------------------------------------------- sampler */
 
 struct ddpc_sampler {
-    size_t len;          /* dataset length */
+    size_t len; /* dataset length */
     int replicas, rank, shuffle, drop_last;
     uint64_t seed, epoch;
-    size_t num_samples;  /* this rank's share */
-    size_t total_size;   /* num_samples * replicas */
-    int64_t *perm;       /* (len) the epoch's order before padding */
-    int64_t *indices;    /* (num_samples) this rank's indices */
-    int valid;           /* indices are those of (seed, epoch) */
+    size_t num_samples; /* this rank's share */
+    size_t total_size;  /* num_samples * replicas */
+    int64_t *perm;      /* (len) the epoch's order before padding */
+    int64_t *indices;   /* (num_samples) this rank's indices */
+    int valid;          /* indices are those of (seed, epoch) */
 };
 
 /*
@@ -97,7 +97,9 @@ struct ddpc_sampler {
  * replicas); else ceil(len / replicas). Memory: (len + num_samples) int64.
  */
 ddpc_sampler_options ddpc_sampler_options_default(void) {
-    ddpc_sampler_options o = {.num_replicas = 1, .rank = 0, .shuffle = 1, .seed = 0, .drop_last = 0};
+    ddpc_sampler_options o = {
+        .num_replicas = 1, .rank = 0, .shuffle = 1, .seed = 0, .drop_last = 0
+    };
     return o;
 }
 
@@ -107,18 +109,20 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *
     *out = NULL;
     ddpc_sampler_options def = ddpc_sampler_options_default();
     if (!o) o = &def;
-    int num_replicas = o->num_replicas, rank = o->rank, shuffle = o->shuffle, drop_last = o->drop_last;
+    int num_replicas = o->num_replicas, rank = o->rank, shuffle = o->shuffle,
+        drop_last = o->drop_last;
     uint64_t seed = o->seed;
     if (num_replicas < 1)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: num_replicas=%d, must be >= 1",
-                        num_replicas);
+                         num_replicas);
     if (rank < 0 || rank >= num_replicas)
-        return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "ddpc_sampler_create: invalid rank %d, rank should be in the interval [0, %d]",
-                        rank, num_replicas - 1);
+        return ddpc__err(
+            DDPC_ERR_INVALID_ARG,
+            "ddpc_sampler_create: invalid rank %d, rank should be in the interval [0, %d]", rank,
+            num_replicas - 1);
     if (dataset_len > ((size_t)1 << 40))
         return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create: dataset_len=%zu is too large",
-                        dataset_len);
+                         dataset_len);
     ddpc_sampler *s = calloc(1, sizeof *s);
     if (!s) return ddpc__err(DDPC_ERR_NOMEM, "ddpc_sampler_create: out of memory");
     size_t R = (size_t)num_replicas;
@@ -128,16 +132,18 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *
     s->shuffle = shuffle != 0;
     s->drop_last = drop_last != 0;
     s->seed = seed;
-    s->num_samples = (drop_last && dataset_len % R != 0) ? dataset_len / R : (dataset_len + R - 1) / R;
+    s->num_samples =
+        (drop_last && dataset_len % R != 0) ? dataset_len / R : (dataset_len + R - 1) / R;
     s->total_size = s->num_samples * R;
     s->perm = malloc((dataset_len ? dataset_len : 1) * sizeof *s->perm);
     s->indices = malloc((s->num_samples ? s->num_samples : 1) * sizeof *s->indices);
     if (!s->perm || !s->indices) {
         ddpc_sampler_destroy(s);
         return ddpc__err(DDPC_ERR_NOMEM, "ddpc_sampler_create: cannot allocate %zu indices",
-                        dataset_len + s->num_samples);
+                         dataset_len + s->num_samples);
     }
-    DDPC_TRACE(DATA, "sampler: len %zu, rank %d of %d, shuffle %d, seed %llu, drop_last %d: %zu samples",
+    DDPC_TRACE(DATA,
+               "sampler: len %zu, rank %d of %d, shuffle %d, seed %llu, drop_last %d: %zu samples",
                dataset_len, rank, num_replicas, s->shuffle, (unsigned long long)seed, s->drop_last,
                s->num_samples);
     *out = s;
@@ -163,7 +169,8 @@ size_t ddpc_sampler_dataset_len(const ddpc_sampler *s) { return s ? s->len : 0; 
 const int64_t *ddpc_sampler_indices(ddpc_sampler *s) {
     if (!s) return NULL;
     if (s->valid) return s->indices;
-    if (s->shuffle) ddpc_randperm(s->len, s->seed + s->epoch, s->perm);
+    if (s->shuffle)
+        ddpc_randperm(s->len, s->seed + s->epoch, s->perm);
     else
         for (size_t i = 0; i < s->len; i++) s->perm[i] = (int64_t)i;
     for (size_t i = 0; i < s->num_samples; i++) {

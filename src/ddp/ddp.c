@@ -14,12 +14,12 @@
 #include "ddpc/ddp.h"
 
 typedef struct bucket {
-    size_t first, count;  /* range of the gradient block */
-    int nparams;          /* parameters in this bucket */
-    int pending;          /* parameters whose gradient is not final yet */
-    int ready;            /* every gradient is final */
-    ddpc_work *work;      /* the allreduce in flight, or NULL */
-    uint16_t *packed;     /* (count) compressed gradients, when compressing */
+    size_t first, count; /* range of the gradient block */
+    int nparams;         /* parameters in this bucket */
+    int pending;         /* parameters whose gradient is not final yet */
+    int ready;           /* every gradient is final */
+    ddpc_work *work;     /* the allreduce in flight, or NULL */
+    uint16_t *packed;    /* (count) compressed gradients, when compressing */
 } bucket;
 
 struct ddpc_ddp {
@@ -27,31 +27,39 @@ struct ddpc_ddp {
     ddpc_model *model;
     ddpc_ddp_options opt;
     int world;
-    float *grads;        /* the model's gradient block */
+    float *grads; /* the model's gradient block */
     int nbuckets;
-    bucket *buckets;     /* in the order they are issued: reverse parameters */
-    int *param_bucket;   /* (nparams) bucket of each parameter */
+    bucket *buckets;       /* in the order they are issued: reverse parameters */
+    int *param_bucket;     /* (nparams) bucket of each parameter */
     unsigned char *marked; /* (nparams) gradient final in this round */
-    int next_issue;      /* buckets [0, next_issue) have been issued this round */
-    int in_round;        /* a backward has started marking since the last sync */
-    int averaged;        /* the gradients are averaged: no backward since the last sync */
-    double sync_s;       /* seconds spent in sync */
-    int sync;            /* 0 under no_sync */
-    int overlap;         /* buckets go to the progress thread (else: reduced at once) */
-    ddpc_status failed;  /* first error seen by the hook, reported by sync */
+    int next_issue;        /* buckets [0, next_issue) have been issued this round */
+    int in_round;          /* a backward has started marking since the last sync */
+    int averaged;          /* the gradients are averaged: no backward since the last sync */
+    double sync_s;         /* seconds spent in sync */
+    int sync;              /* 0 under no_sync */
+    int overlap;           /* buckets go to the progress thread (else: reduced at once) */
+    ddpc_status failed;    /* first error seen by the hook, reported by sync */
 };
 
 ddpc_ddp_options ddpc_ddp_options_default(void) {
-    ddpc_ddp_options o = {.first_bucket_mb = 1.0, .bucket_mb = 25.0, .compress = DDPC_COMPRESS_NONE,
-                          .overlap = DDPC_OVERLAP_AUTO, .broadcast_params = 1};
+    ddpc_ddp_options o = { .first_bucket_mb = 1.0,
+                           .bucket_mb = 25.0,
+                           .compress = DDPC_COMPRESS_NONE,
+                           .overlap = DDPC_OVERLAP_AUTO,
+                           .broadcast_params = 1 };
     return o;
 }
 
 ddpc_status ddpc_overlap_parse(const char *s, ddpc_overlap *out) {
-    if (s && !strcasecmp(s, "auto")) *out = DDPC_OVERLAP_AUTO;
-    else if (s && !strcasecmp(s, "on")) *out = DDPC_OVERLAP_ON;
-    else if (s && !strcasecmp(s, "off")) *out = DDPC_OVERLAP_OFF;
-    else return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown overlap '%s' (auto, on, off)", s ? s : "(null)");
+    if (s && !strcasecmp(s, "auto"))
+        *out = DDPC_OVERLAP_AUTO;
+    else if (s && !strcasecmp(s, "on"))
+        *out = DDPC_OVERLAP_ON;
+    else if (s && !strcasecmp(s, "off"))
+        *out = DDPC_OVERLAP_OFF;
+    else
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown overlap '%s' (auto, on, off)",
+                         s ? s : "(null)");
     return DDPC_OK;
 }
 
@@ -66,12 +74,15 @@ static int resolve_overlap(const ddpc_ddp *d) {
 }
 
 ddpc_status ddpc_compress_parse(const char *s, ddpc_compress *out) {
-    if (s && !strcasecmp(s, "none")) *out = DDPC_COMPRESS_NONE;
-    else if (s && (!strcasecmp(s, "fp16") || !strcasecmp(s, "float16"))) *out = DDPC_COMPRESS_FP16;
-    else if (s && (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16"))) *out = DDPC_COMPRESS_BF16;
+    if (s && !strcasecmp(s, "none"))
+        *out = DDPC_COMPRESS_NONE;
+    else if (s && (!strcasecmp(s, "fp16") || !strcasecmp(s, "float16")))
+        *out = DDPC_COMPRESS_FP16;
+    else if (s && (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16")))
+        *out = DDPC_COMPRESS_BF16;
     else
         return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown compression '%s' (none, fp16, bf16)",
-                        s ? s : "(null)");
+                         s ? s : "(null)");
     return DDPC_OK;
 }
 
@@ -196,15 +207,17 @@ static ddpc_status check_params(ddpc_ddp *d) {
             int nw = 0, *who = malloc((size_t)d->world * sizeof *who); /* as "0-3,5" */
             for (int r = 0; who && r < d->world; r++)
                 if (firsts[r] == lo) who[nw++] = r;
-            if (who) ddpc__sb_ranks(&sb, who, nw);
-            else ddpc__sb_puts(&sb, "(no memory to list them)");
+            if (who)
+                ddpc__sb_ranks(&sb, who, nw);
+            else
+                ddpc__sb_puts(&sb, "(no memory to list them)");
             free(who);
             const char *name = lo < np ? ddpc_model_param(d->model, (int)lo)->name : "(none)";
             s = ddpc__err(DDPC_ERR_MISMATCH,
-                         "DDP: models differ across ranks: parameter %lld (here '%s') differs "
-                         "between rank 0 and rank(s) %s in name or shape (rank 0 has %lld "
-                         "parameters, this rank %d has %d)",
-                         (long long)lo, name, ranks, (long long)n0, rank, np);
+                          "DDP: models differ across ranks: parameter %lld (here '%s') differs "
+                          "between rank 0 and rank(s) %s in name or shape (rank 0 has %lld "
+                          "parameters, this rank %d has %d)",
+                          (long long)lo, name, ranks, (long long)n0, rank, np);
         }
     }
     free(desc);
@@ -235,8 +248,10 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
         }
         /* reverse order over a forward-ordered block: each bucket is contiguous */
         if (p->offset + p->numel != cur->first)
-            return ddpc__err(DDPC_ERR_INTERNAL, "DDP: parameter '%s' is not contiguous in the "
-                            "gradient block", p->name);
+            return ddpc__err(DDPC_ERR_INTERNAL,
+                             "DDP: parameter '%s' is not contiguous in the "
+                             "gradient block",
+                             p->name);
         cur->first = p->offset;
         cur->count += p->numel;
         cur->nparams++;
@@ -249,7 +264,8 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
     if (d->opt.compress != DDPC_COMPRESS_NONE)
         for (int b = 0; b < d->nbuckets; b++) {
             d->buckets[b].packed = malloc(d->buckets[b].count * sizeof(uint16_t) + 1);
-            if (!d->buckets[b].packed) return ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
+            if (!d->buckets[b].packed)
+                return ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory for buckets");
         }
     for (int b = 0; b < d->nbuckets; b++)
         DDPC_TRACE(DDP, "bucket %d: gradients [%zu, %zu), %d parameters", b, d->buckets[b].first,
@@ -260,7 +276,8 @@ static ddpc_status form_buckets(ddpc_ddp *d) {
 ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options *opts,
                             ddpc_ddp **out) {
     *out = NULL;
-    if (!c || !m) return ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: communicator and model are required");
+    if (!c || !m)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: communicator and model are required");
     ddpc_ddp *d = calloc(1, sizeof *d);
     if (!d) return ddpc__err(DDPC_ERR_NOMEM, "DDP: no memory");
     d->comm = c;
@@ -270,16 +287,17 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
     d->opt = opts ? *opts : ddpc_ddp_options_default();
     if (d->opt.overlap != DDPC_OVERLAP_AUTO && d->opt.overlap != DDPC_OVERLAP_ON &&
         d->opt.overlap != DDPC_OVERLAP_OFF) {
-        ddpc_status s = ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: overlap must be auto, on or off (got %d)",
-                                 (int)d->opt.overlap);
+        ddpc_status s =
+            ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: overlap must be auto, on or off (got %d)",
+                      (int)d->opt.overlap);
         free(d);
         return s;
     }
     d->overlap = resolve_overlap(d);
     if (!(d->opt.first_bucket_mb > 0) || !(d->opt.bucket_mb > 0)) {
-        ddpc_status s = ddpc__err(DDPC_ERR_INVALID_ARG,
-                                 "DDP: bucket sizes must be > 0 MB (got %g and %g)",
-                                 d->opt.first_bucket_mb, d->opt.bucket_mb);
+        ddpc_status s =
+            ddpc__err(DDPC_ERR_INVALID_ARG, "DDP: bucket sizes must be > 0 MB (got %g and %g)",
+                      d->opt.first_bucket_mb, d->opt.bucket_mb);
         free(d);
         return s;
     }
@@ -295,10 +313,12 @@ ddpc_status ddpc_ddp_create(ddpc_comm *c, ddpc_model *m, const ddpc_ddp_options 
         ddpc_ddp_destroy(d);
         return s;
     }
-    ddpc_model_hooks h = {on_grad_ready, on_backward_end, d};
+    ddpc_model_hooks h = { on_grad_ready, on_backward_end, d };
     ddpc_model_set_hooks(m, &h);
-    DDPC_INFO(DDP, "DDP over %d ranks: %zu gradients in %d buckets (%.2f MB first, %.2f MB rest); "
-              "buckets %s", d->world, n, d->nbuckets, d->opt.first_bucket_mb, d->opt.bucket_mb,
+    DDPC_INFO(DDP,
+              "DDP over %d ranks: %zu gradients in %d buckets (%.2f MB first, %.2f MB rest); "
+              "buckets %s",
+              d->world, n, d->nbuckets, d->opt.first_bucket_mb, d->opt.bucket_mb,
               d->overlap ? "overlap backward (progress thread)" : "reduced by backward's thread");
     *out = d;
     return DDPC_OK;
@@ -356,7 +376,8 @@ double ddpc_ddp_sync_seconds(const ddpc_ddp *d) { return d->sync_s; }
 
 ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
                                      const ddpc_sampler_options *o, ddpc_sampler **out) {
-    if (!c) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
+    if (!c)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
     ddpc_sampler_options so = o ? *o : ddpc_sampler_options_default();
     so.num_replicas = ddpc_comm_size(c);
     so.rank = ddpc_comm_rank(c);

@@ -39,8 +39,10 @@ static ddpc_status list_tensors(const ddpc_model *m, ddpc_optim *o, ckpt_tensor 
         float *blk = j < 0 ? NULL : ddpc_optim_state(o, j, &sname);
         for (int i = 0; i < m->nparams; i++, k++) {
             const ddpc_param *p = &m->params[i];
-            if (j < 0) snprintf(ts[k].name, sizeof ts[k].name, "%s", p->name);
-            else snprintf(ts[k].name, sizeof ts[k].name, "optim.%s.%s", p->name, sname);
+            if (j < 0)
+                snprintf(ts[k].name, sizeof ts[k].name, "%s", p->name);
+            else
+                snprintf(ts[k].name, sizeof ts[k].name, "optim.%s.%s", p->name, sname);
             ts[k].p = p;
             ts[k].data = j < 0 ? p->data : blk + p->offset;
             ts[k].optim = j >= 0;
@@ -62,9 +64,12 @@ static int rng_unhex(const char *s, ddpc_rng *r) {
         for (int j = 0; j < 16; j++) {
             char c = s[16 * i + j];
             v <<= 4;
-            if (c >= '0' && c <= '9') v |= (uint64_t)(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= (uint64_t)(c - 'a' + 10);
-            else return 0;
+            if (c >= '0' && c <= '9')
+                v |= (uint64_t)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                v |= (uint64_t)(c - 'a' + 10);
+            else
+                return 0;
         }
         r->s[i] = v;
     }
@@ -81,7 +86,8 @@ static int rng_unhex(const char *s, ddpc_rng *r) {
 ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
                                  const ddpc_ckpt_meta *meta) {
     if (!path || !*path) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: path is empty");
-    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: model is NULL or not built");
+    if (!m || !m->built)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: model is NULL or not built");
     ddpc_optim *o = (ddpc_optim *)optim; /* only read */
     ckpt_tensor *ts;
     int nt;
@@ -103,7 +109,7 @@ ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const dd
     snprintf(epoch, sizeof epoch, "%" PRIu64, meta ? meta->epoch : 0);
     snprintf(step, sizeof step, "%" PRIu64, meta ? meta->step : 0);
     rng_hex(&m->rng, rng);
-    const char *kv[14] = {"format", "ddpc", "epoch", epoch, "step", step, "rng", rng};
+    const char *kv[14] = { "format", "ddpc", "epoch", epoch, "step", step, "rng", rng };
     int nmeta = 4;
     if (o) {
         const ddpc_optim_options *op = ddpc_optim_get_options(o);
@@ -131,15 +137,20 @@ static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     ddpc__strbuf b;
     ddpc__sb_fixed(&b, out, cap);
     ddpc__sb_put(&b, "[", 1);
-    for (int d = 0; d < ndim; d++) ddpc__sb_printf(&b, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    for (int d = 0; d < ndim; d++)
+        ddpc__sb_printf(&b, "%s%lld", d ? ", " : "", (long long)shape[d]);
     ddpc__sb_put(&b, "]", 1);
 }
 
 /* t must be F32 with p's shape; otherwise a mismatch naming it. */
-static ddpc_status check_tensor(const char *path, const ddpc__st_tensor *t, const char *name, const ddpc_param *p) {
-    if (!t) return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s has no tensor '%s' that the model needs", path, name);
+static ddpc_status check_tensor(const char *path, const ddpc__st_tensor *t, const char *name,
+                                const ddpc_param *p) {
+    if (!t)
+        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s has no tensor '%s' that the model needs",
+                         path, name);
     if (strcmp(t->dtype, "F32"))
-        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s, the model's is F32", path, name, t->dtype);
+        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s, the model's is F32",
+                         path, name, t->dtype);
     int64_t ms[4];
     for (int d = 0; d < p->ndim; d++) ms[d] = p->shape[d];
     int same = t->ndim == p->ndim;
@@ -148,12 +159,15 @@ static ddpc_status check_tensor(const char *path, const ddpc__st_tensor *t, cons
         char a[128], b[128];
         shape_str(a, sizeof a, t->ndim, t->shape);
         shape_str(b, sizeof b, p->ndim, ms);
-        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' has shape %s, the model's has %s", path, name, a, b);
+        return ddpc__err(DDPC_ERR_MISMATCH,
+                         "checkpoint %s: tensor '%s' has shape %s, the model's has %s", path, name,
+                         a, b);
     }
     return DDPC_OK;
 }
 
-static ddpc_status parse_u64_meta(const char *path, const ddpc__st_file *f, const char *key, uint64_t *out) {
+static ddpc_status parse_u64_meta(const char *path, const ddpc__st_file *f, const char *key,
+                                  uint64_t *out) {
     const char *v = ddpc__st_meta(f, key);
     *out = 0;
     if (!v) return DDPC_OK;
@@ -161,7 +175,9 @@ static ddpc_status parse_u64_meta(const char *path, const ddpc__st_file *f, cons
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || end == v || *end || *v == '-')
-        return ddpc__err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"%s\" = \"%s\" is not an integer", path, key, v);
+        return ddpc__err(DDPC_ERR_IO,
+                         "checkpoint %s: __metadata__ \"%s\" = \"%s\" is not an integer", path, key,
+                         v);
     *out = x;
     return DDPC_OK;
 }
@@ -169,8 +185,8 @@ static ddpc_status parse_u64_meta(const char *path, const ddpc__st_file *f, cons
 /* Checks the tensors ts[i] with ts[i].optim == optim against the file,
  * marking the ones found in used (indexed like f->t). Optimizer state may
  * be absent when it was saved before the first step (osteps 0). */
-static ddpc_status match_tensors(const char *path, const ddpc__st_file *f, const ckpt_tensor *ts, int nt, int optim,
-                                 uint64_t osteps, int *used) {
+static ddpc_status match_tensors(const char *path, const ddpc__st_file *f, const ckpt_tensor *ts,
+                                 int nt, int optim, uint64_t osteps, int *used) {
     for (int i = 0; i < nt; i++) {
         if (ts[i].optim != optim) continue;
         const ddpc__st_tensor *t = ddpc__st_find(f, ts[i].name);
@@ -185,24 +201,33 @@ static ddpc_status match_tensors(const char *path, const ddpc__st_file *f, const
 static ddpc_status match_optim_kind(const char *path, const char *okind, ddpc_optim *optim) {
     const char *want = ddpc_optim_kind_name(ddpc_optim_get_options(optim)->kind);
     if (!okind)
-        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s has no optimizer state (saved without one); the trainer's optimizer is %s", path, want);
+        return ddpc__err(DDPC_ERR_MISMATCH,
+                         "checkpoint %s has no optimizer state (saved without one); the trainer's "
+                         "optimizer is %s",
+                         path, want);
     if (strcmp(okind, want))
-        return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s holds %s optimizer state, the optimizer is %s", path, okind, want);
+        return ddpc__err(DDPC_ERR_MISMATCH,
+                         "checkpoint %s holds %s optimizer state, the optimizer is %s", path, okind,
+                         want);
     return DDPC_OK;
 }
 
 /* Every tensor of the file is one the model (or, when loading it, the
  * optimizer) takes; a weights-only load skips optimizer state. */
-static ddpc_status check_all_used(const char *path, const ddpc__st_file *f, const int *used, const ddpc_model *m,
-                                  ddpc_optim *optim, const char *okind) {
+static ddpc_status check_all_used(const char *path, const ddpc__st_file *f, const int *used,
+                                  const ddpc_model *m, ddpc_optim *optim, const char *okind) {
     for (int i = 0; i < f->nt; i++) {
         if (used[i]) continue;
         if (strncmp(f->t[i].name, "optim.", 6))
-            return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' matches nothing in the model (%s)", path,
-                            f->t[i].name, m->desc);
+            return ddpc__err(DDPC_ERR_MISMATCH,
+                             "checkpoint %s: tensor '%s' matches nothing in the model (%s)", path,
+                             f->t[i].name, m->desc);
         if (optim)
-            return ddpc__err(DDPC_ERR_MISMATCH, "checkpoint %s: tensor '%s' is optimizer state that this %s optimizer does not keep%s",
-                            path, f->t[i].name, okind, ddpc_optim_num_state(optim) == 0 ? " (it has no momentum)" : "");
+            return ddpc__err(DDPC_ERR_MISMATCH,
+                             "checkpoint %s: tensor '%s' is optimizer state that this %s optimizer "
+                             "does not keep%s",
+                             path, f->t[i].name, okind,
+                             ddpc_optim_num_state(optim) == 0 ? " (it has no momentum)" : "");
     }
     return DDPC_OK;
 }
@@ -217,7 +242,8 @@ static ddpc_status check_all_used(const char *path, const ddpc__st_file *f, cons
 ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *optim,
                                  ddpc_ckpt_meta *meta) {
     if (!path || !*path) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint load: path is empty");
-    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint load: model is NULL or not built");
+    if (!m || !m->built)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint load: model is NULL or not built");
     ddpc__st_file f;
     DDPC_CHECK(ddpc__st_open(path, &f));
     ckpt_tensor *ts = NULL;
@@ -237,25 +263,29 @@ ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *op
     if ((s = match_tensors(path, &f, ts, nt, 1, osteps, used)) != DDPC_OK) goto done;
     if ((s = check_all_used(path, &f, used, m, optim, okind)) != DDPC_OK) goto done;
     /* 3. */
-    ddpc_ckpt_meta mt = {0, 0};
+    ddpc_ckpt_meta mt = { 0, 0 };
     if ((s = parse_u64_meta(path, &f, "epoch", &mt.epoch)) != DDPC_OK) goto done;
     if ((s = parse_u64_meta(path, &f, "step", &mt.step)) != DDPC_OK) goto done;
     ddpc_rng rng = m->rng;
     const char *rh = ddpc__st_meta(&f, "rng");
     if (rh && !rng_unhex(rh, &rng)) {
-        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"rng\" is not 64 hex digits", path);
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"rng\" is not 64 hex digits",
+                      path);
         goto done;
     }
     /* 4. */
     for (int i = 0; i < nt; i++) {
         const ddpc__st_tensor *t = ddpc__st_find(&f, ts[i].name);
-        if (t) ddpc__st_get_f32(&f, t, ts[i].data, ts[i].p->numel);
-        else memset(ts[i].data, 0, ts[i].p->numel * sizeof(float)); /* state never stepped */
+        if (t)
+            ddpc__st_get_f32(&f, t, ts[i].data, ts[i].p->numel);
+        else
+            memset(ts[i].data, 0, ts[i].p->numel * sizeof(float)); /* state never stepped */
     }
     if (optim) ddpc_optim_set_steps(optim, osteps);
     m->rng = rng;
     if (meta) *meta = mt;
-    DDPC_INFO(NN, "checkpoint: loaded %s (epoch %" PRIu64 ", step %" PRIu64 ")", path, mt.epoch, mt.step);
+    DDPC_INFO(NN, "checkpoint: loaded %s (epoch %" PRIu64 ", step %" PRIu64 ")", path, mt.epoch,
+              mt.step);
 done:
     free(used);
     free(ts);

@@ -41,9 +41,9 @@ __attribute__((target("avx2,fma"))) static inline float hsum(__m256 v) {
  * y0[j] += dot(x0, W[j]), y1[j] += dot(x1, W[j]). Ten independent
  * accumulators hide the FMA latency; each W load serves two rows.
  */
-__attribute__((target("avx2,fma"), always_inline)) static inline void fwd_2xG(const float *x0, const float *x1,
-                                                                              const float *W, int K, float *y0,
-                                                                              float *y1, const int G) {
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+fwd_2xG(const float *x0, const float *x1, const float *W, int K, float *y0, float *y1,
+        const int G) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0;
     __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0;
     int k = 0;
@@ -73,7 +73,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void fwd_2xG(co
             FMA(b4, v, w);
         }
     }
-    __m256 as[5] = {a0, a1, a2, a3, a4}, bs[5] = {b0, b1, b2, b3, b4};
+    __m256 as[5] = { a0, a1, a2, a3, a4 }, bs[5] = { b0, b1, b2, b3, b4 };
     for (int j = 0; j < G; j++) {
         float s0 = hsum(as[j]), s1 = hsum(bs[j]);
         for (int kk = k; kk < K; kk++) {
@@ -85,8 +85,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void fwd_2xG(co
     }
 }
 
-__attribute__((target("avx2,fma"))) static void fwd_group(const float *x0, const float *x1, const float *W, int K,
-                                                          float *y0, float *y1, int G) {
+__attribute__((target("avx2,fma"))) static void
+fwd_group(const float *x0, const float *x1, const float *W, int K, float *y0, float *y1, int G) {
     switch (G) {
     case 1: fwd_2xG(x0, x1, W, K, y0, y1, 1); break;
     case 2: fwd_2xG(x0, x1, W, K, y0, y1, 2); break;
@@ -97,8 +97,9 @@ __attribute__((target("avx2,fma"))) static void fwd_group(const float *x0, const
 }
 
 /* y (B, N) += x (B, K) @ W^T: rows in pairs, outputs in groups of <= 5. */
-__attribute__((target("avx2,fma"))) static void fwd_n(const float *x, const float *W, float *y, int B, int K, int N) {
-    float junk[5] = {0}; /* the missing second row of an odd B: computed, not kept */
+__attribute__((target("avx2,fma"))) static void fwd_n(const float *x, const float *W, float *y,
+                                                      int B, int K, int N) {
+    float junk[5] = { 0 }; /* the missing second row of an odd B: computed, not kept */
     for (int r = 0; r < B; r += 2) {
         const float *x0 = x + (size_t)r * K, *x1 = r + 1 < B ? x0 + K : x0;
         for (int o = 0; o < N; o += 5) {
@@ -114,9 +115,8 @@ __attribute__((target("avx2,fma"))) static void fwd_n(const float *x, const floa
  * sum_r g[r, j] * x[r, k..k+16). Ten accumulators; each broadcast of g
  * serves two column chunks.
  */
-__attribute__((target("avx2,fma"), always_inline)) static inline void bwd_16xG(const float *g, const float *x,
-                                                                              float *dW, int B, int K, int N,
-                                                                              int k, const int G) {
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+bwd_16xG(const float *g, const float *x, float *dW, int B, int K, int N, int k, const int G) {
     float *d0 = dW + k;
     __m256 a0 = _mm256_loadu_ps(d0), b0 = _mm256_loadu_ps(d0 + 8);
     __m256 a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0, a4 = a0, b4 = a0;
@@ -158,8 +158,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void bwd_16xG(c
     if (G > 4) _mm256_storeu_ps(d0 + 4 * K, a4), _mm256_storeu_ps(d0 + 4 * K + 8, b4);
 }
 
-__attribute__((target("avx2,fma"))) static void bwd_group(const float *g, const float *x, float *dW, int B, int K,
-                                                          int N, int k, int G) {
+__attribute__((target("avx2,fma"))) static void bwd_group(const float *g, const float *x, float *dW,
+                                                          int B, int K, int N, int k, int G) {
     switch (G) {
     case 1: bwd_16xG(g, x, dW, B, K, N, k, 1); break;
     case 2: bwd_16xG(g, x, dW, B, K, N, k, 2); break;
@@ -171,10 +171,12 @@ __attribute__((target("avx2,fma"))) static void bwd_group(const float *g, const 
 
 /* dW (N, K) += g^T @ x: 16 columns at a time, outputs in groups of <= 5;
  * the last K % 16 columns in scalar code. */
-__attribute__((target("avx2,fma"))) static void bwd_n(const float *g, const float *x, float *dW, int B, int K, int N) {
+__attribute__((target("avx2,fma"))) static void bwd_n(const float *g, const float *x, float *dW,
+                                                      int B, int K, int N) {
     int k = 0;
     for (; k + 16 <= K; k += 16)
-        for (int o = 0; o < N; o += 5) bwd_group(g + o, x, dW + (size_t)o * K, B, K, N, k, N - o < 5 ? N - o : 5);
+        for (int o = 0; o < N; o += 5)
+            bwd_group(g + o, x, dW + (size_t)o * K, B, K, N, k, N - o < 5 ? N - o : 5);
     for (; k < K; k++)
         for (int o = 0; o < N; o++) {
             float s = 0.0f;
@@ -184,7 +186,8 @@ __attribute__((target("avx2,fma"))) static void bwd_n(const float *g, const floa
 }
 
 /* SGD without momentum: w -= lr * (g + wd * w). */
-__attribute__((target("avx2,fma"))) static void sgd_plain(float *w, const float *g, size_t n, float lr, float wd) {
+__attribute__((target("avx2,fma"))) static void sgd_plain(float *w, const float *g, size_t n,
+                                                          float lr, float wd) {
     __m256 vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -206,12 +209,14 @@ void ddpc__nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd) 
 /* Adam/AdamW over n elements (see adam_step in optim.c); the same
  * operations in the same order as the scalar loop (no fused multiply-add),
  * so both give the same bits. */
-static void adam_scalar(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t i0,
-                        size_t n) {
+static void adam_scalar(const nn_adam_args *a, float *w, const float *g, float *ma, float *va,
+                        size_t i0, size_t n) {
     for (size_t i = i0; i < n; i++) {
         float gi = g[i];
-        if (a->decoupled) w[i] *= a->decay;
-        else if (a->wd != 0.0f) gi += a->wd * w[i];
+        if (a->decoupled)
+            w[i] *= a->decay;
+        else if (a->wd != 0.0f)
+            gi += a->wd * w[i];
         ma[i] = ma[i] * a->b1 + (1.0f - a->b1) * gi;
         va[i] = va[i] * a->b2 + (1.0f - a->b2) * gi * gi;
         float denom = sqrtf(va[i]) / a->bc2_sqrt + a->eps;
@@ -219,19 +224,23 @@ static void adam_scalar(const nn_adam_args *a, float *w, const float *g, float *
     }
 }
 
-__attribute__((target("avx2"))) static void adam_avx2(const nn_adam_args *a, float *w, const float *g, float *ma,
-                                                      float *va, size_t n) {
+__attribute__((target("avx2"))) static void
+adam_avx2(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
     __m256 b1 = _mm256_set1_ps(a->b1), c1 = _mm256_set1_ps(1.0f - a->b1);
     __m256 b2 = _mm256_set1_ps(a->b2), c2 = _mm256_set1_ps(1.0f - a->b2);
-    __m256 wd = _mm256_set1_ps(a->wd), decay = _mm256_set1_ps(a->decay), eps = _mm256_set1_ps(a->eps);
+    __m256 wd = _mm256_set1_ps(a->wd), decay = _mm256_set1_ps(a->decay),
+           eps = _mm256_set1_ps(a->eps);
     __m256 bc2 = _mm256_set1_ps(a->bc2_sqrt), step = _mm256_set1_ps(a->step_size);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 wv = _mm256_loadu_ps(w + i), gv = _mm256_loadu_ps(g + i);
-        if (a->decoupled) wv = _mm256_mul_ps(wv, decay);
-        else if (a->wd != 0.0f) gv = _mm256_add_ps(gv, _mm256_mul_ps(wd, wv));
+        if (a->decoupled)
+            wv = _mm256_mul_ps(wv, decay);
+        else if (a->wd != 0.0f)
+            gv = _mm256_add_ps(gv, _mm256_mul_ps(wd, wv));
         __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(ma + i), b1), _mm256_mul_ps(c1, gv));
-        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(va + i), b2), _mm256_mul_ps(_mm256_mul_ps(c2, gv), gv));
+        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(va + i), b2),
+                                 _mm256_mul_ps(_mm256_mul_ps(c2, gv), gv));
         __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), bc2), eps);
         wv = _mm256_sub_ps(wv, _mm256_mul_ps(step, _mm256_div_ps(m, denom)));
         _mm256_storeu_ps(ma + i, m);
@@ -241,9 +250,12 @@ __attribute__((target("avx2"))) static void adam_avx2(const nn_adam_args *a, flo
     adam_scalar(a, w, g, ma, va, i, n);
 }
 
-void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
-    if (ddpc__nn_have_skinny()) adam_avx2(a, w, g, ma, va, n);
-    else adam_scalar(a, w, g, ma, va, 0, n);
+void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va,
+                   size_t n) {
+    if (ddpc__nn_have_skinny())
+        adam_avx2(a, w, g, ma, va, n);
+    else
+        adam_scalar(a, w, g, ma, va, 0, n);
 }
 
 /* y = max(x, 0); dx = g where y > 0, else 0. */
@@ -254,7 +266,8 @@ __attribute__((target("avx2"))) static void relu_fwd_avx2(const float *x, float 
     for (; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-__attribute__((target("avx2"))) static void relu_bwd_avx2(const float *y, const float *g, float *dx, size_t n) {
+__attribute__((target("avx2"))) static void relu_bwd_avx2(const float *y, const float *g, float *dx,
+                                                          size_t n) {
     __m256 z = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -289,11 +302,14 @@ void ddpc__nn_skinny_backward_w(const float *g, const float *x, float *dW, int B
 int ddpc__nn_have_skinny(void) { return 0; }
 int ddpc__nn_relu_fast(const float *x, float *y, size_t n) { return 0; }
 int ddpc__nn_relu_backward_fast(const float *y, const float *g, float *dx, size_t n) { return 0; }
-void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n) {
+void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va,
+                   size_t n) {
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
-        if (a->decoupled) w[i] *= a->decay;
-        else if (a->wd != 0.0f) gi += a->wd * w[i];
+        if (a->decoupled)
+            w[i] *= a->decay;
+        else if (a->wd != 0.0f)
+            gi += a->wd * w[i];
         ma[i] = ma[i] * a->b1 + (1.0f - a->b1) * gi;
         va[i] = va[i] * a->b2 + (1.0f - a->b2) * gi * gi;
         float denom = sqrtf(va[i]) / a->bc2_sqrt + a->eps;

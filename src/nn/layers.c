@@ -41,7 +41,7 @@ void ddpc__nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *
  * then dx (B, in) = g (B, out) @ W (out, in) when dx is wanted.
  */
 void ddpc__nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx,
-                        int B) {
+                              int B) {
     const ddpc_param *W = &m->params[L->p_weight];
     int in = L->in_f, out = L->out_f;
     if (out <= NN_SKINNY_MAX && ddpc__nn_have_skinny())
@@ -82,12 +82,13 @@ static void im2col(const float *x, int C, int H, int W, int k, int s, int p, int
                         continue;
                     }
                     const float *src = x + ((size_t)c * H + ih) * W;
-                    if (s == 1) { /* a shifted copy with zero edges */
+                    if (s == 1) {                         /* a shifted copy with zero edges */
                         int lo = p - kj, hi = W + p - kj; /* ow range whose iw is inside */
                         if (lo < 0) lo = 0;
                         if (hi > OW) hi = OW;
                         for (int ow = 0; ow < lo && ow < OW; ow++) dst[ow] = 0.0f;
-                        if (hi > lo) memcpy(dst + lo, src + lo - p + kj, (size_t)(hi - lo) * sizeof(float));
+                        if (hi > lo)
+                            memcpy(dst + lo, src + lo - p + kj, (size_t)(hi - lo) * sizeof(float));
                         for (int ow = hi > lo ? hi : lo; ow < OW; ow++) dst[ow] = 0.0f;
                         continue;
                     }
@@ -155,8 +156,8 @@ void ddpc__nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float 
     size_t ld = (size_t)B * P;
     for (int b = 0; b < B; b++)
         for (int o = 0; o < OC; o++)
-            memcpy(L->tmp + (size_t)o * ld + (size_t)b * P, g + (size_t)b * L->out_n + (size_t)o * P,
-                   (size_t)P * sizeof(float));
+            memcpy(L->tmp + (size_t)o * ld + (size_t)b * P,
+                   g + (size_t)b * L->out_n + (size_t)o * P, (size_t)P * sizeof(float));
     if (L->has_bias) {
         float *db = m->params[L->p_bias].grad;
         for (int o = 0; o < OC; o++) {

@@ -13,12 +13,15 @@
  */
 ddpc_status ddpc_cross_entropy(const float *logits, const int32_t *labels, int B, int K,
                                float *dlogits, float *loss, int *correct) {
-    if (!logits || !labels) return ddpc__err(DDPC_ERR_INVALID_ARG, "cross_entropy: logits or labels is NULL");
-    if (B < 1 || K < 1) return ddpc__err(DDPC_ERR_INVALID_ARG, "cross_entropy: B=%d K=%d must be positive", B, K);
+    if (!logits || !labels)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "cross_entropy: logits or labels is NULL");
+    if (B < 1 || K < 1)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "cross_entropy: B=%d K=%d must be positive", B, K);
     for (int r = 0; r < B; r++)
         if (labels[r] < 0 || labels[r] >= K)
-            return ddpc__err(DDPC_ERR_INVALID_ARG, "cross_entropy: label %d of row %d is out of range [0, %d)",
-                            (int)labels[r], r, K);
+            return ddpc__err(DDPC_ERR_INVALID_ARG,
+                             "cross_entropy: label %d of row %d is out of range [0, %d)",
+                             (int)labels[r], r, K);
     double total = 0.0;
     int ok = 0;
     float invB = 1.0f / (float)B;

@@ -16,7 +16,7 @@
 #include "nn/nn_impl.h"
 
 #define MAX_LAYERS 256
-#define MAX_BATCH (1 << 20)
+#define MAX_BATCH  (1 << 20)
 
 /* Ties the dropout stream to the seed without sharing the init stream. */
 #define DROPOUT_SEED_MIX 0x6d2b79f5a1c3e5f7ull
@@ -25,9 +25,10 @@
 static ddpc_status model_new(int c, int h, int w, uint64_t seed, ddpc_model **out) {
     if (c < 1 || h < 1 || w < 1)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) must be positive", c,
-                        h, w);
+                         h, w);
     if ((double)c * h * w > 1e9)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) is too large", c, h, w);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "model input shape (%d, %d, %d) is too large", c, h,
+                         w);
     ddpc_model *m = calloc(1, sizeof *m);
     if (!m) return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory");
     m->in_c = m->cur_c = c;
@@ -112,21 +113,23 @@ static ddpc_status add_linear(ddpc_model *m, int in_features, int out_features, 
     int idx = m->nlayers;
     if (in_features < 1 || out_features < 1 || out_features > 1 << 24)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "layer %d Linear(%d, %d): features must be positive",
-                        idx, in_features, out_features);
+                         idx, in_features, out_features);
     if (L->in_n != (size_t)in_features)
-        return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "layer %d Linear(%d, %d): its input has %zu features (shape %d x %d x %d)%s",
-                        idx, in_features, out_features, L->in_n, L->in_c, L->in_h, L->in_w,
-                        L->in_h > 1 ? "; add a Flatten first?" : "");
+        return ddpc__err(
+            DDPC_ERR_INVALID_ARG,
+            "layer %d Linear(%d, %d): its input has %zu features (shape %d x %d x %d)%s", idx,
+            in_features, out_features, L->in_n, L->in_c, L->in_h, L->in_w,
+            L->in_h > 1 ? "; add a Flatten first?" : "");
     if (L->in_h != 1 || L->in_c != 1)
-        return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "layer %d Linear(%d, %d): input shape %d x %d x %d is not flat; add a Flatten first",
-                        idx, in_features, out_features, L->in_c, L->in_h, L->in_w);
+        return ddpc__err(
+            DDPC_ERR_INVALID_ARG,
+            "layer %d Linear(%d, %d): input shape %d x %d x %d is not flat; add a Flatten first",
+            idx, in_features, out_features, L->in_c, L->in_h, L->in_w);
     L->in_f = in_features;
     L->out_f = out_features;
     L->has_bias = bias != 0;
     L->has_params = 1;
-    int wshape[2] = {out_features, in_features};
+    int wshape[2] = { out_features, in_features };
     DDPC_CHECK(add_param(m, idx, "weight", 2, wshape, &L->p_weight));
     if (L->has_bias) DDPC_CHECK(add_param(m, idx, "bias", 1, &out_features, &L->p_bias));
     commit_layer(m, L, 1, 1, out_features);
@@ -134,31 +137,31 @@ static ddpc_status add_linear(ddpc_model *m, int in_features, int out_features, 
 }
 
 static ddpc_status add_conv2d(ddpc_model *m, int in_channels, int out_channels, int kernel,
-                             int stride, int padding, int bias) {
+                              int stride, int padding, int bias) {
     nn_layer *L = push_layer(m, LAYER_CONV2D, "Conv2d");
     if (!L) return DDPC_ERR_INVALID_ARG;
     int idx = m->nlayers;
     if (in_channels < 1 || out_channels < 1 || kernel < 1 || stride < 1 || padding < 0 ||
         out_channels > 1 << 16 || kernel > 64 || padding > 64)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "layer %d Conv2d(%d, %d, kernel %d, stride %d, padding %d): out of range",
-                        idx, in_channels, out_channels, kernel, stride, padding);
+                         "layer %d Conv2d(%d, %d, kernel %d, stride %d, padding %d): out of range",
+                         idx, in_channels, out_channels, kernel, stride, padding);
     if (L->in_c != in_channels)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "layer %d Conv2d(%d, %d): its input has %d channels (shape %d x %d x %d)",
-                        idx, in_channels, out_channels, L->in_c, L->in_c, L->in_h, L->in_w);
+                         "layer %d Conv2d(%d, %d): its input has %d channels (shape %d x %d x %d)",
+                         idx, in_channels, out_channels, L->in_c, L->in_c, L->in_h, L->in_w);
     int oh = (L->in_h + 2 * padding - kernel) / stride + 1;
     int ow = (L->in_w + 2 * padding - kernel) / stride + 1;
     if (L->in_h + 2 * padding < kernel || L->in_w + 2 * padding < kernel || oh < 1 || ow < 1)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "layer %d Conv2d: kernel %d does not fit input %d x %d with padding %d",
-                        idx, kernel, L->in_h, L->in_w, padding);
+                         "layer %d Conv2d: kernel %d does not fit input %d x %d with padding %d",
+                         idx, kernel, L->in_h, L->in_w, padding);
     L->k = kernel;
     L->stride = stride;
     L->pad = padding;
     L->has_bias = bias != 0;
     L->has_params = 1;
-    int wshape[4] = {out_channels, in_channels, kernel, kernel};
+    int wshape[4] = { out_channels, in_channels, kernel, kernel };
     DDPC_CHECK(add_param(m, idx, "weight", 4, wshape, &L->p_weight));
     if (L->has_bias) DDPC_CHECK(add_param(m, idx, "bias", 1, &out_channels, &L->p_bias));
     commit_layer(m, L, out_channels, oh, ow);
@@ -178,8 +181,8 @@ static ddpc_status add_maxpool2d(ddpc_model *m, int kernel, int stride) {
     int idx = m->nlayers;
     if (kernel < 1 || stride < 1 || kernel > L->in_h || kernel > L->in_w)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "layer %d MaxPool2d(kernel %d, stride %d): out of range for input %d x %d",
-                        idx, kernel, stride, L->in_h, L->in_w);
+                         "layer %d MaxPool2d(kernel %d, stride %d): out of range for input %d x %d",
+                         idx, kernel, stride, L->in_h, L->in_w);
     L->k = kernel;
     L->stride = stride;
     commit_layer(m, L, L->in_c, (L->in_h - kernel) / stride + 1, (L->in_w - kernel) / stride + 1);
@@ -198,7 +201,7 @@ static ddpc_status add_dropout(ddpc_model *m, float p) {
     if (!L) return DDPC_ERR_INVALID_ARG;
     if (!(p >= 0.0f && p < 1.0f))
         return ddpc__err(DDPC_ERR_INVALID_ARG, "layer %d Dropout(p=%g): p must be in [0, 1)",
-                        m->nlayers, (double)p);
+                         m->nlayers, (double)p);
     L->p = p;
     commit_layer(m, L, L->in_c, L->in_h, L->in_w);
     return DDPC_OK;
@@ -219,15 +222,21 @@ static void describe(ddpc_model *m) {
         const char *sep = i ? " -> " : "";
         int n = 0;
         switch (L->kind) {
-        case LAYER_LINEAR: n = snprintf(m->desc + len, cap - len, "%sLinear(%d, %d)", sep, L->in_f, L->out_f); break;
+        case LAYER_LINEAR:
+            n = snprintf(m->desc + len, cap - len, "%sLinear(%d, %d)", sep, L->in_f, L->out_f);
+            break;
         case LAYER_CONV2D:
             n = snprintf(m->desc + len, cap - len, "%sConv2d(%d, %d, %d, s%d, p%d)", sep, L->in_c,
                          L->out_c, L->k, L->stride, L->pad);
             break;
         case LAYER_RELU: n = snprintf(m->desc + len, cap - len, "%sReLU", sep); break;
-        case LAYER_MAXPOOL2D: n = snprintf(m->desc + len, cap - len, "%sMaxPool2d(%d, %d)", sep, L->k, L->stride); break;
+        case LAYER_MAXPOOL2D:
+            n = snprintf(m->desc + len, cap - len, "%sMaxPool2d(%d, %d)", sep, L->k, L->stride);
+            break;
         case LAYER_FLATTEN: n = snprintf(m->desc + len, cap - len, "%sFlatten", sep); break;
-        case LAYER_DROPOUT: n = snprintf(m->desc + len, cap - len, "%sDropout(%g)", sep, (double)L->p); break;
+        case LAYER_DROPOUT:
+            n = snprintf(m->desc + len, cap - len, "%sDropout(%g)", sep, (double)L->p);
+            break;
         }
         if (n < 0) break;
         len += (size_t)n;
@@ -247,7 +256,8 @@ static ddpc_status build(ddpc_model *m) {
     if (m->nlayers == 0) return ddpc__err(DDPC_ERR_INVALID_ARG, "model: no layers");
     m->pblock = alloc_floats(m->numel);
     m->gblock = alloc_floats(m->numel);
-    if (!m->pblock || !m->gblock) return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory for %zu params", m->numel);
+    if (!m->pblock || !m->gblock)
+        return ddpc__err(DDPC_ERR_NOMEM, "model: out of memory for %zu params", m->numel);
     memset(m->gblock, 0, m->numel * sizeof(float));
     for (int i = 0; i < m->nparams; i++) {
         m->params[i].data = m->pblock + m->params[i].offset;
@@ -267,7 +277,8 @@ static ddpc_status build(ddpc_model *m) {
         size_t fan_in = W->numel / (size_t)W->shape[0];
         float bound = 1.0f / sqrtf((float)fan_in);
         fill_uniform(&init, W->data, W->numel, bound);
-        if (L->p_bias >= 0) fill_uniform(&init, m->params[L->p_bias].data, m->params[L->p_bias].numel, bound);
+        if (L->p_bias >= 0)
+            fill_uniform(&init, m->params[L->p_bias].data, m->params[L->p_bias].numel, bound);
     }
     m->built = 1;
     describe(m);
@@ -310,8 +321,9 @@ static ddpc_status ensure_batch(ddpc_model *m, int B) {
         if (L->kind == LAYER_CONV2D) {
             size_t colsz = (size_t)L->in_c * L->k * L->k * L->out_h * L->out_w;
             if (n * L->out_h * L->out_w > (size_t)INT32_MAX || n * colsz > ((size_t)1 << 40))
-                return ddpc__err(DDPC_ERR_INVALID_ARG, "layer %d Conv2d: batch %d makes its im2col buffer too large",
-                                i, B);
+                return ddpc__err(DDPC_ERR_INVALID_ARG,
+                                 "layer %d Conv2d: batch %d makes its im2col buffer too large", i,
+                                 B);
             if (!(L->col = alloc_floats(n * colsz))) goto nomem;
             if (L->need_dx && !(L->dcol = alloc_floats(n * colsz))) goto nomem;
             if (!(L->tmp = alloc_floats(n * L->out_n))) goto nomem;
@@ -335,38 +347,43 @@ ddpc_model_options ddpc_model_options_default(void) {
 }
 
 ddpc_layer ddpc_input(int c, int h, int w) {
-    ddpc_layer l = {.kind = DDPC_LAYER_INPUT, .c = c, .h = h, .w = w};
+    ddpc_layer l = { .kind = DDPC_LAYER_INPUT, .c = c, .h = h, .w = w };
     return l;
 }
 
 ddpc_layer ddpc_linear(int in, int out) {
-    ddpc_layer l = {.kind = DDPC_LAYER_LINEAR, .in = in, .out = out, .bias = 1};
+    ddpc_layer l = { .kind = DDPC_LAYER_LINEAR, .in = in, .out = out, .bias = 1 };
     return l;
 }
 
 ddpc_layer ddpc_conv2d(int in, int out, int kernel, int stride, int padding) {
-    ddpc_layer l = {.kind = DDPC_LAYER_CONV2D, .in = in, .out = out, .kernel = kernel,
-                    .stride = stride, .padding = padding, .bias = 1};
+    ddpc_layer l = { .kind = DDPC_LAYER_CONV2D,
+                     .in = in,
+                     .out = out,
+                     .kernel = kernel,
+                     .stride = stride,
+                     .padding = padding,
+                     .bias = 1 };
     return l;
 }
 
 ddpc_layer ddpc_relu(void) {
-    ddpc_layer l = {.kind = DDPC_LAYER_RELU};
+    ddpc_layer l = { .kind = DDPC_LAYER_RELU };
     return l;
 }
 
 ddpc_layer ddpc_maxpool2d(int kernel, int stride) {
-    ddpc_layer l = {.kind = DDPC_LAYER_MAXPOOL2D, .kernel = kernel, .stride = stride};
+    ddpc_layer l = { .kind = DDPC_LAYER_MAXPOOL2D, .kernel = kernel, .stride = stride };
     return l;
 }
 
 ddpc_layer ddpc_flatten(void) {
-    ddpc_layer l = {.kind = DDPC_LAYER_FLATTEN};
+    ddpc_layer l = { .kind = DDPC_LAYER_FLATTEN };
     return l;
 }
 
 ddpc_layer ddpc_dropout(float p) {
-    ddpc_layer l = {.kind = DDPC_LAYER_DROPOUT, .p = p};
+    ddpc_layer l = { .kind = DDPC_LAYER_DROPOUT, .p = p };
     return l;
 }
 
@@ -374,15 +391,18 @@ ddpc_layer ddpc_dropout(float p) {
 static ddpc_status add_layer(ddpc_model *m, const ddpc_layer *l, int i) {
     switch (l->kind) {
     case DDPC_LAYER_LINEAR: return add_linear(m, l->in, l->out, l->bias);
-    case DDPC_LAYER_CONV2D: return add_conv2d(m, l->in, l->out, l->kernel, l->stride, l->padding, l->bias);
+    case DDPC_LAYER_CONV2D:
+        return add_conv2d(m, l->in, l->out, l->kernel, l->stride, l->padding, l->bias);
     case DDPC_LAYER_RELU: return add_relu(m);
     case DDPC_LAYER_MAXPOOL2D: return add_maxpool2d(m, l->kernel, l->stride);
     case DDPC_LAYER_FLATTEN: return add_flatten(m);
     case DDPC_LAYER_DROPOUT: return add_dropout(m, l->p);
     case DDPC_LAYER_INPUT:
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "model: layers[%d] is an input shape; only layers[0] may be", i);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "model: layers[%d] is an input shape; only layers[0] may be", i);
     }
-    return ddpc__err(DDPC_ERR_INVALID_ARG, "model: layers[%d] has unknown kind %d", i, (int)l->kind);
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "model: layers[%d] has unknown kind %d", i,
+                     (int)l->kind);
 }
 
 /*
@@ -406,7 +426,7 @@ ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_
         c = 1, h = 1, w = layers[0].in;
     } else {
         return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_model_create: the first layer does not give "
-                        "the input's shape; put ddpc_input(c, h, w) first");
+                                               "the input's shape; put ddpc_input(c, h, w) first");
     }
     ddpc_nn_threads(); /* chooses the BLAS threads if the program has not */
     ddpc_model *m = NULL;
@@ -429,17 +449,31 @@ ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model
         ddpc_layer_kind kind[11];
         int arg[11][5]; /* in, out, kernel, stride, padding */
     } presets[] = {
-        {"linear", 3, {DDPC_LAYER_INPUT, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR}, {{0}, {0}, {784, 10}}},
-        {"mlp", 7,
-         {DDPC_LAYER_INPUT, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR, DDPC_LAYER_RELU, DDPC_LAYER_LINEAR,
-          DDPC_LAYER_RELU, DDPC_LAYER_LINEAR},
-         {{0}, {0}, {784, 512}, {0}, {512, 512}, {0}, {512, 10}}},
-        {"cnn", 11,
-         {DDPC_LAYER_INPUT, DDPC_LAYER_CONV2D, DDPC_LAYER_RELU, DDPC_LAYER_MAXPOOL2D, DDPC_LAYER_CONV2D,
-          DDPC_LAYER_RELU, DDPC_LAYER_MAXPOOL2D, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR, DDPC_LAYER_RELU,
-          DDPC_LAYER_LINEAR},
-         {{0}, {1, 16, 3, 1, 1}, {0}, {0, 0, 2, 2}, {16, 32, 3, 1, 1}, {0}, {0, 0, 2, 2}, {0},
-          {32 * 7 * 7, 128}, {0}, {128, 10}}},
+        { "linear",
+          3,
+          { DDPC_LAYER_INPUT, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR },
+          { { 0 }, { 0 }, { 784, 10 } } },
+        { "mlp",
+          7,
+          { DDPC_LAYER_INPUT, DDPC_LAYER_FLATTEN, DDPC_LAYER_LINEAR, DDPC_LAYER_RELU,
+            DDPC_LAYER_LINEAR, DDPC_LAYER_RELU, DDPC_LAYER_LINEAR },
+          { { 0 }, { 0 }, { 784, 512 }, { 0 }, { 512, 512 }, { 0 }, { 512, 10 } } },
+        { "cnn",
+          11,
+          { DDPC_LAYER_INPUT, DDPC_LAYER_CONV2D, DDPC_LAYER_RELU, DDPC_LAYER_MAXPOOL2D,
+            DDPC_LAYER_CONV2D, DDPC_LAYER_RELU, DDPC_LAYER_MAXPOOL2D, DDPC_LAYER_FLATTEN,
+            DDPC_LAYER_LINEAR, DDPC_LAYER_RELU, DDPC_LAYER_LINEAR },
+          { { 0 },
+            { 1, 16, 3, 1, 1 },
+            { 0 },
+            { 0, 0, 2, 2 },
+            { 16, 32, 3, 1, 1 },
+            { 0 },
+            { 0, 0, 2, 2 },
+            { 0 },
+            { 32 * 7 * 7, 128 },
+            { 0 },
+            { 128, 10 } } },
     };
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_model_create_preset: out is NULL");
     *out = NULL;
@@ -461,7 +495,8 @@ ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model
         o.seed = seed;
         return ddpc_model_create(l, presets[k].n, &o, out);
     }
-    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown model '%s' (linear, mlp, cnn)", name ? name : "(null)");
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown model '%s' (linear, mlp, cnn)",
+                     name ? name : "(null)");
 }
 
 void ddpc_model_destroy(ddpc_model *m) {
@@ -501,14 +536,18 @@ float *ddpc_model_grad_block(ddpc_model *m, size_t *numel) {
 
 void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h) {
     if (!m) return;
-    if (h) m->hooks = *h;
-    else memset(&m->hooks, 0, sizeof m->hooks);
+    if (h)
+        m->hooks = *h;
+    else
+        memset(&m->hooks, 0, sizeof m->hooks);
 }
 
 ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m) {
     ddpc_model_hooks h;
-    if (m) h = m->hooks;
-    else memset(&h, 0, sizeof h);
+    if (m)
+        h = m->hooks;
+    else
+        memset(&h, 0, sizeof h);
     return h;
 }
 
@@ -540,7 +579,8 @@ float *ddpc_model_output_grad(ddpc_model *m) {
 
 ddpc_status ddpc_model_loss(ddpc_model *m, ddpc_loss criterion, const int32_t *targets,
                             float *loss) {
-    if (!m || !m->B) return ddpc__err(DDPC_ERR_INVALID_ARG, "loss: no forward pass to take the loss of");
+    if (!m || !m->B)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "loss: no forward pass to take the loss of");
     if (criterion != DDPC_CROSS_ENTROPY)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "loss: unknown criterion %d", (int)criterion);
     size_t K = m->layers[m->nlayers - 1].out_n;
@@ -595,9 +635,11 @@ ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float
  */
 ddpc_status ddpc_model_backward(ddpc_model *m) {
     if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: model is NULL");
-    if (m->B == 0) return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: no forward pass to go back through");
+    if (m->B == 0)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: no forward pass to go back through");
     if (!m->have_grad)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "backward: no loss since the last forward (ddpc_model_loss)");
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "backward: no loss since the last forward (ddpc_model_loss)");
     m->have_grad = 0;
     int B = m->B;
     const float *g = m->out_grad;

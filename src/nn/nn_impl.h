@@ -25,53 +25,53 @@ typedef enum layer_kind {
 /* One layer of the stack. Shapes are per sample; buffers hold the model's cap_batch samples. */
 typedef struct nn_layer {
     layer_kind kind;
-    int in_c, in_h, in_w;     /* input sample shape (C, H, W); flat inputs are (1, 1, n) */
-    int out_c, out_h, out_w;  /* output sample shape */
-    size_t in_n, out_n;       /* features per sample: in_c*in_h*in_w, out_c*out_h*out_w */
+    int in_c, in_h, in_w;    /* input sample shape (C, H, W); flat inputs are (1, 1, n) */
+    int out_c, out_h, out_w; /* output sample shape */
+    size_t in_n, out_n;      /* features per sample: in_c*in_h*in_w, out_c*out_h*out_w */
 
     /* Linear: in_f -> out_f. Conv2d: in_c -> out_c, k x k, stride, pad. Pool: k, stride. */
     int in_f, out_f;
     int k, stride, pad;
     int has_bias;
-    int p_weight, p_bias;     /* parameter indices, -1 when absent */
-    float p;                  /* dropout probability */
+    int p_weight, p_bias; /* parameter indices, -1 when absent */
+    float p;              /* dropout probability */
     int has_params;
-    int need_dx;              /* 1 when an earlier layer has parameters */
+    int need_dx; /* 1 when an earlier layer has parameters */
 
-    float *buf;               /* (cap_batch, out_n) owned output buffer; NULL for Flatten */
-    float *dbuf;              /* (cap_batch, in_n) owned d loss / d input, when need_dx */
-    float *col;               /* Conv2d: (in_c*k*k, B*out_h*out_w) im2col of the whole batch */
-    float *dcol;              /* Conv2d: (in_c*k*k, B*out_h*out_w) its gradient, when need_dx */
-    float *tmp;               /* Conv2d: (out_c, B*out_h*out_w) output or gradient, channel-major */
-    int32_t *argmax;          /* MaxPool2d: (cap_batch, out_n) index of the max within the sample */
-    float *mask;              /* Dropout: (cap_batch, out_n) 0 or 1/(1-p) */
+    float *buf;      /* (cap_batch, out_n) owned output buffer; NULL for Flatten */
+    float *dbuf;     /* (cap_batch, in_n) owned d loss / d input, when need_dx */
+    float *col;      /* Conv2d: (in_c*k*k, B*out_h*out_w) im2col of the whole batch */
+    float *dcol;     /* Conv2d: (in_c*k*k, B*out_h*out_w) its gradient, when need_dx */
+    float *tmp;      /* Conv2d: (out_c, B*out_h*out_w) output or gradient, channel-major */
+    int32_t *argmax; /* MaxPool2d: (cap_batch, out_n) index of the max within the sample */
+    float *mask;     /* Dropout: (cap_batch, out_n) 0 or 1/(1-p) */
 
-    const float *in;          /* (B, in_n) input of the last forward (borrowed) */
-    const float *out;         /* (B, out_n) output of the last forward (buf, or in for Flatten) */
+    const float *in;  /* (B, in_n) input of the last forward (borrowed) */
+    const float *out; /* (B, out_n) output of the last forward (buf, or in for Flatten) */
 } nn_layer;
 
 struct ddpc_model {
-    int in_c, in_h, in_w;     /* input sample shape */
-    int cur_c, cur_h, cur_w;  /* output shape of the stack so far (while adding layers) */
-    int cap_batch;            /* samples the batch buffers hold: 0 until the first forward */
+    int in_c, in_h, in_w;    /* input sample shape */
+    int cur_c, cur_h, cur_w; /* output shape of the stack so far (while adding layers) */
+    int cap_batch;           /* samples the batch buffers hold: 0 until the first forward */
     uint64_t seed;
-    ddpc_rng rng;             /* dropout masks */
+    ddpc_rng rng; /* dropout masks */
 
     nn_layer *layers;
     int nlayers, cap_layers;
 
-    ddpc_param *params;       /* nparams, registration order */
+    ddpc_param *params; /* nparams, registration order */
     int nparams, cap_params;
-    float *pblock;            /* (numel) all parameters */
-    float *gblock;            /* (numel) all gradients */
+    float *pblock; /* (numel) all parameters */
+    float *gblock; /* (numel) all gradients */
     size_t numel;
 
-    float *out_grad;          /* (cap_batch, out_n of the last layer) d loss / d output */
+    float *out_grad; /* (cap_batch, out_n of the last layer) d loss / d output */
     int built;
     int training;
-    int B;                    /* batch of the last forward, 0 before any */
-    int have_grad;            /* out_grad holds a loss's gradient for the last forward */
-    int correct;              /* rows the last loss found right */
+    int B;         /* batch of the last forward, 0 before any */
+    int have_grad; /* out_grad holds a loss's gradient for the last forward */
+    int correct;   /* rows the last loss found right */
     ddpc_model_hooks hooks;
     char desc[1024];
 };
@@ -81,7 +81,8 @@ struct ddpc_model {
  * gradients are added into the model's gradient block; grad_ready fires after
  * them and before dx is computed. */
 void ddpc__nn_linear_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
-void ddpc__nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx, int B);
+void ddpc__nn_linear_backward(ddpc_model *m, nn_layer *L, const float *x, const float *g, float *dx,
+                              int B);
 void ddpc__nn_conv2d_forward(ddpc_model *m, nn_layer *L, const float *x, float *y, int B);
 void ddpc__nn_conv2d_backward(ddpc_model *m, nn_layer *L, const float *g, float *dx, int B);
 void ddpc__nn_relu_forward(const float *x, float *y, size_t n);
@@ -102,10 +103,10 @@ void ddpc__nn_skinny_backward_w(const float *g, const float *x, float *dW, int B
  * allows, bit-identical to the scalar loop. */
 typedef struct nn_adam_args {
     float b1, b2, eps, wd;
-    float step_size;   /* lr / (1 - b1^t) */
-    float bc2_sqrt;    /* sqrt(1 - b2^t) */
-    int decoupled;     /* AdamW: w *= decay first, no wd in the gradient */
-    float decay;       /* 1 - lr*wd */
+    float step_size; /* lr / (1 - b1^t) */
+    float bc2_sqrt;  /* sqrt(1 - b2^t) */
+    int decoupled;   /* AdamW: w *= decay first, no wd in the gradient */
+    float decay;     /* 1 - lr*wd */
 } nn_adam_args;
 void ddpc__nn_adam(const nn_adam_args *a, float *w, const float *g, float *ma, float *va, size_t n);
 /* Vectorised ReLU passes; return 0 (doing nothing) where the CPU lacks AVX2. */

@@ -13,11 +13,11 @@
 #include "nn/nn_impl.h"
 
 struct ddpc_optim {
-    ddpc_model *m;             /* borrowed */
+    ddpc_model *m; /* borrowed */
     ddpc_optim_options o;
-    uint64_t steps;            /* updates done; state is initialised when > 0 */
+    uint64_t steps; /* updates done; state is initialised when > 0 */
     int nstate;
-    float *state[2];           /* (numel) each: momentum; or exp_avg, exp_avg_sq */
+    float *state[2]; /* (numel) each: momentum; or exp_avg, exp_avg_sq */
     const char *state_name[2];
 };
 
@@ -33,7 +33,7 @@ ddpc_optim_options ddpc_optim_options_default(ddpc_optim_kind kind) {
     return o;
 }
 
-static const char *const kind_names[] = {"sgd", "adam", "adamw"};
+static const char *const kind_names[] = { "sgd", "adam", "adamw" };
 
 ddpc_status ddpc_optim_kind_parse(const char *s, ddpc_optim_kind *out) {
     for (int i = 0; i < 3; i++)
@@ -41,7 +41,8 @@ ddpc_status ddpc_optim_kind_parse(const char *s, ddpc_optim_kind *out) {
             *out = (ddpc_optim_kind)i;
             return DDPC_OK;
         }
-    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd, adam, adamw)", s ? s : "(null)");
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd, adam, adamw)",
+                     s ? s : "(null)");
 }
 
 const char *ddpc_optim_kind_name(ddpc_optim_kind k) {
@@ -51,20 +52,36 @@ const char *ddpc_optim_kind_name(ddpc_optim_kind k) {
 ddpc_status ddpc_optim_create(ddpc_model *m, const ddpc_optim_options *o, ddpc_optim **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_optim_create: out is NULL");
     *out = NULL;
-    if (!m || !m->built) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: model is NULL or not built");
+    if (!m || !m->built)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: model is NULL or not built");
     if (!o) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: options are NULL");
-    if ((unsigned)o->kind > DDPC_OPTIM_ADAMW) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: kind %d is unknown", (int)o->kind);
-    if (!(o->lr >= 0.0f) || !isfinite(o->lr)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: lr=%g must be >= 0", (double)o->lr);
-    if (!(o->weight_decay >= 0.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: weight_decay=%g must be >= 0", (double)o->weight_decay);
+    if ((unsigned)o->kind > DDPC_OPTIM_ADAMW)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: kind %d is unknown", (int)o->kind);
+    if (!(o->lr >= 0.0f) || !isfinite(o->lr))
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: lr=%g must be >= 0", (double)o->lr);
+    if (!(o->weight_decay >= 0.0f))
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: weight_decay=%g must be >= 0",
+                         (double)o->weight_decay);
     if (o->kind == DDPC_OPTIM_SGD) {
-        if (!(o->momentum >= 0.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: momentum=%g must be >= 0", (double)o->momentum);
-        if (!(o->dampening >= 0.0f && o->dampening <= 1.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: dampening=%g must be in [0, 1]", (double)o->dampening);
+        if (!(o->momentum >= 0.0f))
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: momentum=%g must be >= 0",
+                             (double)o->momentum);
+        if (!(o->dampening >= 0.0f && o->dampening <= 1.0f))
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: dampening=%g must be in [0, 1]",
+                             (double)o->dampening);
         if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f))
-            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: nesterov needs momentum > 0 and dampening 0");
+            return ddpc__err(DDPC_ERR_INVALID_ARG,
+                             "optimizer: nesterov needs momentum > 0 and dampening 0");
     } else {
-        if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: beta1=%g must be in [0, 1)", (double)o->beta1);
-        if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: beta2=%g must be in [0, 1)", (double)o->beta2);
-        if (!(o->eps >= 0.0f)) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: eps=%g must be >= 0", (double)o->eps);
+        if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f))
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: beta1=%g must be in [0, 1)",
+                             (double)o->beta1);
+        if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f))
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: beta2=%g must be in [0, 1)",
+                             (double)o->beta2);
+        if (!(o->eps >= 0.0f))
+            return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer: eps=%g must be >= 0",
+                             (double)o->eps);
     }
     ddpc_optim *p = calloc(1, sizeof *p);
     if (!p) return ddpc__err(DDPC_ERR_NOMEM, "optimizer: out of memory");
@@ -134,14 +151,18 @@ static void adam_step(ddpc_optim *p) {
     double bc1 = 1.0 - pow((double)b1, t), bc2 = 1.0 - pow((double)b2, t);
     float step_size = (float)(lr / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
-    nn_adam_args a = {b1, b2, eps, wd, step_size, bc2_sqrt, o->kind == DDPC_OPTIM_ADAMW, 1.0f - lr * wd};
+    nn_adam_args a = {
+        b1, b2, eps, wd, step_size, bc2_sqrt, o->kind == DDPC_OPTIM_ADAMW, 1.0f - lr * wd
+    };
     ddpc__nn_adam(&a, w, g, ma, va, n);
 }
 
 ddpc_status ddpc_optim_step(ddpc_optim *o) {
     if (!o) return ddpc__err(DDPC_ERR_INVALID_ARG, "optimizer step: optimizer is NULL");
-    if (o->o.kind == DDPC_OPTIM_SGD) sgd_step(o);
-    else adam_step(o);
+    if (o->o.kind == DDPC_OPTIM_SGD)
+        sgd_step(o);
+    else
+        adam_step(o);
     o->steps++;
     return DDPC_OK;
 }

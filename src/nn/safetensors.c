@@ -21,18 +21,19 @@
 /* ------------------------------------------------------ header parser */
 
 typedef struct parser {
-    const char *s, *end;  /* next byte, end of the header text */
-    const char *start;    /* the header's first byte (file offset 8) */
+    const char *s, *end; /* next byte, end of the header text */
+    const char *start;   /* the header's first byte (file offset 8) */
     const char *path;
 } parser;
 
 static ddpc_status perr_at(parser *p, const char *what) {
     return ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header at byte %zu: %s", p->path,
-                    (size_t)(p->s - p->start) + 8, what);
+                     (size_t)(p->s - p->start) + 8, what);
 }
 
 static void skip_ws(parser *p) {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')) p->s++;
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r'))
+        p->s++;
 }
 
 static int expect(parser *p, char c) {
@@ -72,10 +73,14 @@ static int hex4(const char *s, unsigned *out) {
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return 0;
     }
     *out = v;
     return 1;
@@ -98,8 +103,8 @@ static const char *parse_escape(parser *p, ddpc__strbuf *b) {
     p->s += 4;
     if (cp >= 0xd800 && cp < 0xdc00) { /* surrogate pair */
         unsigned lo;
-        if (p->end - p->s < 6 || p->s[0] != '\\' || p->s[1] != 'u' || !hex4(p->s + 2, &lo) || lo < 0xdc00 ||
-            lo >= 0xe000)
+        if (p->end - p->s < 6 || p->s[0] != '\\' || p->s[1] != 'u' || !hex4(p->s + 2, &lo) ||
+            lo < 0xdc00 || lo >= 0xe000)
             return "unpaired surrogate in \\u escape";
         p->s += 6;
         cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
@@ -127,13 +132,18 @@ static ddpc_status parse_string(parser *p, char **out) {
         }
         unsigned char c = (unsigned char)*p->s++;
         if (c == '"') break;
-        if (c < 0x20) bad = "control character in a string";
-        else if (c != '\\') ddpc__sb_put(&b, &c, 1);
-        else bad = parse_escape(p, &b);
+        if (c < 0x20)
+            bad = "control character in a string";
+        else if (c != '\\')
+            ddpc__sb_put(&b, &c, 1);
+        else
+            bad = parse_escape(p, &b);
     }
     ddpc_status s = DDPC_OK;
-    if (bad) s = perr_at(p, bad);
-    else if (b.oom) s = ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory parsing the header", p->path);
+    if (bad)
+        s = perr_at(p, bad);
+    else if (b.oom)
+        s = ddpc__err(DDPC_ERR_NOMEM, "%s: out of memory parsing the header", p->path);
     if (s != DDPC_OK) {
         ddpc__sb_free(&b);
         return s;
@@ -147,14 +157,16 @@ static ddpc_status parse_uint(parser *p, uint64_t *out) {
     skip_ws(p);
     const char *s = p->s;
     if (s >= p->end || *s < '0' || *s > '9') return perr_at(p, "expected a non-negative integer");
-    if (*s == '0' && s + 1 < p->end && s[1] >= '0' && s[1] <= '9') return perr_at(p, "leading zero in a number");
+    if (*s == '0' && s + 1 < p->end && s[1] >= '0' && s[1] <= '9')
+        return perr_at(p, "leading zero in a number");
     uint64_t v = 0;
     while (s < p->end && *s >= '0' && *s <= '9') {
         if (v > (UINT64_C(1) << 62)) return perr_at(p, "integer too large");
         v = v * 10 + (uint64_t)(*s - '0');
         s++;
     }
-    if (s < p->end && (*s == '.' || *s == 'e' || *s == 'E')) return perr_at(p, "expected an integer, got a fraction");
+    if (s < p->end && (*s == '.' || *s == 'e' || *s == 'E'))
+        return perr_at(p, "expected an integer, got a fraction");
     p->s = s;
     *out = v;
     return DDPC_OK;
@@ -200,21 +212,28 @@ static ddpc_status parse_tensor(parser *p, ddpc__st_tensor *t) {
         char *key;
         DDPC_CHECK(parse_string(p, &key));
         ddpc_status s;
-        if (!expect(p, ':')) s = perr_at(p, "expected ':'");
-        else if (!strcmp(key, "dtype")) s = seen_dtype++ ? perr_at(p, "duplicate \"dtype\"") : parse_dtype(p, t);
-        else if (!strcmp(key, "shape")) s = seen_shape++ ? perr_at(p, "duplicate \"shape\"") : parse_shape(p, t);
+        if (!expect(p, ':'))
+            s = perr_at(p, "expected ':'");
+        else if (!strcmp(key, "dtype"))
+            s = seen_dtype++ ? perr_at(p, "duplicate \"dtype\"") : parse_dtype(p, t);
+        else if (!strcmp(key, "shape"))
+            s = seen_shape++ ? perr_at(p, "duplicate \"shape\"") : parse_shape(p, t);
         else if (!strcmp(key, "data_offsets"))
             s = seen_off++ ? perr_at(p, "duplicate \"data_offsets\"") : parse_offsets(p, t);
         else
-            s = ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' has unknown field \"%s\"",
-                         p->path, t->name, key);
+            s = ddpc__err(DDPC_ERR_IO,
+                          "%s: malformed safetensors header: tensor '%s' has unknown field \"%s\"",
+                          p->path, t->name, key);
         free(key);
         if (s != DDPC_OK) return s;
     } while (expect(p, ','));
     if (!expect(p, '}')) return perr_at(p, "expected '}' after a tensor");
     if (!seen_dtype || !seen_shape || !seen_off)
-        return ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' lacks %s", p->path, t->name,
-                        !seen_dtype ? "\"dtype\"" : !seen_shape ? "\"shape\"" : "\"data_offsets\"");
+        return ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' lacks %s",
+                         p->path, t->name,
+                         !seen_dtype   ? "\"dtype\""
+                         : !seen_shape ? "\"shape\""
+                                       : "\"data_offsets\"");
     return DDPC_OK;
 }
 
@@ -246,9 +265,12 @@ static ddpc_status parse_metadata(parser *p, ddpc__st_file *h) {
         char *k, *v = NULL;
         DDPC_CHECK(parse_string(p, &k));
         ddpc_status s = DDPC_OK;
-        if (!expect(p, ':')) s = perr_at(p, "expected ':'");
-        else if ((s = parse_string(p, &v)) != DDPC_OK) s = ddpc__err_wrap(s, "__metadata__ values must be strings");
-        else if (ddpc__st_meta(h, k)) s = perr_at(p, "duplicate key in __metadata__");
+        if (!expect(p, ':'))
+            s = perr_at(p, "expected ':'");
+        else if ((s = parse_string(p, &v)) != DDPC_OK)
+            s = ddpc__err_wrap(s, "__metadata__ values must be strings");
+        else if (ddpc__st_meta(h, k))
+            s = perr_at(p, "duplicate key in __metadata__");
         if (s != DDPC_OK) {
             free(k);
             free(v);
@@ -261,9 +283,11 @@ static ddpc_status parse_metadata(parser *p, ddpc__st_file *h) {
 }
 
 /* A new tensor entry called name (taken) at the end of h's list. */
-static ddpc_status add_tensor(ddpc__st_file *h, const char *path, char *name, ddpc__st_tensor **out) {
+static ddpc_status add_tensor(ddpc__st_file *h, const char *path, char *name,
+                              ddpc__st_tensor **out) {
     if (ddpc__st_find(h, name)) {
-        ddpc_status s = ddpc__err(DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' appears twice", path, name);
+        ddpc_status s = ddpc__err(
+            DDPC_ERR_IO, "%s: malformed safetensors header: tensor '%s' appears twice", path, name);
         free(name);
         return s;
     }
@@ -315,9 +339,12 @@ static ddpc_status parse_json(parser *p, ddpc__st_file *h) {
 }
 
 static size_t dtype_bytes(const char *d) {
-    static const struct { const char *n; size_t b; } t[] = {
-        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-        {"I8", 1}, {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}};
+    static const struct {
+        const char *n;
+        size_t b;
+    } t[] = { { "F64", 8 }, { "F32", 4 }, { "F16", 2 }, { "BF16", 2 }, { "I64", 8 },
+              { "I32", 4 }, { "I16", 2 }, { "I8", 1 },  { "U64", 8 },  { "U32", 4 },
+              { "U16", 2 }, { "U8", 1 },  { "BOOL", 1 } };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(t[i].n, d)) return t[i].b;
     return 0;
@@ -326,7 +353,9 @@ static size_t dtype_bytes(const char *d) {
 /* A known dtype, and data_offsets that hold exactly the shape's values. */
 static ddpc_status check_size(const char *path, const ddpc__st_tensor *t) {
     size_t eb = dtype_bytes(t->dtype);
-    if (!eb) return ddpc__err(DDPC_ERR_IO, "%s: tensor '%s' has unknown dtype \"%s\"", path, t->name, t->dtype);
+    if (!eb)
+        return ddpc__err(DDPC_ERR_IO, "%s: tensor '%s' has unknown dtype \"%s\"", path, t->name,
+                         t->dtype);
     uint64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] && numel > (UINT64_C(1) << 62) / (uint64_t)t->shape[d])
@@ -334,13 +363,16 @@ static ddpc_status check_size(const char *path, const ddpc__st_tensor *t) {
         numel *= (uint64_t)t->shape[d];
     }
     if (t->end < t->begin || t->end - t->begin != numel * eb)
-        return ddpc__err(DDPC_ERR_IO, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] do not hold %" PRIu64 " %s values",
-                        path, t->name, t->begin, t->end, numel, t->dtype);
+        return ddpc__err(DDPC_ERR_IO,
+                         "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                         "] do not hold %" PRIu64 " %s values",
+                         path, t->name, t->begin, t->end, numel, t->dtype);
     return DDPC_OK;
 }
 
 static int cmp_begin(const void *a, const void *b) {
-    const ddpc__st_tensor *x = *(const ddpc__st_tensor *const *)a, *y = *(const ddpc__st_tensor *const *)b;
+    const ddpc__st_tensor *x = *(const ddpc__st_tensor *const *)a,
+                          *y = *(const ddpc__st_tensor *const *)b;
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
@@ -354,15 +386,20 @@ static ddpc_status check_tiling(const char *path, const ddpc__st_file *h, uint64
     uint64_t at = 0;
     for (int i = 0; i < h->nt; i++) {
         if (order[i]->begin != at) {
-            s = ddpc__err(DDPC_ERR_IO, "%s: tensor '%s' starts at byte %" PRIu64 " of the data, expected %" PRIu64 " (tensors must tile the data without gaps or overlaps)",
-                         path, order[i]->name, order[i]->begin, at);
+            s = ddpc__err(DDPC_ERR_IO,
+                          "%s: tensor '%s' starts at byte %" PRIu64
+                          " of the data, expected %" PRIu64
+                          " (tensors must tile the data without gaps or overlaps)",
+                          path, order[i]->name, order[i]->begin, at);
             goto done;
         }
         at = order[i]->end;
     }
     if (at != data_len)
-        s = ddpc__err(DDPC_ERR_IO, "%s: the header describes %" PRIu64 " bytes of data but the file holds %" PRIu64 "%s",
-                     path, at, data_len, at > data_len ? " (truncated?)" : "");
+        s = ddpc__err(DDPC_ERR_IO,
+                      "%s: the header describes %" PRIu64
+                      " bytes of data but the file holds %" PRIu64 "%s",
+                      path, at, data_len, at > data_len ? " (truncated?)" : "");
 done:
     free(order);
     return s;
@@ -375,7 +412,7 @@ done:
  */
 static ddpc_status parse_header(const char *path, const char *hdr, size_t n, uint64_t data_len,
                                 ddpc__st_file *h) {
-    parser p = {hdr, hdr + n, hdr, path};
+    parser p = { hdr, hdr + n, hdr, path };
     DDPC_CHECK(parse_json(&p, h));
     for (int i = 0; i < h->nt; i++) DDPC_CHECK(check_size(path, &h->t[i]));
     return check_tiling(path, h, data_len);
@@ -389,7 +426,8 @@ static ddpc_status read_file(const char *path, unsigned char **buf, size_t *len)
     *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ddpc__err_errno(errno == ENOENT ? DDPC_ERR_NOT_FOUND : DDPC_ERR_IO, errno, "checkpoint: cannot open %s", path);
+        return ddpc__err_errno(errno == ENOENT ? DDPC_ERR_NOT_FOUND : DDPC_ERR_IO, errno,
+                               "checkpoint: cannot open %s", path);
     ddpc_status s = DDPC_OK;
     unsigned char *b = NULL;
     struct stat st;
@@ -426,18 +464,23 @@ ddpc_status ddpc__st_open(const char *path, ddpc__st_file *f) {
     DDPC_CHECK(read_file(path, &f->buf, &f->len));
     ddpc_status s;
     if (f->len < 8) {
-        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: %zu bytes is too short for a safetensors file", path, f->len);
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: %zu bytes is too short for a safetensors file",
+                      path, f->len);
         goto fail;
     }
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)f->buf[i] << (8 * i);
     if (hl < 2 || hl > MAX_HEADER || hl > f->len - 8) {
-        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: header length %" PRIu64 " is impossible for a file of %zu bytes (not a safetensors file?)",
-                     path, hl, f->len);
+        s = ddpc__err(DDPC_ERR_IO,
+                      "checkpoint %s: header length %" PRIu64
+                      " is impossible for a file of %zu bytes (not a safetensors file?)",
+                      path, hl, f->len);
         goto fail;
     }
     f->data = f->buf + 8 + hl;
-    if ((s = parse_header(path, (const char *)f->buf + 8, (size_t)hl, f->len - 8 - hl, f)) != DDPC_OK) goto fail;
+    if ((s = parse_header(path, (const char *)f->buf + 8, (size_t)hl, f->len - 8 - hl, f)) !=
+        DDPC_OK)
+        goto fail;
     return DDPC_OK;
 fail:
     ddpc__st_close(f);
@@ -490,7 +533,7 @@ static void sb_json_str(ddpc__strbuf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
+            char e[2] = { '\\', (char)c };
             ddpc__sb_put(b, e, 2);
         } else if (c < 0x20) {
             ddpc__sb_printf(b, "\\u%04x", c);
@@ -503,8 +546,8 @@ static void sb_json_str(ddpc__strbuf *b, const char *s) {
 
 /* The header's JSON, padded with spaces to a multiple of 8; *data_len is
  * the bytes of data it describes. */
-static ddpc_status build_header(ddpc__strbuf *h, const char *const *meta, int nmeta, const ddpc__st_out *ts, int nt,
-                                uint64_t *data_len) {
+static ddpc_status build_header(ddpc__strbuf *h, const char *const *meta, int nmeta,
+                                const ddpc__st_out *ts, int nt, uint64_t *data_len) {
     ddpc__sb_puts(h, "{\"__metadata__\":{");
     for (int i = 0; i < nmeta; i++) {
         if (i) ddpc__sb_put(h, ",", 1);
@@ -518,7 +561,8 @@ static ddpc_status build_header(ddpc__strbuf *h, const char *const *meta, int nm
         ddpc__sb_put(h, ",", 1);
         sb_json_str(h, ts[i].name);
         ddpc__sb_puts(h, ":{\"dtype\":\"F32\",\"shape\":[");
-        for (int d = 0; d < ts[i].ndim; d++) ddpc__sb_printf(h, "%s%" PRId64, d ? "," : "", ts[i].shape[d]);
+        for (int d = 0; d < ts[i].ndim; d++)
+            ddpc__sb_printf(h, "%s%" PRId64, d ? "," : "", ts[i].shape[d]);
         uint64_t nb = (uint64_t)ts[i].numel * 4;
         ddpc__sb_printf(h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + nb);
         off += nb;
@@ -526,7 +570,8 @@ static ddpc_status build_header(ddpc__strbuf *h, const char *const *meta, int nm
     ddpc__sb_put(h, "}", 1);
     while (!h->oom && h->len % 8) ddpc__sb_put(h, " ", 1);
     *data_len = off;
-    return h->oom ? ddpc__err(DDPC_ERR_NOMEM, "checkpoint save: out of memory for the header") : DDPC_OK;
+    return h->oom ? ddpc__err(DDPC_ERR_NOMEM, "checkpoint save: out of memory for the header")
+                  : DDPC_OK;
 }
 
 static ddpc_status write_all(int fd, const void *buf, size_t n, const char *path) {
@@ -565,16 +610,20 @@ static ddpc_status write_floats(int fd, const float *x, size_t n, const char *pa
 }
 
 /* Length, header and data into tmp, fsync'd. */
-static ddpc_status write_file(const char *tmp, const ddpc__strbuf *h, const ddpc__st_out *ts, int nt) {
+static ddpc_status write_file(const char *tmp, const ddpc__strbuf *h, const ddpc__st_out *ts,
+                              int nt) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: cannot create %s", tmp);
+    if (fd < 0)
+        return ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: cannot create %s", tmp);
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     ddpc_status s = write_all(fd, len8, 8, tmp);
     if (s == DDPC_OK) s = write_all(fd, h->p, h->len, tmp);
     for (int i = 0; i < nt && s == DDPC_OK; i++) s = write_floats(fd, ts[i].data, ts[i].numel, tmp);
-    if (s == DDPC_OK && fsync(fd) != 0) s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: fsync %s", tmp);
-    if (close(fd) != 0 && s == DDPC_OK) s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: close %s", tmp);
+    if (s == DDPC_OK && fsync(fd) != 0)
+        s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: fsync %s", tmp);
+    if (close(fd) != 0 && s == DDPC_OK)
+        s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: close %s", tmp);
     return s;
 }
 
@@ -595,7 +644,8 @@ static void sync_dir(const char *path) {
  * 2. Write length, header, data into path.tmp.PID; fsync.
  * 3. Rename over path; fsync the directory.
  */
-ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta, const ddpc__st_out *ts, int nt) {
+ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta,
+                           const ddpc__st_out *ts, int nt) {
     ddpc__strbuf h = DDPC_STRBUF_HEAP;
     ddpc__strbuf tmp = DDPC_STRBUF_HEAP;
     uint64_t data_len = 0;
@@ -614,7 +664,8 @@ ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta,
         goto done;
     }
     sync_dir(path);
-    DDPC_INFO(NN, "checkpoint: wrote %s (%d tensors, %" PRIu64 " bytes of data)", path, nt, data_len);
+    DDPC_INFO(NN, "checkpoint: wrote %s (%d tensors, %" PRIu64 " bytes of data)", path, nt,
+              data_len);
 done:
     ddpc__sb_free(&tmp);
     ddpc__sb_free(&h);

@@ -26,21 +26,21 @@
 
 /* One tensor of a file's header. */
 typedef struct ddpc__st_tensor {
-    char *name;                        /* owned by the file */
-    char dtype[8];                     /* "F32", "BF16", ... (a known one) */
+    char *name;    /* owned by the file */
+    char dtype[8]; /* "F32", "BF16", ... (a known one) */
     int ndim;
-    int64_t shape[DDPC__ST_MAX_DIMS];  /* (ndim) */
-    uint64_t begin, end;               /* bytes of the data section */
+    int64_t shape[DDPC__ST_MAX_DIMS]; /* (ndim) */
+    uint64_t begin, end;              /* bytes of the data section */
 } ddpc__st_tensor;
 
 /* A file read whole, its header parsed and checked against its size. */
 typedef struct ddpc__st_file {
-    unsigned char *buf;         /* owned: the whole file */
-    size_t len;                 /* bytes of buf */
-    const unsigned char *data;  /* into buf: the data section */
-    ddpc__st_tensor *t;         /* (nt) in the header's order */
+    unsigned char *buf;        /* owned: the whole file */
+    size_t len;                /* bytes of buf */
+    const unsigned char *data; /* into buf: the data section */
+    ddpc__st_tensor *t;        /* (nt) in the header's order */
     int nt, cap_t;
-    char **meta_k, **meta_v;    /* (nmeta) __metadata__, owned */
+    char **meta_k, **meta_v; /* (nmeta) __metadata__, owned */
     int nmeta, cap_meta;
 } ddpc__st_file;
 
@@ -64,8 +64,8 @@ void ddpc__st_get_f32(const ddpc__st_file *f, const ddpc__st_tensor *t, float *d
 typedef struct ddpc__st_out {
     const char *name;
     int ndim;
-    int64_t shape[DDPC__ST_MAX_DIMS];  /* (ndim) */
-    const float *data;                 /* (numel) */
+    int64_t shape[DDPC__ST_MAX_DIMS]; /* (ndim) */
+    const float *data;                /* (numel) */
     size_t numel;
 } ddpc__st_out;
 
@@ -73,6 +73,7 @@ typedef struct ddpc__st_out {
  * (i < nmeta) to path atomically: into path.tmp.PID, fsync'd, renamed over
  * path, the directory fsync'd. On error path is untouched and the
  * temporary file removed. */
-ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta, const ddpc__st_out *ts, int nt);
+ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta,
+                           const ddpc__st_out *ts, int nt);
 
 #endif /* DDPC_NN_SAFETENSORS_H */

@@ -47,15 +47,16 @@ static unsigned char *put_key(const ddpc_store *st, unsigned char *dst, const ch
 }
 
 /* Validates a key (with the view's prefix) and returns its full length. */
-static ddpc_status full_key_len(const ddpc_store *st, const char *what, const char *key, size_t *len) {
+static ddpc_status full_key_len(const ddpc_store *st, const char *what, const char *key,
+                                size_t *len) {
     if (!key) return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: key is NULL", what);
     size_t n = st->prefix_len + strlen(key);
     if (n == 0) return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: key is empty", what);
     if (n > DDPC_STORE_MAX_KEY)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                        "store %s: key '%.60s...' is %zu bytes with its prefix; the limit is %d "
-                        "(DDPC_STORE_MAX_KEY)",
-                        what, key, n, DDPC_STORE_MAX_KEY);
+                         "store %s: key '%.60s...' is %zu bytes with its prefix; the limit is %d "
+                         "(DDPC_STORE_MAX_KEY)",
+                         what, key, n, DDPC_STORE_MAX_KEY);
     *len = n;
     return DDPC_OK;
 }
@@ -72,33 +73,34 @@ static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int 
     *blen = 0;
     if (r->broken)
         return ddpc__err(DDPC_ERR_PEER_LOST,
-                        "store at %s: %s: the connection is unusable after an earlier error", r->addr,
-                        what);
+                         "store at %s: %s: the connection is unusable after an earlier error",
+                         r->addr, what);
     uint64_t total = 0;
     for (int i = 0; i < niov; i++) total += iov[i].iov_len;
     if (total > STORE_MAX_REQUEST)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "store %s: request of %llu bytes is too large", what,
-                        (unsigned long long)total);
+                         (unsigned long long)total);
     double deadline = ddpc__now() + (wait_s > 0 ? wait_s : 0) + r->op_timeout;
     unsigned char hdr[4];
     put_u32(hdr, (uint32_t)total);
     ddpc_status s = ddpc__sock_write_full(r->fd, hdr, 4, deadline, -1);
     for (int i = 0; i < niov && s == DDPC_OK; i++)
-        if (iov[i].iov_len) s = ddpc__sock_write_full(r->fd, iov[i].iov_base, iov[i].iov_len, deadline, -1);
+        if (iov[i].iov_len)
+            s = ddpc__sock_write_full(r->fd, iov[i].iov_base, iov[i].iov_len, deadline, -1);
     if (s == DDPC_OK) s = ddpc__sock_read_full(r->fd, hdr, 4, deadline, -1);
     uint32_t len = s == DDPC_OK ? get_u32(hdr) : 0;
     if (s == DDPC_OK && (len == 0 || len > STORE_MAX_REPLY)) {
         r->broken = 1;
-        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %u bytes is malformed", r->addr,
-                        what, len);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %u bytes is malformed",
+                         r->addr, what, len);
     }
     unsigned char *b = NULL;
     if (s == DDPC_OK) {
         b = malloc((size_t)len + 1);
         if (!b) {
             r->broken = 1;
-            return ddpc__err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %u-byte reply", r->addr,
-                            what, len);
+            return ddpc__err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %u-byte reply",
+                             r->addr, what, len);
         }
         s = ddpc__sock_read_full(r->fd, b, len, deadline, -1);
     }
@@ -106,11 +108,13 @@ static ddpc_status rpc(ddpc_store *st, const char *what, struct iovec *iov, int 
         free(b);
         r->broken = 1;
         if (s == DDPC_ERR_TIMEOUT)
-            return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)",
-                            r->addr, what, (wait_s > 0 ? wait_s : 0) + r->op_timeout);
+            return ddpc__err(DDPC_ERR_TIMEOUT,
+                             "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)",
+                             r->addr, what, (wait_s > 0 ? wait_s : 0) + r->op_timeout);
         if (s == DDPC_ERR_PEER_LOST)
-            return ddpc__err(DDPC_ERR_PEER_LOST, "store at %s: %s: connection lost (%s); is the store's host alive?",
-                            r->addr, what, ddpc_last_error());
+            return ddpc__err(DDPC_ERR_PEER_LOST,
+                             "store at %s: %s: connection lost (%s); is the store's host alive?",
+                             r->addr, what, ddpc_last_error());
         return ddpc__err_wrap(s, "store at %s: %s", r->addr, what);
     }
     *rstatus = b[0];
@@ -142,15 +146,19 @@ static ddpc_status ddpc_handshake(ddpc_store *st, double deadline) {
     if (s == DDPC_OK) s = ddpc__sock_read_full(st->fd, hdr, 4, deadline, -1);
     uint32_t len = s == DDPC_OK ? get_u32(hdr) : 0;
     if (s == DDPC_OK && (len == 0 || len > 4096))
-        s = ddpc__err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)", st->addr);
-    if (s == DDPC_OK && !(b = malloc(len + 1))) s = ddpc__err(DDPC_ERR_NOMEM, "store client: out of memory");
+        s = ddpc__err(DDPC_ERR_PROTOCOL, "the peer at %s is not a ddpc store (bad handshake reply)",
+                      st->addr);
+    if (s == DDPC_OK && !(b = malloc(len + 1)))
+        s = ddpc__err(DDPC_ERR_NOMEM, "store client: out of memory");
     if (s == DDPC_OK) s = ddpc__sock_read_full(st->fd, b, len, deadline, -1);
     if (s == DDPC_OK) {
         b[len] = 0;
         if (b[0] != RS_OK)
-            s = ddpc__err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr, (char *)b + 1);
+            s = ddpc__err(DDPC_ERR_PROTOCOL, "the store at %s refused the handshake: %s", st->addr,
+                          (char *)b + 1);
         else if (len != 5 || get_u32(b + 1) != STORE_VERSION)
-            s = ddpc__err(DDPC_ERR_PROTOCOL, "the store at %s answered the handshake with a bad reply", st->addr);
+            s = ddpc__err(DDPC_ERR_PROTOCOL,
+                          "the store at %s answered the handshake with a bad reply", st->addr);
     }
     free(b);
     return s;
@@ -161,8 +169,8 @@ static ddpc_status ddpc_handshake(ddpc_store *st, double deadline) {
 static ddpc_status open_conn(ddpc_store *st, double deadline, double timeout_s) {
     ddpc_status s = ddpc__sock_connect(st->host, st->port, deadline, &st->fd);
     if (s == DDPC_ERR_TIMEOUT)
-        return ddpc__err(DDPC_ERR_TIMEOUT, "no store answered at %s within %.3g s (%s)", st->addr, timeout_s,
-                        ddpc_last_error());
+        return ddpc__err(DDPC_ERR_TIMEOUT, "no store answered at %s within %.3g s (%s)", st->addr,
+                         timeout_s, ddpc_last_error());
     if (s != DDPC_OK) return ddpc__err_wrap(s, "connecting to the store at %s", st->addr);
     ddpc__sock_tune(st->fd, 0);
     return DDPC_OK;
@@ -205,13 +213,15 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
         s = ddpc_handshake(st, hs_deadline);
         if (s == DDPC_ERR_PEER_LOST && !strcmp(want, "auto")) {
             /* closed on our handshake: perhaps a PyTorch TCPStore; ask it in its protocol */
-            DDPC_TRACE(STORE, "store at %s closed on ddpc's handshake; trying TCPStore's protocol", st->addr);
+            DDPC_TRACE(STORE, "store at %s closed on ddpc's handshake; trying TCPStore's protocol",
+                       st->addr);
             close(st->fd);
             st->fd = -1;
             st->proto = PROTO_TORCH;
             s = open_conn(st, deadline, timeout_s);
         } else if (s == DDPC_ERR_PEER_LOST || s == DDPC_ERR_TIMEOUT) {
-            s = ddpc__err(s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr, ddpc_last_error());
+            s = ddpc__err(s, "store at %s: handshake failed (%s); is it a ddpc store?", st->addr,
+                          ddpc_last_error());
         }
     }
     if (s == DDPC_OK && st->proto == PROTO_TORCH) {
@@ -221,8 +231,10 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
         s = torch_num_keys(st, &n);
         st->op_timeout = keep;
         if (s != DDPC_OK)
-            s = ddpc__err(s, "store at %s answers neither ddpc's store protocol nor PyTorch's TCPStore's (%s)",
-                         st->addr, ddpc_last_error());
+            s = ddpc__err(
+                s,
+                "store at %s answers neither ddpc's store protocol nor PyTorch's TCPStore's (%s)",
+                st->addr, ddpc_last_error());
     }
     if (s != DDPC_OK) {
         if (st->fd >= 0) close(st->fd);
@@ -275,18 +287,21 @@ static ddpc__strbuf tb_start(const ddpc_store *st, int query, const char *key) {
  * appended). wait_s > 0: the reply may legitimately take that long (a
  * WAIT); then DDPC_ERR_TIMEOUT, and the connection is dropped to be
  * re-opened by the next call (TCPStore cannot cancel a wait). */
-static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, double wait_s, int want,
-                        unsigned char *fixed, unsigned char **body, size_t *blen) {
+static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, double wait_s,
+                        int want, unsigned char *fixed, unsigned char **body, size_t *blen) {
     ddpc_store *r = st->root;
     ddpc_status s = DDPC_OK;
     if (body) *body = NULL;
     if (blen) *blen = 0;
     int oom = req->oom;
-    if (oom) s = ddpc__err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
+    if (oom)
+        s = ddpc__err(DDPC_ERR_NOMEM, "store %s: out of memory", what);
     else if (r->broken)
-        s = ddpc__err(DDPC_ERR_PEER_LOST, "store at %s: %s: the connection is unusable after an earlier error",
-                     r->addr, what);
-    else if (r->fd < 0) s = open_conn(r, ddpc__now() + r->op_timeout, r->op_timeout);
+        s = ddpc__err(DDPC_ERR_PEER_LOST,
+                      "store at %s: %s: the connection is unusable after an earlier error", r->addr,
+                      what);
+    else if (r->fd < 0)
+        s = open_conn(r, ddpc__now() + r->op_timeout, r->op_timeout);
     double deadline = ddpc__now() + r->op_timeout;
     if (s == DDPC_OK) s = ddpc__sock_write_full(r->fd, req->p, req->len, deadline, -1);
     ddpc__sb_free(req);
@@ -297,20 +312,21 @@ static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, dou
     if (s == DDPC_ERR_TIMEOUT && wait_s > 0) { /* the wait ran out: forget this stream */
         close(r->fd);
         r->fd = -1;
-        return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: not done within %g s", r->addr, what, wait_s);
+        return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: not done within %g s", r->addr, what,
+                         wait_s);
     }
     if (s != DDPC_OK || want > 0) goto out;
     uint64_t len = get_u64(len8);
     if (len > STORE_MAX_REPLY) {
         r->broken = 1;
-        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %llu bytes is malformed", r->addr, what,
-                        (unsigned long long)len);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %llu bytes is malformed",
+                         r->addr, what, (unsigned long long)len);
     }
     unsigned char *b = malloc((size_t)len + 1);
     if (!b) {
         r->broken = 1;
-        return ddpc__err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %llu-byte reply", r->addr, what,
-                        (unsigned long long)len);
+        return ddpc__err(DDPC_ERR_NOMEM, "store at %s: %s: no memory for a %llu-byte reply",
+                         r->addr, what, (unsigned long long)len);
     }
     s = ddpc__sock_read_full(r->fd, b, (size_t)len, deadline, -1);
     if (s != DDPC_OK) {
@@ -326,22 +342,24 @@ out:
         /* a TCPStore closes on a request it cannot serve: reconnect next time */
         close(r->fd);
         r->fd = -1;
-        return ddpc__err(DDPC_ERR_PEER_LOST,
-                        "store at %s: %s: the TCPStore closed the connection (%s; it does so on a request it "
-                        "cannot serve, such as add to a value that is not an integer)",
-                        r->addr, what, ddpc_last_error());
+        return ddpc__err(
+            DDPC_ERR_PEER_LOST,
+            "store at %s: %s: the TCPStore closed the connection (%s; it does so on a request it "
+            "cannot serve, such as add to a value that is not an integer)",
+            r->addr, what, ddpc_last_error());
     }
     r->broken = 1;
     if (s == DDPC_ERR_TIMEOUT)
-        return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)", r->addr,
-                        what, r->op_timeout);
+        return ddpc__err(DDPC_ERR_TIMEOUT,
+                         "store at %s: %s: no reply within %.0f s (DDPC_STORE_TIMEOUT)", r->addr,
+                         what, r->op_timeout);
     return ddpc__err_wrap(s, "store at %s: %s", r->addr, what);
 }
 
 /* CHECK or WAIT on the keys: *ready = all exist. WAIT (wait_s > 0) gives
  * DDPC_ERR_TIMEOUT when they do not come in time. */
-static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys, int n, double wait_s,
-                              int *ready) {
+static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys, int n,
+                              double wait_s, int *ready) {
     ddpc__strbuf b = tb_start(st, query, NULL);
     tb_u64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) tb_key(&b, st, keys[i]);
@@ -350,7 +368,8 @@ static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys
     DDPC_CHECK(trpc(st, what, &b, query == TQ_WAIT ? wait_s : 0, 1, &v, NULL, NULL));
     if (v > 1 || (query == TQ_WAIT && v != TWAIT_STOP_WAITING)) {
         st->root->broken = 1;
-        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: unexpected reply %u", st->root->addr, what, v);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: unexpected reply %u", st->root->addr,
+                         what, v);
     }
     *ready = v == 0;
     return DDPC_OK;
@@ -370,13 +389,14 @@ static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n) {
 }
 
 /* get: wait for the key (or, with no timeout, check it once), then fetch. */
-static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len) {
+static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, void **val,
+                             size_t *len) {
     int ready = 0;
     ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, &key, 1, timeout_s, &ready);
     if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
     if (s == DDPC_ERR_TIMEOUT)
-        return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix, key,
-                        timeout_s > 0 ? timeout_s : 0);
+        return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr,
+                         st->prefix, key, timeout_s > 0 ? timeout_s : 0);
     DDPC_CHECK(s);
     ddpc__strbuf b = tb_start(st, TQ_GET, key);
     unsigned char *v;
@@ -399,12 +419,14 @@ const char *ddpc_store_addr(const ddpc_store *st) { return st ? st->root->addr :
 
 ddpc_status ddpc_store_prefixed(ddpc_store *st, const char *prefix, ddpc_store **out) {
     if (!st || !prefix || !out)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_prefixed: store, prefix and out must be non-NULL");
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_store_prefixed: store, prefix and out must be non-NULL");
     *out = NULL;
     size_t pl = strlen(prefix);
     if (st->prefix_len + pl >= DDPC_STORE_MAX_KEY)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "store prefix '%.60s' leaves no room for keys (DDPC_STORE_MAX_KEY %d)",
-                        prefix, DDPC_STORE_MAX_KEY);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "store prefix '%.60s' leaves no room for keys (DDPC_STORE_MAX_KEY %d)",
+                         prefix, DDPC_STORE_MAX_KEY);
     ddpc_store *v = calloc(1, sizeof *v);
     char *p = malloc(st->prefix_len + pl + 1);
     if (!v || !p) {
@@ -450,9 +472,12 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
     size_t kl;
     DDPC_CHECK(full_key_len(st, "set", key, &kl));
     if (len > DDPC_STORE_MAX_VALUE)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value of %zu bytes exceeds "
-                        "DDPC_STORE_MAX_VALUE (%u)", key, len, DDPC_STORE_MAX_VALUE);
-    if (len && !val) return ddpc__err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "store set '%.60s': value of %zu bytes exceeds "
+                         "DDPC_STORE_MAX_VALUE (%u)",
+                         key, len, DDPC_STORE_MAX_VALUE);
+    if (len && !val)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
     if (st->root->proto == PROTO_OPS) return ddpc__ops_set(st, key, val, len);
     if (st->root->proto == PROTO_TORCH) {
         ddpc__strbuf b = tb_start(st, TQ_SET, key);
@@ -462,7 +487,7 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
     unsigned char h[HEAD_MAX + 4];
     size_t hn = head(st, h, OP_SET, 0, 0, key);
     put_u32(h + hn, (uint32_t)len);
-    struct iovec iov[2] = {{h, hn + 4}, {(void *)val, len}};
+    struct iovec iov[2] = { { h, hn + 4 }, { (void *)val, len } };
     int rs;
     unsigned char *b;
     size_t bl;
@@ -471,8 +496,10 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
     return DDPC_OK;
 }
 
-ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len) {
-    if (!st || !val) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_get: store and val must be non-NULL");
+ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, void **val,
+                           size_t *len) {
+    if (!st || !val)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_get: store and val must be non-NULL");
     *val = NULL;
     if (len) *len = 0;
     size_t kl;
@@ -480,14 +507,14 @@ ddpc_status ddpc_store_get(ddpc_store *st, const char *key, double timeout_s, vo
     if (st->root->proto == PROTO_OPS) return ddpc__ops_get(st, key, timeout_s, val, len);
     if (st->root->proto == PROTO_TORCH) return torch_get(st, key, timeout_s, val, len);
     unsigned char h[HEAD_MAX];
-    struct iovec iov[1] = {{h, head(st, h, OP_GET, 1, timeout_s, key)}};
+    struct iovec iov[1] = { { h, head(st, h, OP_GET, 1, timeout_s, key) } };
     int rs;
     unsigned char *b;
     size_t bl;
     ddpc_status s = rpc(st, "get", iov, 1, timeout_s, &rs, &b, &bl);
     if (s == DDPC_ERR_TIMEOUT && !st->root->broken)
-        return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr, st->prefix,
-                        key, timeout_s > 0 ? timeout_s : 0);
+        return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr,
+                         st->prefix, key, timeout_s > 0 ? timeout_s : 0);
     DDPC_CHECK(s);
     *val = b;
     if (len) *len = bl;
@@ -512,7 +539,7 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     unsigned char h[HEAD_MAX + 8];
     size_t hn = head(st, h, OP_ADD, 0, 0, key);
     put_i64(h + hn, delta);
-    struct iovec iov[1] = {{h, hn + 8}};
+    struct iovec iov[1] = { { h, hn + 8 } };
     int rs;
     unsigned char *b;
     size_t bl;
@@ -520,7 +547,8 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     if (bl != 8) {
         free(b);
         st->root->broken = 1;
-        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: add: reply of %zu bytes, want 8", st->root->addr, bl);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: add: reply of %zu bytes, want 8",
+                         st->root->addr, bl);
     }
     if (result) *result = get_i64(b);
     free(b);
@@ -536,14 +564,18 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
     size_t kl;
     DDPC_CHECK(full_key_len(st, "compare_set", key, &kl));
     if (expected_len > DDPC_STORE_MAX_VALUE || desired_len > DDPC_STORE_MAX_VALUE)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value exceeds "
-                        "DDPC_STORE_MAX_VALUE (%u)", key, DDPC_STORE_MAX_VALUE);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "store compare_set '%.60s': a value exceeds "
+                         "DDPC_STORE_MAX_VALUE (%u)",
+                         key, DDPC_STORE_MAX_VALUE);
     if ((expected_len && !expected) || (desired_len && !desired))
         return ddpc__err(DDPC_ERR_INVALID_ARG, "store compare_set '%.60s': a value is NULL", key);
     if (st->root->proto == PROTO_OPS) {
         if (expected_len)
-            return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: compare_set '%.60s': a store made of set, get and "
-                            "add can only create an absent key (expected must be empty)", st->root->addr, key);
+            return ddpc__err(DDPC_ERR_INVALID_ARG,
+                             "%s: compare_set '%.60s': a store made of set, get and "
+                             "add can only create an absent key (expected must be empty)",
+                             st->root->addr, key);
         return ddpc__ops_create(st, key, desired, desired_len, actual, actual_len);
     }
     if (st->root->proto == PROTO_TORCH) {
@@ -553,8 +585,10 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
         unsigned char *v;
         size_t n;
         DDPC_CHECK(trpc(st, "compare_set", &b, 0, -1, NULL, &v, &n));
-        if (actual) *actual = v;
-        else free(v);
+        if (actual)
+            *actual = v;
+        else
+            free(v);
         if (actual_len) *actual_len = n;
         return DDPC_OK;
     }
@@ -562,21 +596,28 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
     size_t hn = head(st, h, OP_CAS, 0, 0, key);
     put_u32(h + hn, (uint32_t)expected_len);
     put_u32(m, (uint32_t)desired_len);
-    struct iovec iov[4] = {{h, hn + 4}, {(void *)expected, expected_len}, {m, 4}, {(void *)desired, desired_len}};
+    struct iovec iov[4] = { { h, hn + 4 },
+                            { (void *)expected, expected_len },
+                            { m, 4 },
+                            { (void *)desired, desired_len } };
     int rs;
     unsigned char *b;
     size_t bl;
     DDPC_CHECK(rpc(st, "compare_set", iov, 4, 0, &rs, &b, &bl));
-    if (actual) *actual = b;
-    else free(b);
+    if (actual)
+        *actual = b;
+    else
+        free(b);
     if (actual_len) *actual_len = bl;
     return DDPC_OK;
 }
 
 ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s) {
-    if (!st || !keys) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_wait: store and keys must be non-NULL");
+    if (!st || !keys)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_wait: store and keys must be non-NULL");
     if (n < 0 || n > STORE_MAX_WAIT_KEYS)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "store wait: %d keys is outside [0, %d]", n, STORE_MAX_WAIT_KEYS);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "store wait: %d keys is outside [0, %d]", n,
+                         STORE_MAX_WAIT_KEYS);
     if (n == 0) return DDPC_OK;
     size_t total = 1 + 4 + 4, kl;
     for (int i = 0; i < n; i++) {
@@ -586,11 +627,14 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
     if (st->root->proto == PROTO_OPS) return ddpc__ops_wait(st, keys, n, timeout_s);
     if (st->root->proto == PROTO_TORCH) {
         int ready = 0;
-        ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, keys, n, timeout_s, &ready);
+        ddpc_status s =
+            torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, keys, n, timeout_s, &ready);
         if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
         if (s == DDPC_ERR_TIMEOUT)
-            return ddpc__err(s, "store at %s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr,
-                            n, st->prefix, keys[0], n > 1 ? ", ..." : "", timeout_s > 0 ? timeout_s : 0);
+            return ddpc__err(s,
+                             "store at %s: wait: %d keys ('%s%s'%s) were not all set within %g s",
+                             st->root->addr, n, st->prefix, keys[0], n > 1 ? ", ..." : "",
+                             timeout_s > 0 ? timeout_s : 0);
         return s;
     }
     unsigned char *buf = malloc(total), *p = buf;
@@ -600,7 +644,7 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
     put_u32(p + 4, (uint32_t)n);
     p += 8;
     for (int i = 0; i < n; i++) p = put_key(st, p, keys[i]);
-    struct iovec iov[1] = {{buf, total}};
+    struct iovec iov[1] = { { buf, total } };
     int rs;
     unsigned char *b;
     size_t bl;
@@ -618,7 +662,8 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     DDPC_CHECK(full_key_len(st, what, key, &kl));
     if (st->root->proto == PROTO_OPS) {
         if (op == OP_CHECK) return ddpc__ops_check(st, key, flag);
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot %s", st->root->addr, what);
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot %s",
+                         st->root->addr, what);
     }
     if (st->root->proto == PROTO_TORCH) {
         int64_t v = 0;
@@ -629,7 +674,7 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
         return DDPC_OK;
     }
     unsigned char h[HEAD_MAX];
-    struct iovec iov[1] = {{h, head(st, h, op, 0, 0, key)}};
+    struct iovec iov[1] = { { h, head(st, h, op, 0, 0, key) } };
     int rs;
     unsigned char *b;
     size_t bl;
@@ -639,7 +684,8 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     free(b);
     if (!ok) {
         st->root->broken = 1;
-        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %zu bytes, want 1", st->root->addr, what, bl);
+        return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: reply of %zu bytes, want 1",
+                         st->root->addr, what, bl);
     }
     return DDPC_OK;
 }
@@ -654,13 +700,15 @@ ddpc_status ddpc_store_delete(ddpc_store *st, const char *key, int *deleted) {
 }
 
 ddpc_status ddpc_store_num_keys(ddpc_store *st, int64_t *n) {
-    if (!st || !n) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
+    if (!st || !n)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_num_keys: store and n must be non-NULL");
     if (st->root->proto == PROTO_OPS)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot count its keys",
-                        st->root->addr);
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "%s: a store made of set, get and add cannot count its keys",
+                         st->root->addr);
     if (st->root->proto == PROTO_TORCH) return torch_num_keys(st, n);
     unsigned char op = OP_NUM_KEYS;
-    struct iovec iov[1] = {{&op, 1}};
+    struct iovec iov[1] = { { &op, 1 } };
     int rs;
     unsigned char *b;
     size_t bl;
@@ -683,7 +731,7 @@ ddpc_status ddpc_store_ping(ddpc_store *st) {
         return torch_num_keys(st, &n);
     }
     unsigned char op = OP_PING;
-    struct iovec iov[1] = {{&op, 1}};
+    struct iovec iov[1] = { { &op, 1 } };
     int rs;
     unsigned char *b;
     size_t bl;

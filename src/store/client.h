@@ -14,8 +14,8 @@
 enum { PROTO_OPS = 3 };
 
 struct ddpc_store {
-    ddpc_store *root;  /* the handle that owns the connection (itself for a client) */
-    char *prefix;      /* owned; "" for a client */
+    ddpc_store *root; /* the handle that owns the connection (itself for a client) */
+    char *prefix;     /* owned; "" for a client */
     size_t prefix_len;
     int fd;            /* root only */
     int broken;        /* root only: an earlier call left the stream unusable */
@@ -31,7 +31,8 @@ struct ddpc_store {
 /* ops.c: the calls of a PROTO_OPS store (st->root->proto == PROTO_OPS).
  * Arguments were validated by client.c; keys are without st's prefix. */
 ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size_t len);
-ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len);
+ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, void **val,
+                          size_t *len);
 ddpc_status ddpc__ops_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
 ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, size_t len,
                              void **actual, size_t *actual_len);

@@ -16,9 +16,9 @@
  * in ddpc's protocol a timeout before them. One row per OP_*; both
  * protocols' fields come in this order (proto.h). */
 enum {
-    K_NONE,      /* no key */
-    K_ONE,       /* one key */
-    K_LIST,      /* a count, then that many keys */
+    K_NONE,          /* no key */
+    K_ONE,           /* one key */
+    K_LIST,          /* a count, then that many keys */
     K_ONE_TORCH_LIST /* one key in ddpc's protocol, a list in TCPStore's */
 };
 static const struct op_layout {
@@ -28,16 +28,16 @@ static const struct op_layout {
     unsigned char delta;   /* an i64 after the keys */
     unsigned char timeout; /* ddpc's protocol: a u32 timeout_ms before the keys */
 } layouts[OP_COUNT] = {
-    [0] = {"?", K_NONE, 0, 0, 0},
-    [OP_SET] = {"set", K_ONE, 1, 0, 0},
-    [OP_GET] = {"get", K_ONE, 0, 0, 1},
-    [OP_ADD] = {"add", K_ONE, 0, 1, 0},
-    [OP_CAS] = {"compare_set", K_ONE, 2, 0, 0},
-    [OP_WAIT] = {"wait", K_LIST, 0, 0, 1},
-    [OP_CHECK] = {"check", K_ONE_TORCH_LIST, 0, 0, 0},
-    [OP_DELETE] = {"delete", K_ONE, 0, 0, 0},
-    [OP_NUM_KEYS] = {"num_keys", K_NONE, 0, 0, 0},
-    [OP_PING] = {"ping", K_NONE, 0, 0, 0},
+    [0] = { "?", K_NONE, 0, 0, 0 },
+    [OP_SET] = { "set", K_ONE, 1, 0, 0 },
+    [OP_GET] = { "get", K_ONE, 0, 0, 1 },
+    [OP_ADD] = { "add", K_ONE, 0, 1, 0 },
+    [OP_CAS] = { "compare_set", K_ONE, 2, 0, 0 },
+    [OP_WAIT] = { "wait", K_LIST, 0, 0, 1 },
+    [OP_CHECK] = { "check", K_ONE_TORCH_LIST, 0, 0, 0 },
+    [OP_DELETE] = { "delete", K_ONE, 0, 0, 0 },
+    [OP_NUM_KEYS] = { "num_keys", K_NONE, 0, 0, 0 },
+    [OP_PING] = { "ping", K_NONE, 0, 0, 0 },
 };
 
 const char *ddpc__store_op_name(int op) { return op > 0 && op < OP_COUNT ? layouts[op].name : "?"; }
@@ -83,8 +83,8 @@ static int take_key(cur *r, int op, const unsigned char **at, uint32_t *kn, char
     uint64_t n = 0;
     int rc = take_field(r, DDPC_STORE_MAX_KEY, at, &n);
     if (rc == -2) {
-        snprintf(why, wl, "%s: key of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_KEY (%d)", ddpc__store_op_name(op), n,
-                 DDPC_STORE_MAX_KEY);
+        snprintf(why, wl, "%s: key of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_KEY (%d)",
+                 ddpc__store_op_name(op), n, DDPC_STORE_MAX_KEY);
         return -2;
     }
     if (rc == 0 && n == 0) {
@@ -96,12 +96,13 @@ static int take_key(cur *r, int op, const unsigned char **at, uint32_t *kn, char
 }
 
 /* A value field of at most DDPC_STORE_MAX_VALUE bytes. */
-static int take_value(cur *r, int op, const unsigned char **at, uint32_t *vn, char *why, size_t wl) {
+static int take_value(cur *r, int op, const unsigned char **at, uint32_t *vn, char *why,
+                      size_t wl) {
     uint64_t n = 0;
     int rc = take_field(r, DDPC_STORE_MAX_VALUE, at, &n);
     if (rc == -2)
-        snprintf(why, wl, "%s: value of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_VALUE (%u)", ddpc__store_op_name(op), n,
-                 DDPC_STORE_MAX_VALUE);
+        snprintf(why, wl, "%s: value of %" PRIu64 " bytes exceeds DDPC_STORE_MAX_VALUE (%u)",
+                 ddpc__store_op_name(op), n, DDPC_STORE_MAX_VALUE);
     *vn = (uint32_t)n;
     return rc;
 }
@@ -118,7 +119,8 @@ static int take_fields(cur *r, store_req *q, char *why, size_t wl) {
         uint64_t n;
         if (take_len(r, &n)) return -1;
         if (n == 0 || n > STORE_MAX_WAIT_KEYS) {
-            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [1, %d]", l->name, n, STORE_MAX_WAIT_KEYS);
+            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [1, %d]", l->name, n,
+                     STORE_MAX_WAIT_KEYS);
             return -2;
         }
         q->nkeys = (uint32_t)n;
@@ -143,11 +145,12 @@ static int take_fields(cur *r, store_req *q, char *why, size_t wl) {
     return 0;
 }
 
-int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen) {
+int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why,
+                            size_t whylen) {
     memset(q, 0, sizeof *q);
     q->proto = PROTO_DDPC;
     q->lw = 4;
-    cur r = {body, len, 4, 0};
+    cur r = { body, len, 4, 0 };
     const unsigned char *at;
     if (take_n(&r, 1, &at)) {
         snprintf(why, whylen, "empty frame");
@@ -162,17 +165,25 @@ int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q,
     int rc = take_fields(&r, q, why, whylen);
     if (rc == -2) return -1;
     if (rc || r.short_ || r.left) {
-        snprintf(why, whylen, "%s: malformed request of %zu bytes", ddpc__store_op_name(q->op), len);
+        snprintf(why, whylen, "%s: malformed request of %zu bytes", ddpc__store_op_name(q->op),
+                 len);
         return -1;
     }
     return 0;
 }
 
-long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen) {
+long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why,
+                              size_t whylen) {
     static const int op_of[TQ_COUNT] = {
-        [TQ_SET] = OP_SET,     [TQ_COMPARE_SET] = OP_CAS,  [TQ_GET] = OP_GET,
-        [TQ_ADD] = OP_ADD,     [TQ_CHECK] = OP_CHECK,      [TQ_WAIT] = OP_WAIT,
-        [TQ_GETNUMKEYS] = OP_NUM_KEYS, [TQ_WATCH_KEY] = 0, [TQ_DELETE_KEY] = OP_DELETE,
+        [TQ_SET] = OP_SET,
+        [TQ_COMPARE_SET] = OP_CAS,
+        [TQ_GET] = OP_GET,
+        [TQ_ADD] = OP_ADD,
+        [TQ_CHECK] = OP_CHECK,
+        [TQ_WAIT] = OP_WAIT,
+        [TQ_GETNUMKEYS] = OP_NUM_KEYS,
+        [TQ_WATCH_KEY] = 0,
+        [TQ_DELETE_KEY] = OP_DELETE,
     };
     memset(q, 0, sizeof *q);
     q->proto = PROTO_TORCH;
@@ -185,7 +196,7 @@ long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q
         return -1;
     }
     q->op = op_of[buf[0]];
-    cur r = {buf + 1, len - 1, 8, 0};
+    cur r = { buf + 1, len - 1, 8, 0 };
     int rc = take_fields(&r, q, why, whylen);
     if (rc == -2) return -1;
     if (rc || r.short_) return 0;

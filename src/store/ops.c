@@ -17,11 +17,12 @@
 #include "store/client.h"
 
 ddpc_status ddpc_store_create_ops(const ddpc_store_ops *ops, void *ctx, const char *name,
-                                ddpc_store **out) {
+                                  ddpc_store **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: out is NULL");
     *out = NULL;
     if (!ops || !ops->set || !ops->get || !ops->add)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_ops: set, get and add must all be given");
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_store_create_ops: set, get and add must all be given");
     ddpc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->prefix = strdup(""))) {
         free(st);
@@ -54,7 +55,8 @@ static char *full_key(const ddpc_store *st, const char *key) {
 static ddpc_status failed(const ddpc_store *st, ddpc_status s, const char *what, const char *key,
                           const char *why) {
     if (s == DDPC_OK) s = DDPC_ERR_INTERNAL;
-    return ddpc__err(s, "%s: %s '%s': %s", st->root->addr, what, key, why[0] ? why : ddpc_status_str(s));
+    return ddpc__err(s, "%s: %s '%s': %s", st->root->addr, what, key,
+                     why[0] ? why : ddpc_status_str(s));
 }
 
 ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size_t len) {
@@ -67,7 +69,8 @@ ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size
     return s;
 }
 
-ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len) {
+ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, void **val,
+                          size_t *len) {
     char *k = full_key(st, key), why[512] = "";
     if (!k) return DDPC_ERR_NOMEM;
     ddpc_store *r = st->root;
@@ -87,7 +90,8 @@ ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, voi
         }
     } else if (s == DDPC_ERR_TIMEOUT) {
         free(v);
-        s = ddpc__err(s, "%s: key '%s' was not set within %g s", r->addr, k, timeout_s > 0 ? timeout_s : 0);
+        s = ddpc__err(s, "%s: key '%s' was not set within %g s", r->addr, k,
+                      timeout_s > 0 ? timeout_s : 0);
     } else {
         free(v);
         s = failed(st, s, "get", k, why);
@@ -102,8 +106,10 @@ ddpc_status ddpc__ops_add(ddpc_store *st, const char *key, int64_t delta, int64_
     ddpc_store *r = st->root;
     int64_t v = 0;
     ddpc_status s = r->ops.add(r->ops_ctx, k, delta, &v, why, sizeof why);
-    if (s != DDPC_OK) s = failed(st, s, "add", k, why);
-    else if (result) *result = v;
+    if (s != DDPC_OK)
+        s = failed(st, s, "add", k, why);
+    else if (result)
+        *result = v;
     free(k);
     return s;
 }
@@ -151,8 +157,9 @@ ddpc_status ddpc__ops_wait(ddpc_store *st, const char *const *keys, int n, doubl
         ddpc_status s = ddpc__ops_get(st, keys[i], left > 0 ? left : 0, &v, NULL);
         free(v);
         if (s == DDPC_ERR_TIMEOUT)
-            return ddpc__err(s, "%s: wait: %d keys ('%s%s'%s) were not all set within %g s", st->root->addr, n,
-                            st->prefix, keys[i], n > 1 ? ", ..." : "", timeout_s > 0 ? timeout_s : 0);
+            return ddpc__err(s, "%s: wait: %d keys ('%s%s'%s) were not all set within %g s",
+                             st->root->addr, n, st->prefix, keys[i], n > 1 ? ", ..." : "",
+                             timeout_s > 0 ? timeout_s : 0);
         if (s != DDPC_OK) return s;
     }
     return DDPC_OK;

@@ -61,7 +61,7 @@
 
 #include "ddpc/store.h"
 
-#define STORE_MAGIC 0x53504444u /* "DDPS" as little-endian bytes */
+#define STORE_MAGIC   0x53504444u /* "DDPS" as little-endian bytes */
 #define STORE_VERSION 1u
 
 enum {
@@ -103,28 +103,30 @@ enum { PROTO_DDPC = 1, PROTO_TORCH = 2 };
  * other with ddpc__store_req_key (each is a length field of lw bytes + bytes);
  * the first key is also in key/klen. */
 typedef struct store_req {
-    int op;                     /* OP_* */
-    int proto;                  /* PROTO_*: the reply's encoding */
-    double wait_s;              /* GET/WAIT: how long it may be parked; < 0: no limit */
-    const char *key;            /* first key (not NUL-terminated) */
+    int op;          /* OP_* */
+    int proto;       /* PROTO_*: the reply's encoding */
+    double wait_s;   /* GET/WAIT: how long it may be parked; < 0: no limit */
+    const char *key; /* first key (not NUL-terminated) */
     uint32_t klen;
-    uint32_t nkeys;             /* keys in the request (1 but for CHECK/WAIT/NUM_KEYS/PING) */
-    const unsigned char *keys;  /* the first key's length field */
-    int lw;                     /* bytes of a length field: 4 (ddpc) or 8 (torch) */
+    uint32_t nkeys;               /* keys in the request (1 but for CHECK/WAIT/NUM_KEYS/PING) */
+    const unsigned char *keys;    /* the first key's length field */
+    int lw;                       /* bytes of a length field: 4 (ddpc) or 8 (torch) */
     const unsigned char *v1, *v2; /* SET: v1; CAS: expected v1, desired v2 */
     uint32_t n1, n2;
-    int64_t delta;              /* ADD */
+    int64_t delta; /* ADD */
 } store_req;
 
 /* Decodes one ddpc request body (after the u32 length). 0 on success; -1
  * with why filled (the connection is then failed). */
-int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why, size_t whylen);
+int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why,
+                            size_t whylen);
 /* Decodes one TCPStore request from the front of buf. Returns its length in
  * bytes, 0 when buf holds only part of it (read more), or -1 with why
  * filled when it is malformed or exceeds a limit (key, value, key count):
  * a partial request is refused as soon as its declared sizes are, so a
  * connection's buffer never grows past one legitimate request. */
-long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why, size_t whylen);
+long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why,
+                              size_t whylen);
 /* Iterates the keys of q: *p starts at q->keys; returns the key and its
  * length, advancing *p. Only for keys a decoder accepted. */
 const char *ddpc__store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen);
@@ -133,9 +135,9 @@ const char *ddpc__store_op_name(int op);
 /* Largest keys list one WAIT may carry. */
 #define STORE_MAX_WAIT_KEYS 65536
 /* Largest request body: a compare-set carries two values and a key. */
-#define STORE_MAX_REQUEST ((uint64_t)2 * DDPC_STORE_MAX_VALUE + DDPC_STORE_MAX_KEY + 64)
+#define STORE_MAX_REQUEST   ((uint64_t)2 * DDPC_STORE_MAX_VALUE + DDPC_STORE_MAX_KEY + 64)
 /* Largest reply body: a value, or a message. */
-#define STORE_MAX_REPLY ((uint64_t)DDPC_STORE_MAX_VALUE + 64)
+#define STORE_MAX_REPLY     ((uint64_t)DDPC_STORE_MAX_VALUE + 64)
 
 static inline void put_u32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)v;

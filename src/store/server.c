@@ -42,16 +42,16 @@
 typedef struct entry {
     struct entry *next;
     uint64_t hash;
-    char *key;            /* owned, klen bytes (not NUL-terminated on the wire) */
+    char *key; /* owned, klen bytes (not NUL-terminated on the wire) */
     uint32_t klen;
-    unsigned char *val;   /* owned, vlen bytes (+1 NUL so integers parse) */
+    unsigned char *val; /* owned, vlen bytes (+1 NUL so integers parse) */
     size_t vlen;
 } entry;
 
 typedef struct table {
-    entry **b;   /* nb buckets */
+    entry **b; /* nb buckets */
     size_t nb;
-    size_t n;    /* number of keys */
+    size_t n; /* number of keys */
 } table;
 
 static entry *tab_find(const table *t, const char *k, uint32_t kn) {
@@ -143,38 +143,38 @@ static void tab_free(table *t) {
 
 enum { C_HANDSHAKE, C_READY, C_WAITING, C_CLOSING };
 
-#define READ_CHUNK (1u << 20)      /* most bytes read per recv */
-#define CLOSE_LINGER_S 1.0         /* how long a closing connection is drained */
+#define READ_CHUNK      (1u << 20) /* most bytes read per recv */
+#define CLOSE_LINGER_S  1.0        /* how long a closing connection is drained */
 #define CLOSE_DRAIN_MAX (1u << 20) /* most bytes discarded while draining */
-#define MAX_CONNS 65536
+#define MAX_CONNS       65536
 
 typedef struct conn {
     int fd;
     int state;
-    char peer[72];        /* "addr:port" of the client, for logs */
-    unsigned char *in;    /* the frame being read (header included) */
-    size_t in_have;       /* bytes of it read so far */
+    char peer[72];     /* "addr:port" of the client, for logs */
+    unsigned char *in; /* the frame being read (header included) */
+    size_t in_have;    /* bytes of it read so far */
     size_t in_cap;
-    unsigned char *out;   /* the reply being written */
+    unsigned char *out; /* the reply being written */
     size_t out_len, out_off;
-    double deadline;      /* waiting: the request's timeout; closing: linger end */
-    size_t drained;       /* closing: bytes discarded */
-    int wr_shut;          /* closing: shutdown(SHUT_WR) done */
-    int proto;            /* PROTO_*, 0 until the first byte tells */
-    size_t req_len;       /* TCPStore: bytes of the request being handled */
-    store_req wq;         /* waiting: the parked GET or WAIT (points into in) */
+    double deadline; /* waiting: the request's timeout; closing: linger end */
+    size_t drained;  /* closing: bytes discarded */
+    int wr_shut;     /* closing: shutdown(SHUT_WR) done */
+    int proto;       /* PROTO_*, 0 until the first byte tells */
+    size_t req_len;  /* TCPStore: bytes of the request being handled */
+    store_req wq;    /* waiting: the parked GET or WAIT (points into in) */
 } conn;
 
 struct ddpc_store_server {
     int lfd;
     int port;
-    int wake_fd;            /* eventfd: stop request */
+    int wake_fd; /* eventfd: stop request */
     pthread_t thread;
-    conn **conns;           /* nconns live connections */
+    conn **conns; /* nconns live connections */
     int nconns, cap;
     table tab;
-    int dirty;              /* a key was set since waiters were last checked */
-    double accept_pause;    /* accept paused until then (fd limit reached) */
+    int dirty;           /* a key was set since waiters were last checked */
+    double accept_pause; /* accept paused until then (fd limit reached) */
 };
 
 static void conn_free(conn *c) {
@@ -240,8 +240,9 @@ static void fail_conn(conn *c, const char *fmt, ...) {
 
 /* A request that cannot be served: ddpc answers RS_ERROR and goes on;
  * a TCPStore client is disconnected, as torch's own server does. */
-#define refuse(c, ...) \
-    ((c)->proto == PROTO_TORCH ? fail_conn((c), __VA_ARGS__) : reply_msg((c), RS_ERROR, __VA_ARGS__))
+#define refuse(c, ...)                                       \
+    ((c)->proto == PROTO_TORCH ? fail_conn((c), __VA_ARGS__) \
+                               : reply_msg((c), RS_ERROR, __VA_ARGS__))
 
 /* An OK answer in the connection's protocol: ddpc frames it; TCPStore
  * sends the payload alone, after its u64 length when with_len. */
@@ -294,7 +295,8 @@ static void req_done(conn *c) {
 
 /* Number of q's keys missing from the table; their names go into names
  * (when not NULL) as far as they fit. */
-static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req *q, ddpc__strbuf *names) {
+static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req *q,
+                             ddpc__strbuf *names) {
     const unsigned char *p = q->keys;
     uint32_t missing = 0;
     for (uint32_t i = 0; i < q->nkeys; i++) {
@@ -314,10 +316,13 @@ static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
     const store_req *q = &c->wq;
     if (q->op == OP_GET) {
         entry *e = tab_find(&s->tab, q->key, q->klen);
-        if (e) reply(c, RS_OK, e->val, e->vlen);
+        if (e)
+            reply(c, RS_OK, e->val, e->vlen);
         else if (now >= c->deadline)
-            reply_msg(c, RS_TIMEOUT, "key '%.*s' was not set in time", (int)(q->klen > 200 ? 200 : q->klen), q->key);
-        else return;
+            reply_msg(c, RS_TIMEOUT, "key '%.*s' was not set in time",
+                      (int)(q->klen > 200 ? 200 : q->klen), q->key);
+        else
+            return;
     } else {
         char msg[800];
         ddpc__strbuf names;
@@ -328,8 +333,8 @@ static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
             unsigned char stop = TWAIT_STOP_WAITING;
             answer(c, &stop, c->proto == PROTO_TORCH, 0);
         } else {
-            reply_msg(c, RS_TIMEOUT, "%u of %u keys were not set in time: %s%s", missing, q->nkeys, msg,
-                      names.cut ? ", ..." : "");
+            reply_msg(c, RS_TIMEOUT, "%u of %u keys were not set in time: %s%s", missing, q->nkeys,
+                      msg, names.cut ? ", ..." : "");
         }
     }
     if (c->state == C_WAITING) c->state = C_READY;
@@ -393,7 +398,8 @@ static int op_add(struct ddpc_store_server *s, conn *c, const store_req *q) {
         return 1;
     }
     if (__builtin_add_overflow(cur_v, q->delta, &res)) {
-        refuse(c, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v, q->delta, KSHOW(q));
+        refuse(c, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v, q->delta,
+               KSHOW(q));
         return 1;
     }
     char num[24];
@@ -429,7 +435,8 @@ static int op_cas(struct ddpc_store_server *s, conn *c, const store_req *q) {
 
 static int op_check(struct ddpc_store_server *s, conn *c, const store_req *q) {
     int all = missing_keys(s, q, NULL) == 0;
-    unsigned char r = (unsigned char)(c->proto == PROTO_TORCH ? (all ? TCHECK_READY : TCHECK_NOT_READY) : all);
+    unsigned char r =
+        (unsigned char)(c->proto == PROTO_TORCH ? (all ? TCHECK_READY : TCHECK_NOT_READY) : all);
     answer(c, &r, 1, 0);
     return 1;
 }
@@ -461,17 +468,18 @@ static const struct op_handler {
     int op;
     op_fn fn;
 } handlers[OP_COUNT] = {
-    [OP_SET] = {OP_SET, op_set},          [OP_GET] = {OP_GET, op_get},
-    [OP_ADD] = {OP_ADD, op_add},          [OP_CAS] = {OP_CAS, op_cas},
-    [OP_WAIT] = {OP_WAIT, op_wait},       [OP_CHECK] = {OP_CHECK, op_check},
-    [OP_DELETE] = {OP_DELETE, op_delete}, [OP_NUM_KEYS] = {OP_NUM_KEYS, op_num_keys},
-    [OP_PING] = {OP_PING, op_ping},
+    [OP_SET] = { OP_SET, op_set },          [OP_GET] = { OP_GET, op_get },
+    [OP_ADD] = { OP_ADD, op_add },          [OP_CAS] = { OP_CAS, op_cas },
+    [OP_WAIT] = { OP_WAIT, op_wait },       [OP_CHECK] = { OP_CHECK, op_check },
+    [OP_DELETE] = { OP_DELETE, op_delete }, [OP_NUM_KEYS] = { OP_NUM_KEYS, op_num_keys },
+    [OP_PING] = { OP_PING, op_ping },
 };
 
 /* Executes one decoded request and, when it is finished with, drops its
  * bytes from the input. */
 static void handle_request(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    if (q->op <= 0 || q->op >= OP_COUNT || handlers[q->op].op != q->op) { /* the decoders let none through */
+    if (q->op <= 0 || q->op >= OP_COUNT ||
+        handlers[q->op].op != q->op) { /* the decoders let none through */
         fail_conn(c, "unknown operation %d", q->op);
         return;
     }
@@ -484,7 +492,9 @@ static void handle_handshake(conn *c) {
     c->in_have = 0;
     c->proto = PROTO_DDPC;
     if (magic != STORE_MAGIC) {
-        fail_conn(c, "bad handshake: magic 0x%08x is not ddpc's store protocol (0x%08x) nor a TCPStore query",
+        fail_conn(c,
+                  "bad handshake: magic 0x%08x is not ddpc's store protocol (0x%08x) nor a "
+                  "TCPStore query",
                   magic, STORE_MAGIC);
         return;
     }
@@ -506,7 +516,9 @@ static void handle_handshake(conn *c) {
 static size_t frame_need(conn *c) {
     if (c->state == C_HANDSHAKE) return c->in_have ? 8 : 1;
     if (c->proto == PROTO_TORCH) /* room doubles, from 4 KiB to READ_CHUNK */
-        return c->in_have + (c->in_have < 4096 ? 4096 : c->in_have < READ_CHUNK ? c->in_have : READ_CHUNK);
+        return c->in_have + (c->in_have < 4096         ? 4096
+                             : c->in_have < READ_CHUNK ? c->in_have
+                                                       : READ_CHUNK);
     if (c->in_have < 4) return 4;
     uint32_t len = get_u32(c->in);
     if (len == 0) {
@@ -544,8 +556,8 @@ static int torch_pump(struct ddpc_store_server *s, conn *c) {
 /* Reads what is available of the current frame; handles it when complete.
  * Returns -1 when the connection is to be dropped at once. */
 static int conn_read(struct ddpc_store_server *s, conn *c) {
-    for (int rounds = 0; rounds < 16 && !c->out_len &&
-                         (c->state == C_HANDSHAKE || c->state == C_READY); rounds++) {
+    for (int rounds = 0;
+         rounds < 16 && !c->out_len && (c->state == C_HANDSHAKE || c->state == C_READY); rounds++) {
         size_t need = frame_need(c);
         if (!need) return 0;
         /* grow with what arrives, not with what the header announces */
@@ -572,7 +584,7 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
         }
         if (n == 0) {
             if (c->in_have == 0) return -1; /* clean close between requests */
-            fail_conn(c, "truncated %s: the connection closed after %zu bytes", 
+            fail_conn(c, "truncated %s: the connection closed after %zu bytes",
                       c->proto == PROTO_TORCH ? "TCPStore request" : "frame", c->in_have);
             return 0;
         }
@@ -592,8 +604,10 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
         if (c->in_have < need || need == 4) continue;
         store_req q;
         char why[256];
-        if (ddpc__store_decode_ddpc(c->in + 4, c->in_have - 4, &q, why, sizeof why) != 0) fail_conn(c, "%s", why);
-        else handle_request(s, c, &q);
+        if (ddpc__store_decode_ddpc(c->in + 4, c->in_have - 4, &q, why, sizeof why) != 0)
+            fail_conn(c, "%s", why);
+        else
+            handle_request(s, c, &q);
     }
     return 0;
 }
@@ -601,8 +615,8 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
 /* Writes what it can of the pending reply. -1: drop the connection. */
 static int conn_write(conn *c) {
     while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t n =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
             continue;
@@ -656,7 +670,8 @@ static void accept_all(struct ddpc_store_server *s) {
         }
         conn *c = calloc(1, sizeof *c);
         if (!c || (s->nconns == s->cap && s->cap >= MAX_CONNS)) {
-            DDPC_WARN(STORE, "store: refusing a connection (%s)", c ? "too many connections" : "out of memory");
+            DDPC_WARN(STORE, "store: refusing a connection (%s)",
+                      c ? "too many connections" : "out of memory");
             free(c);
             close(fd);
             continue;
@@ -702,8 +717,8 @@ static int conn_step(struct ddpc_store_server *s, conn *c, short re, double now)
         return -1;
     }
     if (c->out_len && (re & (POLLOUT | POLLHUP | POLLERR)) && conn_write(c) < 0) return -1;
-    if (!c->out_len && (re & (POLLIN | POLLHUP | POLLERR)) && (c->state == C_HANDSHAKE || c->state == C_READY) &&
-        conn_read(s, c) < 0)
+    if (!c->out_len && (re & (POLLIN | POLLHUP | POLLERR)) &&
+        (c->state == C_HANDSHAKE || c->state == C_READY) && conn_read(s, c) < 0)
         return -1;
     if (c->state == C_WAITING && now >= c->deadline) check_waiter(s, c, now);
     if (torch_pump(s, c) < 0) return -1; /* requests queued behind one just answered */
@@ -743,18 +758,22 @@ static void *server_main(void *arg) {
             pf = p;
             pf_cap = cap;
         }
-        pf[0] = (struct pollfd){s->wake_fd, POLLIN, 0};
-        pf[1] = (struct pollfd){s->lfd, (short)(now >= s->accept_pause ? POLLIN : 0), 0};
+        pf[0] = (struct pollfd){ s->wake_fd, POLLIN, 0 };
+        pf[1] = (struct pollfd){ s->lfd, (short)(now >= s->accept_pause ? POLLIN : 0), 0 };
         if (now < s->accept_pause && s->accept_pause < next) next = s->accept_pause;
         for (int i = 0; i < s->nconns; i++) {
             conn *c = s->conns[i];
             short ev = 0;
-            if (c->out_len) ev |= POLLOUT;
-            else if (c->state != C_WAITING) ev |= POLLIN;
-            else ev |= POLLRDHUP | (c->proto == PROTO_TORCH ? POLLIN : 0); /* it goes away, or gives up */
+            if (c->out_len)
+                ev |= POLLOUT;
+            else if (c->state != C_WAITING)
+                ev |= POLLIN;
+            else
+                ev |= POLLRDHUP |
+                      (c->proto == PROTO_TORCH ? POLLIN : 0); /* it goes away, or gives up */
             if ((c->state == C_WAITING || c->state == C_CLOSING) && c->deadline < next)
                 next = c->deadline;
-            pf[i + 2] = (struct pollfd){c->fd, ev, 0};
+            pf[i + 2] = (struct pollfd){ c->fd, ev, 0 };
         }
         int ms = next >= 1e299 ? -1 : ddpc__deadline_ms(next, 1000);
         int n = poll(pf, (nfds_t)s->nconns + 2, ms);

@@ -71,9 +71,9 @@
 
 #include "transport/transport.h"
 
-#define SHM_MAGIC 0x53504444u /* "DDPS" */
-#define SHM_VERSION 1u
-#define SHM_DATA_OFF 4096     /* both ring headers fit below; the data starts page aligned */
+#define SHM_MAGIC    0x53504444u /* "DDPS" */
+#define SHM_VERSION  1u
+#define SHM_DATA_OFF 4096 /* both ring headers fit below; the data starts page aligned */
 
 /* A side's state in the rings' gone flags. What is sent to a side that shut
  * down is dropped, as a TCP socket shut down for reading takes it, and so is
@@ -89,9 +89,9 @@ enum { GONE_NO = 0, GONE_SHUT = 1, GONE_CLOSED = 2 };
 typedef struct shm_ring {
     _Alignas(64) uint32_t magic; /* constant after creation */
     uint32_t version;
-    uint64_t capacity;           /* data bytes */
-    _Alignas(64) uint64_t head;  /* bytes written so far (producer) */
-    _Alignas(64) uint64_t tail;  /* bytes read so far (consumer) */
+    uint64_t capacity;                   /* data bytes */
+    _Alignas(64) uint64_t head;          /* bytes written so far (producer) */
+    _Alignas(64) uint64_t tail;          /* bytes read so far (consumer) */
     _Alignas(64) uint32_t cons_sleeping; /* the consumer waits for data */
     _Alignas(64) uint32_t prod_sleeping; /* the producer waits for room */
     _Alignas(64) uint32_t prod_gone;     /* the producer: GONE_SHUT or GONE_CLOSED */
@@ -118,29 +118,30 @@ typedef struct shm_answer_msg {
 } shm_answer_msg;
 
 struct ddpc_conn {
-    int fd;                /* the pair's TCP socket (owned): doorbell and liveness */
-    char *base;            /* the mapping (owned) */
+    int fd;     /* the pair's TCP socket (owned): doorbell and liveness */
+    char *base; /* the mapping (owned) */
     size_t len;
-    shm_ring *tx, *rx;     /* the ring this side writes / reads */
-    char *txd, *rxd;       /* their data */
+    shm_ring *tx, *rx; /* the ring this side writes / reads */
+    char *txd, *rxd;   /* their data */
     uint64_t cap;
-    uint64_t tx_head;      /* this side's copy of tx->head */
-    uint64_t rx_tail;      /* this side's copy of rx->tail */
-    int peer_eof;          /* the socket said EOF or reset (driving thread only) */
-    int shut;              /* atomic: shutdown() was called */
+    uint64_t tx_head; /* this side's copy of tx->head */
+    uint64_t rx_tail; /* this side's copy of rx->tail */
+    int peer_eof;     /* the socket said EOF or reset (driving thread only) */
+    int shut;         /* atomic: shutdown() was called */
     /* how send copies into the ring (driving thread only; see pick_copy) */
-    int copy_policy;       /* COPY_AUTO, COPY_CACHED or COPY_STREAM */
-    int stream;            /* auto: the kind in use, 1 = streaming */
-    double ns_per_kib[2];  /* auto: recent cost of cached [0] and streaming [1] copies; 0 = none yet */
+    int copy_policy; /* COPY_AUTO, COPY_CACHED or COPY_STREAM */
+    int stream;      /* auto: the kind in use, 1 = streaming */
+    double
+        ns_per_kib[2]; /* auto: recent cost of cached [0] and streaming [1] copies; 0 = none yet */
     unsigned large_copies; /* auto: copies of COPY_LARGE bytes or more so far */
     char peer_name[48];    /* for the trace of a change of kind */
 };
 
 /* DDPC_SHM_COPY */
 enum { COPY_AUTO, COPY_CACHED, COPY_STREAM };
-#define COPY_LARGE (64u << 10) /* auto times copies this large */
-#define COPY_PROBE (32u << 10) /* the slice copied the other way */
-#define COPY_PROBE_EVERY 16    /* large copies per probe */
+#define COPY_LARGE       (64u << 10) /* auto times copies this large */
+#define COPY_PROBE       (32u << 10) /* the slice copied the other way */
+#define COPY_PROBE_EVERY 16          /* large copies per probe */
 
 /* The creator's segment between offer and finish. */
 struct ddpc_shm_pending {
@@ -164,7 +165,8 @@ static void random_name(char name[64]) {
         /* no entropy source (very old kernel): O_EXCL still makes the name ours */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t a = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30), b = (uint64_t)(uintptr_t)name;
+        uint64_t a = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30),
+                 b = (uint64_t)(uintptr_t)name;
         memcpy(r, &a, 8);
         memcpy(r + 8, &b, 8);
     }
@@ -267,8 +269,8 @@ static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (size_t)st.st_size != len) {
-        snprintf(why, wlen, "%s is not the segment offered (size %lld, want %zu; owner %d)", o->name,
-                 (long long)st.st_size, len, (int)st.st_uid);
+        snprintf(why, wlen, "%s is not the segment offered (size %lld, want %zu; owner %d)",
+                 o->name, (long long)st.st_size, len, (int)st.st_uid);
         close(fd);
         return NULL;
     }
@@ -282,8 +284,8 @@ static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
     for (int i = 0; i < 2; i++) {
         const shm_ring *r = (const shm_ring *)m + i;
         if (r->magic != SHM_MAGIC || r->version != SHM_VERSION || r->capacity != o->capacity) {
-            snprintf(why, wlen, "%s has a bad ring header (magic 0x%x version %u capacity %llu)", o->name,
-                     r->magic, r->version, (unsigned long long)r->capacity);
+            snprintf(why, wlen, "%s has a bad ring header (magic 0x%x version %u capacity %llu)",
+                     o->name, r->magic, r->version, (unsigned long long)r->capacity);
             munmap(m, len);
             return NULL;
         }
@@ -301,7 +303,8 @@ static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t ca
         int err = errno;
         if (fd >= 0) close(fd);
         munmap(base, len);
-        return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "shm: no descriptor or memory for a connection");
+        return ddpc__err_errno(DDPC_ERR_SYSTEM, err,
+                               "shm: no descriptor or memory for a connection");
     }
     shm_ring *r = (shm_ring *)base;
     c->fd = fd;
@@ -321,7 +324,7 @@ static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t ca
 /* ------------------------------------------------------------ set-up */
 
 ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                           int abort_fd, ddpc_shm_pending **pending) {
+                            int abort_fd, ddpc_shm_pending **pending) {
     *pending = NULL;
     shm_offer_msg o;
     memset(&o, 0, sizeof o);
@@ -331,7 +334,8 @@ ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes,
     o.capacity = ring_cap(ring_bytes);
     pthread_once(&sweep_once, sweep_stale);
     struct ddpc_shm_pending *p = calloc(1, sizeof *p);
-    if (!p) snprintf(o.why, sizeof o.why, "out of memory");
+    if (!p)
+        snprintf(o.why, sizeof o.why, "out of memory");
     else if (seg_create(o.capacity, p, o.why, sizeof o.why) != 0) {
         free(p);
         p = NULL;
@@ -346,20 +350,23 @@ ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes,
         return ddpc__err_wrap(s, "sending a shared-memory offer");
     }
     if (!p)
-        DDPC_WARN(SHM, "no shared memory with %s on this host (%s); using TCP to it "
-                  "(DDPC_SHM=0 uses TCP without trying)", peer, o.why);
+        DDPC_WARN(SHM,
+                  "no shared memory with %s on this host (%s); using TCP to it "
+                  "(DDPC_SHM=0 uses TCP without trying)",
+                  peer, o.why);
     *pending = p;
     return DDPC_OK;
 }
 
 ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                          int abort_fd, ddpc_conn **out) {
+                           int abort_fd, ddpc_conn **out) {
     *out = NULL;
     shm_offer_msg o;
     DDPC_CHECK(ddpc__transport_tcp.recv_full(tcp, &o, sizeof o, deadline, abort_fd));
     if (o.magic != SHM_MAGIC || o.version != SHM_VERSION)
-        return ddpc__err(DDPC_ERR_PROTOCOL, "unexpected shared-memory offer (magic 0x%x version %u)",
-                        o.magic, o.version);
+        return ddpc__err(DDPC_ERR_PROTOCOL,
+                         "unexpected shared-memory offer (magic 0x%x version %u)", o.magic,
+                         o.version);
     o.name[sizeof o.name - 1] = '\0';
     o.why[sizeof o.why - 1] = '\0';
     shm_answer_msg a;
@@ -367,11 +374,14 @@ ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, 
     a.magic = SHM_MAGIC;
     a.version = SHM_VERSION;
     char *m = NULL;
-    if (!o.ok) snprintf(a.why, sizeof a.why, "the peer offered none: %.130s", o.why);
+    if (!o.ok)
+        snprintf(a.why, sizeof a.why, "the peer offered none: %.130s", o.why);
     else if (o.capacity != ring_cap(ring_bytes))
-        snprintf(a.why, sizeof a.why, "the peer's rings hold %llu bytes, this rank's DDPC_SHM_BYTES=%zu",
+        snprintf(a.why, sizeof a.why,
+                 "the peer's rings hold %llu bytes, this rank's DDPC_SHM_BYTES=%zu",
                  (unsigned long long)o.capacity, ring_bytes);
-    else m = seg_open(&o, a.why, sizeof a.why);
+    else
+        m = seg_open(&o, a.why, sizeof a.why);
     a.ok = m != NULL;
     ddpc_status s = ddpc__transport_tcp.send_full(tcp, &a, sizeof a, deadline, abort_fd);
     if (s != DDPC_OK) {
@@ -380,29 +390,34 @@ ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, 
     }
     if (!m) {
         if (o.ok) /* the creator's side warned itself when it refused */
-            DDPC_WARN(SHM, "no shared memory with %s on this host (%s); using TCP to it "
-                      "(DDPC_SHM=0 uses TCP without trying)", peer, a.why);
+            DDPC_WARN(SHM,
+                      "no shared memory with %s on this host (%s); using TCP to it "
+                      "(DDPC_SHM=0 uses TCP without trying)",
+                      peer, a.why);
         return DDPC_OK;
     }
     return conn_make(tcp, m, seg_len(o.capacity), o.capacity, 0, peer, out);
 }
 
 ddpc_status ddpc__shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
-                            int abort_fd, ddpc_conn **out) {
+                             int abort_fd, ddpc_conn **out) {
     *out = NULL;
     shm_answer_msg a;
     ddpc_status s = ddpc__transport_tcp.recv_full(tcp, &a, sizeof a, deadline, abort_fd);
     if (p) shm_unlink(p->name); /* both sides have it mapped, or never will */
     if (s == DDPC_OK && (a.magic != SHM_MAGIC || a.version != SHM_VERSION))
         s = ddpc__err(DDPC_ERR_PROTOCOL, "unexpected shared-memory answer (magic 0x%x version %u)",
-                     a.magic, a.version);
+                      a.magic, a.version);
     if (s != DDPC_OK || !p || !a.ok) {
         a.why[sizeof a.why - 1] = '\0';
         if (s == DDPC_OK && p)
-            DDPC_WARN(SHM, "no shared memory with %s on this host (%s said: %s); using TCP to it "
-                      "(DDPC_SHM=0 uses TCP without trying)", peer, peer, a.why);
+            DDPC_WARN(SHM,
+                      "no shared memory with %s on this host (%s said: %s); using TCP to it "
+                      "(DDPC_SHM=0 uses TCP without trying)",
+                      peer, peer, a.why);
         ddpc__shm_pending_free(p);
-        return s == DDPC_OK ? DDPC_OK : ddpc__err_wrap(s, "reading the answer to a shared-memory offer");
+        return s == DDPC_OK ? DDPC_OK
+                            : ddpc__err_wrap(s, "reading the answer to a shared-memory offer");
     }
     s = conn_make(tcp, p->base, p->len, p->cap, 1, peer, out);
     free(p);
@@ -423,8 +438,7 @@ void ddpc__shm_pending_free(ddpc_shm_pending *p) {
  * happen, and a dead peer is noticed by the next transfer. */
 static void ring_bell(ddpc_conn *c) {
     char b = 0;
-    while (send(c->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINTR) {
-    }
+    while (send(c->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINTR) {}
 }
 
 /* Drops the doorbell bytes waiting on the socket; 1 when the peer is gone
@@ -540,10 +554,12 @@ static void note_cost(ddpc_conn *c, int stream, size_t bytes, double secs) {
  * streaming has to win by that much. Apart, it wins by ten times. */
 static void pick_copy(ddpc_conn *c) {
     int was = c->stream;
-    if (c->ns_per_kib[0] > 0 && c->ns_per_kib[1] > 0) c->stream = 2 * c->ns_per_kib[1] < c->ns_per_kib[0];
+    if (c->ns_per_kib[0] > 0 && c->ns_per_kib[1] > 0)
+        c->stream = 2 * c->ns_per_kib[1] < c->ns_per_kib[0];
     if (c->stream != was)
-        DDPC_TRACE(SHM, "copies to %s now %s (cached %.0f ns/KiB, streaming %.0f ns/KiB)", c->peer_name,
-                   c->stream ? "stream" : "go through the cache", c->ns_per_kib[0], c->ns_per_kib[1]);
+        DDPC_TRACE(SHM, "copies to %s now %s (cached %.0f ns/KiB, streaming %.0f ns/KiB)",
+                   c->peer_name, c->stream ? "stream" : "go through the cache", c->ns_per_kib[0],
+                   c->ns_per_kib[1]);
 }
 
 /* Copies n (> 0) bytes of x into the ring at tx_head, the way the policy
@@ -569,7 +585,8 @@ static size_t send_copy(ddpc_conn *c, ddpc_xfer *x, size_t n) {
 
 static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (moved) *moved = 0;
-    if (is_shut(c)) return ddpc__err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
+    if (is_shut(c))
+        return ddpc__err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
     uint32_t gone = __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE);
     if (gone == GONE_SHUT ||
         (gone == GONE_CLOSED && __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) != c->rx_tail)) {
@@ -577,7 +594,8 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
         x->done = x->total;
         return DDPC_OK;
     }
-    if (gone || c->peer_eof) return ddpc__err(DDPC_ERR_PEER_LOST, "send: the peer closed the connection");
+    if (gone || c->peer_eof)
+        return ddpc__err(DDPC_ERR_PEER_LOST, "send: the peer closed the connection");
     if (x->done >= x->total) return DDPC_OK;
     uint64_t tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
     size_t room = (size_t)(c->cap - (c->tx_head - tail));
@@ -621,13 +639,15 @@ static void combine_from_ring(ddpc_conn *c, ddpc_xfer *x, size_t n) {
 
 static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (moved) *moved = 0;
-    if (is_shut(c)) return ddpc__err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
+    if (is_shut(c))
+        return ddpc__err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
     if (x->done >= x->total) return DDPC_OK;
     /* gone first, head second: what the peer wrote before it left is read */
     int gone = c->peer_eof || __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE);
     uint64_t head = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE);
     size_t avail = (size_t)(head - c->rx_tail);
-    if (avail == 0) return gone ? ddpc__err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
+    if (avail == 0)
+        return gone ? ddpc__err(DDPC_ERR_PEER_LOST, "the peer closed the connection") : DDPC_OK;
     size_t n;
     if (x->combine && x->niov == 2 && x->done >= x->iov[0].iov_len) {
         n = x->total - x->done < avail ? x->total - x->done : avail;
@@ -670,8 +690,9 @@ static int ready(ddpc_conn *c, short events) {
     if ((events & POLLIN) && (__atomic_load_n(&c->rx->head, __ATOMIC_SEQ_CST) != c->rx_tail ||
                               __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE)))
         return 1;
-    if ((events & POLLOUT) && (c->tx_head - __atomic_load_n(&c->tx->tail, __ATOMIC_SEQ_CST) < c->cap ||
-                               __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE)))
+    if ((events & POLLOUT) &&
+        (c->tx_head - __atomic_load_n(&c->tx->tail, __ATOMIC_SEQ_CST) < c->cap ||
+         __atomic_load_n(&c->tx->cons_gone, __ATOMIC_ACQUIRE)))
         return 1;
     return 0;
 }
@@ -689,18 +710,20 @@ static int shm_arm(ddpc_conn *c, short events) {
 }
 
 /* Sleeps until c may be ready for events, deadline, or abort_fd. */
-static ddpc_status wait_conn(ddpc_conn *c, short events, double deadline, int abort_fd, const char *what) {
+static ddpc_status wait_conn(ddpc_conn *c, short events, double deadline, int abort_fd,
+                             const char *what) {
     if (shm_arm(c, events)) {
         shm_arm(c, 0);
         return DDPC_OK;
     }
-    struct pollfd pf[2] = {{c->fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
+    struct pollfd pf[2] = { { c->fd, POLLIN, 0 }, { abort_fd, POLLIN, 0 } };
     int ms = ddpc__deadline_ms(deadline, 0);
     int k = ms == 0 ? 0 : poll(pf, abort_fd >= 0 ? 2 : 1, ms);
     int err = errno;
     shm_arm(c, 0);
     if (k < 0 && err != EINTR) return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "poll");
-    if (k > 0 && abort_fd >= 0 && pf[1].revents) return ddpc__err(DDPC_ERR_ABORTED, "aborted while %s", what);
+    if (k > 0 && abort_fd >= 0 && pf[1].revents)
+        return ddpc__err(DDPC_ERR_ABORTED, "aborted while %s", what);
     if (k == 0 && ddpc__expired(deadline)) return ddpc__err(DDPC_ERR_TIMEOUT, "timed out %s", what);
     return DDPC_OK;
 }
@@ -717,7 +740,8 @@ static ddpc_status shm_send_full(ddpc_conn *c, const void *buf, size_t len, doub
     return DDPC_OK;
 }
 
-static ddpc_status shm_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline, int abort_fd) {
+static ddpc_status shm_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline,
+                                 int abort_fd) {
     ddpc_xfer x;
     ddpc__xfer_init(&x, buf, len, NULL, 0);
     while (x.done < x.total) {

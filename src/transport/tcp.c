@@ -29,8 +29,8 @@ struct ddpc_listener {
 
 void ddpc__xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
     x->niov = 0;
-    if (alen) x->iov[x->niov++] = (struct iovec){a, alen};
-    if (blen) x->iov[x->niov++] = (struct iovec){b, blen};
+    if (alen) x->iov[x->niov++] = (struct iovec){ a, alen };
+    if (blen) x->iov[x->niov++] = (struct iovec){ b, blen };
     x->total = alen + blen;
     x->done = 0;
     x->combine = NULL;
@@ -81,8 +81,8 @@ static ddpc_status tcp_listen(const char *ip, int base_port, ddpc_listener **out
         }
         if (s != DDPC_OK)
             return ddpc__err(DDPC_ERR_SYSTEM,
-                            "no free port on %s in [%d, %d] (DDPC_IF_BASE_PORT=%d)", ip,
-                            base_port, last, base_port);
+                             "no free port on %s in [%d, %d] (DDPC_IF_BASE_PORT=%d)", ip, base_port,
+                             last, base_port);
     } else {
         DDPC_CHECK(ddpc__sock_listen(ip, 0, 1024, &fd, port));
     }

@@ -73,8 +73,7 @@ typedef struct ddpc_transport {
     /* Whole-buffer blocking transfers bounded by deadline (handshakes). */
     ddpc_status (*send_full)(ddpc_conn *c, const void *buf, size_t len, double deadline,
                              int abort_fd);
-    ddpc_status (*recv_full)(ddpc_conn *c, void *buf, size_t len, double deadline,
-                             int abort_fd);
+    ddpc_status (*recv_full)(ddpc_conn *c, void *buf, size_t len, double deadline, int abort_fd);
 
     /* The descriptor to poll() for readiness (POLLIN: bytes or EOF to
      * receive; POLLOUT: room to send), or -1 when the transport has none. */
@@ -91,7 +90,7 @@ typedef struct ddpc_transport {
      * Thread-safe, idempotent. */
     void (*shutdown)(ddpc_conn *c);
     void (*close)(ddpc_conn *c); /* NULL harmless */
-    int combines; /* 1: recv honours ddpc_xfer's combine */
+    int combines;                /* 1: recv honours ddpc_xfer's combine */
 } ddpc_transport;
 
 /* TCP over IPv4 or IPv6: non-blocking sockets, TCP_NODELAY, DDPC_SOCKBUF
@@ -118,11 +117,11 @@ extern const ddpc_transport ddpc__transport_tcp;
 extern const ddpc_transport ddpc__transport_shm;
 typedef struct ddpc_shm_pending ddpc_shm_pending;
 ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                           int abort_fd, ddpc_shm_pending **pending);
+                            int abort_fd, ddpc_shm_pending **pending);
 ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                          int abort_fd, ddpc_conn **out);
+                           int abort_fd, ddpc_conn **out);
 ddpc_status ddpc__shm_finish(ddpc_shm_pending *pending, ddpc_conn *tcp, const char *peer,
-                            double deadline, int abort_fd, ddpc_conn **out);
+                             double deadline, int abort_fd, ddpc_conn **out);
 /* Unmaps and removes an offered segment that will not be finished. NULL harmless. */
 void ddpc__shm_pending_free(ddpc_shm_pending *pending);
 /* DDPC_SHM_COPY's value (NULL = unset) as the transport's policy for

@@ -44,17 +44,28 @@
 
 #include "test.h"
 
-#define GUARD 8          /* elements after every buffer that must stay untouched */
-#define BIG (1u << 20)   /* the large count */
-#define MAX_PRINT 25     /* failure lines per rank before going quiet */
+#define GUARD     8          /* elements after every buffer that must stay untouched */
+#define BIG       (1u << 20) /* the large count */
+#define MAX_PRINT 25         /* failure lines per rank before going quiet */
 
-enum { C_ALLREDUCE, C_BROADCAST, C_REDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_GATHER,
-       C_SCATTER, C_ALLTOALL, C_NCOLL };
-static const char *const coll_names[C_NCOLL] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "gather", "scatter",
-    "alltoall"};
+enum {
+    C_ALLREDUCE,
+    C_BROADCAST,
+    C_REDUCE,
+    C_ALLGATHER,
+    C_REDUCE_SCATTER,
+    C_GATHER,
+    C_SCATTER,
+    C_ALLTOALL,
+    C_NCOLL
+};
+static const char *const coll_names[C_NCOLL] = { "allreduce", "broadcast",      "reduce",
+                                                 "allgather", "reduce_scatter", "gather",
+                                                 "scatter",   "alltoall" };
 
-static inline int is_reducing(int c) { return c == C_ALLREDUCE || c == C_REDUCE || c == C_REDUCE_SCATTER; }
+static inline int is_reducing(int c) {
+    return c == C_ALLREDUCE || c == C_REDUCE || c == C_REDUCE_SCATTER;
+}
 static inline int is_rooted(int c) {
     return c == C_BROADCAST || c == C_REDUCE || c == C_GATHER || c == C_SCATTER;
 }
@@ -92,7 +103,8 @@ static inline uint64_t mix64(uint64_t x) {
  * multiply-xorshift round over distinct odd multiples, cheap enough to run
  * world times per checked element. */
 static inline uint64_t hv(uint64_t salt, int r, size_t g) {
-    uint64_t x = ((uint64_t)g + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r + 1) * 0xc2b2ae3d27d4eb4full ^ salt;
+    uint64_t x = ((uint64_t)g + 1) * 0x9e3779b97f4a7c15ull ^
+                 ((uint64_t)r + 1) * 0xc2b2ae3d27d4eb4full ^ salt;
     x ^= x >> 32;
     x *= 0xd6e8feb86659fd93ull;
     x ^= x >> 32;
@@ -101,11 +113,15 @@ static inline uint64_t hv(uint64_t salt, int r, size_t g) {
 /* h reduced to [0, m) without a division (top 32 bits times m). */
 static inline int range(uint64_t h, int m) { return (int)(((h >> 32) * (uint64_t)m) >> 32); }
 
-static inline int is_int(ddpc_dtype t) { return t <= DDPC_UINT64 || t == DDPC_INT16 || t == DDPC_UINT16; }
+static inline int is_int(ddpc_dtype t) {
+    return t <= DDPC_UINT64 || t == DDPC_INT16 || t == DDPC_UINT16;
+}
 static inline int is_signed(ddpc_dtype t) {
     return t == DDPC_INT8 || t == DDPC_INT16 || t == DDPC_INT32 || t == DDPC_INT64;
 }
-static inline int is_bitwise(ddpc_op op) { return op == DDPC_BAND || op == DDPC_BOR || op == DDPC_BXOR; }
+static inline int is_bitwise(ddpc_op op) {
+    return op == DDPC_BAND || op == DDPC_BOR || op == DDPC_BXOR;
+}
 static inline uint64_t mask_of(size_t es) { return es == 8 ? ~0ull : (1ull << (8 * es)) - 1; }
 
 /* The integer value of raw bits x truncated to t, sign-extended if signed. */
@@ -118,7 +134,7 @@ static inline uint64_t norm_int(uint64_t x, ddpc_dtype t) {
 
 /* The float input of a reduction (exact in every float dtype). */
 static inline double red_fval(ddpc_op op, uint64_t h) {
-    static const double prod_vals[6] = {0.5, 1, 2, -0.5, -1, -2};
+    static const double prod_vals[6] = { 0.5, 1, 2, -0.5, -1, -2 };
     if (op == DDPC_PROD) return prod_vals[range(h, 6)];
     return (double)(range(h, 29) - 14);
 }
@@ -150,24 +166,33 @@ static inline uint64_t load_bits(const void *buf, size_t i, size_t es) {
 /* Rank r's reduction input at global index g. */
 static inline void put_red(void *buf, size_t i, ddpc_dtype t, ddpc_op op, uint64_t h) {
     size_t es = ddpc_dtype_size(t);
-    if (is_int(t)) memcpy((char *)buf + i * es, &h, es);
-    else store_f(buf, i, t, red_fval(op, h));
+    if (is_int(t))
+        memcpy((char *)buf + i * es, &h, es);
+    else
+        store_f(buf, i, t, red_fval(op, h));
 }
 /* Raw bytes for data movement. */
-static inline void put_raw(void *buf, size_t i, size_t es, uint64_t h) { memcpy((char *)buf + i * es, &h, es); }
+static inline void put_raw(void *buf, size_t i, size_t es, uint64_t h) {
+    memcpy((char *)buf + i * es, &h, es);
+}
 
 /* The expected reduction over ranks 0..world-1 at global index g: integer
  * bits in *bits (integers), value in *f (floats). */
-static inline void ref_red(const ctx *x, ddpc_dtype t, ddpc_op op, size_t g, uint64_t *bits, double *f) {
+static inline void ref_red(const ctx *x, ddpc_dtype t, ddpc_op op, size_t g, uint64_t *bits,
+                           double *f) {
     int w = x->world;
     if (is_int(t)) {
         int sg = is_signed(t);
         uint64_t acc = 0;
         for (int r = 0; r < w; r++) {
             uint64_t v = norm_int(hv(x->salt, r, g), t);
-            if (r == 0) { acc = v; continue; }
+            if (r == 0) {
+                acc = v;
+                continue;
+            }
             switch (op) {
-            case DDPC_SUM: case DDPC_AVG: acc += v; break;
+            case DDPC_SUM:
+            case DDPC_AVG: acc += v; break;
             case DDPC_PROD: acc *= v; break;
             case DDPC_MAX: acc = (sg ? (int64_t)v > (int64_t)acc : v > acc) ? v : acc; break;
             case DDPC_BAND: acc &= v; break;
@@ -177,17 +202,20 @@ static inline void ref_red(const ctx *x, ddpc_dtype t, ddpc_op op, size_t g, uin
             }
         }
         acc = norm_int(acc, t);
-        if (op == DDPC_AVG)
-            acc = sg ? (uint64_t)((int64_t)acc / w) : acc / (uint64_t)w;
+        if (op == DDPC_AVG) acc = sg ? (uint64_t)((int64_t)acc / w) : acc / (uint64_t)w;
         *bits = acc & mask_of(ddpc_dtype_size(t));
         return;
     }
     double acc = 0;
     for (int r = 0; r < w; r++) {
         double v = red_fval(op, hv(x->salt, r, g));
-        if (r == 0) { acc = v; continue; }
+        if (r == 0) {
+            acc = v;
+            continue;
+        }
         switch (op) {
-        case DDPC_SUM: case DDPC_AVG: acc += v; break;
+        case DDPC_SUM:
+        case DDPC_AVG: acc += v; break;
         case DDPC_PROD: acc *= v; break;
         case DDPC_MAX: acc = v > acc ? v : acc; break;
         default: acc = v < acc ? v : acc; break;
@@ -231,7 +259,8 @@ static inline void describe(const ctx *x, const combo *k, char *buf, size_t len)
              is_rooted(k->coll) ? k->root : -1, k->inplace ? " in-place" : "");
 }
 
-static inline void report(ctx *x, const combo *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline void report(ctx *x, const combo *k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static inline void report(ctx *x, const combo *k, const char *fmt, ...) {
     if (x->fails++ >= MAX_PRINT) return;
     char d[256], m[256];
@@ -262,8 +291,8 @@ static inline int check_red_elem(ctx *x, const combo *k, const void *got, size_t
         uint64_t v = load_bits(got, j, ddpc_dtype_size(k->t));
         if (v == bits) return 1;
         report(x, k, "element %zu is %lld (0x%llx), want %lld (0x%llx)", j,
-               (long long)norm_int(v, k->t), (unsigned long long)v,
-               (long long)norm_int(bits, k->t), (unsigned long long)bits);
+               (long long)norm_int(v, k->t), (unsigned long long)v, (long long)norm_int(bits, k->t),
+               (unsigned long long)bits);
         return 0;
     }
     double v = load_f(got, j, k->t);
@@ -273,7 +302,8 @@ static inline int check_red_elem(ctx *x, const combo *k, const void *got, size_t
     return 0;
 }
 
-static inline int check_raw_elem(ctx *x, const combo *k, const void *got, size_t j, int src, size_t g) {
+static inline int check_raw_elem(ctx *x, const combo *k, const void *got, size_t j, int src,
+                                 size_t g) {
     size_t es = ddpc_dtype_size(k->t);
     uint64_t want = hv(x->salt, src, g) & mask_of(es), v = load_bits(got, j, es);
     if (v == want) return 1;
@@ -283,7 +313,7 @@ static inline int check_raw_elem(ctx *x, const combo *k, const void *got, size_t
 }
 
 static inline void check_untouched(ctx *x, const combo *k, const unsigned char *p, size_t from,
-                            size_t to, const char *what) {
+                                   size_t to, const char *what) {
     for (size_t i = from; i < to; i++)
         if (p[i] != 0xa5) {
             report(x, k, "%s: byte %zu was overwritten (0x%02x)", what, i, p[i]);
@@ -311,8 +341,10 @@ static inline void run_one(ctx *x, const combo *k) {
     size_t n = k->count, es = ddpc_dtype_size(k->t), sn = n, rn = n;
     x->salt = mix64(x->salt + 0x51ed27);
     switch (k->coll) {
-    case C_ALLGATHER: case C_GATHER: rn = (size_t)w * n; break;
-    case C_REDUCE_SCATTER: case C_SCATTER: sn = (size_t)w * n; break;
+    case C_ALLGATHER:
+    case C_GATHER: rn = (size_t)w * n; break;
+    case C_REDUCE_SCATTER:
+    case C_SCATTER: sn = (size_t)w * n; break;
     case C_ALLTOALL: sn = rn = (size_t)w * n; break;
     default: break;
     }
@@ -326,15 +358,19 @@ static inline void run_one(ctx *x, const combo *k) {
     /* 2. inputs */
     unsigned char *send = sbuf, *recv = rbuf;
     switch (k->coll) {
-    case C_ALLREDUCE: case C_REDUCE: case C_REDUCE_SCATTER:
+    case C_ALLREDUCE:
+    case C_REDUCE:
+    case C_REDUCE_SCATTER:
         for (size_t i = 0; i < sn; i++) put_red(sbuf, i, k->t, k->op, hv(x->salt, r, i));
         if (k->inplace && k->coll == C_REDUCE_SCATTER) recv = sbuf + (size_t)r * n * es;
         break;
-    case C_BROADCAST: case C_SCATTER:
+    case C_BROADCAST:
+    case C_SCATTER:
         if (r == root)
             for (size_t i = 0; i < sn; i++) put_raw(sbuf, i, es, hv(x->salt, root, i));
         break;
-    case C_ALLGATHER: case C_GATHER:
+    case C_ALLGATHER:
+    case C_GATHER:
         if (k->inplace) { /* own block already in place in the receive buffer */
             send = sbuf + (size_t)r * n * es;
             for (size_t i = 0; i < n; i++) put_raw(send, i, es, hv(x->salt, r, i));
@@ -393,7 +429,8 @@ static inline void run_one(ctx *x, const combo *k) {
         for (size_t j = 0; j < n; j++)
             if (!check_raw_elem(x, k, recv, j, root, j)) break;
         break;
-    case C_ALLGATHER: case C_GATHER:
+    case C_ALLGATHER:
+    case C_GATHER:
         if (k->coll == C_GATHER && r != root) break;
         for (size_t j = 0; j < rn; j++)
             if (!check_raw_elem(x, k, recv, j, (int)(j / (n ? n : 1)), j % (n ? n : 1))) break;
@@ -408,8 +445,10 @@ static inline void run_one(ctx *x, const combo *k) {
         break;
     default: break;
     }
-    if (k->inplace) check_untouched(x, k, sbuf, bn * es, (bn + GUARD) * es, "guard after buffer");
-    else check_untouched(x, k, rbuf, rn * es, (rn + GUARD) * es, "guard after receive buffer");
+    if (k->inplace)
+        check_untouched(x, k, sbuf, bn * es, (bn + GUARD) * es, "guard after buffer");
+    else
+        check_untouched(x, k, rbuf, rn * es, (rn + GUARD) * es, "guard after receive buffer");
     if (snap && memcmp(snap, sbuf, sn * es) != 0) {
         size_t i = 0;
         while (snap[i] == sbuf[i]) i++;
@@ -419,7 +458,6 @@ static inline void run_one(ctx *x, const combo *k) {
     free(sbuf);
     if (!k->inplace) free(rbuf);
 }
-
 
 /* ------------------------------------------------------------ counts */
 
@@ -434,7 +472,7 @@ static inline int big_ok(int coll, ddpc_dtype t, ddpc_op op) {
 
 /* {0, 1, 7, 4097, world-1, 1<<20} without repeats. */
 static inline int counts_for(int world, size_t *out) {
-    size_t c[] = {0, 1, 7, 4097, (size_t)world - 1, BIG};
+    size_t c[] = { 0, 1, 7, 4097, (size_t)world - 1, BIG };
     int n = 0;
     for (int i = 0; i < 6; i++) {
         int dup = 0;
@@ -459,7 +497,7 @@ static inline void rank_main(int rank, int world, void *arg) {
     setenv("DDPC_TIMEOUT", "60", 1);
     setenv("DDPC_CONNECT_TIMEOUT", "60", 1);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", j->port);
-    ctx x = {.rank = rank, .world = world, .algo = j->algo, .salt = 12345};
+    ctx x = { .rank = rank, .world = world, .algo = j->algo, .salt = 12345 };
     double t0 = wall();
     ddpc_status s = ddpc_comm_create_url(&x.c, url, rank, world);
     CHECK_MSG(s == DDPC_OK, "rank %d of %d: ddpc_comm_create_url(%s) -> %s (%s)", rank, world, url,
@@ -482,11 +520,11 @@ static inline void rank_main(int rank, int world, void *arg) {
 /* Forks world ranks that bootstrap a communicator with DDPC_ALGO=algo, run
  * body and destroy it, within timeout_s. */
 static inline void run_job(int world, const char *algo, double timeout_s, coll_body body) {
-    atomic_long *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE,
-                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_long *shared =
+        mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(shared != MAP_FAILED);
     atomic_store(shared, 0);
-    job j = {t_free_port(), algo, shared, body};
+    job j = { t_free_port(), algo, shared, body };
     t_run_ranks(world, timeout_s, rank_main, &j);
     munmap(shared, sizeof *shared);
 }
@@ -494,27 +532,27 @@ static inline void run_job(int world, const char *algo, double timeout_s, coll_b
 /* A test of world ranks under DDPC_ALGO=algo running body; the harness's
  * deadline is SECS, the ranks' 5 s less. */
 #define COLL_JOB_TEST(NAME, W, ALGO, BODY, SECS) \
-    TEST_T(NAME, SECS) { run_job(W, #ALGO, (SECS) - 5, BODY); }
+    TEST_T(NAME, SECS) { run_job(W, #ALGO, (SECS)-5, BODY); }
 /* The same with one environment variable set for all ranks. */
 #define COLL_JOB_TEST_ENV(NAME, W, ALGO, BODY, VAR, VAL, SECS) \
     TEST_T(NAME, SECS) {                                       \
         setenv(VAR, VAL, 1);                                   \
-        run_job(W, #ALGO, (SECS) - 5, BODY);                   \
+        run_job(W, #ALGO, (SECS)-5, BODY);                     \
     }
 /* A body's tests under auto, named PFX_w<world>[_<transport>]: 1 to 8 ranks
  * on shared memory; 2 and 3 over TCP and over 4 KiB rings; 2 with
  * streaming copies. */
-#define COLL_AUTO_TESTS(PFX, BODY)                                                      \
-    COLL_JOB_TEST(PFX##_w1, 1, auto, BODY, 60)                                          \
-    COLL_JOB_TEST(PFX##_w2, 2, auto, BODY, 60)                                          \
-    COLL_JOB_TEST(PFX##_w3, 3, auto, BODY, 90)                                          \
-    COLL_JOB_TEST(PFX##_w4, 4, auto, BODY, 90)                                          \
-    COLL_JOB_TEST(PFX##_w5, 5, auto, BODY, 120)                                         \
-    COLL_JOB_TEST(PFX##_w8, 8, auto, BODY, 180)                                         \
-    COLL_JOB_TEST_ENV(PFX##_w2_tcp, 2, auto, BODY, "DDPC_SHM", "0", 60)                 \
-    COLL_JOB_TEST_ENV(PFX##_w3_tcp, 3, auto, BODY, "DDPC_SHM", "0", 90)                 \
-    COLL_JOB_TEST_ENV(PFX##_w2_shm4k, 2, auto, BODY, "DDPC_SHM_BYTES", "4096", 60)      \
-    COLL_JOB_TEST_ENV(PFX##_w3_shm4k, 3, auto, BODY, "DDPC_SHM_BYTES", "4096", 90)      \
+#define COLL_AUTO_TESTS(PFX, BODY)                                                 \
+    COLL_JOB_TEST(PFX##_w1, 1, auto, BODY, 60)                                     \
+    COLL_JOB_TEST(PFX##_w2, 2, auto, BODY, 60)                                     \
+    COLL_JOB_TEST(PFX##_w3, 3, auto, BODY, 90)                                     \
+    COLL_JOB_TEST(PFX##_w4, 4, auto, BODY, 90)                                     \
+    COLL_JOB_TEST(PFX##_w5, 5, auto, BODY, 120)                                    \
+    COLL_JOB_TEST(PFX##_w8, 8, auto, BODY, 180)                                    \
+    COLL_JOB_TEST_ENV(PFX##_w2_tcp, 2, auto, BODY, "DDPC_SHM", "0", 60)            \
+    COLL_JOB_TEST_ENV(PFX##_w3_tcp, 3, auto, BODY, "DDPC_SHM", "0", 90)            \
+    COLL_JOB_TEST_ENV(PFX##_w2_shm4k, 2, auto, BODY, "DDPC_SHM_BYTES", "4096", 60) \
+    COLL_JOB_TEST_ENV(PFX##_w3_shm4k, 3, auto, BODY, "DDPC_SHM_BYTES", "4096", 90) \
     COLL_JOB_TEST_ENV(PFX##_w2_shmstream, 2, auto, BODY, "DDPC_SHM_COPY", "stream", 60)
 
 #endif /* DDPC_TEST_COLL_CHECK_H */

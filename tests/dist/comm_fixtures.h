@@ -37,7 +37,8 @@ static int g_port __attribute__((unused));
 static pid_t *g_pids __attribute__((unused));
 
 static inline void pids_init(void) {
-    g_pids = mmap(NULL, sizeof(pid_t) * 256, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    g_pids =
+        mmap(NULL, sizeof(pid_t) * 256, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(g_pids != MAP_FAILED);
     memset(g_pids, 0, sizeof(pid_t) * 256);
 }
@@ -48,8 +49,10 @@ static inline int shm_segments(pid_t pid) {
     DIR *d = opendir("/dev/shm");
     if (!d) return 0;
     char pre[32];
-    if (pid) snprintf(pre, sizeof pre, "ddpc-%d-", (int)pid);
-    else snprintf(pre, sizeof pre, "ddpc");
+    if (pid)
+        snprintf(pre, sizeof pre, "ddpc-%d-", (int)pid);
+    else
+        snprintf(pre, sizeof pre, "ddpc");
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)))
@@ -61,7 +64,9 @@ static inline int shm_segments(pid_t pid) {
 /* After a run: no rank left a segment behind (killed ones included). */
 static inline void check_no_segments_left(int world) {
     for (int r = 0; r < world && g_pids; r++)
-        if (g_pids[r]) CHECK_MSG(shm_segments(g_pids[r]) == 0, "rank %d (pid %d) left a segment in /dev/shm", r, (int)g_pids[r]);
+        if (g_pids[r])
+            CHECK_MSG(shm_segments(g_pids[r]) == 0, "rank %d (pid %d) left a segment in /dev/shm",
+                      r, (int)g_pids[r]);
 }
 
 static inline int shm_wanted(void) {
@@ -128,7 +133,7 @@ static inline ddpc_comm *env_comm(int rank, int world) {
 /* Allreduces at every interesting count (up to 1<<20 floats, larger than
  * any shared-memory ring in these tests), sum out of place, max in place. */
 static inline void allreduce_checks(ddpc_comm *c, int rank, int world) {
-    size_t counts[] = {0, 1, 7, 4097, (size_t)world - 1, 100000, 1u << 20};
+    size_t counts[] = { 0, 1, 7, 4097, (size_t)world - 1, 100000, 1u << 20 };
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         size_t n = counts[ci];
         float *x = malloc(sizeof(float) * (n + 1)), *y = malloc(sizeof(float) * (n + 1));
@@ -167,7 +172,7 @@ static inline void all_colls_body(int rank, int world, void *arg) {
     if (algo) setenv("DDPC_ALGO", algo, 1);
     setenv("DDPC_CHUNK", "8192", 1); /* many chunks even for mid sizes */
     ddpc_comm *c = env_comm(rank, world);
-    size_t counts[] = {1, 7, 4097, (size_t)world - 1, 70000};
+    size_t counts[] = { 1, 7, 4097, (size_t)world - 1, 70000 };
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         size_t n = counts[ci];
         if (n == 0) continue;
@@ -213,14 +218,16 @@ static inline void all_colls_body(int rank, int world, void *arg) {
         /* alltoall: block j of rank i lands in block i of rank j */
         CHECK_OK(ddpc_alltoall(c, x, y, n, DDPC_INT32));
         for (int r = 0; r < world; r++)
-            for (size_t i = 0; i < n; i++) CHECK_EQ(y[(size_t)r * n + i], val(r, (size_t)rank * n + i));
+            for (size_t i = 0; i < n; i++)
+                CHECK_EQ(y[(size_t)r * n + i], val(r, (size_t)rank * n + i));
         /* float16 avg, bfloat16 sum: one rounding of the float32 result */
         uint16_t *h = malloc(2 * n), *hb = malloc(2 * n);
         for (size_t i = 0; i < n; i++) h[i] = ddpc_float_to_half((float)val(rank, i) / 8);
         CHECK_OK(ddpc_allreduce(c, h, hb, n, DDPC_FLOAT16, DDPC_AVG));
         for (size_t i = 0; i < n; i++) {
             float s = 0;
-            for (int r = 0; r < world; r++) s += ddpc_half_to_float(ddpc_float_to_half((float)val(r, i) / 8));
+            for (int r = 0; r < world; r++)
+                s += ddpc_half_to_float(ddpc_float_to_half((float)val(r, i) / 8));
             CHECK_EQ(hb[i], ddpc_float_to_half(s / (float)world));
         }
         free(h);
@@ -258,7 +265,9 @@ static inline pid_t store_process(int *down_fd) {
         close(up[0]);
         close(down[1]);
         ddpc_store_server *srv = NULL;
-        int port = ddpc_store_server_create("127.0.0.1", 0, &srv) == DDPC_OK ? ddpc_store_server_port(srv) : -1;
+        int port = ddpc_store_server_create("127.0.0.1", 0, &srv) == DDPC_OK
+                       ? ddpc_store_server_port(srv)
+                       : -1;
         char b;
         if (write(up[1], &port, sizeof port) == (ssize_t)sizeof port) (void)!read(down[0], &b, 1);
         ddpc_store_server_destroy(srv);
@@ -274,11 +283,26 @@ static inline pid_t store_process(int *down_fd) {
 }
 
 static inline void clear_env(void) {
-    const char *v[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-                       "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT", "DDPC_TIMEOUT", "DDPC_ALGO", "DDPC_SHM_COPY",
-                       "DDPC_CONNECT_TIMEOUT", "DDPC_IF_IP", "HCCL_IF_IP", "DDPC_SOCKET_IFNAME",
-                       "HCCL_SOCKET_IFNAME"};
+    const char *v[] = { "RANK",
+                        "WORLD_SIZE",
+                        "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE",
+                        "MASTER_ADDR",
+                        "MASTER_PORT",
+                        "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE",
+                        "SLURM_PROCID",
+                        "SLURM_NTASKS",
+                        "TORCHELASTIC_USE_AGENT_STORE",
+                        "TORCHELASTIC_RESTART_COUNT",
+                        "DDPC_TIMEOUT",
+                        "DDPC_ALGO",
+                        "DDPC_SHM_COPY",
+                        "DDPC_CONNECT_TIMEOUT",
+                        "DDPC_IF_IP",
+                        "HCCL_IF_IP",
+                        "DDPC_SOCKET_IFNAME",
+                        "HCCL_SOCKET_IFNAME" };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) unsetenv(v[i]);
 }
 

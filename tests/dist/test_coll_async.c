@@ -16,11 +16,20 @@
 static void async_batch(ctx *x, int round) {
     enum { K = 8 };
     int w = x->world, r = x->rank;
-    struct { int coll; ddpc_dtype t; ddpc_op op; size_t n; } spec[K] = {
-        {C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 4097},   {C_ALLREDUCE, DDPC_INT64, DDPC_MAX, 7},
-        {C_BROADCAST, DDPC_UINT8, DDPC_SUM, 1000},     {C_ALLGATHER, DDPC_FLOAT16, DDPC_SUM, 33},
-        {C_REDUCE_SCATTER, DDPC_BFLOAT16, DDPC_SUM, 100}, {C_ALLREDUCE, DDPC_FLOAT64, DDPC_AVG, 1u << 16},
-        {C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 1u << 18}, {C_ALLTOALL, DDPC_INT32, DDPC_SUM, 5},
+    struct {
+        int coll;
+        ddpc_dtype t;
+        ddpc_op op;
+        size_t n;
+    } spec[K] = {
+        { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 4097 },
+        { C_ALLREDUCE, DDPC_INT64, DDPC_MAX, 7 },
+        { C_BROADCAST, DDPC_UINT8, DDPC_SUM, 1000 },
+        { C_ALLGATHER, DDPC_FLOAT16, DDPC_SUM, 33 },
+        { C_REDUCE_SCATTER, DDPC_BFLOAT16, DDPC_SUM, 100 },
+        { C_ALLREDUCE, DDPC_FLOAT64, DDPC_AVG, 1u << 16 },
+        { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 1u << 18 },
+        { C_ALLTOALL, DDPC_INT32, DDPC_SUM, 5 },
     };
     void *sb[K], *rb[K];
     uint64_t salts[K];
@@ -36,14 +45,20 @@ static void async_batch(ctx *x, int round) {
         memset(rb[i], 0xa5, rn * es);
         x->salt = salts[i] = mix64(x->salt + 0x77 + (uint64_t)i);
         for (size_t j = 0; j < sn; j++) {
-            if (is_reducing(spec[i].coll)) put_red(sb[i], j, spec[i].t, spec[i].op, hv(salts[i], r, j));
-            else put_raw(sb[i], j, es, hv(salts[i], spec[i].coll == C_BROADCAST ? root : r, j));
+            if (is_reducing(spec[i].coll))
+                put_red(sb[i], j, spec[i].t, spec[i].op, hv(salts[i], r, j));
+            else
+                put_raw(sb[i], j, es, hv(salts[i], spec[i].coll == C_BROADCAST ? root : r, j));
         }
         ddpc_status s = DDPC_OK;
-        combo k = {spec[i].coll, spec[i].t, spec[i].op, n, root, 0};
+        combo k = { spec[i].coll, spec[i].t, spec[i].op, n, root, 0 };
         switch (spec[i].coll) {
-        case C_ALLREDUCE: s = ddpc_allreduce_async(x->c, sb[i], rb[i], n, spec[i].t, spec[i].op, &wk[i]); break;
-        case C_BROADCAST: s = ddpc_broadcast_async(x->c, sb[i], rb[i], n, spec[i].t, root, &wk[i]); break;
+        case C_ALLREDUCE:
+            s = ddpc_allreduce_async(x->c, sb[i], rb[i], n, spec[i].t, spec[i].op, &wk[i]);
+            break;
+        case C_BROADCAST:
+            s = ddpc_broadcast_async(x->c, sb[i], rb[i], n, spec[i].t, root, &wk[i]);
+            break;
         case C_ALLGATHER: s = ddpc_allgather_async(x->c, sb[i], rb[i], n, spec[i].t, &wk[i]); break;
         case C_REDUCE_SCATTER:
             s = ddpc_reduce_scatter_async(x->c, sb[i], rb[i], n, spec[i].t, spec[i].op, &wk[i]);
@@ -54,7 +69,7 @@ static void async_batch(ctx *x, int round) {
         x->ops++;
         if (s != DDPC_OK) call_failed(x, &k, "issuing an async operation", s);
     }
-    combo kb = {C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0};
+    combo kb = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0 };
     ddpc_status s = ddpc_barrier_async(x->c, &wk[K]);
     if (s != DDPC_OK) call_failed(x, &kb, "barrier_async", s);
     /* the last one issued completes last: poll it, bounded in time */
@@ -65,22 +80,28 @@ static void async_batch(ctx *x, int round) {
         if (done || s != DDPC_OK) break;
         usleep(200);
     }
-    if (s != DDPC_OK || !done) call_failed(x, &kb, done ? "barrier_async test" : "barrier_async never completed", s);
+    if (s != DDPC_OK || !done)
+        call_failed(x, &kb, done ? "barrier_async test" : "barrier_async never completed", s);
     for (int i = K; i >= 0; i--) {
-        combo k = {i < K ? spec[i].coll : C_ALLREDUCE, i < K ? spec[i].t : DDPC_FLOAT32,
-                   i < K ? spec[i].op : DDPC_SUM, i < K ? spec[i].n : 0, root, 0};
+        combo k = { i < K ? spec[i].coll : C_ALLREDUCE,
+                    i < K ? spec[i].t : DDPC_FLOAT32,
+                    i < K ? spec[i].op : DDPC_SUM,
+                    i < K ? spec[i].n : 0,
+                    root,
+                    0 };
         s = ddpc_work_wait(wk[i], 60);
         if (s != DDPC_OK) call_failed(x, &k, "work_wait", s);
         /* every earlier operation completed before the later ones */
         if (i < K) {
             int d = 0;
             s = ddpc_work_test(wk[i], &d);
-            if (s != DDPC_OK || !d) report(x, &k, "work_test after wait says done=%d, %s", d, ddpc_status_str(s));
+            if (s != DDPC_OK || !d)
+                report(x, &k, "work_test after wait says done=%d, %s", d, ddpc_status_str(s));
         }
         ddpc_work_destroy(wk[i]);
     }
     for (int i = 0; i < K; i++) {
-        combo k = {spec[i].coll, spec[i].t, spec[i].op, spec[i].n, root, 0};
+        combo k = { spec[i].coll, spec[i].t, spec[i].op, spec[i].n, root, 0 };
         size_t n = spec[i].n;
         x->salt = salts[i];
         switch (spec[i].coll) {
@@ -115,14 +136,14 @@ static void async_batch(ctx *x, int round) {
  * sizes and dtypes issued back to back, then waited in issue order. */
 static void async_many(ctx *x) {
     enum { M = 48 };
-    static const ddpc_dtype ts[] = {DDPC_INT32, DDPC_FLOAT32, DDPC_BFLOAT16, DDPC_UINT64};
+    static const ddpc_dtype ts[] = { DDPC_INT32, DDPC_FLOAT32, DDPC_BFLOAT16, DDPC_UINT64 };
     void *sb[M], *rb[M];
     uint64_t salts[M];
     ddpc_work *wk[M];
     for (int i = 0; i < M; i++) {
         ddpc_dtype t = ts[i % 4];
         size_t n = (size_t)(i * 37 % 301) + 1, es = ddpc_dtype_size(t);
-        combo k = {C_ALLREDUCE, t, DDPC_SUM, n, 0, 0};
+        combo k = { C_ALLREDUCE, t, DDPC_SUM, n, 0, 0 };
         sb[i] = xmalloc(n * es);
         rb[i] = xmalloc(n * es);
         x->salt = salts[i] = mix64(x->salt + 0x99 + (uint64_t)i);
@@ -134,7 +155,7 @@ static void async_many(ctx *x) {
     for (int i = 0; i < M; i++) {
         ddpc_dtype t = ts[i % 4];
         size_t n = (size_t)(i * 37 % 301) + 1;
-        combo k = {C_ALLREDUCE, t, DDPC_SUM, n, 0, 0};
+        combo k = { C_ALLREDUCE, t, DDPC_SUM, n, 0, 0 };
         ddpc_status s = ddpc_work_wait(wk[i], 60);
         if (s != DDPC_OK) call_failed(x, &k, "work_wait (48 outstanding)", s);
         ddpc_work_destroy(wk[i]);

@@ -25,8 +25,8 @@ static int bench2(const char *args, char *out, size_t outlen) {
 
 /* Checks nccl-tests' table: a row per size from lo to hi (x4), each with
  * #wrong 0 and a positive time; the last line is the average bus bandwidth. */
-static void check_table(const char *out, const char *type, const char *redop, size_t lo,
-                        size_t hi, size_t multiple) {
+static void check_table(const char *out, const char *type, const char *redop, size_t lo, size_t hi,
+                        size_t multiple) {
     CHECK_CONTAINS(out, "busbw");
     CHECK_CONTAINS(out, "#wrong");
     size_t want = lo;
@@ -40,9 +40,8 @@ static void check_table(const char *out, const char *type, const char *redop, si
         char ty[32], op[32], wrong[32];
         int root;
         double us, alg, bus;
-        if (line[0] != '#' &&
-            sscanf(line, "%zu %zu %31s %31s %d %lf %lf %lf %31s", &size, &count, ty, op, &root,
-                   &us, &alg, &bus, wrong) == 9) {
+        if (line[0] != '#' && sscanf(line, "%zu %zu %31s %31s %d %lf %lf %lf %31s", &size, &count,
+                                     ty, op, &root, &us, &alg, &bus, wrong) == 9) {
             CHECK_MSG(size == want / multiple * multiple, "row %d has size %zu, want %zu: %s", rows,
                       size, want / multiple * multiple, line);
             CHECK_STR(ty, type);
@@ -77,19 +76,21 @@ TEST_T(bench_allreduce_table, 90) {
 }
 
 TEST(bench_bad_usage) {
-    static const struct { const char *args, *needle; } cases[] = {
-        {"", "COLLECTIVE"},
-        {"allgatherv", "allgatherv"},
-        {"allreduce -b 12Q", "-b"},
-        {"allreduce -e", "-e"},
-        {"allreduce -n 0", "-n"},
-        {"allreduce -c 2", "-c"},
-        {"allreduce -d float128", "float128"},
-        {"allreduce -o mean", "mean"},
-        {"allreduce -q 1", "-q"},
-        {"allreduce -b 1M -e 1K", "-b"},
-        {"allreduce -d float32 -o band", "-o band needs an integer -d, got float32"},
-        {"reduce-scatter -d bf16 -o bxor", "bxor"},
+    static const struct {
+        const char *args, *needle;
+    } cases[] = {
+        { "", "COLLECTIVE" },
+        { "allgatherv", "allgatherv" },
+        { "allreduce -b 12Q", "-b" },
+        { "allreduce -e", "-e" },
+        { "allreduce -n 0", "-n" },
+        { "allreduce -c 2", "-c" },
+        { "allreduce -d float128", "float128" },
+        { "allreduce -o mean", "mean" },
+        { "allreduce -q 1", "-q" },
+        { "allreduce -b 1M -e 1K", "-b" },
+        { "allreduce -d float32 -o band", "-o band needs an integer -d, got float32" },
+        { "reduce-scatter -d bf16 -o bxor", "bxor" },
     };
     char cmd[1024], out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -97,15 +98,16 @@ TEST(bench_bad_usage) {
         int rc = t_run_cmd(cmd, 20, out, sizeof out);
         CHECK_MSG(rc == 2, "'%s' exited %d, want 2: %s", cases[i].args, rc, out);
         CHECK_CONTAINS(out, cases[i].needle);
-        CHECK_MSG(strchr(out, '\n') == out + strlen(out) - 1, "'%s': not one line: %s", cases[i].args, out);
+        CHECK_MSG(strchr(out, '\n') == out + strlen(out) - 1, "'%s': not one line: %s",
+                  cases[i].args, out);
     }
     snprintf(cmd, sizeof cmd, "%s --help", t_bin("ddpc-bench"));
     CHECK_EQ(t_run_cmd(cmd, 20, out, sizeof out), 0);
     CHECK_CONTAINS(out, "usage: ddpc-bench COLLECTIVE");
-    snprintf(cmd, sizeof cmd, "RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s allreduce",
-             t_free_port(), t_bin("ddpc-bench"));
+    snprintf(cmd, sizeof cmd,
+             "RANK=5 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s allreduce", t_free_port(),
+             t_bin("ddpc-bench"));
     int rc = t_run_cmd(cmd, 20, out, sizeof out);
     CHECK_MSG(rc == 1, "RANK=5 WORLD_SIZE=2 exited %d: %s", rc, out);
     CHECK_CONTAINS(out, "RANK");
 }
-

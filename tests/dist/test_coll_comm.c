@@ -15,7 +15,7 @@
  * which arrives first.
  */
 static void barrier_rounds(ctx *x, atomic_long *shared) {
-    combo k = {C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0};
+    combo k = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0 };
     for (int round = 1; round <= 10; round++) {
         usleep((useconds_t)(x->rank * 1000));
         atomic_fetch_add(shared, 1);
@@ -48,18 +48,22 @@ static void p2p(ctx *x) {
         for (int ci = 0; ci < nc; ci++) {
             size_t n = counts[ci], es = ddpc_dtype_size((ddpc_dtype)t);
             if (n == BIG && !big_ok(C_BROADCAST, (ddpc_dtype)t, DDPC_SUM)) continue;
-            combo k = {C_BROADCAST, (ddpc_dtype)t, DDPC_SUM, n, -1, 0};
+            combo k = { C_BROADCAST, (ddpc_dtype)t, DDPC_SUM, n, -1, 0 };
             x->salt = mix64(x->salt + 3);
             unsigned char *sb = xmalloc(n * es), *rb = xmalloc((n + GUARD) * es);
             memset(rb, 0xa5, (n + GUARD) * es);
             for (size_t i = 0; i < n; i++) put_raw(sb, i, es, hv(x->salt, r, i));
             ddpc_status s;
             if (r % 2 == 0) {
-                if ((s = ddpc_send(x->c, sb, n, (ddpc_dtype)t, next)) != DDPC_OK) call_failed(x, &k, "send", s);
-                if ((s = ddpc_recv(x->c, rb, n, (ddpc_dtype)t, prev)) != DDPC_OK) call_failed(x, &k, "recv", s);
+                if ((s = ddpc_send(x->c, sb, n, (ddpc_dtype)t, next)) != DDPC_OK)
+                    call_failed(x, &k, "send", s);
+                if ((s = ddpc_recv(x->c, rb, n, (ddpc_dtype)t, prev)) != DDPC_OK)
+                    call_failed(x, &k, "recv", s);
             } else {
-                if ((s = ddpc_recv(x->c, rb, n, (ddpc_dtype)t, prev)) != DDPC_OK) call_failed(x, &k, "recv", s);
-                if ((s = ddpc_send(x->c, sb, n, (ddpc_dtype)t, next)) != DDPC_OK) call_failed(x, &k, "send", s);
+                if ((s = ddpc_recv(x->c, rb, n, (ddpc_dtype)t, prev)) != DDPC_OK)
+                    call_failed(x, &k, "recv", s);
+                if ((s = ddpc_send(x->c, sb, n, (ddpc_dtype)t, next)) != DDPC_OK)
+                    call_failed(x, &k, "send", s);
             }
             x->ops += 2;
             for (size_t j = 0; j < n; j++)
@@ -67,13 +71,14 @@ static void p2p(ctx *x) {
                     fprintf(stderr, "     (that was send/recv %d -> %d)\n", prev, r);
                     break;
                 }
-            check_untouched(x, &k, rb, n * es, (n + GUARD) * es, "guard after recv buffer (send/recv)");
+            check_untouched(x, &k, rb, n * es, (n + GUARD) * es,
+                            "guard after recv buffer (send/recv)");
             free(sb);
             free(rb);
         }
     /* 2. all pairs */
     enum { N = 7 };
-    combo k = {C_BROADCAST, DDPC_INT32, DDPC_SUM, N, -1, 0};
+    combo k = { C_BROADCAST, DDPC_INT32, DDPC_SUM, N, -1, 0 };
     x->salt = mix64(x->salt + 5);
     int32_t sb[N], (*rb)[N] = xmalloc(sizeof(int32_t[N]) * (size_t)w);
     ddpc_work **ws = xmalloc(sizeof(ddpc_work *) * 2 * (size_t)w);
@@ -111,7 +116,7 @@ static void p2p(ctx *x) {
  * checked on each half; the halves run concurrently.
  */
 static void split_pass(ctx *x) {
-    combo k0 = {C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0};
+    combo k0 = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 0, 0, 0 };
     ddpc_comm *sub = NULL;
     ddpc_status s = ddpc_comm_split(x->c, x->rank % 2, -x->rank, &sub);
     if (s != DDPC_OK) call_failed(x, &k0, "comm_split", s);
@@ -126,13 +131,15 @@ static void split_pass(ctx *x) {
         ddpc_comm_destroy(sub);
         return;
     }
-    ctx y = {.c = sub, .rank = want_rank, .world = want_size, .algo = "auto(split)", .salt = x->salt};
-    static const ddpc_dtype ts[] = {DDPC_INT8, DDPC_FLOAT16, DDPC_FLOAT32};
+    ctx y = {
+        .c = sub, .rank = want_rank, .world = want_size, .algo = "auto(split)", .salt = x->salt
+    };
+    static const ddpc_dtype ts[] = { DDPC_INT8, DDPC_FLOAT16, DDPC_FLOAT32 };
     for (int coll = 0; coll < C_NCOLL; coll++)
         for (int ti = 0; ti < 3; ti++)
             for (size_t n = 7; n <= 4097; n += 4090) {
-                combo k = {coll, ts[ti], is_reducing(coll) ? DDPC_MAX : DDPC_SUM, n,
-                           want_size - 1, 0};
+                combo k = { coll, ts[ti],        is_reducing(coll) ? DDPC_MAX : DDPC_SUM,
+                            n,    want_size - 1, 0 };
                 run_one(&y, &k);
                 if (is_reducing(coll)) {
                     k.op = DDPC_AVG;

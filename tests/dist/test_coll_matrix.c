@@ -40,14 +40,16 @@ static void matrix(ctx *x, int forced) {
             int nops = is_reducing(coll) ? DDPC_OP_COUNT : 1;
             if (forced && t != DDPC_INT8 && t != DDPC_FLOAT16 && t != DDPC_FLOAT32) nops = 1;
             for (int op = 0; op < nops; op++) {
-                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue; /* see bitwise_floats_refused */
+                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t))
+                    continue; /* see bitwise_floats_refused */
                 for (int ci = 0; ci < nc; ci++) {
                     if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
                     if (forced && counts[ci] == BIG && op != DDPC_SUM) continue;
                     if (forced && counts[ci] == BIG && is_reducing(coll) && t != DDPC_FLOAT32 &&
-                        t != DDPC_BFLOAT16) continue;
-                    combo k = {coll, (ddpc_dtype)t, (ddpc_op)op, counts[ci],
-                               (int)(idx++ % x->world), 0};
+                        t != DDPC_BFLOAT16)
+                        continue;
+                    combo k = { coll,       (ddpc_dtype)t,           (ddpc_op)op,
+                                counts[ci], (int)(idx++ % x->world), 0 };
                     run_one(x, &k);
                     if (!forced && has_inplace(coll) && (counts[ci] == 7 || counts[ci] == 4097)) {
                         k.inplace = 1;
@@ -61,21 +63,21 @@ static void matrix(ctx *x, int forced) {
 
 /* Every root of the rooted collectives, at small sizes. */
 static void all_roots(ctx *x) {
-    static const ddpc_dtype ts[] = {DDPC_INT8, DDPC_INT64, DDPC_FLOAT16, DDPC_FLOAT32};
-    static const size_t cs[] = {1, 7};
+    static const ddpc_dtype ts[] = { DDPC_INT8, DDPC_INT64, DDPC_FLOAT16, DDPC_FLOAT32 };
+    static const size_t cs[] = { 1, 7 };
     for (int root = 0; root < x->world; root++)
         for (int ti = 0; ti < 4; ti++)
             for (int ci = 0; ci < 2; ci++) {
-                combo k = {C_BROADCAST, ts[ti], DDPC_SUM, cs[ci], root, 0};
+                combo k = { C_BROADCAST, ts[ti], DDPC_SUM, cs[ci], root, 0 };
                 run_one(x, &k);
                 k.inplace = 1;
                 run_one(x, &k);
-                k = (combo){C_REDUCE, ts[ti], DDPC_SUM, cs[ci], root, 0};
+                k = (combo){ C_REDUCE, ts[ti], DDPC_SUM, cs[ci], root, 0 };
                 run_one(x, &k);
                 k.op = DDPC_MIN;
                 k.inplace = 1;
                 run_one(x, &k);
-                k = (combo){C_GATHER, ts[ti], DDPC_SUM, cs[ci], root, 0};
+                k = (combo){ C_GATHER, ts[ti], DDPC_SUM, cs[ci], root, 0 };
                 run_one(x, &k);
                 k.coll = C_SCATTER;
                 run_one(x, &k);
@@ -88,15 +90,15 @@ static void all_roots(ctx *x) {
  * and uses up no sequence number (the collectives after it still match).
  */
 static void bitwise_floats_refused(ctx *x) {
-    static const ddpc_dtype fts[] = {DDPC_FLOAT16, DDPC_BFLOAT16, DDPC_FLOAT32, DDPC_FLOAT64};
-    double *sb = xmalloc((size_t)x->world * sizeof(double)), rb[1] = {0};
+    static const ddpc_dtype fts[] = { DDPC_FLOAT16, DDPC_BFLOAT16, DDPC_FLOAT32, DDPC_FLOAT64 };
+    double *sb = xmalloc((size_t)x->world * sizeof(double)), rb[1] = { 0 };
     for (int i = 0; i < x->world; i++) sb[i] = 1;
     for (int ti = 0; ti < 4; ti++)
         for (int op = DDPC_BAND; op <= DDPC_BXOR; op++) {
             ddpc_dtype t = fts[ti];
             char want[96];
-            snprintf(want, sizeof want, "op %s needs an integer dtype, got %s", ddpc_op_name((ddpc_op)op),
-                     ddpc_dtype_name(t));
+            snprintf(want, sizeof want, "op %s needs an integer dtype, got %s",
+                     ddpc_op_name((ddpc_op)op), ddpc_dtype_name(t));
             for (int call = 0; call < 6; call++) {
                 ddpc_work *w = NULL;
                 ddpc_status s;

@@ -26,7 +26,7 @@ static void abort_body(int rank, int world, void *arg) {
     ddpc_comm *c = env_comm(rank, world);
     if (rank == 0) {
         /* a blocking call on another thread and a queued async one */
-        blocked_call b = {c, DDPC_OK, 0};
+        blocked_call b = { c, DDPC_OK, 0 };
         pthread_t th;
         pthread_create(&th, NULL, blocked_thread, &b);
         ddpc__sleep(0.3);
@@ -122,8 +122,6 @@ TEST_T(comm_rank_killed_mid_collective_shm_small_ring, 40) {
 }
 
 /* ------------------------------------------------------------ bad environments */
-
-
 
 TEST_T(comm_bad_environment, 40) {
     char port[16];
@@ -227,7 +225,7 @@ typedef struct {
 static void mismatch_body(int rank, int world, void *arg) {
     int which = ((mm_arg *)arg)->which;
     ddpc_comm *c = env_comm(rank, world);
-    int32_t buf[64] = {0}, out[64 * 8];
+    int32_t buf[64] = { 0 }, out[64 * 8];
     sum_check(c, world * (world - 1) / 2); /* one good one first */
     ddpc_status s;
     const char *mine = "", *theirs = "";
@@ -253,8 +251,10 @@ static void mismatch_body(int rank, int world, void *arg) {
         theirs = rank == 1 ? "root=0" : "root=1";
         break;
     default: /* kind */
-        if (rank == 1) s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
-        else s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, DDPC_SUM);
+        if (rank == 1)
+            s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
+        else
+            s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, DDPC_SUM);
         mine = rank == 1 ? "allgather" : "allreduce";
         theirs = rank == 1 ? "allreduce" : "allgather";
         break;
@@ -273,13 +273,15 @@ static void mismatch_body(int rank, int world, void *arg) {
         if (s == DDPC_ERR_MISMATCH) CHECK_CONTAINS(ddpc_last_error(), "mismatch");
     }
     /* the communicator stays failed */
-    if (s != DDPC_OK) CHECK_EQ(ddpc_barrier(c), s);
-    else CHECK(ddpc_barrier(c) != DDPC_OK);
+    if (s != DDPC_OK)
+        CHECK_EQ(ddpc_barrier(c), s);
+    else
+        CHECK(ddpc_barrier(c) != DDPC_OK);
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
 static void run_mismatch(int which, int world) {
-    mm_arg a = {which};
+    mm_arg a = { which };
     g_port = t_free_port();
     t_run_ranks(world, 25, mismatch_body, &a);
 }

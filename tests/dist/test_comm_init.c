@@ -6,18 +6,12 @@
 
 /* ------------------------------------------------------------ allreduce smoke */
 
-
-
-
 TEST_T(comm_allreduce_w1, 30) { run_world(1, allreduce_body, 25); }
 TEST_T(comm_allreduce_w2, 60) { run_world(2, allreduce_body, 55); }
 TEST_T(comm_allreduce_w3, 60) { run_world(3, allreduce_body, 55); }
 TEST_T(comm_allreduce_w5, 90) { run_world(5, allreduce_body, 85); }
 
 /* ------------------------------------------------------------ every collective */
-
-
-
 
 TEST_T(comm_colls_w1, 30) { run_all(1, NULL); }
 TEST_T(comm_colls_w2, 60) { run_all(2, NULL); }
@@ -27,7 +21,6 @@ TEST_T(comm_colls_w5_tree, 110) { run_all(5, "tree"); }
 TEST_T(comm_colls_w6_rhd, 110) { run_all(6, "rhd"); }
 
 /* ------------------------------------------------------------ bootstrap variants */
-
 
 static void url_body(int rank, int world, void *arg) {
     char url[64];
@@ -60,7 +53,8 @@ static void uid_body(int rank, int world, void *arg) {
     ddpc_unique_id id;
     if (rank == 0) {
         CHECK_OK(ddpc_get_unique_id(&id));
-        for (int i = 1; i < world; i++) CHECK(write(g_pipe[1], &id, sizeof id) == (ssize_t)sizeof id);
+        for (int i = 1; i < world; i++)
+            CHECK(write(g_pipe[1], &id, sizeof id) == (ssize_t)sizeof id);
     } else {
         CHECK(read(g_pipe[0], &id, sizeof id) == (ssize_t)sizeof id);
     }
@@ -120,7 +114,6 @@ static void agent_body(int rank, int world, void *arg) {
         CHECK_OK(ddpc_comm_destroy(c));
     }
 }
-
 
 static void run_agent(const char *proto) {
     int down = -1;
@@ -200,7 +193,8 @@ static void async_body(int rank, int world, void *arg) {
         buf[k] = malloc(sizeof(float) * n);
         for (size_t i = 0; i < n; i++) buf[k][i] = (float)(k * 100 + rank);
     }
-    for (int k = 0; k < K; k++) CHECK_OK(ddpc_allreduce_async(c, buf[k], buf[k], n, DDPC_FLOAT32, DDPC_SUM, &w[k]));
+    for (int k = 0; k < K; k++)
+        CHECK_OK(ddpc_allreduce_async(c, buf[k], buf[k], n, DDPC_FLOAT32, DDPC_SUM, &w[k]));
     /* a blocking call after queued ones runs after them, in order */
     int32_t x = 1, y = 0;
     CHECK_OK(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM));
@@ -267,20 +261,22 @@ typedef struct kv_ctx {
     int calls;
 } kv_ctx;
 
-static ddpc_status kv_set(void *ctx, const char *key, const void *val, size_t len, char *err, size_t errlen) {
+static ddpc_status kv_set(void *ctx, const char *key, const void *val, size_t len, char *err,
+                          size_t errlen) {
     kv_ctx *k = ctx;
     k->calls++;
     return ddpc_store_set(k->st, key, val, len);
 }
-static ddpc_status kv_get(void *ctx, const char *key, double timeout_s, void **val, size_t *len, char *err,
-                          size_t errlen) {
+static ddpc_status kv_get(void *ctx, const char *key, double timeout_s, void **val, size_t *len,
+                          char *err, size_t errlen) {
     kv_ctx *k = ctx;
     k->calls++;
     ddpc_status s = ddpc_store_get(k->st, key, timeout_s, val, len);
     if (s != DDPC_OK && s != DDPC_ERR_TIMEOUT) snprintf(err, errlen, "%s", ddpc_last_error());
     return s;
 }
-static ddpc_status kv_add(void *ctx, const char *key, int64_t delta, int64_t *result, char *err, size_t errlen) {
+static ddpc_status kv_add(void *ctx, const char *key, int64_t delta, int64_t *result, char *err,
+                          size_t errlen) {
     kv_ctx *k = ctx;
     k->calls++;
     return ddpc_store_add(k->st, key, delta, result);
@@ -294,8 +290,8 @@ static ddpc_status kv_broken(void *ctx, const char *key, int64_t delta, int64_t 
 static void ops_body(int rank, int world, void *arg) {
     ddpc_store *tcp = NULL;
     CHECK_OK(ddpc_store_create_tcp("127.0.0.1", g_port, 10, &tcp));
-    kv_ctx k = {tcp, 0};
-    ddpc_store_ops ops = {kv_set, kv_get, kv_add};
+    kv_ctx k = { tcp, 0 };
+    ddpc_store_ops ops = { kv_set, kv_get, kv_add };
     ddpc_store *st = NULL;
     CHECK_OK(ddpc_store_create_ops(&ops, &k, "the test's store", &st));
     CHECK(!strcmp(ddpc_store_protocol(st), "ops"));
@@ -307,7 +303,7 @@ static void ops_body(int rank, int world, void *arg) {
     CHECK_OK(ddpc_comm_create_store(&c, st, rank, world, &opt));
     CHECK(k.calls >= 3);
     sum_check(c, world * (world - 1) / 2);
-    int32_t a[3] = {rank, rank, rank}, b = rank;
+    int32_t a[3] = { rank, rank, rank }, b = rank;
     ddpc_work *w1, *w2;
     CHECK_OK(ddpc_allreduce_async(c, a, a, 3, DDPC_INT32, DDPC_SUM, &w1));
     CHECK_OK(ddpc_allreduce_async(c, &b, &b, 1, DDPC_INT32, DDPC_MAX, &w2));
@@ -339,13 +335,13 @@ static void ops_body(int rank, int world, void *arg) {
     ddpc_store_destroy(st);
     /* a failing store: the error names it and its reason */
     if (rank == 0) {
-        ddpc_store_ops bad = {kv_set, kv_get, kv_broken};
+        ddpc_store_ops bad = { kv_set, kv_get, kv_broken };
         CHECK_OK(ddpc_store_create_ops(&bad, &k, "the flaky service", &st));
         CHECK_STATUS(ddpc_store_add(st, "n", 1, &nk), DDPC_ERR_PEER_LOST);
         CHECK_CONTAINS(ddpc_last_error(), "the flaky service");
         CHECK_CONTAINS(ddpc_last_error(), "the service said no");
         ddpc_store_destroy(st);
-        ddpc_store_ops none = {kv_set, NULL, kv_add};
+        ddpc_store_ops none = { kv_set, NULL, kv_add };
         CHECK_STATUS(ddpc_store_create_ops(&none, &k, "x", &st), DDPC_ERR_INVALID_ARG);
     }
     ddpc_store_destroy(tcp);
@@ -434,7 +430,8 @@ TEST_T(comm_iface_ipv6, 30) {
     char ip[64], ifn[64];
     clear_env();
     setenv("DDPC_IF_IP", "::1", 1);
-    if (ddpc__choose_ip("::1", ip, sizeof ip, ifn, sizeof ifn) != DDPC_OK) SKIP("no ::1 here: %s", ddpc_last_error());
+    if (ddpc__choose_ip("::1", ip, sizeof ip, ifn, sizeof ifn) != DDPC_OK)
+        SKIP("no ::1 here: %s", ddpc_last_error());
     unsetenv("DDPC_IF_IP");
     run_iface("DDPC_IF_IP:::1");
 }
@@ -498,7 +495,8 @@ static void early_destroy_body(int rank, int world, void *arg) {
     int32_t v[1000];
     for (int it = 0; it < 20; it++) {
         for (int i = 0; i < 1000; i++) v[i] = rank == 0 ? it * i : -1;
-        if (rank == 0) CHECK_OK(ddpc_send(c, v, 1000, DDPC_INT32, 1));
+        if (rank == 0)
+            CHECK_OK(ddpc_send(c, v, 1000, DDPC_INT32, 1));
         else {
             CHECK_OK(ddpc_recv(c, v, 1000, DDPC_INT32, 0));
             for (int i = 0; i < 1000; i++) CHECK_EQ(v[i], it * i);

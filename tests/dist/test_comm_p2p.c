@@ -58,7 +58,8 @@ static void p2p_exchange_body(int rank, int world, void *arg) {
         ddpc_work_destroy(wr);
         ddpc_work_destroy(wa);
         CHECK_EQ(y, 2);
-        for (size_t i = 0; i < n; i += 4099) CHECK_NEAR(in[i], (float)(peer * 7 + (int)(i % 1000)), 0);
+        for (size_t i = 0; i < n; i += 4099)
+            CHECK_NEAR(in[i], (float)(peer * 7 + (int)(i % 1000)), 0);
         CHECK_NEAR(in[n - 1], (float)(peer * 7 + (int)((n - 1) % 1000)), 0);
     }
     free(out);
@@ -113,7 +114,7 @@ static void any_source_body(int rank, int world, void *arg) {
     ddpc_comm *c = env_comm(rank, world);
     int32_t v[2];
     if (rank == 0) {
-        int seen[8] = {0};
+        int seen[8] = { 0 };
         for (int k = 1; k < world; k++) {
             ddpc_work *w;
             CHECK_OK(ddpc_recv_async(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, &w));
@@ -182,7 +183,8 @@ static void alltoallv_body(int rank, int world, void *arg) {
         for (size_t k = 0; k < sc[j]; k++) send[sd[j] + k] = 1000 * rank + 10 * j + (int64_t)k;
     CHECK_OK(ddpc_alltoallv(c, send, sc, sd, recv, rc, rd, DDPC_INT64));
     for (int j = 0; j < world; j++)
-        for (size_t k = 0; k < rc[j]; k++) CHECK_EQ(recv[rd[j] + k], 1000 * j + 10 * rank + (int64_t)k);
+        for (size_t k = 0; k < rc[j]; k++)
+            CHECK_EQ(recv[rd[j] + k], 1000 * j + 10 * rank + (int64_t)k);
     ddpc_work *w;
     CHECK_OK(ddpc_alltoallv_async(c, send, sc, sd, recv, rc, rd, DDPC_INT64, &w));
     memset(sc, 0xff, sizeof sc); /* the arrays were copied */

@@ -17,8 +17,10 @@ static void transport_body(int rank, int world, void *arg) {
     CHECK_OK(ddpc_comm_destroy(c));
     const char *log = slurp_log("transport", rank);
     char line[64];
-    if (rank == 0) snprintf(line, sizeof line, "rank 0: %s to ranks 1-%d\n", want, world - 1);
-    else snprintf(line, sizeof line, "rank %d: %s to ranks 0", rank, want);
+    if (rank == 0)
+        snprintf(line, sizeof line, "rank 0: %s to ranks 1-%d\n", want, world - 1);
+    else
+        snprintf(line, sizeof line, "rank %d: %s to ranks 0", rank, want);
     CHECK_CONTAINS(log, line);
     CHECK(!strstr(log, "WARN"));
 }
@@ -71,9 +73,10 @@ TEST_T(comm_shm_stale_segments_of_dead_processes_removed, 40) {
     make_shm_name(odd);
     g_port = t_free_port();
     t_run_ranks(2, 35, two_rank_body, NULL);
-    int stale_left = shm_name_exists(stale), live_left = shm_name_exists(live), odd_left = shm_name_exists(odd);
+    int stale_left = shm_name_exists(stale), live_left = shm_name_exists(live),
+        odd_left = shm_name_exists(odd);
     char path[128];
-    const char *names[] = {stale, live, odd};
+    const char *names[] = { stale, live, odd };
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "/%s", names[i]);
         shm_unlink(path);
@@ -117,7 +120,9 @@ static void differ_body(int rank, int world, void *arg) {
     ddpc_comm *c = NULL;
     CHECK_OK(ddpc_comm_create_env(&c));
     for (int p = 0; p < world; p++) {
-        const char *want = p == rank ? "self" : (p == 0 || p == 3) && (rank == 0 || rank == 3) ? "shm" : "tcp";
+        const char *want = p == rank                                        ? "self"
+                           : (p == 0 || p == 3) && (rank == 0 || rank == 3) ? "shm"
+                                                                            : "tcp";
         CHECK_STR(ddpc__peer_transport(c, p), want);
     }
     allreduce_checks(c, rank, world);
@@ -207,5 +212,6 @@ TEST_T(comm_shm_within_namespace_nodes_tcp_between, 60) {
     t_run_ranks_status(4, 45, netns_body, NULL, st);
     t_netns_del(g_ns[0], g_ns[1]);
     for (int r = 0; r < 4; r++)
-        CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed (status %d)", r, st[r]);
+        CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0,
+                  "rank %d failed (status %d)", r, st[r]);
 }

@@ -17,10 +17,9 @@ static ddpc_model *small_mlp(int hidden) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 7;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
-                                           ddpc_linear(IN, hidden),
-                                           ddpc_relu(),
-                                           ddpc_linear(hidden, OUT)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN), ddpc_linear(IN, hidden),
+                                           ddpc_relu(), ddpc_linear(hidden, OUT)),
+                               &mo, &m));
     return m;
 }
 
@@ -32,10 +31,10 @@ static void sample(int i, float *x, int32_t *y) {
 
 typedef struct {
     int port;
-    int micro;              /* micro-batches per step (no_sync for all but the last) */
+    int micro; /* micro-batches per step (no_sync for all but the last) */
     ddpc_compress compress;
     ddpc_overlap overlap;
-    const char *out;        /* rank 0 writes its final parameters here */
+    const char *out; /* rank 0 writes its final parameters here */
 } run_arg;
 
 /* One training run: world ranks, rank r takes samples [r*B, (r+1)*B) of
@@ -116,9 +115,9 @@ static void equivalence(int world, int micro, ddpc_compress compress, ddpc_overl
     char dist[64], ref[64];
     snprintf(dist, sizeof dist, "/tmp/ddpc_ddp_%d_dist.bin", (int)getpid());
     snprintf(ref, sizeof ref, "/tmp/ddpc_ddp_%d_ref.bin", (int)getpid());
-    run_arg a = {t_free_port(), micro, compress, overlap, dist};
+    run_arg a = { t_free_port(), micro, compress, overlap, dist };
     t_run_ranks(world, 60, ddp_rank, &a);
-    run_arg r = {0, micro, DDPC_COMPRESS_NONE, overlap, ref};
+    run_arg r = { 0, micro, DDPC_COMPRESS_NONE, overlap, ref };
     train(0, 1, world * B, &r, NULL);
     static float pd[4096], pr[4096];
     size_t nd = read_params(dist, pd, 4096), nr = read_params(ref, pr, 4096);
@@ -131,8 +130,9 @@ static void equivalence(int world, int micro, ddpc_compress compress, ddpc_overl
         double d = fabs((double)pd[k] - (double)pr[k]) / (1.0 + fabs((double)pr[k]));
         if (d > worst) worst = d;
     }
-    CHECK_MSG(worst <= tol, "world %d: parameters differ from the single-process run by %.3g (> %.3g)",
-              world, worst, tol);
+    CHECK_MSG(worst <= tol,
+              "world %d: parameters differ from the single-process run by %.3g (> %.3g)", world,
+              worst, tol);
 }
 
 /* With buckets reduced by the progress thread (overlap on), then by
@@ -144,7 +144,9 @@ static void equivalence_both(int world, int micro, ddpc_compress compress, doubl
 
 TEST_T(ddp_equivalence_2_ranks, 90) { equivalence_both(2, 1, DDPC_COMPRESS_NONE, 1e-5); }
 TEST_T(ddp_equivalence_3_ranks, 90) { equivalence_both(3, 1, DDPC_COMPRESS_NONE, 1e-5); }
-TEST_T(ddp_equivalence_4_ranks, 90) { equivalence(4, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_AUTO, 1e-5); }
+TEST_T(ddp_equivalence_4_ranks, 90) {
+    equivalence(4, 1, DDPC_COMPRESS_NONE, DDPC_OVERLAP_AUTO, 1e-5);
+}
 TEST_T(ddp_no_sync_accumulation, 90) { equivalence_both(2, MICRO, DDPC_COMPRESS_NONE, 1e-5); }
 /* float16 keeps 11 bits: after 5 steps the parameters stay within ~1e-2. */
 TEST_T(ddp_compress_fp16, 90) { equivalence_both(2, 1, DDPC_COMPRESS_FP16, 2e-2); }
@@ -153,13 +155,13 @@ TEST_T(ddp_compress_bf16, 90) { equivalence_both(3, 1, DDPC_COMPRESS_BF16, 5e-2)
 /* Wraps DDP's hooks to look at the buckets as backward ends, before DDP's
  * backward_end runs. */
 static struct {
-    ddpc_model_hooks ddp;  /* DDP's own hooks */
+    ddpc_model_hooks ddp; /* DDP's own hooks */
     ddpc_ddp *d;
     ddpc_comm *c;
     ddpc_model *m;
-    int in_flight;         /* buckets in flight as backward ended */
-    int check_buckets;     /* also gather a checksum of bucket 0 and the last */
-    float all[4];          /* {bucket 0, last} of rank 0, then of rank 1 */
+    int in_flight;     /* buckets in flight as backward ended */
+    int check_buckets; /* also gather a checksum of bucket 0 and the last */
+    float all[4];      /* {bucket 0, last} of rank 0, then of rank 1 */
 } spy;
 
 static void spy_grad_ready(void *ctx, int i) { spy.ddp.grad_ready(ctx, i); }
@@ -168,7 +170,7 @@ static ddpc_status spy_backward_end(void *ctx) {
     spy.in_flight = ddpc_ddp_buckets_in_flight(spy.d);
     if (spy.check_buckets) {
         size_t n, f0, c0, fl, cl;
-        float *g = ddpc_model_grad_block(spy.m, &n), mine[2] = {0, 0};
+        float *g = ddpc_model_grad_block(spy.m, &n), mine[2] = { 0, 0 };
         ddpc_ddp_bucket_range(spy.d, 0, &f0, &c0);
         ddpc_ddp_bucket_range(spy.d, ddpc_ddp_num_buckets(spy.d) - 1, &fl, &cl);
         for (size_t k = 0; k < c0; k++) mine[0] += g[f0 + k] * (float)(k + 1);
@@ -184,7 +186,7 @@ static void spy_install(ddpc_model *m, ddpc_ddp *d, ddpc_comm *c) {
     spy.d = d;
     spy.c = c;
     spy.m = m;
-    ddpc_model_hooks h = {spy_grad_ready, spy_backward_end, spy.ddp.ctx};
+    ddpc_model_hooks h = { spy_grad_ready, spy_backward_end, spy.ddp.ctx };
     ddpc_model_set_hooks(m, &h);
 }
 
@@ -250,9 +252,11 @@ static void bucket_rank(int rank, int world, void *arg) {
     CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
     CHECK_OK(ddpc_model_backward(m));
     CHECK_EQ(spy.in_flight, 0);
-    CHECK_MSG(spy.all[0] == spy.all[2], "bucket 0 not reduced by backward: %g vs %g", spy.all[0], spy.all[2]);
-    CHECK_MSG(spy.all[1] != spy.all[3], "the last bucket was reduced before the end: %g", spy.all[1]);
-    float mine[2] = {0, 0}, all[2 * 2];
+    CHECK_MSG(spy.all[0] == spy.all[2], "bucket 0 not reduced by backward: %g vs %g", spy.all[0],
+              spy.all[2]);
+    CHECK_MSG(spy.all[1] != spy.all[3], "the last bucket was reduced before the end: %g",
+              spy.all[1]);
+    float mine[2] = { 0, 0 }, all[2 * 2];
     size_t fl, cl;
     ddpc_ddp_bucket_range(d, ddpc_ddp_num_buckets(d) - 1, &fl, &cl);
     for (size_t k = 0; k < cl; k++) mine[1] += g[fl + k] * (float)(k + 1);
@@ -267,7 +271,9 @@ static void bucket_rank(int rank, int world, void *arg) {
         double first_b, rest_b;
         int n;
         size_t counts[4];
-    } want[] = {{80, 400, 2, {68, 336}}, {16, 400, 2, {4, 400}}, {16, 64, 4, {4, 64, 16, 320}}};
+    } want[] = { { 80, 400, 2, { 68, 336 } },
+                 { 16, 400, 2, { 4, 400 } },
+                 { 16, 64, 4, { 4, 64, 16, 320 } } };
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
         o.first_bucket_mb = want[k].first_b / 1048576;
         o.bucket_mb = want[k].rest_b / 1048576;
@@ -317,7 +323,7 @@ static void metrics_rank(int rank, int world, void *arg) {
     ddpc_model *m = small_mlp(HID);
     ddpc_ddp *d;
     CHECK_OK(ddpc_ddp_create(c, m, NULL, &d));
-    double v[3] = {rank + 0.5, 10.0 * rank, 1};
+    double v[3] = { rank + 0.5, 10.0 * rank, 1 };
     CHECK_OK(ddpc_ddp_allreduce_sum(d, v, 3));
     CHECK_NEAR(v[0], world * (world - 1) / 2.0 + 0.5 * world, 1e-12);
     CHECK_NEAR(v[1], 10.0 * world * (world - 1) / 2.0, 1e-12);

@@ -19,7 +19,7 @@
 
 #include "test.h"
 
-#define DATA "/usr/share/datasets/fashion-mnist"
+#define DATA   "/usr/share/datasets/fashion-mnist"
 #define PYTHON "/usr/bin/python3"
 
 static char out[1 << 20];
@@ -46,7 +46,8 @@ static void need_torch(void) {
         size_t n = strlen(out); /* the traceback's last line says why */
         while (n && out[n - 1] == '\n') out[--n] = '\0';
         const char *why = strrchr(out, '\n');
-        SKIP(PYTHON " cannot import torch (apt-get install python3-torch): %s", why ? why + 1 : out);
+        SKIP(PYTHON " cannot import torch (apt-get install python3-torch): %s",
+             why ? why + 1 : out);
     }
 }
 
@@ -89,14 +90,15 @@ static const char *script(const char *name, const char *body) {
  * stops a worker by signalling only the process it started, so the wrapper
  * passes SIGTERM on to the program (else it would outlive the launcher). */
 static const char *worker_sh(void) {
-    return script("worker.sh",
-                  "\"$@\" &\n"
-                  "pid=$!\n"
-                  "trap 'kill -TERM $pid 2>/dev/null' TERM INT\n"
-                  "while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done\n"
-                  "echo \"worker rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE "
-                  "agent=$TORCHELASTIC_USE_AGENT_STORE attempt=$TORCHELASTIC_RESTART_COUNT arg1=$2 rc=$rc\"\n"
-                  "exit $rc\n");
+    return script(
+        "worker.sh",
+        "\"$@\" &\n"
+        "pid=$!\n"
+        "trap 'kill -TERM $pid 2>/dev/null' TERM INT\n"
+        "while :; do wait $pid; rc=$?; kill -0 $pid 2>/dev/null || break; done\n"
+        "echo \"worker rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE "
+        "agent=$TORCHELASTIC_USE_AGENT_STORE attempt=$TORCHELASTIC_RESTART_COUNT arg1=$2 rc=$rc\"\n"
+        "exit $rc\n");
 }
 
 /* Runs "$@", except in rank 1's first attempt, which fails (exit 3). */
@@ -114,13 +116,13 @@ static const char *fail_once_sh(void) {
 static void workers_ok(int world, const char *agent, int attempt, const char *what) {
     for (int r = 0; r < world; r++) {
         char want[160];
-        snprintf(want, sizeof want, "worker rank=%d local=%d world=%d agent=%s attempt=%d ", r, r % 2,
-                 world, agent, attempt);
+        snprintf(want, sizeof want, "worker rank=%d local=%d world=%d agent=%s attempt=%d ", r,
+                 r % 2, world, agent, attempt);
         const char *p = strstr(out, want);
         CHECK_MSG(p != NULL, "%s: no line \"%s...\" in: %s", what, want, out);
         const char *e = strchr(p, '\n');
-        CHECK_MSG(e && e - p >= 5 && !strncmp(e - 5, " rc=0", 5), "%s: rank %d failed: %.*s\n%s", what, r,
-                  e ? (int)(e - p) : 80, p, out);
+        CHECK_MSG(e && e - p >= 5 && !strncmp(e - 5, " rc=0", 5), "%s: rank %d failed: %.*s\n%s",
+                  what, r, e ? (int)(e - p) : 80, p, out);
     }
 }
 
@@ -132,8 +134,8 @@ static const char *TRAIN_ARGS = "--epochs 1 --max-batches 20 --max-eval-batches 
 
 /* The same job under ddpc-run, for the checkpoint to compare with. */
 static void ddpc_run_reference(int nproc, const char *ckpt) {
-    int rc = run(60, "%s --nproc-per-node=%d --master-port=%d %s %s --checkpoint %s 2>&1", bin("ddpc-run"),
-                 nproc, t_free_port(), bin("ddpc-train"), TRAIN_ARGS, ckpt);
+    int rc = run(60, "%s --nproc-per-node=%d --master-port=%d %s %s --checkpoint %s 2>&1",
+                 bin("ddpc-run"), nproc, t_free_port(), bin("ddpc-train"), TRAIN_ARGS, ckpt);
     CHECK_MSG(rc == 0, "ddpc-run reference: rc=%d: %s", rc, out);
 }
 
@@ -151,11 +153,13 @@ static void same_file(const char *a, const char *b) {
 TEST_T(launchers_torchrun_ddpc_train_1x2, 90) {
     need_torch();
     need_data();
-    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"), *ref = t_tmp_path("ddpc-run.st");
-    int rc = run(60,
-                 "DDPC_DEBUG=INFO DDPC_DEBUG_SUBSYS=INIT %s --nproc_per_node=2 --master_port=%d --no_python "
-                 "%s %s %s --checkpoint %s 2>&1",
-                 torchrun(0), t_free_port(), w, bin("ddpc-train"), TRAIN_ARGS, ckpt);
+    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"),
+               *ref = t_tmp_path("ddpc-run.st");
+    int rc = run(
+        60,
+        "DDPC_DEBUG=INFO DDPC_DEBUG_SUBSYS=INIT %s --nproc_per_node=2 --master_port=%d --no_python "
+        "%s %s %s --checkpoint %s 2>&1",
+        torchrun(0), t_free_port(), w, bin("ddpc-train"), TRAIN_ARGS, ckpt);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     all_workers_ok(2, 0, "torchrun 1x2");
     CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
@@ -173,14 +177,17 @@ TEST_T(launchers_torchrun_ddpc_train_1x2, 90) {
 TEST_T(launchers_torchrun_ddpc_train_2x2, 120) {
     need_torch();
     need_data();
-    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"), *ref = t_tmp_path("ddpc-run.st");
+    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"),
+               *ref = t_tmp_path("ddpc-run.st");
     int port = t_free_port();
-    int rc = run(90,
-                 "%s --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_port=%d --no_python %s %s %s 2>&1 & "
-                 "%s --nnodes=2 --node_rank=0 --nproc_per_node=2 --master_port=%d --no_python %s %s %s "
-                 "--checkpoint %s 2>&1; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
-                 torchrun(0), port, w, bin("ddpc-train"), TRAIN_ARGS, torchrun(0), port, w,
-                 bin("ddpc-train"), TRAIN_ARGS, ckpt);
+    int rc =
+        run(90,
+            "%s --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_port=%d --no_python %s %s %s "
+            "2>&1 & "
+            "%s --nnodes=2 --node_rank=0 --nproc_per_node=2 --master_port=%d --no_python %s %s %s "
+            "--checkpoint %s 2>&1; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+            torchrun(0), port, w, bin("ddpc-train"), TRAIN_ARGS, torchrun(0), port, w,
+            bin("ddpc-train"), TRAIN_ARGS, ckpt);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_MSG(strstr(out, "rc0=0 rc1=0") != NULL, "a node failed: %s", out);
     all_workers_ok(4, 0, "torchrun 2x2");
@@ -196,11 +203,13 @@ TEST_T(launchers_torchrun_ddpc_train_2x2, 120) {
 TEST_T(launchers_torchrun_c10d_rendezvous_1x2, 90) {
     need_torch();
     need_data();
-    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"), *ref = t_tmp_path("ddpc-run.st");
-    int rc = run(60,
-                 "%s --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=c10d "
-                 "--no_python %s %s %s --checkpoint %s 2>&1",
-                 torchrun(0), t_free_port(), w, bin("ddpc-train"), TRAIN_ARGS, ckpt);
+    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"),
+               *ref = t_tmp_path("ddpc-run.st");
+    int rc =
+        run(60,
+            "%s --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=c10d "
+            "--no_python %s %s %s --checkpoint %s 2>&1",
+            torchrun(0), t_free_port(), w, bin("ddpc-train"), TRAIN_ARGS, ckpt);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     workers_ok(2, "False", 0, "torchrun c10d 1x2");
     CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
@@ -232,7 +241,8 @@ static const char *launch_script(const char *name, const char *worker, const cha
     const char *p = t_tmp_path(name);
     FILE *f = fopen(p, "w");
     CHECK(f != NULL);
-    fprintf(f, "import os, sys\nos.execv('/bin/sh', ['sh', '%s', '%s'] + sys.argv[1:])\n", worker, program);
+    fprintf(f, "import os, sys\nos.execv('/bin/sh', ['sh', '%s', '%s'] + sys.argv[1:])\n", worker,
+            program);
     fclose(f);
     return p;
 }
@@ -244,23 +254,29 @@ TEST_T(launchers_launch_passes_local_rank, 90) {
     need_torch();
     need_data();
     const char *w = worker_sh();
-    int rc = run(60, "%s --nproc_per_node=2 --master_port=%d %s %s 2>&1", torchrun(1), t_free_port(),
-                 launch_script("train.py", w, bin("ddpc-train")), TRAIN_ARGS);
+    int rc = run(60, "%s --nproc_per_node=2 --master_port=%d %s %s 2>&1", torchrun(1),
+                 t_free_port(), launch_script("train.py", w, bin("ddpc-train")), TRAIN_ARGS);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     all_workers_ok(2, 0, "ddpc-train under torch.distributed.launch");
-    CHECK_CONTAINS(out, "worker rank=0 local=0 world=2 agent=True attempt=0 arg1=--local_rank=0 rc=0");
-    CHECK_CONTAINS(out, "worker rank=1 local=1 world=2 agent=True attempt=0 arg1=--local_rank=1 rc=0");
+    CHECK_CONTAINS(out,
+                   "worker rank=0 local=0 world=2 agent=True attempt=0 arg1=--local_rank=0 rc=0");
+    CHECK_CONTAINS(out,
+                   "worker rank=1 local=1 world=2 agent=True attempt=0 arg1=--local_rank=1 rc=0");
     CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
     /* the example, its data directory after --local_rank=N */
-    rc = run(60, "%s --nproc_per_node=2 --master_port=%d %s " DATA " 2>&1", torchrun(1), t_free_port(),
-             launch_script("example.py", w, bin("ddp_mnist")));
+    rc = run(60, "%s --nproc_per_node=2 --master_port=%d %s " DATA " 2>&1", torchrun(1),
+             t_free_port(), launch_script("example.py", w, bin("ddp_mnist")));
     CHECK_MSG(rc == 0, "example under torch.distributed.launch: rc=%d: %s", rc, out);
-    CHECK_CONTAINS(out, "worker rank=0 local=0 world=2 agent=True attempt=0 arg1=--local_rank=0 rc=0");
-    CHECK_CONTAINS(out, "worker rank=1 local=1 world=2 agent=True attempt=0 arg1=--local_rank=1 rc=0");
+    CHECK_CONTAINS(out,
+                   "worker rank=0 local=0 world=2 agent=True attempt=0 arg1=--local_rank=0 rc=0");
+    CHECK_CONTAINS(out,
+                   "worker rank=1 local=1 world=2 agent=True attempt=0 arg1=--local_rank=1 rc=0");
     CHECK_CONTAINS(out, "Epoch: 9 | Batch: 900 | Loss: ");
     /* --local-rank=N (torch >= 2.0's launch), under ddpc-run */
-    rc = run(60, "%s --nproc-per-node=2 --master-port=%d /bin/sh -c 'exec \"$0\" --local-rank=$LOCAL_RANK \"$@\"' "
-                 "%s %s 2>&1",
+    rc = run(60,
+             "%s --nproc-per-node=2 --master-port=%d /bin/sh -c 'exec \"$0\" "
+             "--local-rank=$LOCAL_RANK \"$@\"' "
+             "%s %s 2>&1",
              bin("ddpc-run"), t_free_port(), bin("ddpc-train"), TRAIN_ARGS);
     CHECK_MSG(rc == 0, "--local-rank under ddpc-run: rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
@@ -276,7 +292,8 @@ TEST_T(launchers_torchrun_restart, 120) {
     const char *w = worker_sh();
     const char *fail = fail_once_sh();
     int rc = run(90,
-                 "DDPC_DEBUG=INFO DDPC_DEBUG_SUBSYS=INIT %s --nproc_per_node=2 --max_restarts=1 --master_port=%d "
+                 "DDPC_DEBUG=INFO DDPC_DEBUG_SUBSYS=INIT %s --nproc_per_node=2 --max_restarts=1 "
+                 "--master_port=%d "
                  "--no_python %s %s %s %s 2>&1",
                  torchrun(0), t_free_port(), w, fail, bin("ddpc-train"), TRAIN_ARGS);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
@@ -296,8 +313,8 @@ TEST_T(launchers_torchrun_restart, 120) {
  * and its all_reduce adds up. */
 TEST_T(launchers_ddpc_run_pytorch_gloo_1x2, 90) {
     need_torch();
-    int rc = run(60, "%s --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1", bin("ddpc-run"), t_free_port(),
-                 py("ddp_gloo.py"));
+    int rc = run(60, "%s --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1", bin("ddpc-run"),
+                 t_free_port(), py("ddp_gloo.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: ddp_gloo ok rank 0 world 2 store agent attempt 0 ");
     CHECK_CONTAINS(out, "[1]: ddp_gloo ok rank 1 world 2 store agent attempt 0 ");
@@ -307,11 +324,12 @@ TEST_T(launchers_ddpc_run_pytorch_gloo_1x2, 90) {
 TEST_T(launchers_ddpc_run_pytorch_gloo_2x2, 90) {
     need_torch();
     int port = t_free_port();
-    int rc = run(60,
-                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1 & "
-                 "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1; "
-                 "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
-                 bin("ddpc-run"), port, py("ddp_gloo.py"), bin("ddpc-run"), port, py("ddp_gloo.py"));
+    int rc =
+        run(60,
+            "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1 & "
+            "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1; "
+            "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+            bin("ddpc-run"), port, py("ddp_gloo.py"), bin("ddpc-run"), port, py("ddp_gloo.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_MSG(strstr(out, "rc0=0 rc1=0") != NULL, "a node failed: %s", out);
     for (int r = 0; r < 4; r++) {
@@ -327,9 +345,11 @@ TEST_T(launchers_ddpc_run_pytorch_gloo_2x2, 90) {
 TEST_T(launchers_ddpc_run_pytorch_gloo_restart, 90) {
     need_torch();
     const char *fail = fail_once_sh();
-    int rc = run(60, "%s --nproc-per-node=2 --max-restarts=1 --monitor-interval=0.2 --master-port=%d %s " PYTHON
-                     " %s 2>&1",
-                 bin("ddpc-run"), t_free_port(), fail, py("ddp_gloo.py"));
+    int rc = run(
+        60,
+        "%s --nproc-per-node=2 --max-restarts=1 --monitor-interval=0.2 --master-port=%d %s " PYTHON
+        " %s 2>&1",
+        bin("ddpc-run"), t_free_port(), fail, py("ddp_gloo.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[1]: rank 1 fails attempt 0 on purpose");
     CHECK_CONTAINS(out, "[0]: ddp_gloo ok rank 0 world 2 store agent attempt 1 ");

@@ -5,13 +5,13 @@
  * never come, a launcher that dies, and the classic PyTorch DDP example
  * running unchanged. */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -94,9 +94,11 @@ TEST_T(run_workers_see_their_environment, 60) {
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     for (int n = 1; n <= 8; n++) {
         int port = t_free_port_pair();
-        int rc = run(20, "TORCHELASTIC_USE_AGENT_STORE=junk RANK=77 %s --nproc-per-node=%d --master-port=%d "
-                     "--max-restarts=0 --run-id=job%d %s a 'b c'",
-                     R(), n, port, n, sc);
+        int rc =
+            run(20,
+                "TORCHELASTIC_USE_AGENT_STORE=junk RANK=77 %s --nproc-per-node=%d --master-port=%d "
+                "--max-restarts=0 --run-id=job%d %s a 'b c'",
+                R(), n, port, n, sc);
         CHECK_MSG(rc == 0, "n=%d rc=%d: %s", n, rc, out);
         for (int r = 0; r < n; r++) {
             char want[512];
@@ -106,11 +108,14 @@ TEST_T(run_workers_see_their_environment, 60) {
                      r, r, r, n, n, r, n, port, n, n > 1 ? "1" : "", n > 1 ? "1" : "");
             CHECK_CONTAINS(out, want);
         }
-        if (n > 1) CHECK_CONTAINS(out, "setting OMP_NUM_THREADS=1");
-        else CHECK(strstr(out, "OMP_NUM_THREADS") == NULL);
+        if (n > 1)
+            CHECK_CONTAINS(out, "setting OMP_NUM_THREADS=1");
+        else
+            CHECK(strstr(out, "OMP_NUM_THREADS") == NULL);
     }
     /* a value the user set is kept */
-    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(), t_free_port_pair(), sc);
+    int rc = run(20, "OMP_NUM_THREADS=3 %s --nproc_per_node 2 --master_port %d %s", R(),
+                 t_free_port_pair(), sc);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "OMP=3 OB=1");
 }
@@ -137,9 +142,20 @@ TEST_T(run_usage_errors_exit_2, 30) {
     CHECK_EQ(run(10, "DDPC_KILL_GRACE=soon %s true", R()), 2);
     CHECK_CONTAINS(out, "DDPC_KILL_GRACE");
     CHECK_EQ(run(10, "%s --help", R()), 0);
-    static const char *opts[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
-                                 "--master-port", "--standalone", "--max-restarts", "--monitor-interval",
-                                 "--log-dir", "--redirects", "--tee", "--run-id", "--rdzv-endpoint", NULL};
+    static const char *opts[] = { "--nproc-per-node",
+                                  "--nnodes",
+                                  "--node-rank",
+                                  "--master-addr",
+                                  "--master-port",
+                                  "--standalone",
+                                  "--max-restarts",
+                                  "--monitor-interval",
+                                  "--log-dir",
+                                  "--redirects",
+                                  "--tee",
+                                  "--run-id",
+                                  "--rdzv-endpoint",
+                                  NULL };
     for (int i = 0; opts[i]; i++) CHECK_CONTAINS(out, opts[i]);
     CHECK_EQ(run(10, "%s --env", R()), 0);
     CHECK_CONTAINS(out, "| `TORCHELASTIC_USE_AGENT_STORE` |");
@@ -163,16 +179,23 @@ TEST_T(run_standalone_and_store_at_master_port, 30) {
     snprintf(want, sizeof want, "MP=%d", mp);
     CHECK_CONTAINS(out, want);
     /* torchrun's rendezvous spelling: --rdzv-endpoint=HOST:PORT is the store */
-    CHECK_EQ(run(10, "%s --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=abc --master-port=%d "
-                     "--start_method=spawn %s", R(), sp, mp, sc), 0);
+    CHECK_EQ(
+        run(10,
+            "%s --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:%d --rdzv_id=abc --master-port=%d "
+            "--start_method=spawn %s",
+            R(), sp, mp, sc),
+        0);
     snprintf(want, sizeof want, "MP=%d", sp);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "ID=abc");
     CHECK_EQ(run(10, "%s --rdzv-backend=etcd true", R()), 2);
     /* the store's port in use is a clear error naming it */
-    CHECK_EQ(run(10, "%s --master-port=%d sleep 3 & p=$!; sleep 0.5; %s --master-port=%d true; echo rc=$?; "
-                     "kill $p; wait",
-                 R(), mp, R(), mp), 0);
+    CHECK_EQ(
+        run(10,
+            "%s --master-port=%d sleep 3 & p=$!; sleep 0.5; %s --master-port=%d true; echo rc=$?; "
+            "kill $p; wait",
+            R(), mp, R(), mp),
+        0);
     snprintf(want, sizeof want, "cannot host the job's store at 127.0.0.1:%d", mp);
     CHECK_CONTAINS(out, want);
     CHECK_CONTAINS(out, "rc=1");
@@ -182,17 +205,18 @@ TEST_T(run_two_nodes_on_loopback, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
     int port = t_free_port_pair();
-    int rc = run(30,
-                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=3 --master-port=%d --run-id=two %s & "
-                 "%s --nnodes=2 --node_rank=0 --nproc_per_node=3 --master_port=%d --run_id=two %s; r0=$?; "
-                 "wait $!; echo \"rc0=$r0 rc1=$?\"",
-                 R(), port, sc, R(), port, sc);
+    int rc = run(
+        30,
+        "%s --nnodes=2 --node-rank=1 --nproc-per-node=3 --master-port=%d --run-id=two %s & "
+        "%s --nnodes=2 --node_rank=0 --nproc_per_node=3 --master_port=%d --run_id=two %s; r0=$?; "
+        "wait $!; echo \"rc0=$r0 rc1=$?\"",
+        R(), port, sc, R(), port, sc);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "rc0=0 rc1=0");
     for (int r = 0; r < 6; r++) {
         char want[256];
-        snprintf(want, sizeof want, "[%d]: R=%d L=%d W=6 LW=3 G=%d RR=%d RW=6 MA=127.0.0.1 MP=%d", r, r, r % 3,
-                 r / 3, r, port);
+        snprintf(want, sizeof want, "[%d]: R=%d L=%d W=6 LW=3 G=%d RR=%d RW=6 MA=127.0.0.1 MP=%d",
+                 r, r, r % 3, r / 3, r, port);
         CHECK_CONTAINS(out, want);
     }
 }
@@ -203,12 +227,13 @@ TEST_T(run_two_nodes_in_network_namespaces, 60) {
     int rc;
     const char *d = tmpdir();
     const char *sc = script(d, "env.sh", ENV_SCRIPT);
-    rc = run(40,
-             "ip netns exec %s %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-addr=198.18.7.1 "
-             "--master-port=29400 --join-timeout=20 %s & "
-             "ip netns exec %s %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=198.18.7.1 "
-             "--master-port=29400 --join-timeout=20 %s; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
-             b, R(), sc, a, R(), sc);
+    rc = run(
+        40,
+        "ip netns exec %s %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-addr=198.18.7.1 "
+        "--master-port=29400 --join-timeout=20 %s & "
+        "ip netns exec %s %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=198.18.7.1 "
+        "--master-port=29400 --join-timeout=20 %s; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+        b, R(), sc, a, R(), sc);
     static char saved[sizeof out];
     snprintf(saved, sizeof saved, "%s", out);
     t_netns_del(a, b);
@@ -216,8 +241,9 @@ TEST_T(run_two_nodes_in_network_namespaces, 60) {
     CHECK_CONTAINS(saved, "rc0=0 rc1=0");
     for (int r = 0; r < 4; r++) {
         char want[256];
-        snprintf(want, sizeof want, "[%d]: R=%d L=%d W=4 LW=2 G=%d RR=%d RW=4 MA=198.18.7.1 MP=29400", r, r,
-                 r % 2, r / 2, r);
+        snprintf(want, sizeof want,
+                 "[%d]: R=%d L=%d W=4 LW=2 G=%d RR=%d RW=4 MA=198.18.7.1 MP=29400", r, r, r % 2,
+                 r / 2, r);
         CHECK_CONTAINS(saved, want);
     }
 }
@@ -244,7 +270,9 @@ TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
     CHECK_CONTAINS(out, code);
     double after = strtod(strstr(out, code) + strlen(code), NULL);
     CHECK_MSG(after < 1 * t_slow(), "the failure came %.3f s after the start, want < 1", after);
-    CHECK_CONTAINS(out, "last 2 lines of its stderr:\n    [2]: rank 2 is failing\n    [2]: the very last words");
+    CHECK_CONTAINS(
+        out,
+        "last 2 lines of its stderr:\n    [2]: rank 2 is failing\n    [2]: the very last words");
     CHECK_CONTAINS(out, "[0]: rank 0 got TERM");
     CHECK_CONTAINS(out, "[1]: rank 1 got TERM");
     CHECK_CONTAINS(out, "[3]: rank 3 got TERM");
@@ -273,12 +301,14 @@ TEST_T(run_failure_on_one_node_stops_the_other, 60) {
     const char *sc = script(d, "fail.sh", FAIL_SCRIPT);
     int port = t_free_port_pair();
     double t0 = ddpc__now();
-    int rc = run(30,
-                 "export FAIL_RANK=3; %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
-                 "--monitor-interval=0.1 %s > %s/n1.txt 2>&1 & "
-                 "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s; "
-                 "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"; cat %s/n1.txt",
-                 R(), port, sc, d, R(), port, sc, d);
+    int rc =
+        run(30,
+            "export FAIL_RANK=3; %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
+            "--monitor-interval=0.1 %s > %s/n1.txt 2>&1 & "
+            "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d "
+            "--monitor-interval=0.1 %s; "
+            "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"; cat %s/n1.txt",
+            R(), port, sc, d, R(), port, sc, d);
     double dt = ddpc__now() - t0;
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "rc0=1 rc1=3");
@@ -294,10 +324,11 @@ TEST_T(run_failure_on_one_node_stops_the_other, 60) {
 
 TEST_T(run_restarts, 60) {
     const char *d = tmpdir();
-    const char *sc = script(d, "flaky.sh",
-                            "echo \"rank $RANK attempt $TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS\"\n"
-                            "if [ \"$TORCHELASTIC_RESTART_COUNT\" -lt 2 ] && [ \"$RANK\" = 1 ]; then exit 4; fi\n"
-                            "exit 0\n");
+    const char *sc = script(
+        d, "flaky.sh",
+        "echo \"rank $RANK attempt $TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS\"\n"
+        "if [ \"$TORCHELASTIC_RESTART_COUNT\" -lt 2 ] && [ \"$RANK\" = 1 ]; then exit 4; fi\n"
+        "exit 0\n");
     int rc = run(20, "%s --standalone --nproc-per-node=2 --max-restarts=3 %s", R(), sc);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[1]: rank 1 attempt 0/3");
@@ -345,12 +376,13 @@ TEST_T(run_forwards_signals, 60) {
              "sleep 30 & wait\n",
              d);
     const char *sc = script(d, "sig.sh", body);
-    const char *sigs[] = {"INT", "TERM", "HUP"};
-    int nums[] = {SIGINT, SIGTERM, SIGHUP};
+    const char *sigs[] = { "INT", "TERM", "HUP" };
+    int nums[] = { SIGINT, SIGTERM, SIGHUP };
     for (int i = 0; i < 3; i++) {
         int rc = run(20,
                      "rm -f %s/ready.*; %s --standalone --nproc-per-node=3 %s & p=$!; "
-                     "for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.1 ] && [ -e %s/ready.2 ] && break; "
+                     "for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.1 ] && [ -e "
+                     "%s/ready.2 ] && break; "
                      "sleep 0.05; done; kill -%s $p; wait $p; echo rc=$?",
                      d, R(), sc, d, d, d, sigs[i]);
         CHECK_EQ(rc, 0);
@@ -377,9 +409,12 @@ TEST_T(run_signal_to_one_node_stops_all_nodes, 60) {
     int port = t_free_port_pair();
     double t0 = ddpc__now();
     int rc = run(30,
-                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
-                 "p1=$!; %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d --monitor-interval=0.1 %s & "
-                 "p0=$!; for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.3 ] && break; sleep 0.05; done; "
+                 "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d "
+                 "--monitor-interval=0.1 %s & "
+                 "p1=$!; %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d "
+                 "--monitor-interval=0.1 %s & "
+                 "p0=$!; for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.3 ] && break; "
+                 "sleep 0.05; done; "
                  "kill -TERM $p0; wait $p0; r0=$?; wait $p1; echo \"rc0=$r0 rc1=$?\"",
                  R(), port, sc, R(), port, sc, d, d);
     CHECK_EQ(rc, 0);
@@ -399,13 +434,16 @@ TEST_T(run_starts_ddpc_programs, 90) {
     if (access(bench, X_OK) != 0) SKIP("%s is not built", bench);
     /* the communicator finds the launcher's store as torchrun's agent store
      * (TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR:MASTER_PORT) */
-    int rc = run(60, "%s --standalone --nproc-per-node=3 %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1", R(), bench);
+    int rc = run(60, "%s --standalone --nproc-per-node=3 %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1",
+                 R(), bench);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: # Avg bus bandwidth");
     int port = t_free_port_pair();
     rc = run(60,
-             "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1 & "
-             "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e 4K -f 8 -n 3 -w 1; "
+             "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e "
+             "4K -f 8 -n 3 -w 1 & "
+             "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d %s allreduce -b 8 -e "
+             "4K -f 8 -n 3 -w 1; "
              "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
              R(), port, bench, R(), port, bench);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
@@ -418,8 +456,10 @@ TEST_T(run_starts_ddpc_programs, 90) {
     const char *d = tmpdir();
     char body[4608];
     snprintf(body, sizeof body,
-             "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 0.3; exit 9; fi\n"
-             "exec %s allreduce -b 8 -e 1K -f 8 -n 2 -w 1\n", bench);
+             "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 0.3; "
+             "exit 9; fi\n"
+             "exec %s allreduce -b 8 -e 1K -f 8 -n 2 -w 1\n",
+             bench);
     const char *sc = script(d, "flaky_bench.sh", body);
     rc = run(60, "%s --standalone --nproc-per-node=2 --max-restarts=1 --grace=1 %s", R(), sc);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
@@ -477,24 +517,27 @@ TEST_T(run_output_whole_lines_never_interleaved, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "spam.sh",
                             "printf 'part-'; sleep 0.1; printf 'one\\n'\n"
-                            "i=0; while [ $i -lt 1500 ]; do echo \"line-$RANK-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"; "
+                            "i=0; while [ $i -lt 1500 ]; do echo "
+                            "\"line-$RANK-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"; "
                             "i=$((i+1)); done\n"
                             "printf 'no newline at the end'\n");
     int rc = run(30, "%s --standalone --nproc-per-node=4 %s", R(), sc);
     CHECK_EQ(rc, 0);
-    int counts[4] = {0};
+    int counts[4] = { 0 };
     char *save = NULL;
     for (char *ln = strtok_r(out, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
         if (!strncmp(ln, "ddpc-run:", 9)) continue;
         int r = -1, rr = -1, i = -1, used = 0;
         if (sscanf(ln, "[%d]: line-%d-%d-%n", &r, &rr, &i, &used) == 3) {
             CHECK_MSG(r == rr && r >= 0 && r < 4, "mixed line: %s", ln);
-            CHECK_MSG(!strcmp(ln + used, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"), "broken line: %s", ln);
+            CHECK_MSG(!strcmp(ln + used, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+                      "broken line: %s", ln);
             counts[r]++;
         } else {
             CHECK_MSG(sscanf(ln, "[%d]: ", &r) == 1, "line without a rank prefix: %s", ln);
             const char *rest = strchr(ln, ' ') + 1;
-            CHECK_MSG(!strcmp(rest, "part-one") || !strcmp(rest, "no newline at the end"), "odd line: %s", ln);
+            CHECK_MSG(!strcmp(rest, "part-one") || !strcmp(rest, "no newline at the end"),
+                      "odd line: %s", ln);
         }
     }
     for (int r = 0; r < 4; r++) CHECK_EQ(counts[r], 1500);
@@ -504,7 +547,9 @@ TEST_T(run_log_dir_redirects_and_tee, 60) {
     const char *d = tmpdir();
     const char *sc = script(d, "io.sh", "echo \"out of $RANK\"; echo \"err of $RANK\" >&2\n");
     /* redirects=1: stdout only to files; stderr on the console */
-    int rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/a --redirects=1 --run-id=r1 %s", R(), d, sc);
+    int rc =
+        run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/a --redirects=1 --run-id=r1 %s",
+            R(), d, sc);
     CHECK_EQ(rc, 0);
     CHECK(strstr(out, "out of") == NULL);
     CHECK_CONTAINS(out, "[1]: err of 1");
@@ -522,7 +567,8 @@ TEST_T(run_log_dir_redirects_and_tee, 60) {
         CHECK(access(path, F_OK) != 0); /* stderr was not redirected or teed */
     }
     /* tee per local rank: rank 0 tees stderr, rank 1 tees both */
-    rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/b -t 0:2,1:3 --run-id=r2 %s", R(), d, sc);
+    rc = run(20, "%s --standalone --nproc-per-node=2 --log-dir=%s/b -t 0:2,1:3 --run-id=r2 %s", R(),
+             d, sc);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "[0]: out of 0");
     CHECK_CONTAINS(out, "[1]: out of 1");
@@ -555,18 +601,21 @@ static const char *slurp(const char *path) {
 }
 
 TEST_T(run_progress_bar_on_a_terminal, 60) {
-    if (run(10, "command -v script") != 0) SKIP("script(1) (util-linux) is not installed: no pseudo-terminal");
+    if (run(10, "command -v script") != 0)
+        SKIP("script(1) (util-linux) is not installed: no pseudo-terminal");
     const char *d = tmpdir();
     const char *sc = script(d, "bar.sh", BAR_SCRIPT);
     /* script(1) gives ddpc-run a pseudo-terminal as stdout and stderr */
-    int rc = run(30, "script -qec '%s --standalone --nproc-per-node=2 --log-dir=%s/logs --run-id=p %s' /dev/null",
+    int rc = run(30,
+                 "script -qec '%s --standalone --nproc-per-node=2 --log-dir=%s/logs --run-id=p %s' "
+                 "/dev/null",
                  R(), d, sc);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
-    CHECK_CONTAINS(out, "rank 0 progress=1");     /* rank 0 only is told */
+    CHECK_CONTAINS(out, "rank 0 progress=1"); /* rank 0 only is told */
     CHECK_CONTAINS(out, "rank 1 progress=unset");
-    CHECK_CONTAINS(out, "\r[0]: step 1/3");       /* updates redraw one line */
+    CHECK_CONTAINS(out, "\r[0]: step 1/3"); /* updates redraw one line */
     CHECK_CONTAINS(out, "\r[0]: step 2/3");
-    CHECK_CONTAINS(out, "[0]: step 3/3\r\n");     /* its final state ends as a line */
+    CHECK_CONTAINS(out, "[0]: step 3/3\r\n"); /* its final state ends as a line */
     /* every other line starts a line of its own: after a newline, or after
      * the progress line was cleared ("\r" + erase to the end of the row) */
     for (const char *p = strstr(out, "[1]: "); p; p = strstr(p + 1, "[1]: "))
@@ -601,13 +650,14 @@ TEST_T(run_ddpc_train_progress_bar_on_a_terminal, 60) {
         SKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     if (run(10, "command -v script") != 0) SKIP("script(1) (util-linux) is not installed");
     const char *d = tmpdir();
-    int rc = run(50,
-                 "script -qec '%s --standalone --nproc-per-node=2 --log-dir=%s --run-id=t %s --epochs 1 "
-                 "--max-batches 40 --max-eval-batches 2' /dev/null",
-                 R(), d, train);
+    int rc =
+        run(50,
+            "script -qec '%s --standalone --nproc-per-node=2 --log-dir=%s --run-id=t %s --epochs 1 "
+            "--max-batches 40 --max-eval-batches 2' /dev/null",
+            R(), d, train);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
-    CHECK_CONTAINS(out, "\r[0]: [");     /* the bar, redrawn in place */
-    CHECK_CONTAINS(out, "] 40/40 loss"); /* to its end */
+    CHECK_CONTAINS(out, "\r[0]: [");      /* the bar, redrawn in place */
+    CHECK_CONTAINS(out, "] 40/40 loss");  /* to its end */
     CHECK(strstr(out, "[1]: [") == NULL); /* rank 1 draws none */
     char path[512];
     snprintf(path, sizeof path, "%s/t/attempt_0/0/stderr.log", d);
@@ -619,7 +669,8 @@ TEST_T(run_ddpc_train_progress_bar_on_a_terminal, 60) {
 TEST_T(run_node_that_never_arrives, 30) {
     int port = t_free_port_pair();
     double t0 = ddpc__now();
-    int rc = run(20, "%s --nnodes=3 --node-rank=0 --master-port=%d --join-timeout=1 true", R(), port);
+    int rc =
+        run(20, "%s --nnodes=3 --node-rank=0 --master-port=%d --join-timeout=1 true", R(), port);
     double dt = ddpc__now() - t0;
     CHECK_EQ(rc, 1);
     CHECK_MSG(dt >= 0.9 && dt < 5 * t_slow(), "took %.2f s", dt);
@@ -635,7 +686,8 @@ TEST_T(run_node_that_never_arrives, 30) {
 TEST_T(run_refuses_a_second_job_with_the_same_run_id, 30) {
     int port = t_free_port_pair();
     int rc = run(20,
-                 "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true & p=$!; sleep 0.3; "
+                 "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same --join-timeout=3 true "
+                 "& p=$!; sleep 0.3; "
                  "%s --nnodes=3 --node-rank=1 --master-port=%d --run-id=same true; echo rc2=$?; "
                  "%s --nnodes=2 --node-rank=0 --master-port=%d --run-id=same true; echo rc3=$?; "
                  "kill $p; wait",
@@ -657,9 +709,12 @@ TEST_T(run_notices_a_dead_launcher, 60) {
      * monitor-interval + heartbeat-timeout */
     double t0 = ddpc__now();
     int rc = run(30,
-                 "%s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
-                 "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 --heartbeat-timeout=1 %s & "
-                 "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; sleep 0.05; done; "
+                 "%s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 "
+                 "--heartbeat-timeout=1 %s & "
+                 "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 "
+                 "--heartbeat-timeout=1 %s & "
+                 "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; "
+                 "sleep 0.05; done; "
                  "kill -9 $p1; t0=$(date +%%s%%N); wait $p0; r0=$?; t1=$(date +%%s%%N); "
                  "echo rc0=$r0 ms=$(( (t1 - t0) / 1000000 ))",
                  R(), port, sc, R(), port, sc, d, d);
@@ -681,12 +736,14 @@ TEST_T(run_notices_a_dead_launcher, 60) {
               atoi(ms + 3));
     /* node 0's launcher is killed: node 1 loses the store at once */
     port = t_free_port_pair();
-    rc = run(30,
-             "rm -f %s/flag.*; %s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 %s & "
-             "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 %s & "
-             "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; sleep 0.05; done; "
-             "kill -9 $p0; wait $p1; echo rc1=$?",
-             d, R(), port, sc, R(), port, sc, d, d);
+    rc = run(
+        30,
+        "rm -f %s/flag.*; %s --nnodes=2 --node-rank=1 --master-port=%d --monitor-interval=0.1 %s & "
+        "p1=$!; %s --nnodes=2 --node-rank=0 --master-port=%d --monitor-interval=0.1 %s & "
+        "p0=$!; for i in $(seq 100); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; sleep 0.05; "
+        "done; "
+        "kill -9 $p0; wait $p1; echo rc1=$?",
+        d, R(), port, sc, R(), port, sc, d, d);
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "rc1=1");
     CHECK_CONTAINS(out, "lost the job's store");
@@ -712,7 +769,8 @@ static const char *DDP_PY =
     "dist.destroy_process_group()\n";
 
 TEST_T(run_pytorch_ddp_example_unchanged, 90) {
-    if (run(30, "/usr/bin/python3 -c 'import torch'") != 0) SKIP("/usr/bin/python3 cannot import torch");
+    if (run(30, "/usr/bin/python3 -c 'import torch'") != 0)
+        SKIP("/usr/bin/python3 cannot import torch");
     const char *d = tmpdir();
     char path[256];
     snprintf(path, sizeof path, "%s/ddp.py", d);
@@ -720,9 +778,11 @@ TEST_T(run_pytorch_ddp_example_unchanged, 90) {
     CHECK(f != NULL);
     fputs(DDP_PY, f);
     fclose(f);
-    int rc = run(60, "DDPC_PYTHON=/usr/bin/python3 %s --standalone --nproc-per-node=2 %s", R(), path);
+    int rc =
+        run(60, "DDPC_PYTHON=/usr/bin/python3 %s --standalone --nproc-per-node=2 %s", R(), path);
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
-    const char *a = strstr(out, "[0]: rank 0/2 done checksum "), *b = strstr(out, "[1]: rank 1/2 done checksum ");
+    const char *a = strstr(out, "[0]: rank 0/2 done checksum "),
+               *b = strstr(out, "[1]: rank 1/2 done checksum ");
     CHECK_MSG(a && b, "%s", out);
     /* DDP kept the replicas identical: the same parameters on both ranks */
     size_t la = strcspn(a + 28, "\n"), lb = strcspn(b + 28, "\n");

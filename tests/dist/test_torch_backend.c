@@ -16,7 +16,7 @@
 
 #include "test.h"
 
-#define DATA "/usr/share/datasets/fashion-mnist"
+#define DATA   "/usr/share/datasets/fashion-mnist"
 #define PYTHON "/usr/bin/python3"
 
 static char out[1 << 20];
@@ -49,7 +49,8 @@ static void need_module(void) {
         while (n && out[n - 1] == '\n') out[--n] = '\0';
         const char *why = strrchr(out, '\n');
         SKIP("cannot import ddpc_torch with " PYTHON " (make torch; apt-get install python3-torch "
-             "libtorch-dev pybind11-dev): %s", why ? why + 1 : out);
+             "libtorch-dev pybind11-dev): %s",
+             why ? why + 1 : out);
     }
 }
 
@@ -60,8 +61,9 @@ static void need_data(void) {
 
 static void checks(int world) {
     need_module();
-    int rc = run(240, "PYTHONPATH=%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s 2>&1", pythonpath(),
-                 t_bin("ddpc-run"), world, t_free_port(), repo("tests/py/torch_backend.py"));
+    int rc = run(240, "PYTHONPATH=%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s 2>&1",
+                 pythonpath(), t_bin("ddpc-run"), world, t_free_port(),
+                 repo("tests/py/torch_backend.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     char want[64];
     snprintf(want, sizeof want, "checks ok on %d ranks (ddpc)", world);
@@ -74,9 +76,11 @@ TEST_T(torch_backend_collectives_world3, 300) { checks(3); }
 /* mode: exit or silent; init: env:// or a file:// URL. */
 static void peer_fails(const char *mode, const char *init) {
     need_module();
-    int rc = run(90, "PYTHONPATH=%s TORCH_FAIL_MODE=%s TORCH_FAIL_INIT=%s %s --nproc-per-node=3 --master-port=%d "
-                     PYTHON " %s 2>&1",
-                 pythonpath(), mode, init, t_bin("ddpc-run"), t_free_port(), repo("tests/py/torch_fail.py"));
+    int rc = run(90,
+                 "PYTHONPATH=%s TORCH_FAIL_MODE=%s TORCH_FAIL_INIT=%s %s --nproc-per-node=3 "
+                 "--master-port=%d " PYTHON " %s 2>&1",
+                 pythonpath(), mode, init, t_bin("ddpc-run"), t_free_port(),
+                 repo("tests/py/torch_fail.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     for (int r = 0; r < 3; r += 2) {
         char want[64];
@@ -103,8 +107,10 @@ TEST_T(torch_backend_file_init, 120) {
  * TORCH_DISTRIBUTED_DEBUG=DETAIL. */
 TEST_T(torch_backend_mismatch_named, 120) {
     need_module();
-    int rc = run(90, "PYTHONPATH=%s TORCH_FAIL_MODE=mismatch TORCH_DISTRIBUTED_DEBUG=DETAIL %s --nproc-per-node=3 "
-                     "--master-port=%d " PYTHON " %s 2>&1",
+    int rc = run(90,
+                 "PYTHONPATH=%s TORCH_FAIL_MODE=mismatch TORCH_DISTRIBUTED_DEBUG=DETAIL %s "
+                 "--nproc-per-node=3 "
+                 "--master-port=%d " PYTHON " %s 2>&1",
                  pythonpath(), t_bin("ddpc-run"), t_free_port(), repo("tests/py/torch_fail.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[1]: rank 1: mismatch: ddpc: ");
@@ -118,24 +124,31 @@ TEST_T(torch_backend_mismatch_named, 120) {
 static void seed(int world, int exact) {
     need_module();
     need_data();
-    const char *p[2] = {t_tmp_path("gloo.pt"), t_tmp_path("ddpc.pt")};
-    const char *backend[2] = {"gloo", "ddpc"};
+    const char *p[2] = { t_tmp_path("gloo.pt"), t_tmp_path("ddpc.pt") };
+    const char *backend[2] = { "gloo", "ddpc" };
     for (int b = 0; b < 2; b++) {
-        int rc = run(240, "PYTHONPATH=%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s --backend %s "
-                          "--save %s 2>&1",
-                     pythonpath(), t_bin("ddpc-run"), world, t_free_port(), repo("examples/ddp_mnist.py"),
-                     backend[b], p[b]);
+        int rc =
+            run(240,
+                "PYTHONPATH=%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s --backend %s "
+                "--save %s 2>&1",
+                pythonpath(), t_bin("ddpc-run"), world, t_free_port(),
+                repo("examples/ddp_mnist.py"), backend[b], p[b]);
         CHECK_MSG(rc == 0, "%s: rc=%d: %s", backend[b], rc, out);
     }
-    int rc = run(60, PYTHON " -c \"import torch,sys; a=torch.load('%s'); b=torch.load('%s'); "
-                     "same=all(torch.equal(a[k],b[k]) for k in a); "
-                     "close=all(torch.allclose(a[k],b[k],rtol=1e-4,atol=1e-5) for k in a); "
-                     "print('same' if same else 'close' if close else 'differ', "
-                     "max((a[k]-b[k]).abs().max().item() for k in a))\" 2>&1",
+    int rc = run(60,
+                 PYTHON " -c \"import torch,sys; a=torch.load('%s'); b=torch.load('%s'); "
+                        "same=all(torch.equal(a[k],b[k]) for k in a); "
+                        "close=all(torch.allclose(a[k],b[k],rtol=1e-4,atol=1e-5) for k in a); "
+                        "print('same' if same else 'close' if close else 'differ', "
+                        "max((a[k]-b[k]).abs().max().item() for k in a))\" 2>&1",
                  p[0], p[1]);
     CHECK_MSG(rc == 0, "compare: rc=%d: %s", rc, out);
-    if (exact) CHECK_MSG(!strncmp(out, "same", 4), "2 ranks: ddpc's parameters differ from gloo's: %s", out);
-    else CHECK_MSG(!strncmp(out, "same", 4) || !strncmp(out, "close", 5), "parameters differ: %s", out);
+    if (exact)
+        CHECK_MSG(!strncmp(out, "same", 4), "2 ranks: ddpc's parameters differ from gloo's: %s",
+                  out);
+    else
+        CHECK_MSG(!strncmp(out, "same", 4) || !strncmp(out, "close", 5), "parameters differ: %s",
+                  out);
     t_tmp_remove();
 }
 
@@ -145,8 +158,8 @@ TEST_T(torch_backend_seed_program_3_ranks_close_to_gloo, 600) { seed(3, 0); }
 /* PyTorch's own distributed_test.py, the collectives and CPU DDP tests. */
 TEST_T(torch_backend_pytorch_suite_ci_subset, 900) {
     need_module();
-    int rc = run(840, "PYTHONPATH=%s " PYTHON " %s --backend ddpc --world-size 2 --subset ci 2>&1", pythonpath(),
-                 repo("tests/py/dist_suite.py"));
+    int rc = run(840, "PYTHONPATH=%s " PYTHON " %s --backend ddpc --world-size 2 --subset ci 2>&1",
+                 pythonpath(), repo("tests/py/dist_suite.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "failed=0");
 }

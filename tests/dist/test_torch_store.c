@@ -36,7 +36,7 @@
 #include "ddpc/store.h"
 #include "test.h"
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON  "/usr/bin/python3"
 #define BIG_LEN ((1u << 20) + 3) /* tcpstore_peer.py's BIG_LEN */
 
 /* ------------------------------------------------------------ helpers */
@@ -79,7 +79,8 @@ static unsigned char *big_value(void) {
 }
 
 /* key's value must be exactly want[0 .. wlen). */
-static void get_is(ddpc_store *st, const char *key, const void *want, size_t wlen, double timeout_s) {
+static void get_is(ddpc_store *st, const char *key, const void *want, size_t wlen,
+                   double timeout_s) {
     void *v = NULL;
     size_t n = 0;
     ddpc_status s = ddpc_store_get(st, key, timeout_s, &v, &n);
@@ -103,7 +104,8 @@ static void exists_is(ddpc_store *st, const char *key, int want) {
  * the message shows all of out. */
 static void must_contain(const char *out, const char *needle) {
     if (!strstr(out, needle))
-        t_fail(__FILE__, __LINE__, "the Python peer did not print \"%s\"; it printed:\n%s", needle, out);
+        t_fail(__FILE__, __LINE__, "the Python peer did not print \"%s\"; it printed:\n%s", needle,
+               out);
 }
 
 /* Prints the lines of out that start with "note" (what the Python peer
@@ -166,7 +168,7 @@ static void bg_read(bg *p, double deadline) {
     while (!p->eof) {
         int ms = ddpc__deadline_ms(deadline, 1000);
         if (ms <= 0 && ddpc__now() >= deadline) return;
-        struct pollfd pf = {p->fd, POLLIN, 0};
+        struct pollfd pf = { p->fd, POLLIN, 0 };
         int n = poll(&pf, 1, ms);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
@@ -196,7 +198,8 @@ static int bg_port(bg *p, double timeout_s) {
         bg_read(p, deadline);
     }
     kill(p->pid, SIGKILL);
-    t_fail(__FILE__, __LINE__, "the PyTorch store server printed no port within %.0f s:\n%s", timeout_s, p->out);
+    t_fail(__FILE__, __LINE__, "the PyTorch store server printed no port within %.0f s:\n%s",
+           timeout_s, p->out);
 }
 
 /* Reads p's output to EOF and waits for it, both within timeout_s; its exit
@@ -280,13 +283,13 @@ TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
     get_is(py, "py_bytes", all, 256, 5);
     get_str(py, "py_ctr", "-2");
     get_str(py, "py_ctr_big", "1099511627776");
-    get_str(py, "c_ctr", "42");       /* 41 from C, + 1 from Python */
+    get_str(py, "c_ctr", "42"); /* 41 from C, + 1 from Python */
     get_str(py, "cas_a", "two");
     get_str(py, "wake_b", "b");
     get_str(py, "py_done", "1");
-    get_str(c, "init/", "1");         /* the constructor's counter has no "/" */
-    exists_is(py, "cas_b", 0);        /* compare_set on an absent key with expected != "" */
-    exists_is(py, "py_tmp", 0);       /* deleted */
+    get_str(c, "init/", "1");   /* the constructor's counter has no "/" */
+    exists_is(py, "cas_b", 0);  /* compare_set on an absent key with expected != "" */
+    exists_is(py, "py_tmp", 0); /* deleted */
     exists_is(py, "never_a", 0);
     exists_is(py, "py_missing", 0);
     /* c_to_py c_bin c_ctr init/ py_str py_empty py_bytes py_big py_ctr
@@ -395,7 +398,8 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     CHECK_STR((char *)a, "x"); /* answers expected ... */
     free(a);
     exists_is(py, "c_cas_absent", 0); /* ... and sets nothing */
-    CHECK_OK(ddpc_store_compare_set(py, "c_cas", "zz", 2, "v3", 2, &a, &an)); /* unequal: unchanged */
+    CHECK_OK(
+        ddpc_store_compare_set(py, "c_cas", "zz", 2, "v3", 2, &a, &an)); /* unequal: unchanged */
     CHECK_EQ(an, 2);
     CHECK_STR((char *)a, "v1");
     free(a);
@@ -403,12 +407,13 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     CHECK_EQ(an, 2);
     CHECK_STR((char *)a, "v2");
     free(a);
-    CHECK_OK(ddpc_store_compare_set(py, "c_cas", NULL, 0, "v9", 2, NULL, NULL)); /* present, "": unchanged */
+    CHECK_OK(ddpc_store_compare_set(py, "c_cas", NULL, 0, "v9", 2, NULL,
+                                    NULL)); /* present, "": unchanged */
     get_str(py, "c_cas", "v2");
 
     /* 7. wait: keys that exist; a key another client sets meanwhile; keys
      * nobody sets (DDPC_ERR_TIMEOUT, then the client still works) */
-    const char *have[] = {"py_a", "py_b", "c_str"};
+    const char *have[] = { "py_a", "py_b", "c_str" };
     CHECK_OK(ddpc_store_wait(py, have, 3, 5));
     fflush(NULL);
     pid_t sp = fork();
@@ -418,13 +423,14 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
         fflush(NULL);
         _exit(0);
     }
-    const char *late[] = {"py_a", "late"};
+    const char *late[] = { "py_a", "late" };
     t0 = ddpc__now();
     CHECK_OK(ddpc_store_wait(py, late, 2, 20));
-    CHECK_MSG(ddpc__now() - t0 < 15 * t_slow(), "the wait for 'late' took %.2f s", ddpc__now() - t0);
+    CHECK_MSG(ddpc__now() - t0 < 15 * t_slow(), "the wait for 'late' took %.2f s",
+              ddpc__now() - t0);
     CHECK_EQ(wait_pid(sp, 10), 0);
     get_str(py, "late", "L");
-    const char *never[] = {"py_a", "never_1", "never_2"};
+    const char *never[] = { "py_a", "never_1", "never_2" };
     t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_wait(py, never, 3, 0.5), DDPC_ERR_TIMEOUT);
     dt = ddpc__now() - t0;
@@ -461,7 +467,7 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     CHECK_OK(ddpc_store_set(pv, "k", "view value", 10));
     CHECK_OK(ddpc_store_add(pv, "ctr", 3, &r));
     CHECK_EQ(r, 3);
-    const char *pk[] = {"k", "ctr"};
+    const char *pk[] = { "k", "ctr" };
     CHECK_OK(ddpc_store_wait(pv, pk, 2, 5));
     exists_is(pv, "k", 1);
     get_str(pv, "k", "view value");
@@ -476,7 +482,8 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     ddpc_store_destroy(py);
     ddpc_store_destroy(c);
     int rc = bg_finish(&srv, 60);
-    CHECK_MSG(rc == 0, "%s exited %d (-1: killed on the deadline); it printed:\n%s", cmd, rc, srv.out);
+    CHECK_MSG(rc == 0, "%s exited %d (-1: killed on the deadline); it printed:\n%s", cmd, rc,
+              srv.out);
     must_contain(srv.out, "tcpstore_peer server: all ");
     must_contain(srv.out, "ok   get pv/k (set by C through prefixed views");
 }
@@ -526,7 +533,7 @@ TEST_T(torch_store_ddpc_client_vs_ddpc_server, 60) {
     CHECK_STATUS(ddpc_store_get(t, "missing", 0.3, &val, &n), DDPC_ERR_TIMEOUT);
     double dt = ddpc__now() - t0;
     CHECK_MSG(dt >= 0.25 && dt < 5 * t_slow(), "get with timeout 0.3 s returned after %.2f s", dt);
-    const char *keys[] = {"t", "missing"};
+    const char *keys[] = { "t", "missing" };
     CHECK_STATUS(ddpc_store_wait(t, keys, 2, 0.3), DDPC_ERR_TIMEOUT);
     get_is(t, "t", "\0torch", 6, 5); /* reconnected */
     int del = -1;

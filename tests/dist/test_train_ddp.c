@@ -104,8 +104,10 @@ TEST_T(train_ddp_resume_matches_straight_run, 240) {
 
 /* One node with 4 processes; the reference for the two-node runs. */
 static void one_node_four(const char *ckpt, double *acc) {
-    int rc = run(100, "%s --standalone --nproc-per-node=4 %s --epochs 1 --max-batches 60 --log-every 0 "
-                 "--checkpoint %s 2>&1", t_bin("ddpc-run"), t_bin("ddpc-train"), ckpt);
+    int rc = run(100,
+                 "%s --standalone --nproc-per-node=4 %s --epochs 1 --max-batches 60 --log-every 0 "
+                 "--checkpoint %s 2>&1",
+                 t_bin("ddpc-run"), t_bin("ddpc-train"), ckpt);
     CHECK_MSG(rc == 0, "1 node x 4: rc=%d: %s", rc, out);
     *acc = last_test_acc(out);
     CHECK(*acc > 0);
@@ -121,8 +123,10 @@ TEST_T(train_ddp_two_nodes_loopback_match_one_node, 240) {
                  "%s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-port=%d %s --epochs 1 "
                  "--max-batches 60 --log-every 0 >/dev/null 2>&1 & "
                  "%s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d %s --epochs 1 "
-                 "--max-batches 60 --log-every 0 --checkpoint %s 2>&1; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
-                 t_bin("ddpc-run"), port, t_bin("ddpc-train"), t_bin("ddpc-run"), port, t_bin("ddpc-train"), two);
+                 "--max-batches 60 --log-every 0 --checkpoint %s 2>&1; r0=$?; wait $!; echo "
+                 "\"rc0=$r0 rc1=$?\"",
+                 t_bin("ddpc-run"), port, t_bin("ddpc-train"), t_bin("ddpc-run"), port,
+                 t_bin("ddpc-train"), two);
     CHECK_MSG(rc == 0, "2 nodes x 2: rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "rc0=0 rc1=0");
     CHECK_CONTAINS(out, "batch 32 x 4 process(es)");
@@ -141,13 +145,14 @@ TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
     const char *one = tmp("one_ns.st"), *two = tmp("two_ns.st");
     double acc1;
     one_node_four(one, &acc1);
-    rc = run(150,
-             "ip netns exec %s %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-addr=198.18.9.1 "
-             "--master-port=29470 %s --epochs 1 --max-batches 60 --log-every 0 >/dev/null 2>&1 & "
-             "ip netns exec %s %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=198.18.9.1 "
-             "--master-port=29470 %s --epochs 1 --max-batches 60 --log-every 0 --checkpoint %s 2>&1; "
-             "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
-             b, t_bin("ddpc-run"), t_bin("ddpc-train"), a, t_bin("ddpc-run"), t_bin("ddpc-train"), two);
+    rc = run(
+        150,
+        "ip netns exec %s %s --nnodes=2 --node-rank=1 --nproc-per-node=2 --master-addr=198.18.9.1 "
+        "--master-port=29470 %s --epochs 1 --max-batches 60 --log-every 0 >/dev/null 2>&1 & "
+        "ip netns exec %s %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-addr=198.18.9.1 "
+        "--master-port=29470 %s --epochs 1 --max-batches 60 --log-every 0 --checkpoint %s 2>&1; "
+        "r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"",
+        b, t_bin("ddpc-run"), t_bin("ddpc-train"), a, t_bin("ddpc-run"), t_bin("ddpc-train"), two);
     static char saved[sizeof out];
     snprintf(saved, sizeof saved, "%s", out);
     t_netns_del(a, b);
@@ -162,8 +167,8 @@ TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
 TEST_T(train_ddp_example_runs, 120) {
     need_data();
     /* the seed's program, one epoch's worth of its output from rank 0 */
-    int rc = run(100, "%s --standalone --nproc-per-node=2 %s 2>&1",
-                 t_bin("ddpc-run"), t_bin("ddp_mnist"));
+    int rc = run(100, "%s --standalone --nproc-per-node=2 %s 2>&1", t_bin("ddpc-run"),
+                 t_bin("ddp_mnist"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: Epoch: 0 | Batch: 0 | Loss: ");
     CHECK_CONTAINS(out, "[0]: Epoch: 9 | Batch: 900 | Loss: ");

@@ -18,8 +18,8 @@ static size_t numel;
 
 static void setup(void) {
     if (m) return;
-    if (ddpc_model_create(DDPC_LAYERS(ddpc_linear(3, 2), ddpc_relu(), ddpc_linear(2, 1)), NULL, &m) !=
-        DDPC_OK)
+    if (ddpc_model_create(DDPC_LAYERS(ddpc_linear(3, 2), ddpc_relu(), ddpc_linear(2, 1)), NULL,
+                          &m) != DDPC_OK)
         fuzz_fail("model: %s", ddpc_last_error());
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_ADAM);
     if (ddpc_optim_create(m, &o, &opt) != DDPC_OK) fuzz_fail("optimizer: %s", ddpc_last_error());
@@ -35,10 +35,12 @@ int fuzz_ckpt(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < numel; i++) p[i] = (float)i, s0[i] = -(float)i, s1[i] = 0.5f * (float)i;
     ddpc_optim_set_steps(opt, 7);
     const char *path = fuzz_file("ckpt", data + 1, size - 1);
-    ddpc_ckpt_meta meta = {123, 456};
-    ddpc_status st = ddpc_checkpoint_load(path, m, (data[0] & 1) ? opt : NULL, (data[0] & 2) ? &meta : NULL);
+    ddpc_ckpt_meta meta = { 123, 456 };
+    ddpc_status st =
+        ddpc_checkpoint_load(path, m, (data[0] & 1) ? opt : NULL, (data[0] & 2) ? &meta : NULL);
     if (st == DDPC_OK) return 0;
-    if (st != DDPC_ERR_IO && st != DDPC_ERR_MISMATCH) fuzz_fail("status %s: %s", ddpc_status_str(st), ddpc_last_error());
+    if (st != DDPC_ERR_IO && st != DDPC_ERR_MISMATCH)
+        fuzz_fail("status %s: %s", ddpc_status_str(st), ddpc_last_error());
     if (!ddpc_last_error()[0]) fuzz_fail("an error with no message");
     for (size_t i = 0; i < numel; i++)
         if (p[i] != (float)i || s0[i] != -(float)i || s1[i] != 0.5f * (float)i)

@@ -14,7 +14,8 @@
 
 static size_t elem_size(int code) {
     switch (code) {
-    case DDPC_IDX_UBYTE: case DDPC_IDX_SBYTE: return 1;
+    case DDPC_IDX_UBYTE:
+    case DDPC_IDX_SBYTE: return 1;
     case DDPC_IDX_SHORT: return 2;
     case DDPC_IDX_DOUBLE: return 8;
     default: return 4;
@@ -31,7 +32,8 @@ int fuzz_idx(const uint8_t *data, size_t size) {
     if (gz) {
         z_stream s;
         memset(&s, 0, sizeof s);
-        if (deflateInit2(&s, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) fuzz_fail("deflateInit2");
+        if (deflateInit2(&s, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            fuzz_fail("deflateInit2");
         size_t cap = deflateBound(&s, (uLong)n) + 32;
         z = malloc(cap);
         if (!z) fuzz_fail("out of memory");
@@ -58,7 +60,8 @@ int fuzz_idx(const uint8_t *data, size_t size) {
         ddpc_idx_destroy(x);
     } else {
         if (x != NULL) fuzz_fail("error %s left *out set", ddpc_status_str(st));
-        if (!strstr(ddpc_last_error(), path)) fuzz_fail("error does not name the file: %s", ddpc_last_error());
+        if (!strstr(ddpc_last_error(), path))
+            fuzz_fail("error does not name the file: %s", ddpc_last_error());
     }
     free(z);
     return 0;

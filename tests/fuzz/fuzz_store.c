@@ -38,7 +38,8 @@ int fuzz_store(const uint8_t *data, size_t size) {
         server = NULL;
     }
     if (!server) {
-        if (ddpc_store_server_create("127.0.0.1", 0, &server) != DDPC_OK) fuzz_fail("server: %s", ddpc_last_error());
+        if (ddpc_store_server_create("127.0.0.1", 0, &server) != DDPC_OK)
+            fuzz_fail("server: %s", ddpc_last_error());
         port = ddpc_store_server_port(server);
     }
     int fd = -1;
@@ -55,7 +56,7 @@ int fuzz_store(const uint8_t *data, size_t size) {
     shutdown(fd, SHUT_WR);
     /* the server replies, then closes: read to the end, for a second at most */
     static char buf[1 << 16];
-    struct pollfd pf = {fd, POLLIN, 0};
+    struct pollfd pf = { fd, POLLIN, 0 };
     for (int idle = 0;;) {
         int r = poll(&pf, 1, 10);
         if (r < 0 && errno == EINTR) continue; /* libFuzzer's -timeout alarm */
@@ -70,7 +71,7 @@ int fuzz_store(const uint8_t *data, size_t size) {
     }
     /* reset rather than close: a million inputs would otherwise fill the
      * port range with connections in TIME_WAIT */
-    struct linger lg = {1, 0};
+    struct linger lg = { 1, 0 };
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
     if (!probe && ddpc_store_create_tcp("127.0.0.1", port, 2, &probe) != DDPC_OK)
@@ -81,13 +82,15 @@ int fuzz_store(const uint8_t *data, size_t size) {
         unsetenv("DDPC_STORE_PROTOCOL");
         if (s != DDPC_OK) fuzz_fail("TCPStore connect after: %s", ddpc_last_error());
     }
-    ddpc_store *cs[2] = {probe, tprobe};
+    ddpc_store *cs[2] = { probe, tprobe };
     for (int i = 0; i < 2; i++) {
         void *v = NULL;
         size_t n = 0;
         if (ddpc_store_set(cs[i], "fuzz/probe", "ok", 2) != DDPC_OK ||
-            ddpc_store_get(cs[i], "fuzz/probe", 2, &v, &n) != DDPC_OK || n != 2 || memcmp(v, "ok", 2) != 0)
-            fuzz_fail("the server stopped serving %s's protocol: %s", ddpc_store_protocol(cs[i]), ddpc_last_error());
+            ddpc_store_get(cs[i], "fuzz/probe", 2, &v, &n) != DDPC_OK || n != 2 ||
+            memcmp(v, "ok", 2) != 0)
+            fuzz_fail("the server stopped serving %s's protocol: %s", ddpc_store_protocol(cs[i]),
+                      ddpc_last_error());
         free(v);
     }
     return 0;

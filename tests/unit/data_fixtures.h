@@ -10,6 +10,7 @@
 #ifndef DDPC_TEST_DATA_FIXTURES_H
 #define DDPC_TEST_DATA_FIXTURES_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <ftw.h>
 #include <zlib.h>
 
 #include "base/base.h"
@@ -30,7 +30,7 @@
 
 /* The sampler and loader of a test's parameter matrix, through their options. */
 static inline ddpc_status mk_sampler(size_t n, int replicas, int rank, int shuffle, uint64_t seed,
-                              int drop_last, ddpc_sampler **out) {
+                                     int drop_last, ddpc_sampler **out) {
     ddpc_sampler_options o = ddpc_sampler_options_default();
     o.num_replicas = replicas;
     o.rank = rank;
@@ -40,8 +40,9 @@ static inline ddpc_status mk_sampler(size_t n, int replicas, int rank, int shuff
     return ddpc_sampler_create(n, &o, out);
 }
 
-static inline ddpc_status mk_loader(const ddpc_dataset *ds, ddpc_sampler *s, int batch_size, int drop_last,
-                             float mean, float std, int prefetch, ddpc_loader **out) {
+static inline ddpc_status mk_loader(const ddpc_dataset *ds, ddpc_sampler *s, int batch_size,
+                                    int drop_last, float mean, float std, int prefetch,
+                                    ddpc_loader **out) {
     ddpc_loader_options o = ddpc_loader_options_default();
     o.batch_size = batch_size;
     o.drop_last = drop_last;
@@ -98,7 +99,8 @@ static inline void write_file(const char *path, const void *data, size_t n, int 
 
 /* Builds an IDX image in buf: magic(dtype, ndim), dims, then nbytes of
  * payload bytes (i * 7 + 3). Returns the total size. */
-static inline size_t make_idx(unsigned char *buf, int dtype, int ndim, const int *dims, size_t nbytes) {
+static inline size_t make_idx(unsigned char *buf, int dtype, int ndim, const int *dims,
+                              size_t nbytes) {
     size_t k = 0;
     buf[k++] = 0;
     buf[k++] = 0;
@@ -136,6 +138,5 @@ static inline unsigned char *slurp_gz(const char *path, size_t *n) {
 static inline int have_fmnist(void) {
     return access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) == 0;
 }
-
 
 #endif /* DDPC_TEST_DATA_FIXTURES_H */

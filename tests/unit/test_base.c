@@ -54,9 +54,13 @@ TEST(base_dtype_parse) {
 /* int16 / uint16 and the bitwise ops: names, sizes, aliases; every name
  * parses back to its own value. */
 TEST(base_dtype_op_names) {
-    static const struct { const char *s; ddpc_dtype t; } ds[] = {
-        {"int16", DDPC_INT16},   {"i16", DDPC_INT16}, {"short", DDPC_INT16},  {"INT16", DDPC_INT16},
-        {"uint16", DDPC_UINT16}, {"u16", DDPC_UINT16}, {"ushort", DDPC_UINT16},
+    static const struct {
+        const char *s;
+        ddpc_dtype t;
+    } ds[] = {
+        { "int16", DDPC_INT16 },   { "i16", DDPC_INT16 },     { "short", DDPC_INT16 },
+        { "INT16", DDPC_INT16 },   { "uint16", DDPC_UINT16 }, { "u16", DDPC_UINT16 },
+        { "ushort", DDPC_UINT16 },
     };
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
         ddpc_dtype t = DDPC_FLOAT32;
@@ -76,7 +80,7 @@ TEST(base_dtype_op_names) {
         CHECK_EQ(back, t);
     }
 
-    static const char *const ops[] = {"band", "bor", "bxor"};
+    static const char *const ops[] = { "band", "bor", "bxor" };
     for (int i = 0; i < 3; i++) {
         ddpc_op op = DDPC_SUM;
         CHECK_OK(ddpc_op_parse(ops[i], &op));
@@ -102,13 +106,15 @@ TEST(base_half_roundtrip) {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = ddpc_half_to_float((uint16_t)h);
         uint16_t back = ddpc_float_to_half(f);
-        if (isnan(f)) CHECK(isnan(ddpc_half_to_float(back)));
-        else CHECK_EQ(back, h);
+        if (isnan(f))
+            CHECK(isnan(ddpc_half_to_float(back)));
+        else
+            CHECK_EQ(back, h);
     }
     CHECK_NEAR(ddpc_half_to_float(0x3c00), 1.0, 0);
     CHECK_EQ(ddpc_float_to_half(65504.0f), 0x7bff);
     CHECK_EQ(ddpc_float_to_half(1e6f), 0x7c00);
-    CHECK_EQ(ddpc_float_to_half(5.96046448e-8f), 0x0001); /* smallest subnormal */
+    CHECK_EQ(ddpc_float_to_half(5.96046448e-8f), 0x0001);     /* smallest subnormal */
     CHECK_EQ(ddpc_float_to_half(1.0f + 1.0f / 2048), 0x3c00); /* tie rounds to even */
     CHECK_EQ(ddpc_float_to_half(1.0f + 3.0f / 2048), 0x3c02);
 }
@@ -166,7 +172,8 @@ TEST(base_sock_roundtrip) {
 TEST(base_sock_connect_refused_times_out) {
     int port = t_free_port(), fd;
     double t0 = ddpc__now();
-    CHECK_STATUS(ddpc__sock_connect("127.0.0.1", port, ddpc__deadline_in(0.3), &fd), DDPC_ERR_TIMEOUT);
+    CHECK_STATUS(ddpc__sock_connect("127.0.0.1", port, ddpc__deadline_in(0.3), &fd),
+                 DDPC_ERR_TIMEOUT);
     CHECK(ddpc__now() - t0 < 2.0 * t_slow());
     CHECK_CONTAINS(ddpc_last_error(), "cannot connect to 127.0.0.1");
 }
@@ -205,12 +212,16 @@ TEST(base_strbuf) {
 }
 
 TEST(base_rank_runs) {
-    static const struct { int r[8]; int n; const char *want; } cs[] = {
-        {{0}, 0, ""},
-        {{5}, 1, "5"},
-        {{0, 1, 2, 3, 5}, 5, "0-3,5"},
-        {{1, 2, 4, 6, 7, 8}, 6, "1-2,4,6-8"},
-        {{0, 2, 4}, 3, "0,2,4"},
+    static const struct {
+        int r[8];
+        int n;
+        const char *want;
+    } cs[] = {
+        { { 0 }, 0, "" },
+        { { 5 }, 1, "5" },
+        { { 0, 1, 2, 3, 5 }, 5, "0-3,5" },
+        { { 1, 2, 4, 6, 7, 8 }, 6, "1-2,4,6-8" },
+        { { 0, 2, 4 }, 3, "0,2,4" },
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         char out[64];
@@ -248,7 +259,7 @@ static void *set_flag_later(void *arg) {
 /* A wait ends at its deadline, at its cap, or when signalled; a deadline
  * already past returns at once. */
 TEST(base_cond_wait_until) {
-    waiter w = {.flag = 0};
+    waiter w = { .flag = 0 };
     pthread_mutex_init(&w.mu, NULL);
     CHECK_EQ(ddpc__cond_init_monotonic(&w.cv), 0);
     pthread_mutex_lock(&w.mu);

@@ -17,7 +17,8 @@ TEST(data_fashion_mnist_real) {
     CHECK_EQ(tr->num_classes, 10);
     CHECK_EQ(te->num_classes, 10);
     /* values read with python3's gzip module */
-    const int trl[10] = {9, 0, 0, 3, 0, 2, 7, 2, 5, 5}, tel[10] = {9, 2, 1, 1, 6, 1, 4, 6, 5, 7};
+    const int trl[10] = { 9, 0, 0, 3, 0, 2, 7, 2, 5, 5 },
+              tel[10] = { 9, 2, 1, 1, 6, 1, 4, 6, 5, 7 };
     for (int i = 0; i < 10; i++) {
         CHECK_EQ(tr->labels[i], trl[i]);
         CHECK_EQ(te->labels[i], tel[i]);
@@ -40,7 +41,7 @@ TEST(data_fashion_mnist_real) {
     CHECK_EQ(slast, 16684);
     CHECK_EQ(t0, 33456);
     CHECK_EQ(tlast, 24390);
-    int counts[10] = {0};
+    int counts[10] = { 0 };
     for (int i = 0; i < tr->n; i++) counts[tr->labels[i]]++;
     for (int c = 0; c < 10; c++) CHECK_EQ(counts[c], 6000);
     ddpc_dataset_destroy(tr);
@@ -51,8 +52,8 @@ TEST(data_fashion_mnist_real) {
 /* The same files decompressed (and under MNIST's dotted names) load the same. */
 TEST(data_raw_files_same_as_gz) {
     if (!have_fmnist()) SKIP("%s not installed", FMNIST);
-    const char *names[2][2] = {{"t10k-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte"},
-                               {"t10k-labels-idx1-ubyte.gz", "t10k-labels.idx1-ubyte"}};
+    const char *names[2][2] = { { "t10k-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte" },
+                                { "t10k-labels-idx1-ubyte.gz", "t10k-labels.idx1-ubyte" } };
     for (int i = 0; i < 2; i++) {
         char src[512];
         snprintf(src, sizeof src, FMNIST "/%s", names[i][0]);
@@ -84,7 +85,7 @@ TEST(data_raw_files_same_as_gz) {
 
 TEST(data_idx_dtypes_and_byte_order) {
     unsigned char buf[256];
-    int dims[2] = {2, 3};
+    int dims[2] = { 2, 3 };
     /* int32 big-endian: 0x01020304 ... */
     size_t k = make_idx(buf, DDPC_IDX_INT, 2, dims, 0);
     for (int i = 0; i < 6; i++) {
@@ -109,9 +110,9 @@ TEST(data_idx_dtypes_and_byte_order) {
         ddpc_idx_destroy(x);
     }
     /* double: -1.5 and 2^-3 */
-    int d1[1] = {2};
+    int d1[1] = { 2 };
     k = make_idx(buf, DDPC_IDX_DOUBLE, 1, d1, 0);
-    double vals[2] = {-1.5, 0.125};
+    double vals[2] = { -1.5, 0.125 };
     for (int i = 0; i < 2; i++) {
         uint64_t u;
         memcpy(&u, &vals[i], 8);
@@ -124,7 +125,7 @@ TEST(data_idx_dtypes_and_byte_order) {
     CHECK_NEAR(((double *)x->data)[1], 0.125, 0);
     ddpc_idx_destroy(x);
     /* int16 and a zero dimension (count 0) */
-    int d0[2] = {4, 0};
+    int d0[2] = { 4, 0 };
     k = make_idx(buf, DDPC_IDX_SHORT, 2, d0, 0);
     write_file(tpath("empty.idx"), buf, k, 0);
     CHECK_OK(ddpc_idx_create(tpath("empty.idx"), &x));
@@ -135,16 +136,16 @@ TEST(data_idx_dtypes_and_byte_order) {
 }
 
 typedef struct bad_case {
-    const char *name;   /* file name (".gz" suffix: written compressed unless raw_gz) */
-    int raw_gz;         /* write raw bytes even though the name ends in .gz */
+    const char *name; /* file name (".gz" suffix: written compressed unless raw_gz) */
+    int raw_gz;       /* write raw bytes even though the name ends in .gz */
     ddpc_status want;
-    const char *msg;    /* expected in the error text */
+    const char *msg; /* expected in the error text */
 } bad_case;
 
 /* Every malformed file is an error that names the file and what is wrong. */
 TEST(data_idx_bad_inputs) {
     unsigned char good[4096], buf[4200];
-    int dims[3] = {3, 4, 5};
+    int dims[3] = { 3, 4, 5 };
     size_t n = make_idx(good, DDPC_IDX_UBYTE, 3, dims, 60);
     for (int gz = 0; gz < 2; gz++) {
         const char *sfx = gz ? ".gz" : "";
@@ -156,15 +157,15 @@ TEST(data_idx_bad_inputs) {
             ddpc_status want;
             const char *msg;
         } cases[] = {
-            {"magic", n, NULL, DDPC_ERR_IO, "bad magic"},
-            {"dtype", n, NULL, DDPC_ERR_IO, "unknown dtype code 0x07"},
-            {"rank0", n, NULL, DDPC_ERR_IO, "rank 0"},
-            {"rank9", n, NULL, DDPC_ERR_IO, "rank 9"},
-            {"hdr2", 2, NULL, DDPC_ERR_IO, "truncated header"},
-            {"hdrdims", 10, NULL, DDPC_ERR_IO, "truncated header"},
-            {"data", n - 1, NULL, DDPC_ERR_IO, "truncated data"},
-            {"trail", n + 1, NULL, DDPC_ERR_IO, "trailing data"},
-            {"huge", n, NULL, DDPC_ERR_IO, "truncated data"},
+            { "magic", n, NULL, DDPC_ERR_IO, "bad magic" },
+            { "dtype", n, NULL, DDPC_ERR_IO, "unknown dtype code 0x07" },
+            { "rank0", n, NULL, DDPC_ERR_IO, "rank 0" },
+            { "rank9", n, NULL, DDPC_ERR_IO, "rank 9" },
+            { "hdr2", 2, NULL, DDPC_ERR_IO, "truncated header" },
+            { "hdrdims", 10, NULL, DDPC_ERR_IO, "truncated header" },
+            { "data", n - 1, NULL, DDPC_ERR_IO, "truncated data" },
+            { "trail", n + 1, NULL, DDPC_ERR_IO, "trailing data" },
+            { "huge", n, NULL, DDPC_ERR_IO, "truncated data" },
         };
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             memcpy(buf, good, n);
@@ -179,7 +180,8 @@ TEST(data_idx_bad_inputs) {
             write_file(p, buf, cases[c].len, gz);
             ddpc_idx *x = (ddpc_idx *)1;
             ddpc_status s = ddpc_idx_create(p, &x);
-            CHECK_MSG(s == cases[c].want, "%s: got %s (%s)", name, ddpc_status_str(s), ddpc_last_error());
+            CHECK_MSG(s == cases[c].want, "%s: got %s (%s)", name, ddpc_status_str(s),
+                      ddpc_last_error());
             CHECK(x == NULL);
             CHECK_CONTAINS(ddpc_last_error(), p);
             CHECK_CONTAINS(ddpc_last_error(), cases[c].msg);
@@ -225,7 +227,7 @@ TEST(data_mnist_bad_datasets) {
     char ip[400], lp[400];
     snprintf(ip, sizeof ip, "%s/train-images-idx3-ubyte.gz", dir);
     snprintf(lp, sizeof lp, "%s/train-labels-idx1-ubyte.gz", dir);
-    int di[3] = {5, 4, 4}, dl[1] = {4};
+    int di[3] = { 5, 4, 4 }, dl[1] = { 4 };
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 3, di, 80), 1);
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dl, 4), 1);
     ddpc_dataset *ds = NULL;
@@ -240,19 +242,19 @@ TEST(data_mnist_bad_datasets) {
     CHECK_CONTAINS(ddpc_last_error(), "labels must be a 1-D ubyte");
     /* images of rank 2 */
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dl, 5), 1);
-    int d2[2] = {5, 16};
+    int d2[2] = { 5, 16 };
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 2, d2, 80), 1);
     CHECK_STATUS(ddpc_dataset_create_mnist(dir, "train", &ds), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "images must be a 3-D ubyte");
     /* zero samples */
-    int dz[3] = {0, 4, 4}, dlz[1] = {0};
+    int dz[3] = { 0, 4, 4 }, dlz[1] = { 0 };
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 3, dz, 0), 1);
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dlz, 0), 1);
     CHECK_STATUS(ddpc_dataset_create_mnist(dir, "train", &ds), DDPC_ERR_IO);
     CHECK_CONTAINS(ddpc_last_error(), "no samples");
     /* and a good one: labels 0..6 give 7 classes */
     write_file(ip, im, make_idx(im, DDPC_IDX_UBYTE, 3, di, 80), 1);
-    unsigned char l5[13] = {0, 0, 8, 1, 0, 0, 0, 5, 3, 6, 0, 1, 2};
+    unsigned char l5[13] = { 0, 0, 8, 1, 0, 0, 0, 5, 3, 6, 0, 1, 2 };
     write_file(lp, l5, sizeof l5, 1);
     CHECK_OK(ddpc_dataset_create_mnist(dir, "train", &ds));
     CHECK_EQ(ds->n, 5);
@@ -266,10 +268,10 @@ TEST(data_mnist_bad_datasets) {
 /* Random corruptions never crash: each load either fails with a message
  * naming the file, or succeeds with a size that matches the file. */
 TEST_T(data_idx_fuzz, 120) {
-    unsigned char good[2048], buf[2100] = {0}; /* "append" writes bytes past the image */
-    int dims[3] = {4, 5, 6};
+    unsigned char good[2048], buf[2100] = { 0 }; /* "append" writes bytes past the image */
+    int dims[3] = { 4, 5, 6 };
     size_t n = make_idx(good, DDPC_IDX_UBYTE, 3, dims, 120);
-    int ndims[2] = {10, 7};
+    int ndims[2] = { 10, 7 };
     unsigned char good2[2048];
     size_t n2 = make_idx(good2, DDPC_IDX_INT, 2, ndims, 280);
     srand(12345);
@@ -279,10 +281,15 @@ TEST_T(data_idx_fuzz, 120) {
         size_t len = (it & 1) ? n2 : n;
         memcpy(buf, src, len);
         int kind = rand() % 4;
-        if (kind == 0) len = (size_t)rand() % (len + 1);                     /* truncate */
-        else if (kind == 1) for (int j = rand() % 4 + 1; j > 0; j--) buf[rand() % 20] ^= (unsigned char)(1 + rand() % 255); /* header */
-        else if (kind == 2) buf[rand() % len] = (unsigned char)rand();        /* anywhere */
-        else len += (size_t)(rand() % 8);                                     /* append */
+        if (kind == 0)
+            len = (size_t)rand() % (len + 1); /* truncate */
+        else if (kind == 1)
+            for (int j = rand() % 4 + 1; j > 0; j--)
+                buf[rand() % 20] ^= (unsigned char)(1 + rand() % 255); /* header */
+        else if (kind == 2)
+            buf[rand() % len] = (unsigned char)rand(); /* anywhere */
+        else
+            len += (size_t)(rand() % 8); /* append */
         int gz = (it / 2) % 2;
         const char *p = tpath(gz ? "fuzz.gz" : "fuzz.idx");
         write_file(p, buf, len, gz);
@@ -300,7 +307,9 @@ TEST_T(data_idx_fuzz, 120) {
         if (s == DDPC_OK) {
             ok++;
             size_t esz = x->dtype_code == DDPC_IDX_UBYTE || x->dtype_code == DDPC_IDX_SBYTE ? 1
-                         : x->dtype_code == DDPC_IDX_SHORT ? 2 : x->dtype_code == DDPC_IDX_DOUBLE ? 8 : 4;
+                         : x->dtype_code == DDPC_IDX_SHORT                                  ? 2
+                         : x->dtype_code == DDPC_IDX_DOUBLE                                 ? 8
+                                                                                            : 4;
             size_t want = 1;
             for (int d = 0; d < x->ndim; d++) want *= (size_t)x->dims[d];
             CHECK_EQ(x->count, want);
@@ -321,24 +330,24 @@ TEST_T(data_idx_fuzz, 120) {
 
 TEST(data_transform_values) {
     unsigned char im[64];
-    int di[3] = {3, 2, 2}, dl[1] = {3};
+    int di[3] = { 3, 2, 2 }, dl[1] = { 3 };
     char dir[300], ip[400], lp[400];
     snprintf(dir, sizeof dir, "%s/tf", tmpdir());
     mkdir(dir, 0700);
     snprintf(ip, sizeof ip, "%s/t10k-images-idx3-ubyte", dir);
     snprintf(lp, sizeof lp, "%s/t10k-labels-idx1-ubyte", dir);
     size_t k = make_idx(im, DDPC_IDX_UBYTE, 3, di, 0);
-    const unsigned char px[12] = {0, 255, 128, 1, 2, 3, 4, 5, 200, 100, 50, 25};
+    const unsigned char px[12] = { 0, 255, 128, 1, 2, 3, 4, 5, 200, 100, 50, 25 };
     memcpy(im + k, px, 12);
     write_file(ip, im, k + 12, 0);
     unsigned char lb[16];
     write_file(lp, lb, make_idx(lb, DDPC_IDX_UBYTE, 1, dl, 3), 0);
     ddpc_dataset *ds = NULL;
     CHECK_OK(ddpc_dataset_create_mnist(dir, "test", &ds));
-    int64_t idx[3] = {2, 0, 2};
+    int64_t idx[3] = { 2, 0, 2 };
     float out[12];
     ddpc_transform_batch(ds, idx, 3, 0.5f, 0.5f, out);
-    const int order[12] = {8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11};
+    const int order[12] = { 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11 };
     for (int i = 0; i < 12; i++) {
         float want = ((float)px[order[i]] / 255.0f - 0.5f) / 0.5f;
         CHECK_MSG(out[i] == want, "out[%d] = %.9g, want %.9g", i, out[i], want);

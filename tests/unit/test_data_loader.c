@@ -23,8 +23,8 @@ static ddpc_dataset *synth(int n) {
 
 /* Runs one epoch and checks that the batches are the order's samples in
  * order, transformed, with the right sizes and count. */
-static void check_epoch(ddpc_loader *l, const ddpc_dataset *ds, const int64_t *order, size_t len, int bs,
-                        int drop_last, float mean, float std) {
+static void check_epoch(ddpc_loader *l, const ddpc_dataset *ds, const int64_t *order, size_t len,
+                        int bs, int drop_last, float mean, float std) {
     size_t want_nb = drop_last ? len / (size_t)bs : (len + (size_t)bs - 1) / (size_t)bs;
     CHECK_EQ(ddpc_loader_num_batches(l), want_nb);
     size_t pos = 0, nb = 0;
@@ -58,7 +58,7 @@ TEST(data_loader_order_sizes_drop_last) {
     ddpc_dataset *ds = synth(250);
     int64_t ident[250];
     for (int i = 0; i < 250; i++) ident[i] = i;
-    const int bss[] = {1, 7, 32, 250, 300};
+    const int bss[] = { 1, 7, 32, 250, 300 };
     for (size_t a = 0; a < sizeof bss / sizeof bss[0]; a++)
         for (int dl = 0; dl < 2; dl++)
             for (int pf = 0; pf <= 3; pf += 1 + (pf == 1)) {
@@ -221,7 +221,9 @@ TEST_T(data_loader_prefetch_slow_and_fast_caller, 60) {
             CHECK_EQ(nb, 43); /* ceil(300 / 7) */
         }
         double secs = ddpc__now() - t0;
-        CHECK_MSG(secs < 4.0 * t_slow(), "prefetch %d: 2 epochs of 43 batches took %.2f s (lost wake-ups?)", prefetch, secs);
+        CHECK_MSG(secs < 4.0 * t_slow(),
+                  "prefetch %d: 2 epochs of 43 batches took %.2f s (lost wake-ups?)", prefetch,
+                  secs);
         ddpc_loader_destroy(inl);
         ddpc_loader_destroy(pre);
         ddpc_sampler_destroy(s0);
@@ -275,10 +277,12 @@ TEST_T(data_loader_restart_mid_epoch, 120) {
 /* The wide (AVX2) path and the table agree with plain float32 arithmetic
  * for every pixel value, at 28x28 (784 = 98 x 8) and at an odd width. */
 TEST(data_transform_all_values_paths) {
-    const int dims[2][2] = {{28, 28}, {7, 5}};
-    const float ms[][2] = {{0.5f, 0.5f}, {0.1307f, 0.3081f}, {0.2860f, 0.3530f}, {-1.0f, 3.0f}, {0.0f, 1e-3f}};
+    const int dims[2][2] = { { 28, 28 }, { 7, 5 } };
+    const float ms[][2] = {
+        { 0.5f, 0.5f }, { 0.1307f, 0.3081f }, { 0.2860f, 0.3530f }, { -1.0f, 3.0f }, { 0.0f, 1e-3f }
+    };
     for (int g = 0; g < 2; g++) {
-        ddpc_dataset ds = {.rows = dims[g][0], .cols = dims[g][1]};
+        ddpc_dataset ds = { .rows = dims[g][0], .cols = dims[g][1] };
         int d = ds.rows * ds.cols;
         ds.n = (256 + d - 1) / d + 1;
         ds.images = malloc((size_t)ds.n * (size_t)d);
@@ -292,8 +296,9 @@ TEST(data_transform_all_values_paths) {
                 for (int j = 0; j < d; j++) {
                     float x = (float)ds.images[idx[i] * d + j] / 255.0f;
                     float w = (x - ms[m][0]) / ms[m][1];
-                    CHECK_MSG(memcmp(&out[i * d + j], &w, 4) == 0, "%dx%d mean %g std %g px %d: %a, want %a",
-                              ds.rows, ds.cols, (double)ms[m][0], (double)ms[m][1], ds.images[idx[i] * d + j],
+                    CHECK_MSG(memcmp(&out[i * d + j], &w, 4) == 0,
+                              "%dx%d mean %g std %g px %d: %a, want %a", ds.rows, ds.cols,
+                              (double)ms[m][0], (double)ms[m][1], ds.images[idx[i] * d + j],
                               (double)out[i * d + j], (double)w);
                 }
         }
@@ -305,17 +310,18 @@ TEST(data_transform_all_values_paths) {
 
 /* Bit-identical to torchvision's ToTensor + Normalize, done in torch. */
 TEST_T(data_transform_vs_torch, 120) {
-    const char *py =
-        "import sys, struct\n"
-        "try:\n"
-        "    import torch\n"
-        "except Exception as e:\n"
-        "    print('no torch:', e); sys.exit(77)\n"
-        "x = torch.arange(256, dtype=torch.uint8)\n"
-        "for mean, std in ((0.5, 0.5), (0.1307, 0.3081), (0.2860, 0.3530)):\n"
-        "    y = x.to(torch.float32).div(255)\n"
-        "    y = y.sub_(torch.as_tensor(mean, dtype=torch.float32)).div_(torch.as_tensor(std, dtype=torch.float32))\n"
-        "    print(' '.join('%08x' % struct.unpack('<I', struct.pack('<f', v))[0] for v in y.tolist()))\n";
+    const char *py = "import sys, struct\n"
+                     "try:\n"
+                     "    import torch\n"
+                     "except Exception as e:\n"
+                     "    print('no torch:', e); sys.exit(77)\n"
+                     "x = torch.arange(256, dtype=torch.uint8)\n"
+                     "for mean, std in ((0.5, 0.5), (0.1307, 0.3081), (0.2860, 0.3530)):\n"
+                     "    y = x.to(torch.float32).div(255)\n"
+                     "    y = y.sub_(torch.as_tensor(mean, "
+                     "dtype=torch.float32)).div_(torch.as_tensor(std, dtype=torch.float32))\n"
+                     "    print(' '.join('%08x' % struct.unpack('<I', struct.pack('<f', v))[0] for "
+                     "v in y.tolist()))\n";
     write_file(tpath("tf.py"), py, strlen(py), 0);
     char cmd[600];
     static char out[65536];
@@ -326,8 +332,8 @@ TEST_T(data_transform_vs_torch, 120) {
         SKIP("PyTorch not available for /usr/bin/python3: %s", out);
     }
     CHECK_MSG(rc == 0, "%s: exit %d: %s", cmd, rc, out);
-    const float ms[3][2] = {{0.5f, 0.5f}, {0.1307f, 0.3081f}, {0.2860f, 0.3530f}};
-    ddpc_dataset ds = {.n = 1, .rows = 16, .cols = 16};
+    const float ms[3][2] = { { 0.5f, 0.5f }, { 0.1307f, 0.3081f }, { 0.2860f, 0.3530f } };
+    ddpc_dataset ds = { .n = 1, .rows = 16, .cols = 16 };
     uint8_t px[256];
     for (int v = 0; v < 256; v++) px[v] = (uint8_t)v;
     ds.images = px;
@@ -343,8 +349,8 @@ TEST_T(data_transform_vs_torch, 120) {
             p = end;
             uint32_t mine;
             memcpy(&mine, &got[v], 4);
-            CHECK_MSG(mine == bits, "mean %g std %g v %d: %08x, torch %08lx", (double)ms[m][0], (double)ms[m][1], v,
-                      mine, bits);
+            CHECK_MSG(mine == bits, "mean %g std %g v %d: %08x, torch %08lx", (double)ms[m][0],
+                      (double)ms[m][1], v, mine, bits);
         }
     }
     rm_tmpdir();

@@ -8,8 +8,10 @@
  * epoch): equal shares of the right size; the ranks' indices, interleaved,
  * form torch's padded list (a permutation of 0..len-1 followed by its head
  * repeated) or, with drop_last, a duplicate-free prefix of a permutation. */
-static void check_shards(size_t len, int R, int drop_last, int shuffle, uint64_t seed, uint64_t epoch) {
-    size_t want = (drop_last && len % (size_t)R) ? len / (size_t)R : (len + (size_t)R - 1) / (size_t)R;
+static void check_shards(size_t len, int R, int drop_last, int shuffle, uint64_t seed,
+                         uint64_t epoch) {
+    size_t want =
+        (drop_last && len % (size_t)R) ? len / (size_t)R : (len + (size_t)R - 1) / (size_t)R;
     size_t total = want * (size_t)R;
     int64_t *padded = malloc((total + 1) * sizeof *padded);
     for (int r = 0; r < R; r++) {
@@ -24,15 +26,16 @@ static void check_shards(size_t len, int R, int drop_last, int shuffle, uint64_t
     size_t head = total < len ? total : len;
     char *seen = calloc(len + 1, 1);
     for (size_t j = 0; j < head; j++) {
-        CHECK_MSG(padded[j] >= 0 && (size_t)padded[j] < len, "len %zu R %d: index %lld out of range",
-                  len, R, (long long)padded[j]);
-        CHECK_MSG(!seen[padded[j]], "len %zu R %d drop_last %d: index %lld twice", len, R, drop_last,
-                  (long long)padded[j]);
+        CHECK_MSG(padded[j] >= 0 && (size_t)padded[j] < len,
+                  "len %zu R %d: index %lld out of range", len, R, (long long)padded[j]);
+        CHECK_MSG(!seen[padded[j]], "len %zu R %d drop_last %d: index %lld twice", len, R,
+                  drop_last, (long long)padded[j]);
         seen[padded[j]] = 1;
         if (!shuffle) CHECK_EQ(padded[j], (int64_t)j);
     }
     if (!drop_last) {
-        for (size_t i = 0; i < len; i++) CHECK_MSG(seen[i], "len %zu R %d: index %zu not covered", len, R, i);
+        for (size_t i = 0; i < len; i++)
+            CHECK_MSG(seen[i], "len %zu R %d: index %zu not covered", len, R, i);
         for (size_t j = len; j < total; j++) CHECK_EQ(padded[j], padded[j % len]);
     } else {
         CHECK(total <= len);
@@ -43,12 +46,13 @@ static void check_shards(size_t len, int R, int drop_last, int shuffle, uint64_t
 }
 
 TEST(data_sampler_properties) {
-    const size_t lens[] = {0, 1, 2, 3, 5, 7, 10, 16, 17, 31, 100, 101, 1000, 4097};
-    const int reps[] = {1, 2, 3, 4, 7, 8, 16};
+    const size_t lens[] = { 0, 1, 2, 3, 5, 7, 10, 16, 17, 31, 100, 101, 1000, 4097 };
+    const int reps[] = { 1, 2, 3, 4, 7, 8, 16 };
     for (size_t a = 0; a < sizeof lens / sizeof lens[0]; a++)
         for (size_t b = 0; b < sizeof reps / sizeof reps[0]; b++)
             for (int dl = 0; dl < 2; dl++)
-                for (int sh = 0; sh < 2; sh++) check_shards(lens[a], reps[b], dl, sh, 7 * a + b, (uint64_t)dl);
+                for (int sh = 0; sh < 2; sh++)
+                    check_shards(lens[a], reps[b], dl, sh, 7 * a + b, (uint64_t)dl);
 }
 
 TEST(data_sampler_epochs_and_args) {
@@ -100,7 +104,7 @@ TEST(data_sampler_epochs_and_args) {
 TEST(data_randperm_known_values) {
     int64_t p[10];
     ddpc_randperm(10, 0, p);
-    const int64_t want[10] = {4, 1, 7, 5, 3, 9, 0, 8, 6, 2};
+    const int64_t want[10] = { 4, 1, 7, 5, 3, 9, 0, 8, 6, 2 };
     for (int i = 0; i < 10; i++) CHECK_EQ(p[i], want[i]);
 }
 
@@ -117,23 +121,38 @@ static const char *torch_script =
     "for line in open(sys.argv[1]):\n"
     "    n, seed, epoch, R, dl, sh = map(int, line.split())\n"
     "    for r in range(R):\n"
-    "        s = DistributedSampler(range(n), num_replicas=R, rank=r, shuffle=bool(sh), seed=seed, drop_last=bool(dl))\n"
+    "        s = DistributedSampler(range(n), num_replicas=R, rank=r, shuffle=bool(sh), seed=seed, "
+    "drop_last=bool(dl))\n"
     "        s.set_epoch(epoch)\n"
     "        out.write(' '.join(map(str, list(s))) + '\\n')\n";
 
 TEST_T(data_sampler_vs_torch, 180) {
     static const uint64_t cases[][6] = {
         /* n, seed, epoch, replicas, drop_last, shuffle */
-        {1, 0, 0, 1, 0, 1},       {1, 0, 0, 3, 0, 1},        {2, 7, 1, 5, 0, 1},
-        {10, 0, 0, 1, 0, 1},      {10, 0, 0, 3, 0, 1},       {10, 0, 0, 3, 1, 1},
-        {17, 42, 3, 4, 0, 1},     {17, 42, 3, 4, 1, 1},      {100, 0, 0, 8, 0, 0},
-        {5, 0, 0, 8, 1, 1},       {1000, 123, 5, 7, 0, 1},   {624, 3, 0, 1, 0, 1},
-        {625, 3, 0, 2, 0, 1},     {1249, 11, 2, 3, 0, 1},    {60000, 0, 0, 1, 0, 1},
-        {60000, 0, 1, 4, 0, 1},   {60000, 4294967301ull, 0, 2, 0, 1},
-        {70000, 1, 2, 3, 1, 1},   {65537, 9, 0, 6, 0, 1},    {10000, 2024, 9, 8, 0, 1},
+        { 1, 0, 0, 1, 0, 1 },
+        { 1, 0, 0, 3, 0, 1 },
+        { 2, 7, 1, 5, 0, 1 },
+        { 10, 0, 0, 1, 0, 1 },
+        { 10, 0, 0, 3, 0, 1 },
+        { 10, 0, 0, 3, 1, 1 },
+        { 17, 42, 3, 4, 0, 1 },
+        { 17, 42, 3, 4, 1, 1 },
+        { 100, 0, 0, 8, 0, 0 },
+        { 5, 0, 0, 8, 1, 1 },
+        { 1000, 123, 5, 7, 0, 1 },
+        { 624, 3, 0, 1, 0, 1 },
+        { 625, 3, 0, 2, 0, 1 },
+        { 1249, 11, 2, 3, 0, 1 },
+        { 60000, 0, 0, 1, 0, 1 },
+        { 60000, 0, 1, 4, 0, 1 },
+        { 60000, 4294967301ull, 0, 2, 0, 1 },
+        { 70000, 1, 2, 3, 1, 1 },
+        { 65537, 9, 0, 6, 0, 1 },
+        { 10000, 2024, 9, 8, 0, 1 },
     };
     const int nc = (int)(sizeof cases / sizeof cases[0]);
-    const char *py = tpath("sampler_ref.py"), *in = tpath("cases.txt"), *res = tpath("torch_out.txt");
+    const char *py = tpath("sampler_ref.py"), *in = tpath("cases.txt"),
+               *res = tpath("torch_out.txt");
     write_file(py, torch_script, strlen(torch_script), 0);
     FILE *f = fopen(in, "w");
     for (int c = 0; c < nc; c++)
@@ -161,7 +180,7 @@ TEST_T(data_sampler_vs_torch, 180) {
             lines++;
             ddpc_sampler *s = NULL;
             CHECK_OK(mk_sampler(cases[c][0], (int)cases[c][3], r, (int)cases[c][5], cases[c][1],
-                                         (int)cases[c][4], &s));
+                                (int)cases[c][4], &s));
             ddpc_sampler_set_epoch(s, cases[c][2]);
             const int64_t *ix = ddpc_sampler_indices(s);
             size_t k = 0;
@@ -169,9 +188,12 @@ TEST_T(data_sampler_vs_torch, 180) {
             for (;;) {
                 long long v = strtoll(p, &end, 10);
                 if (end == p) break;
-                CHECK_MSG(k < ddpc_sampler_len(s), "case %d rank %d: torch has more than %zu indices", c, r,
+                CHECK_MSG(k < ddpc_sampler_len(s),
+                          "case %d rank %d: torch has more than %zu indices", c, r,
                           ddpc_sampler_len(s));
-                CHECK_MSG(ix[k] == v, "case %d (n %llu seed %llu epoch %llu R %llu) rank %d: index %zu is %lld, torch %lld",
+                CHECK_MSG(ix[k] == v,
+                          "case %d (n %llu seed %llu epoch %llu R %llu) rank %d: index %zu is "
+                          "%lld, torch %lld",
                           c, (unsigned long long)cases[c][0], (unsigned long long)cases[c][1],
                           (unsigned long long)cases[c][2], (unsigned long long)cases[c][3], r, k,
                           (long long)ix[k], v);

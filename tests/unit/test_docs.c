@@ -52,8 +52,9 @@ TEST(docs_environment_table_is_current) {
     int same = strcmp(table, gen) == 0;
     free(gen);
     free(doc);
-    CHECK_MSG(same, "docs/ENVIRONMENT.md is out of date: run `make docs` (it rewrites the table from "
-                    "src/base/env_vars.h)");
+    CHECK_MSG(same,
+              "docs/ENVIRONMENT.md is out of date: run `make docs` (it rewrites the table from "
+              "src/base/env_vars.h)");
 }
 
 TEST(docs_readme_example_is_current) {
@@ -68,5 +69,6 @@ TEST(docs_readme_example_is_current) {
                strcmp(shown + 8 + n, "\n}\n") == 0;
     free(readme);
     free(ex);
-    CHECK_MSG(same, "README.md's example differs from examples/ddp_mnist.c's main: run `make docs`");
+    CHECK_MSG(same,
+              "README.md's example differs from examples/ddp_mnist.c's main: run `make docs`");
 }

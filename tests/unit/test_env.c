@@ -17,7 +17,8 @@ TEST(env_rows_are_sound) {
         for (int j = 0; j < i; j++) {
             CHECK_MSG(strcmp(v->name, ddpc__env_table[j].name) != 0, "%s has two rows", v->name);
             if (v->alias && ddpc__env_table[j].alias)
-                CHECK_MSG(strcmp(v->alias, ddpc__env_table[j].alias) != 0, "alias %s twice", v->alias);
+                CHECK_MSG(strcmp(v->alias, ddpc__env_table[j].alias) != 0, "alias %s twice",
+                          v->alias);
         }
         if (v->type == DDPC_ENVT_STR) continue;
         CHECK_MSG(v->lo <= v->hi, "%s: range [%g, %g] is empty", v->name, v->lo, v->hi);

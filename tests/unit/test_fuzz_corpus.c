@@ -26,11 +26,17 @@ static uint64_t next(void) {
 static void mutate(uint8_t *buf, size_t *n, size_t cap) {
     size_t len = *n;
     switch (next() % 5) {
-    case 0: if (len) buf[next() % len] ^= (uint8_t)(1u << (next() % 8)); break;      /* flip a bit */
-    case 1: if (len) buf[next() % len] = (uint8_t)next(); break;                     /* set a byte */
-    case 2: if (len) buf[next() % len] = next() % 2 ? 0xff : 0; break;              /* a boundary byte */
-    case 3: *n = len ? (size_t)(next() % len) : 0; break;                             /* cut */
-    default: {                                                                        /* duplicate a run */
+    case 0:
+        if (len) buf[next() % len] ^= (uint8_t)(1u << (next() % 8));
+        break; /* flip a bit */
+    case 1:
+        if (len) buf[next() % len] = (uint8_t)next();
+        break; /* set a byte */
+    case 2:
+        if (len) buf[next() % len] = next() % 2 ? 0xff : 0;
+        break;                                            /* a boundary byte */
+    case 3: *n = len ? (size_t)(next() % len) : 0; break; /* cut */
+    default: {                                            /* duplicate a run */
         if (!len) break;
         size_t at = (size_t)(next() % len), k = 1 + (size_t)(next() % 16);
         if (at + k > len) k = len - at;

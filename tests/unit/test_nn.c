@@ -81,7 +81,8 @@ static double grad_check(ddpc_model *m, const float *x, const int32_t *y, int B,
             checked++;
             double ana = p->grad[j], err = fabs(num[1] - ana);
             if (err > worst) worst = err;
-            CHECK_MSG(err <= atol + rtol * fabs(num[1]), "%s[%zu]: analytic %.6g, numeric %.6g", p->name, j, ana, num[1]);
+            CHECK_MSG(err <= atol + rtol * fabs(num[1]), "%s[%zu]: analytic %.6g, numeric %.6g",
+                      p->name, j, ana, num[1]);
         }
     }
     *ddpc_model_rng(m) = rng0;
@@ -113,8 +114,8 @@ static void scale_params(ddpc_model *m, float s) {
 /* ---------------------------------------------------------------- loss */
 
 TEST(nn_cross_entropy_values) {
-    float z[2 * 4] = {0, 0, 0, 0, 1, 2, 3, 4};
-    int32_t y[2] = {2, 3};
+    float z[2 * 4] = { 0, 0, 0, 0, 1, 2, 3, 4 };
+    int32_t y[2] = { 2, 3 };
     float d[8], loss;
     int ok;
     CHECK_OK(ddpc_cross_entropy(z, y, 2, 4, d, &loss, &ok));
@@ -127,13 +128,13 @@ TEST(nn_cross_entropy_values) {
     double s1 = exp(1) + exp(2) + exp(3) + exp(4);
     CHECK_NEAR(d[7], (exp(4) / s1 - 1) / 2, 1e-7);
     /* huge logits stay finite (the max is subtracted) */
-    float big[3] = {1000, 1001, 999};
+    float big[3] = { 1000, 1001, 999 };
     int32_t yb = 0;
     CHECK_OK(ddpc_cross_entropy(big, &yb, 1, 3, d, &loss, NULL));
     CHECK(isfinite(loss));
     CHECK_NEAR(loss, log(exp(-1.0) + 1 + exp(-2.0)) + 1, 1e-4);
     /* bad labels are named */
-    int32_t bad[2] = {0, 4};
+    int32_t bad[2] = { 0, 4 };
     CHECK_STATUS(ddpc_cross_entropy(z, bad, 2, 4, d, &loss, NULL), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "label 4 of row 1");
 }
@@ -162,8 +163,7 @@ TEST(nn_linear_forward_values) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 0;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 3),
-                                           ddpc_linear(3, 2)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 3), ddpc_linear(3, 2)), &mo, &m));
     CHECK_EQ(ddpc_model_num_params(m), 2);
     const ddpc_param *W = ddpc_model_param(m, 0), *b = ddpc_model_param(m, 1);
     CHECK_STR(W->name, "0.weight");
@@ -171,10 +171,10 @@ TEST(nn_linear_forward_values) {
     CHECK_EQ(W->shape[0], 2);
     CHECK_EQ(W->shape[1], 3);
     CHECK_EQ(b->offset, 6);
-    float w[6] = {1, 2, 3, -1, 0, 1}, bb[2] = {0.5f, -0.5f};
+    float w[6] = { 1, 2, 3, -1, 0, 1 }, bb[2] = { 0.5f, -0.5f };
     memcpy(W->data, w, sizeof w);
     memcpy(b->data, bb, sizeof bb);
-    float x[6] = {1, 1, 1, 2, 0, -1};
+    float x[6] = { 1, 1, 1, 2, 0, -1 };
     const float *out;
     CHECK_OK(ddpc_model_forward(m, x, 2, &out));
     CHECK_NEAR(out[0], 6.5, 1e-6);
@@ -182,7 +182,7 @@ TEST(nn_linear_forward_values) {
     CHECK_NEAR(out[2], -0.5, 1e-6);
     CHECK_NEAR(out[3], -3.5, 1e-6);
     /* a larger batch grows the buffers; a smaller one reuses them */
-    float x3[9] = {1, 1, 1, 2, 0, -1, 0, 0, 1};
+    float x3[9] = { 1, 1, 1, 2, 0, -1, 0, 0, 1 };
     CHECK_OK(ddpc_model_forward(m, x3, 3, &out));
     CHECK_NEAR(out[3], -3.5, 1e-6);
     CHECK_NEAR(out[4], 3.5, 1e-6);
@@ -197,11 +197,10 @@ TEST(nn_init_bounds) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 7;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(4, 6, 6),
-                                           ddpc_conv2d(4, 8, 3, 1, 0),
-                                           ddpc_flatten(),
-                                           ddpc_linear(8 * 4 * 4, 50)), &mo, &m));
-    double fan[4] = {36, 36, 128, 128};
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(4, 6, 6), ddpc_conv2d(4, 8, 3, 1, 0),
+                                           ddpc_flatten(), ddpc_linear(8 * 4 * 4, 50)),
+                               &mo, &m));
+    double fan[4] = { 36, 36, 128, 128 };
     for (int i = 0; i < 4; i++) {
         const ddpc_param *p = ddpc_model_param(m, i);
         double bound = 1 / sqrt(fan[i]), mx = 0, sum = 0;
@@ -234,10 +233,9 @@ TEST(nn_gradcheck_linear_relu) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 11;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
-                                           ddpc_linear(IN, H),
-                                           ddpc_relu(),
-                                           ddpc_linear(H, K)), &mo, &m));
+    CHECK_OK(ddpc_model_create(
+        DDPC_LAYERS(ddpc_input(1, 1, IN), ddpc_linear(IN, H), ddpc_relu(), ddpc_linear(H, K)), &mo,
+        &m));
     scale_params(m, 2.0f);
     float x[B * IN];
     int32_t y[B];
@@ -253,13 +251,12 @@ TEST(nn_gradcheck_conv_pool) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 12;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(2, 7, 7),
-                                           ddpc_conv2d(2, 3, 3, 1, 1), /* 3x7x7 */
-                                           ddpc_relu(),
-                                           ddpc_maxpool2d(2, 2), /* 3x3x3 */
-                                           ddpc_conv2d(3, 4, 2, 2, 1), /* 4x2x2 */
-                                           ddpc_flatten(),
-                                           ddpc_linear(16, K)), &mo, &m));
+    CHECK_OK(
+        ddpc_model_create(DDPC_LAYERS(ddpc_input(2, 7, 7), ddpc_conv2d(2, 3, 3, 1, 1), /* 3x7x7 */
+                                      ddpc_relu(), ddpc_maxpool2d(2, 2),               /* 3x3x3 */
+                                      ddpc_conv2d(3, 4, 2, 2, 1),                      /* 4x2x2 */
+                                      ddpc_flatten(), ddpc_linear(16, K)),
+                          &mo, &m));
     scale_params(m, 2.0f);
     float x[B * 2 * 7 * 7];
     int32_t y[B];
@@ -274,13 +271,12 @@ TEST(nn_gradcheck_conv_nobias_overlapping_pool) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 13;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 9, 9),
-                                           conv2d_nobias(1, 2, 3, 2, 0), /* 2x4x4 */
-                                           ddpc_relu(),
-                                           ddpc_conv2d(2, 3, 2, 1, 1), /* 3x5x5 */
-                                           ddpc_maxpool2d(3, 2), /* 3x2x2 */
-                                           ddpc_flatten(),
-                                           linear_nobias(12, K)), &mo, &m));
+    CHECK_OK(
+        ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 9, 9), conv2d_nobias(1, 2, 3, 2, 0), /* 2x4x4 */
+                                      ddpc_relu(), ddpc_conv2d(2, 3, 2, 1, 1),           /* 3x5x5 */
+                                      ddpc_maxpool2d(3, 2),                              /* 3x2x2 */
+                                      ddpc_flatten(), linear_nobias(12, K)),
+                          &mo, &m));
     CHECK_EQ(ddpc_model_num_params(m), 4);
     scale_params(m, 2.0f);
     float x[B * 81];
@@ -295,10 +291,9 @@ TEST(nn_gradcheck_dropout) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 14;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
-                                           ddpc_linear(IN, H),
-                                           ddpc_dropout(0.4f),
-                                           ddpc_linear(H, K)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN), ddpc_linear(IN, H),
+                                           ddpc_dropout(0.4f), ddpc_linear(H, K)),
+                               &mo, &m));
     scale_params(m, 2.0f);
     float x[B * IN];
     int32_t y[B];
@@ -315,8 +310,7 @@ TEST(nn_gradcheck_catches_errors) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 15;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
-                                           ddpc_linear(IN, K)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN), ddpc_linear(IN, K)), &mo, &m));
     scale_params(m, 2.0f);
     float x[B * IN];
     int32_t y[B];
@@ -340,7 +334,8 @@ TEST(nn_gradcheck_catches_errors) {
         CHECK_MSG(fabs(num - ana) <= tol, "W[%zu]: %g vs %g", j, num, ana);
         caught += fabs(num - 1.05 * ana) > tol;
     }
-    CHECK_MSG(caught * 4 >= (int)W->numel * 3, "a 5%% error is caught on only %d of %zu weights", caught, W->numel);
+    CHECK_MSG(caught * 4 >= (int)W->numel * 3, "a 5%% error is caught on only %d of %zu weights",
+              caught, W->numel);
     ddpc_model_destroy(m);
 }
 
@@ -362,10 +357,11 @@ TEST(nn_grad_hook_order) {
     ddpc_model *m;
     CHECK_OK(ddpc_model_create_preset("cnn", 1, &m));
     CHECK_EQ(ddpc_model_num_params(m), 8);
-    const char *names[8] = {"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias", "9.weight", "9.bias"};
+    const char *names[8] = { "0.weight", "0.bias", "3.weight", "3.bias",
+                             "7.weight", "7.bias", "9.weight", "9.bias" };
     for (int i = 0; i < 8; i++) CHECK_STR(ddpc_model_param(m, i)->name, names[i]);
-    hook_log h = {.n = 0, .m = m};
-    ddpc_model_set_hooks(m, &(ddpc_model_hooks){on_ready, NULL, &h});
+    hook_log h = { .n = 0, .m = m };
+    ddpc_model_set_hooks(m, &(ddpc_model_hooks){ on_ready, NULL, &h });
     float x[2 * 784];
     int32_t y[2];
     rand_batch(1, x, 2 * 784, y, 2, 10);
@@ -374,7 +370,7 @@ TEST(nn_grad_hook_order) {
     CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
     CHECK_OK(ddpc_model_backward(m));
     CHECK_EQ(h.n, 8);
-    int want[8] = {7, 6, 5, 4, 3, 2, 1, 0};
+    int want[8] = { 7, 6, 5, 4, 3, 2, 1, 0 };
     for (int i = 0; i < 8; i++) CHECK_EQ(h.order[i], want[i]);
     /* offsets tile the blocks in registration order */
     size_t n, at = 0;
@@ -405,8 +401,8 @@ TEST(nn_grad_hook_sees_final_grads) {
     CHECK_OK(ddpc_model_create_preset("mlp", 2, &m));
     size_t n;
     float *g = ddpc_model_grad_block(m, &n);
-    snap s = {m, calloc(n, sizeof(float))};
-    ddpc_model_set_hooks(m, &(ddpc_model_hooks){on_ready_copy, NULL, &s});
+    snap s = { m, calloc(n, sizeof(float)) };
+    ddpc_model_set_hooks(m, &(ddpc_model_hooks){ on_ready_copy, NULL, &s });
     float x[8 * 784];
     int32_t y[8];
     rand_batch(2, x, 8 * 784, y, 8, 10);
@@ -453,7 +449,8 @@ TEST(nn_grad_accumulation) {
         scale = fmax(scale, fabs(full[i]));
     }
     CHECK(scale > 1e-3);
-    CHECK_MSG(worst <= 1e-5 * scale + 1e-7, "accumulated grads differ by %g (scale %g)", worst, scale);
+    CHECK_MSG(worst <= 1e-5 * scale + 1e-7, "accumulated grads differ by %g (scale %g)", worst,
+              scale);
     free(full);
     ddpc_model_destroy(m);
 }
@@ -463,8 +460,7 @@ TEST(nn_dropout_train_eval) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 5;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N),
-                                           ddpc_dropout(0.25f)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N), ddpc_dropout(0.25f)), &mo, &m));
     CHECK_EQ(ddpc_model_num_params(m), 0);
     float *x = malloc(B * N * sizeof(float));
     for (int i = 0; i < B * N; i++) x[i] = 1.0f + (float)(i % 7);
@@ -473,8 +469,10 @@ TEST(nn_dropout_train_eval) {
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
     int zeros = 0;
     for (int i = 0; i < B * N; i++) {
-        if (out[i] == 0.0f) zeros++;
-        else CHECK_NEAR(out[i], x[i] / 0.75, 1e-5);
+        if (out[i] == 0.0f)
+            zeros++;
+        else
+            CHECK_NEAR(out[i], x[i] / 0.75, 1e-5);
     }
     /* 5000 draws at p 0.25: 1250 expected, sd ~31 */
     CHECK_MSG(zeros > 1100 && zeros < 1400, "dropped %d of 5000", zeros);
@@ -484,8 +482,7 @@ TEST(nn_dropout_train_eval) {
     CHECK_OK(ddpc_model_forward(m, x, B, &out));
     CHECK(memcmp(first, out, B * N * sizeof(float)) != 0);
     ddpc_model *m2; /* the same options: seed 5 */
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N),
-                                           ddpc_dropout(0.25f)), &mo, &m2));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N), ddpc_dropout(0.25f)), &mo, &m2));
     CHECK_OK(ddpc_model_forward(m2, x, B, &out));
     CHECK(memcmp(first, out, B * N * sizeof(float)) == 0);
     /* eval: identity */
@@ -500,16 +497,19 @@ TEST(nn_dropout_train_eval) {
 
 TEST(nn_shape_errors) {
     ddpc_model *m = NULL;
-    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_linear(784, 10)), NULL, &m),
-                 DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(
+        ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_linear(784, 10)), NULL, &m),
+        DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "Flatten");
     CHECK(m == NULL);
-    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_conv2d(3, 8, 3, 1, 1)), NULL, &m),
-                 DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(
+        ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_conv2d(3, 8, 3, 1, 1)), NULL, &m),
+        DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "input has 1 channels");
-    CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_flatten(), ddpc_linear(100, 10)),
-                                   NULL, &m),
-                 DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(
+        ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_flatten(), ddpc_linear(100, 10)),
+                          NULL, &m),
+        DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "784 features");
     CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_linear(4, 4), ddpc_dropout(1.0f)), NULL, &m),
                  DDPC_ERR_INVALID_ARG);
@@ -523,8 +523,8 @@ TEST(nn_shape_errors) {
                  DDPC_ERR_INVALID_ARG);
     /* forward needs a batch, backward a loss */
     CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_linear(2, 2)), NULL, &m));
-    float x[2] = {1, 2};
-    int32_t y[1] = {1};
+    float x[2] = { 1, 2 };
+    int32_t y[1] = { 1 };
     CHECK_STATUS(ddpc_model_forward(m, x, 0, NULL), DDPC_ERR_INVALID_ARG);
     CHECK_STATUS(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL), DDPC_ERR_INVALID_ARG);
     CHECK_OK(ddpc_model_forward(m, x, 1, NULL));
@@ -543,12 +543,11 @@ TEST(nn_shape_errors) {
  * with three fixed gradients; expected values worked out by hand from the
  * update rules (and identical to PyTorch 1.13's torch.optim in float32). */
 static void run_opt(ddpc_optim_options o, const double want[3][2]) {
-    static const float G[3][2] = {{0.5f, 0.25f}, {0.5f, -1.0f}, {-0.25f, 0.125f}};
+    static const float G[3][2] = { { 0.5f, 0.25f }, { 0.5f, -1.0f }, { -0.25f, 0.125f } };
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 0;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 1),
-                                           ddpc_linear(1, 1)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 1), ddpc_linear(1, 1)), &mo, &m));
     size_t n;
     float *p = ddpc_model_param_block(m, &n), *g = ddpc_model_grad_block(m, &n);
     CHECK_EQ(n, 2);
@@ -572,35 +571,40 @@ TEST(nn_sgd_steps) {
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.lr = 0.1f;
     /* p -= lr*g */
-    run_opt(o, (const double[3][2]){{0.95, -2.025}, {0.90, -1.925}, {0.925, -1.9375}});
+    run_opt(o, (const double[3][2]){ { 0.95, -2.025 }, { 0.90, -1.925 }, { 0.925, -1.9375 } });
     /* g += wd*p: 0.5 + 0.1*1 = 0.6 -> 0.94 */
     o.weight_decay = 0.1f;
-    run_opt(o, (const double[3][2]){{0.94, -2.005}, {0.8806, -1.88495}, {0.896794, -1.8786}});
+    run_opt(o,
+            (const double[3][2]){ { 0.94, -2.005 }, { 0.8806, -1.88495 }, { 0.896794, -1.8786 } });
     /* momentum: buf = g first, then 0.9*buf + g: 0.95, 0.95-0.1*0.95 = 0.855 */
     o.weight_decay = 0;
     o.momentum = 0.9f;
-    run_opt(o, (const double[3][2]){{0.95, -2.025}, {0.855, -1.9475}, {0.7945, -1.89025}});
+    run_opt(o, (const double[3][2]){ { 0.95, -2.025 }, { 0.855, -1.9475 }, { 0.7945, -1.89025 } });
     /* dampening 0.5: buf = 0.9*0.5 + 0.5*0.5 = 0.7 on step 2 (not on step 1) */
     o.dampening = 0.5f;
-    run_opt(o, (const double[3][2]){{0.95, -2.025}, {0.88, -1.9975}, {0.8295, -1.979}});
+    run_opt(o, (const double[3][2]){ { 0.95, -2.025 }, { 0.88, -1.9975 }, { 0.8295, -1.979 } });
     /* nesterov + wd 0.01: g = 0.51, buf = 0.51, d = 0.51 + 0.9*0.51 = 0.969 */
     o.dampening = 0;
     o.nesterov = 1;
     o.weight_decay = 0.01f;
-    run_opt(o, (const double[3][2]){{0.9031, -2.0437}, {0.7650741, -1.8684469}, {0.73271, -1.8227586}});
+    run_opt(o, (const double[3][2]){
+                   { 0.9031, -2.0437 }, { 0.7650741, -1.8684469 }, { 0.73271, -1.8227586 } });
 }
 
 TEST(nn_adam_steps) {
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_ADAM);
     o.lr = 0.1f;
     /* step 1 moves every parameter by lr against its gradient's sign */
-    run_opt(o, (const double[3][2]){{0.9, -2.1}, {0.8, -2.0440495}, {0.74843466, -2.0088091}});
+    run_opt(o,
+            (const double[3][2]){ { 0.9, -2.1 }, { 0.8, -2.0440495 }, { 0.74843466, -2.0088091 } });
     o.weight_decay = 0.1f; /* L2 added to the gradient */
-    run_opt(o, (const double[3][2]){{0.9, -2.1}, {0.80004734, -2.0284147}, {0.7369746, -1.9690936}});
+    run_opt(o, (const double[3][2]){
+                   { 0.9, -2.1 }, { 0.80004734, -2.0284147 }, { 0.7369746, -1.9690936 } });
     o = ddpc_optim_options_default(DDPC_OPTIM_ADAMW);
     o.lr = 0.1f;
     o.weight_decay = 0.1f; /* decoupled: p *= 1 - 0.01 first: 0.99 - 0.1 = 0.89 */
-    run_opt(o, (const double[3][2]){{0.89, -2.08}, {0.78110003, -2.0032496}, {0.72172368, -1.9479766}});
+    run_opt(o, (const double[3][2]){
+                   { 0.89, -2.08 }, { 0.78110003, -2.0032496 }, { 0.72172368, -1.9479766 } });
 }
 
 TEST(nn_optim_bad_options) {
@@ -635,10 +639,9 @@ TEST(nn_learns_synthetic) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 21;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, IN),
-                                           ddpc_linear(IN, 32),
-                                           ddpc_relu(),
-                                           ddpc_linear(32, K)), &mo, &m));
+    CHECK_OK(ddpc_model_create(
+        DDPC_LAYERS(ddpc_input(1, 1, IN), ddpc_linear(IN, 32), ddpc_relu(), ddpc_linear(32, K)),
+        &mo, &m));
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.lr = 0.1f;
     o.momentum = 0.9f;
@@ -666,7 +669,8 @@ TEST(nn_learns_synthetic) {
         CHECK_OK(ddpc_optim_step(opt));
         if (step == 0) first = loss;
     }
-    CHECK_MSG(loss < 0.1f * first && correct >= B - 1, "loss %g -> %g, %d/%d right", first, loss, correct, B);
+    CHECK_MSG(loss < 0.1f * first && correct >= B - 1, "loss %g -> %g, %d/%d right", first, loss,
+              correct, B);
     ddpc_optim_destroy(opt);
     ddpc_model_destroy(m);
 }
@@ -675,17 +679,19 @@ TEST(nn_learns_synthetic) {
  * over shapes that exercise the skinny kernels' groups and tails (N <= 16,
  * odd B, K not a multiple of 8 or 16) and the sgemm path (N > 16). */
 TEST(nn_linear_matches_reference) {
-    static const int shapes[][3] = {{1, 1, 1},  {3, 37, 13}, {32, 784, 10}, {5, 16, 5},
-                                    {7, 23, 16}, {2, 9, 4},  {4, 40, 17},  {33, 100, 1}};
+    static const int shapes[][3] = {
+        { 1, 1, 1 },   { 3, 37, 13 }, { 32, 784, 10 }, { 5, 16, 5 },
+        { 7, 23, 16 }, { 2, 9, 4 },   { 4, 40, 17 },   { 33, 100, 1 }
+    };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int B = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
         ddpc_model *m;
         ddpc_model_options mo = ddpc_model_options_default();
         mo.seed = 30 + si;
-        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, K),
-                                               ddpc_linear(K, N)), &mo, &m));
+        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, K), ddpc_linear(K, N)), &mo, &m));
         const ddpc_param *W = ddpc_model_param(m, 0), *bias = ddpc_model_param(m, 1);
-        float *x = malloc((size_t)B * K * sizeof(float)), *g = malloc((size_t)B * N * sizeof(float));
+        float *x = malloc((size_t)B * K * sizeof(float)),
+              *g = malloc((size_t)B * N * sizeof(float));
         ddpc_rng r;
         ddpc_rng_seed(&r, si);
         fill_randn(&r, x, (size_t)B * K, 1.0f);
@@ -696,8 +702,8 @@ TEST(nn_linear_matches_reference) {
             for (int o = 0; o < N; o++) {
                 double s = bias->data[o];
                 for (int k = 0; k < K; k++) s += (double)x[i * K + k] * W->data[o * K + k];
-                CHECK_MSG(fabs(out[i * N + o] - s) < 1e-4 * (1 + sqrt(K)), "B=%d K=%d N=%d y[%d,%d]=%g want %g", B,
-                          K, N, i, o, out[i * N + o], s);
+                CHECK_MSG(fabs(out[i * N + o] - s) < 1e-4 * (1 + sqrt(K)),
+                          "B=%d K=%d N=%d y[%d,%d]=%g want %g", B, K, N, i, o, out[i * N + o], s);
             }
         /* two backward passes accumulate: dW = 2 g^T x */
         ddpc_model_zero_grad(m);
@@ -710,8 +716,9 @@ TEST(nn_linear_matches_reference) {
             for (int k = 0; k < K; k++) {
                 double s = 0;
                 for (int i = 0; i < B; i++) s += (double)g[i * N + o] * x[i * K + k];
-                CHECK_MSG(fabs(W->grad[o * K + k] - 2 * s) < 1e-4 * (1 + B), "B=%d K=%d N=%d dW[%d,%d]=%g want %g",
-                          B, K, N, o, k, W->grad[o * K + k], 2 * s);
+                CHECK_MSG(fabs(W->grad[o * K + k] - 2 * s) < 1e-4 * (1 + B),
+                          "B=%d K=%d N=%d dW[%d,%d]=%g want %g", B, K, N, o, k, W->grad[o * K + k],
+                          2 * s);
             }
         }
         free(x);
@@ -724,19 +731,22 @@ TEST(nn_linear_matches_reference) {
  * paddings and kernel sizes (gradient checks alone would accept a forward
  * pass and a backward pass that are wrong in the same way). */
 TEST(nn_conv_pool_match_reference) {
-    static const int cfg[][7] = {/* C, H, W, OC, k, stride, pad */
-                                 {1, 28, 28, 4, 3, 1, 1}, {3, 7, 9, 5, 3, 2, 1}, {2, 6, 6, 3, 2, 1, 2},
-                                 {4, 5, 5, 2, 5, 1, 1}};
+    static const int cfg[][7] = { /* C, H, W, OC, k, stride, pad */
+                                  { 1, 28, 28, 4, 3, 1, 1 },
+                                  { 3, 7, 9, 5, 3, 2, 1 },
+                                  { 2, 6, 6, 3, 2, 1, 2 },
+                                  { 4, 5, 5, 2, 5, 1, 1 }
+    };
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
-        int C = cfg[ci][0], H = cfg[ci][1], W = cfg[ci][2], OC = cfg[ci][3], k = cfg[ci][4], s = cfg[ci][5],
-            p = cfg[ci][6], B = 3;
+        int C = cfg[ci][0], H = cfg[ci][1], W = cfg[ci][2], OC = cfg[ci][3], k = cfg[ci][4],
+            s = cfg[ci][5], p = cfg[ci][6], B = 3;
         int OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
         ddpc_model *m;
         ddpc_model_options mo = ddpc_model_options_default();
         mo.seed = 40 + ci;
-        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(C, H, W),
-                                               ddpc_conv2d(C, OC, k, s, p),
-                                               ddpc_maxpool2d(2, 2)), &mo, &m));
+        CHECK_OK(ddpc_model_create(
+            DDPC_LAYERS(ddpc_input(C, H, W), ddpc_conv2d(C, OC, k, s, p), ddpc_maxpool2d(2, 2)),
+            &mo, &m));
         const ddpc_param *Wt = ddpc_model_param(m, 0), *bias = ddpc_model_param(m, 1);
         size_t nin = (size_t)B * C * H * W;
         float *x = malloc(nin * sizeof(float));
@@ -770,9 +780,11 @@ TEST(nn_conv_pool_match_reference) {
                         double mx = -1e300;
                         for (int u = 0; u < 2; u++)
                             for (int v = 0; v < 2; v++)
-                                mx = fmax(mx, conv[((b * OC + o) * OH + 2 * i + u) * OW + 2 * j + v]);
+                                mx = fmax(mx,
+                                          conv[((b * OC + o) * OH + 2 * i + u) * OW + 2 * j + v]);
                         float got = out[((b * OC + o) * PH + i) * PW + j];
-                        CHECK_MSG(fabs(got - mx) < 1e-4, "cfg %zu out[%d,%d,%d,%d] = %g want %g", ci, b, o, i, j, got, mx);
+                        CHECK_MSG(fabs(got - mx) < 1e-4, "cfg %zu out[%d,%d,%d,%d] = %g want %g",
+                                  ci, b, o, i, j, got, mx);
                     }
         free(x);
         free(conv);
@@ -787,8 +799,8 @@ TEST(nn_adam_vector_path) {
         ddpc_model *m;
         ddpc_model_options mo = ddpc_model_options_default();
         mo.seed = 3;
-        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 6),
-                                               ddpc_linear(6, 7)), &mo, &m)); /* 49 parameters */
+        CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 6), ddpc_linear(6, 7)), &mo,
+                                   &m)); /* 49 parameters */
         size_t n;
         float *w = ddpc_model_param_block(m, &n), *g = ddpc_model_grad_block(m, &n);
         CHECK_EQ(n, 49);
@@ -797,7 +809,7 @@ TEST(nn_adam_vector_path) {
         o.weight_decay = 0.1f;
         ddpc_optim *opt;
         CHECK_OK(ddpc_optim_create(m, &o, &opt));
-        double rw[49], rm[49] = {0}, rv[49] = {0};
+        double rw[49], rm[49] = { 0 }, rv[49] = { 0 };
         for (size_t i = 0; i < n; i++) rw[i] = w[i];
         ddpc_rng r;
         ddpc_rng_seed(&r, 77);
@@ -807,8 +819,10 @@ TEST(nn_adam_vector_path) {
             double bc1 = 1 - pow(0.9, t), bc2 = 1 - pow(0.999, t);
             for (size_t i = 0; i < n; i++) {
                 double gi = g[i];
-                if (kind == DDPC_OPTIM_ADAMW) rw[i] *= 1 - 0.05 * 0.1;
-                else gi += 0.1 * rw[i];
+                if (kind == DDPC_OPTIM_ADAMW)
+                    rw[i] *= 1 - 0.05 * 0.1;
+                else
+                    gi += 0.1 * rw[i];
                 rm[i] = 0.9 * rm[i] + 0.1 * gi;
                 rv[i] = 0.999 * rv[i] + 0.001 * gi * gi;
                 rw[i] -= 0.05 / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + 1e-8);
@@ -827,9 +841,8 @@ TEST(nn_relu_values) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 0;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N),
-                                           linear_nobias(N, N),
-                                           ddpc_relu()), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, N), linear_nobias(N, N), ddpc_relu()),
+                               &mo, &m));
     const ddpc_param *W = ddpc_model_param(m, 0);
     memset(W->data, 0, W->numel * sizeof(float));
     for (int i = 0; i < N; i++) W->data[i * N + i] = 1.0f; /* identity */

@@ -35,7 +35,8 @@ static void train_steps(ddpc_model *m, ddpc_optim *o, int steps, uint64_t seed) 
     free(y);
 }
 
-static void make(const char *preset, ddpc_optim_kind k, uint64_t seed, ddpc_model **m, ddpc_optim **o) {
+static void make(const char *preset, ddpc_optim_kind k, uint64_t seed, ddpc_model **m,
+                 ddpc_optim **o) {
     CHECK_OK(ddpc_model_create_preset(preset, seed, m));
     ddpc_optim_options oo = ddpc_optim_options_default(k);
     oo.momentum = k == DDPC_OPTIM_SGD ? 0.9f : 0.0f;
@@ -57,7 +58,7 @@ TEST(ckpt_roundtrip_resumes_exactly) {
         make("mlp", (ddpc_optim_kind)k, 1, &c, &oc);
         /* a: 3 steps, save, 2 more. b: load, 2 more. c: 5 straight. All equal. */
         train_steps(a, oa, 3, 10);
-        ddpc_ckpt_meta meta = {7, 3}, got;
+        ddpc_ckpt_meta meta = { 7, 3 }, got;
         const char *path = t_tmp_path("rt.safetensors");
         CHECK_OK(ddpc_checkpoint_save(path, a, oa, &meta));
         CHECK_OK(ddpc_checkpoint_load(path, b, ob, &got));
@@ -90,14 +91,12 @@ TEST(ckpt_weights_only_and_dropout_rng) {
     ddpc_model *a, *b;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 3;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 8),
-                                           ddpc_linear(8, 8),
-                                           ddpc_dropout(0.5f)), &mo, &a));
+    CHECK_OK(ddpc_model_create(
+        DDPC_LAYERS(ddpc_input(1, 1, 8), ddpc_linear(8, 8), ddpc_dropout(0.5f)), &mo, &a));
     mo.seed = 4;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 8),
-                                           ddpc_linear(8, 8),
-                                           ddpc_dropout(0.5f)), &mo, &b));
-    float x[16] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8};
+    CHECK_OK(ddpc_model_create(
+        DDPC_LAYERS(ddpc_input(1, 1, 8), ddpc_linear(8, 8), ddpc_dropout(0.5f)), &mo, &b));
+    float x[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8 };
     const float *out;
     CHECK_OK(ddpc_model_forward(a, x, 2, &out)); /* advances a's dropout stream */
     const char *path = t_tmp_path("w.safetensors");
@@ -134,7 +133,8 @@ TEST(ckpt_mismatch_named) {
     memcpy(before, ddpc_model_param_block(lin, &n), sizeof before);
     /* linear's "1.weight" is (10, 784), mlp's is (512, 784) */
     CHECK_STATUS(ddpc_checkpoint_load(path, lin, olin, NULL), DDPC_ERR_MISMATCH);
-    CHECK_CONTAINS(ddpc_last_error(), "tensor '1.weight' has shape [512, 784], the model's has [10, 784]");
+    CHECK_CONTAINS(ddpc_last_error(),
+                   "tensor '1.weight' has shape [512, 784], the model's has [10, 784]");
     CHECK(memcmp(before, ddpc_model_param_block(lin, &n), sizeof before) == 0); /* untouched */
     /* cnn's first parameter "0.weight" is not in the mlp's file */
     CHECK_STATUS(ddpc_checkpoint_load(path, cnn, NULL, NULL), DDPC_ERR_MISMATCH);
@@ -152,16 +152,16 @@ TEST(ckpt_mismatch_named) {
     ddpc_optim_options po = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     CHECK_OK(ddpc_optim_create(mlp3, &po, &plain));
     CHECK_STATUS(ddpc_checkpoint_load(path, mlp3, plain, NULL), DDPC_ERR_MISMATCH);
-    CHECK_CONTAINS(ddpc_last_error(), "tensor 'optim.1.weight.momentum' is optimizer state that this sgd optimizer does not keep (it has no momentum)");
+    CHECK_CONTAINS(ddpc_last_error(), "tensor 'optim.1.weight.momentum' is optimizer state that "
+                                      "this sgd optimizer does not keep (it has no momentum)");
     ddpc_optim_destroy(plain);
     ddpc_model_destroy(mlp3);
     /* a smaller model: the file's extra tensors are named */
     ddpc_model *small;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 0;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 28, 28),
-                                           ddpc_flatten(),
-                                           ddpc_linear(784, 512)), &mo, &small));
+    CHECK_OK(ddpc_model_create(
+        DDPC_LAYERS(ddpc_input(1, 28, 28), ddpc_flatten(), ddpc_linear(784, 512)), &mo, &small));
     CHECK_STATUS(ddpc_checkpoint_load(path, small, NULL, NULL), DDPC_ERR_MISMATCH);
     CHECK_CONTAINS(ddpc_last_error(), "tensor '3.weight' matches nothing");
     ddpc_model_destroy(small);
@@ -178,7 +178,8 @@ TEST(ckpt_mismatch_named) {
 
 /* Writes a file: 8-byte length of hdr (or hl_override when >= 0), hdr, then
  * ndata bytes of zeros. */
-static const char *write_raw(const char *name, const char *hdr, long long hl_override, size_t ndata) {
+static const char *write_raw(const char *name, const char *hdr, long long hl_override,
+                             size_t ndata) {
     const char *path = t_tmp_path(name);
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
@@ -192,19 +193,18 @@ static const char *write_raw(const char *name, const char *hdr, long long hl_ove
     return path;
 }
 
-#define BAD(name, hdr, hl, ndata, want_status, needle)                                    \
-    do {                                                                                  \
-        const char *p__ = write_raw(name, hdr, hl, ndata);                                \
-        CHECK_STATUS(ddpc_checkpoint_load(p__, m, NULL, NULL), want_status);              \
-        CHECK_CONTAINS(ddpc_last_error(), needle);                                        \
+#define BAD(name, hdr, hl, ndata, want_status, needle)                       \
+    do {                                                                     \
+        const char *p__ = write_raw(name, hdr, hl, ndata);                   \
+        CHECK_STATUS(ddpc_checkpoint_load(p__, m, NULL, NULL), want_status); \
+        CHECK_CONTAINS(ddpc_last_error(), needle);                           \
     } while (0)
 
 TEST(ckpt_malformed_files) {
     ddpc_model *m;
     ddpc_model_options mo = ddpc_model_options_default();
     mo.seed = 0;
-    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 2),
-                                           ddpc_linear(2, 1)), &mo, &m));
+    CHECK_OK(ddpc_model_create(DDPC_LAYERS(ddpc_input(1, 1, 2), ddpc_linear(2, 1)), &mo, &m));
     const char *good = "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8]},"
                        "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
     {
@@ -221,13 +221,15 @@ TEST(ckpt_malformed_files) {
         CHECK_STATUS(ddpc_checkpoint_load(p, m, NULL, NULL), DDPC_ERR_IO);
         CHECK_CONTAINS(ddpc_last_error(), "3 bytes is too short");
     }
-    CHECK_STATUS(ddpc_checkpoint_load(t_tmp_path("nonexistent"), m, NULL, NULL), DDPC_ERR_NOT_FOUND);
+    CHECK_STATUS(ddpc_checkpoint_load(t_tmp_path("nonexistent"), m, NULL, NULL),
+                 DDPC_ERR_NOT_FOUND);
     BAD("empty.st", "", -1, 0, DDPC_ERR_IO, "header length 0");
     BAD("hugelen.st", good, 1LL << 40, 12, DDPC_ERR_IO, "impossible");
     BAD("truncated.st", good, -1, 11, DDPC_ERR_IO, "truncated");
     BAD("trailing.st", good, -1, 13, DDPC_ERR_IO, "file holds 13");
     BAD("notjson.st", "hello, world", -1, 0, DDPC_ERR_IO, "at byte 8: expected '{'");
-    BAD("unterminated.st", "{\"0.weight\":{\"dtype\":\"F32", -1, 0, DDPC_ERR_IO, "unterminated string");
+    BAD("unterminated.st", "{\"0.weight\":{\"dtype\":\"F32", -1, 0, DDPC_ERR_IO,
+        "unterminated string");
     BAD("trailing_json.st", "{} x", -1, 0, DDPC_ERR_IO, "trailing bytes");
     BAD("badoff.st",
         "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,4]},"
@@ -241,16 +243,17 @@ TEST(ckpt_malformed_files) {
         "{\"0.weight\":{\"dtype\":\"F16\",\"shape\":[1,2],\"data_offsets\":[0,4]},"
         "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
         -1, 8, DDPC_ERR_MISMATCH, "tensor '0.weight' is F16");
-    BAD("unkdtype.st", "{\"0.weight\":{\"dtype\":\"Q7\",\"shape\":[1,2],\"data_offsets\":[0,4]}}", -1, 4,
-        DDPC_ERR_IO, "unknown dtype \"Q7\"");
-    BAD("field.st", "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8],\"x\":1}}", -1, 8,
+    BAD("unkdtype.st", "{\"0.weight\":{\"dtype\":\"Q7\",\"shape\":[1,2],\"data_offsets\":[0,4]}}",
+        -1, 4, DDPC_ERR_IO, "unknown dtype \"Q7\"");
+    BAD("field.st",
+        "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":[0,8],\"x\":1}}", -1, 8,
         DDPC_ERR_IO, "unknown field \"x\"");
     BAD("lacks.st", "{\"0.weight\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", -1, 8, DDPC_ERR_IO,
         "lacks \"shape\"");
-    BAD("neg.st", "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[-1,2],\"data_offsets\":[0,8]}}", -1, 8,
-        DDPC_ERR_IO, "non-negative integer");
-    BAD("frac.st", "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,8]}}", -1, 8,
-        DDPC_ERR_IO, "fraction");
+    BAD("neg.st", "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[-1,2],\"data_offsets\":[0,8]}}", -1,
+        8, DDPC_ERR_IO, "non-negative integer");
+    BAD("frac.st", "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[1.5,2],\"data_offsets\":[0,8]}}",
+        -1, 8, DDPC_ERR_IO, "fraction");
     BAD("dup.st",
         "{\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"0.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
@@ -270,7 +273,8 @@ TEST(ckpt_malformed_files) {
         hdr[sizeof hdr - 1] = 0;
         size_t len = strlen(hdr);
         int flips = 1 + (int)(ddpc_rng_next(&r) % 3);
-        for (int f = 0; f < flips; f++) hdr[ddpc_rng_next(&r) % len] = (char)(32 + ddpc_rng_next(&r) % 95);
+        for (int f = 0; f < flips; f++)
+            hdr[ddpc_rng_next(&r) % len] = (char)(32 + ddpc_rng_next(&r) % 95);
         const char *p = write_raw("fuzz.st", hdr, -1, 12);
         ddpc_status s = ddpc_checkpoint_load(p, m, NULL, NULL);
         CHECK(s == DDPC_OK || s == DDPC_ERR_IO || s == DDPC_ERR_MISMATCH);
@@ -291,7 +295,7 @@ TEST(ckpt_atomic_replace) {
     struct stat st1;
     CHECK(stat(path, &st1) == 0);
     train_steps(m, o, 1, 3);
-    ddpc_ckpt_meta meta = {1, 1};
+    ddpc_ckpt_meta meta = { 1, 1 };
     CHECK_OK(ddpc_checkpoint_save(path, m, o, &meta));
     struct stat st2;
     CHECK(stat(path, &st2) == 0);
@@ -322,7 +326,7 @@ TEST_T(ckpt_read_by_pytorch, 120) {
     const char *p = t_tmp_path("torch.safetensors");
     char path[256];
     snprintf(path, sizeof path, "%s", p);
-    ddpc_ckpt_meta meta = {2, 2};
+    ddpc_ckpt_meta meta = { 2, 2 };
     CHECK_OK(ddpc_checkpoint_save(path, m, o, &meta));
     const char *py_path = t_tmp_path("read.py");
     char py[256];
@@ -353,7 +357,8 @@ TEST_T(ckpt_read_by_pytorch, 120) {
         for (size_t j = 0; j < q->numel; j++) sum += q->data[j];
         char line[160], shape[64] = "[";
         for (int d = 0; d < q->ndim; d++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", d ? ", " : "", q->shape[d]);
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", d ? ", " : "",
+                     q->shape[d]);
         snprintf(line, sizeof line, "%s %s] %.6e", q->name, shape, sum);
         CHECK_CONTAINS(out, line);
     }

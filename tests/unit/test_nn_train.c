@@ -12,7 +12,8 @@
 #define DATA "/usr/share/datasets/fashion-mnist"
 
 static void need_data(void) {
-    if (access(DATA "/train-images-idx3-ubyte.gz", R_OK) != 0 && access(DATA "/train-images-idx3-ubyte", R_OK) != 0)
+    if (access(DATA "/train-images-idx3-ubyte.gz", R_OK) != 0 &&
+        access(DATA "/train-images-idx3-ubyte", R_OK) != 0)
         SKIP("Fashion-MNIST is not installed in " DATA " (apt-get install dataset-fashion-mnist)");
 }
 
@@ -24,24 +25,27 @@ static int train(const char *args, char *out, size_t outlen) {
 }
 
 TEST(train_bad_options) {
-    static const struct { const char *args, *needle; } cases[] = {
-        {"--model resnet", "--model 'resnet' is not one of linear, mlp, cnn"},
-        {"--epochs x", "--epochs='x' is not an integer"},
-        {"--epochs 0", "out of range"},
-        {"--bogus 1", "unknown option '--bogus'"},
-        {"--lr", "--lr needs a value"},
-        {"--optimizer rmsprop", "unknown optimizer 'rmsprop'"},
-        {"--optimizer adam --momentum 0.9", "--momentum is for --optimizer sgd"},
-        {"--nesterov", "--nesterov needs --momentum > 0"},
-        {"stray", "unexpected argument 'stray'"},
-        {"--max-eval-batches -1", "out of range"},
+    static const struct {
+        const char *args, *needle;
+    } cases[] = {
+        { "--model resnet", "--model 'resnet' is not one of linear, mlp, cnn" },
+        { "--epochs x", "--epochs='x' is not an integer" },
+        { "--epochs 0", "out of range" },
+        { "--bogus 1", "unknown option '--bogus'" },
+        { "--lr", "--lr needs a value" },
+        { "--optimizer rmsprop", "unknown optimizer 'rmsprop'" },
+        { "--optimizer adam --momentum 0.9", "--momentum is for --optimizer sgd" },
+        { "--nesterov", "--nesterov needs --momentum > 0" },
+        { "stray", "unexpected argument 'stray'" },
+        { "--max-eval-batches -1", "out of range" },
     };
     char out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = train(cases[i].args, out, sizeof out);
         CHECK_MSG(rc == 2, "'%s' exited %d: %s", cases[i].args, rc, out);
         CHECK_CONTAINS(out, cases[i].needle);
-        CHECK_MSG(strchr(out, '\n') == out + strlen(out) - 1, "'%s': not one line: %s", cases[i].args, out);
+        CHECK_MSG(strchr(out, '\n') == out + strlen(out) - 1, "'%s': not one line: %s",
+                  cases[i].args, out);
     }
     CHECK_EQ(train("--help", out, sizeof out), 0);
     CHECK_CONTAINS(out, "--batch-size");
@@ -62,7 +66,9 @@ TEST_T(train_learns_and_writes_metrics, 300) {
     need_data();
     const char *metrics = t_tmp_path("m.jsonl"), *ckpt = t_tmp_path("c.safetensors");
     char args[1024], out[16384];
-    snprintf(args, sizeof args, "--epochs 2 --max-batches 400 --log-every 100 --metrics %s --checkpoint %s", metrics, ckpt);
+    snprintf(args, sizeof args,
+             "--epochs 2 --max-batches 400 --log-every 100 --metrics %s --checkpoint %s", metrics,
+             ckpt);
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
     CHECK_CONTAINS(out, "Epoch: 0 | Batch: 100 | Loss: ");
     CHECK_CONTAINS(out, "epoch 1: loss ");
@@ -111,8 +117,9 @@ TEST_T(train_resume_matches_straight_run, 300) {
     const char *metrics = t_tmp_path("m.jsonl");
     /* 20 of the 625 test batches: the whole test set made this test take 30
      * minutes under valgrind */
-    const char *common = "--model mlp --batch-size 16 --max-batches 40 --max-eval-batches 20 --momentum 0.9 "
-                         "--lr 0.05 --log-every 0 --seed 3";
+    const char *common =
+        "--model mlp --batch-size 16 --max-batches 40 --max-eval-batches 20 --momentum 0.9 "
+        "--lr 0.05 --log-every 0 --seed 3";
     char args[1024], out[8192];
     snprintf(args, sizeof args, "%s --epochs 2 --checkpoint %s --metrics %s", common, a, metrics);
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
@@ -121,7 +128,8 @@ TEST_T(train_resume_matches_straight_run, 300) {
     CHECK(f != NULL);
     char line[1024];
     int lines = 0;
-    for (; fgets(line, sizeof line, f); lines++) CHECK_EQ(json_field(line, "test_samples"), 20 * 16);
+    for (; fgets(line, sizeof line, f); lines++)
+        CHECK_EQ(json_field(line, "test_samples"), 20 * 16);
     fclose(f);
     CHECK_EQ(lines, 2);
     snprintf(args, sizeof args, "%s --epochs 1 --checkpoint %s", common, b);
@@ -147,7 +155,8 @@ TEST_T(train_resume_matches_straight_run, 300) {
     size_t n;
     float *pa = ddpc_model_param_block(ma, &n), *pb = ddpc_model_param_block(mb, &n);
     CHECK(memcmp(pa, pb, n * sizeof(float)) == 0);
-    CHECK(memcmp(ddpc_optim_state(oa, 0, NULL), ddpc_optim_state(ob, 0, NULL), n * sizeof(float)) == 0);
+    CHECK(memcmp(ddpc_optim_state(oa, 0, NULL), ddpc_optim_state(ob, 0, NULL), n * sizeof(float)) ==
+          0);
     ddpc_optim_destroy(oa);
     ddpc_optim_destroy(ob);
     ddpc_model_destroy(ma);
@@ -163,8 +172,10 @@ TEST_T(train_resume_matches_straight_run, 300) {
 TEST_T(train_progress_bar_contract, 120) {
     need_data();
     char out[16384], cmd[1024];
-    const char *common = "--threads 1 --epochs 1 --max-batches 30 --max-eval-batches 2 --log-every 10";
-    snprintf(cmd, sizeof cmd, "env -u DDPC_PROGRESS %s %s 2>&1 >/dev/null", t_bin("ddpc-train"), common);
+    const char *common =
+        "--threads 1 --epochs 1 --max-batches 30 --max-eval-batches 2 --log-every 10";
+    snprintf(cmd, sizeof cmd, "env -u DDPC_PROGRESS %s %s 2>&1 >/dev/null", t_bin("ddpc-train"),
+             common);
     CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
     CHECK_MSG(strchr(out, '\r') == NULL, "a bar with stderr not a terminal: %s", out);
     snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s 2>&1 >/dev/null", t_bin("ddpc-train"), common);
@@ -176,8 +187,8 @@ TEST_T(train_progress_bar_contract, 120) {
     snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s 2>/dev/null", t_bin("ddpc-train"), common);
     CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
     CHECK_MSG(strstr(out, "| Batch:") == NULL, "log lines beside the bar: %s", out);
-    snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s --no-progress 2>&1 >/dev/null", t_bin("ddpc-train"),
-             common);
+    snprintf(cmd, sizeof cmd, "DDPC_PROGRESS=1 %s %s --no-progress 2>&1 >/dev/null",
+             t_bin("ddpc-train"), common);
     CHECK_EQ(t_run_cmd(cmd, 120, out, sizeof out), 0);
     CHECK_MSG(strchr(out, '\r') == NULL, "--no-progress drew a bar: %s", out);
 }

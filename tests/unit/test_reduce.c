@@ -41,10 +41,14 @@ static int64_t get_i(const void *p, size_t i, ddpc_dtype t) {
 }
 static void set_i(void *p, size_t i, ddpc_dtype t, uint64_t v) {
     switch (t) {
-    case DDPC_INT8: case DDPC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case DDPC_INT16: case DDPC_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case DDPC_INT32: case DDPC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case DDPC_INT64: case DDPC_UINT64: ((uint64_t *)p)[i] = v; break;
+    case DDPC_INT8:
+    case DDPC_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case DDPC_INT16:
+    case DDPC_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case DDPC_INT32:
+    case DDPC_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case DDPC_INT64:
+    case DDPC_UINT64: ((uint64_t *)p)[i] = v; break;
     default: break;
     }
 }
@@ -90,7 +94,8 @@ static void fill(void *p, size_t n, ddpc_dtype t) {
 
 static double fop(double x, double y, ddpc_op op) {
     switch (op) {
-    case DDPC_SUM: case DDPC_AVG: return x + y;
+    case DDPC_SUM:
+    case DDPC_AVG: return x + y;
     case DDPC_PROD: return x * y;
     case DDPC_MAX: return isnan(x) || isnan(y) ? NAN : (x > y ? x : y);
     case DDPC_MIN: return isnan(x) || isnan(y) ? NAN : (x < y ? x : y);
@@ -101,7 +106,8 @@ static double fop(double x, double y, ddpc_op op) {
 /* The same in float arithmetic (no double rounding for float-based types). */
 static float fopf(float x, float y, ddpc_op op) {
     switch (op) {
-    case DDPC_SUM: case DDPC_AVG: return x + y;
+    case DDPC_SUM:
+    case DDPC_AVG: return x + y;
     case DDPC_PROD: return x * y;
     case DDPC_MAX: return isnan(x) || isnan(y) ? NAN : (x > y ? x : y);
     case DDPC_MIN: return isnan(x) || isnan(y) ? NAN : (x < y ? x : y);
@@ -110,15 +116,15 @@ static float fopf(float x, float y, ddpc_op op) {
 }
 
 /* ref[i] = a[i] op b[i], element by element, in the most direct way. */
-static void reference(void *ref, const void *a, const void *b, size_t n, ddpc_dtype t,
-                      ddpc_op op) {
+static void reference(void *ref, const void *a, const void *b, size_t n, ddpc_dtype t, ddpc_op op) {
     for (size_t i = 0; i < n; i++) {
         if (is_int(t)) {
             int64_t x = get_i(a, i, t), y = get_i(b, i, t);
             uint64_t ux = (uint64_t)x, uy = (uint64_t)y, r;
             int sgn = is_signed_int(t);
             switch (op) {
-            case DDPC_SUM: case DDPC_AVG: r = ux + uy; break;
+            case DDPC_SUM:
+            case DDPC_AVG: r = ux + uy; break;
             case DDPC_PROD: r = ux * uy; break;
             case DDPC_MAX: r = (sgn ? x > y : ux > uy) ? ux : uy; break;
             case DDPC_BAND: r = ux & uy; break;
@@ -138,7 +144,9 @@ static void reference(void *ref, const void *a, const void *b, size_t n, ddpc_dt
             ((uint16_t *)ref)[i] =
                 ddpc_float_to_bf16(fopf((float)get_f(a, i, t), (float)get_f(b, i, t), op));
             break;
-        case DDPC_FLOAT32: ((float *)ref)[i] = fopf(((const float *)a)[i], ((const float *)b)[i], op); break;
+        case DDPC_FLOAT32:
+            ((float *)ref)[i] = fopf(((const float *)a)[i], ((const float *)b)[i], op);
+            break;
         case DDPC_FLOAT64: ((double *)ref)[i] = fop(get_f(a, i, t), get_f(b, i, t), op); break;
         default: break;
         }
@@ -170,11 +178,12 @@ static void check_tail(const unsigned char *p, size_t n, size_t es, const char *
 }
 
 static void run_matrix(void) {
-    static const size_t counts[] = {0, 1, 7, 4097};
+    static const size_t counts[] = { 0, 1, 7, 4097 };
     for (int t = 0; t < DDPC_DTYPE_COUNT; t++) {
         size_t es = ddpc_dtype_size((ddpc_dtype)t);
         for (int op = 0; op < DDPC_OP_COUNT; op++) {
-            if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue; /* see reduce_bitwise_floats */
+            if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t))
+                continue; /* see reduce_bitwise_floats */
             for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
                 size_t n = counts[ci], bytes = (n + GUARD) * es;
                 unsigned char *a = malloc(bytes), *b = malloc(bytes), *ref = malloc(bytes),
@@ -259,7 +268,7 @@ TEST(reduce_half_every_value_portable) {
 }
 
 TEST(reduce_wraps_and_nan) {
-    int8_t a8[3] = {127, -128, 100}, b8[3] = {1, -1, 3};
+    int8_t a8[3] = { 127, -128, 100 }, b8[3] = { 1, -1, 3 };
     ddpc__reduce_inplace(a8, b8, 3, DDPC_INT8, DDPC_SUM);
     CHECK_EQ(a8[0], -128);
     CHECK_EQ(a8[1], 127);
@@ -270,7 +279,7 @@ TEST(reduce_wraps_and_nan) {
     uint32_t au = 5, bu = 0xffffffffu;
     ddpc__reduce_inplace(&au, &bu, 1, DDPC_UINT32, DDPC_MAX);
     CHECK_EQ(au, 0xffffffffu);
-    float fa[2] = {NAN, 1.0f}, fb[2] = {1.0f, NAN}, fd[2];
+    float fa[2] = { NAN, 1.0f }, fb[2] = { 1.0f, NAN }, fd[2];
     ddpc__reduce3(fd, fa, fb, 2, DDPC_FLOAT32, DDPC_MAX);
     CHECK(isnan(fd[0]) && isnan(fd[1]));
     ddpc__reduce3(fd, fa, fb, 2, DDPC_FLOAT32, DDPC_MIN);
@@ -287,21 +296,21 @@ TEST(reduce_wraps_and_nan) {
 TEST(reduce_bitwise_floats) {
     for (int t = DDPC_FLOAT16; t <= DDPC_FLOAT64; t++)
         for (int op = DDPC_BAND; op <= DDPC_BXOR; op++) {
-            double a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, d[4] = {9, 9, 9, 9};
+            double a[4] = { 1, 2, 3, 4 }, b[4] = { 5, 6, 7, 8 }, d[4] = { 9, 9, 9, 9 };
             ddpc__reduce_inplace(a, b, 2, (ddpc_dtype)t, (ddpc_op)op);
             ddpc__reduce3(d, a, b, 2, (ddpc_dtype)t, (ddpc_op)op);
             CHECK(a[0] == 1 && a[1] == 2 && d[0] == 9 && d[1] == 9);
         }
-    uint16_t x[3] = {0xff00, 0x0f0f, 1}, y[3] = {0x0ff0, 0x00ff, 3};
+    uint16_t x[3] = { 0xff00, 0x0f0f, 1 }, y[3] = { 0x0ff0, 0x00ff, 3 };
     ddpc__reduce_inplace(x, y, 3, DDPC_UINT16, DDPC_BXOR);
     CHECK(x[0] == 0xf0f0 && x[1] == 0x0ff0 && x[2] == 2);
-    int16_t s[2] = {-2, 30000}, u[2] = {1, 10000};
+    int16_t s[2] = { -2, 30000 }, u[2] = { 1, 10000 };
     ddpc__reduce_inplace(s, u, 2, DDPC_INT16, DDPC_SUM); /* wraps */
     CHECK(s[0] == -1 && s[1] == (int16_t)(40000 - 65536));
 }
 
 TEST(reduce_finish_avg) {
-    static const int ranks[] = {1, 2, 3, 8, 300};
+    static const int ranks[] = { 1, 2, 3, 8, 300 };
     for (int t = 0; t < DDPC_DTYPE_COUNT; t++) {
         size_t n = 4097, es = ddpc_dtype_size((ddpc_dtype)t);
         for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++) {
@@ -320,8 +329,10 @@ TEST(reduce_finish_avg) {
                                                                  : (uint64_t)x / (uint64_t)nr;
                     uint64_t got = (uint64_t)get_i(buf, i, (ddpc_dtype)t);
                     uint64_t mask = es == 8 ? ~0ull : (1ull << (8 * es)) - 1;
-                    CHECK_MSG((got & mask) == (want & mask), "%s avg /%d: element %zu: %lld / %d gave %lld",
-                              ddpc_dtype_name((ddpc_dtype)t), nr, i, (long long)x, nr, (long long)got);
+                    CHECK_MSG((got & mask) == (want & mask),
+                              "%s avg /%d: element %zu: %lld / %d gave %lld",
+                              ddpc_dtype_name((ddpc_dtype)t), nr, i, (long long)x, nr,
+                              (long long)got);
                     continue;
                 }
                 double x = get_f(orig, i, (ddpc_dtype)t), got = get_f(buf, i, (ddpc_dtype)t), want;
@@ -337,17 +348,20 @@ TEST(reduce_finish_avg) {
                     float q = (float)x / (float)nr, g = (float)got;
                     CHECK(isnan(q) || g == q || g == nextafterf(q, INFINITY) ||
                           g == nextafterf(q, -INFINITY));
-                }
-                else if (t == DDPC_FLOAT16) want = ddpc_half_to_float(ddpc_float_to_half((float)x / (float)nr));
-                else want = ddpc_bf16_to_float(ddpc_float_to_bf16((float)x / (float)nr));
-                if (isnan(want)) CHECK(isnan(got));
-                else CHECK_MSG(got == want, "%s avg /%d: element %zu: %.9g gave %.9g, want %.9g",
-                               ddpc_dtype_name((ddpc_dtype)t), nr, i, x, got, want);
+                } else if (t == DDPC_FLOAT16)
+                    want = ddpc_half_to_float(ddpc_float_to_half((float)x / (float)nr));
+                else
+                    want = ddpc_bf16_to_float(ddpc_float_to_bf16((float)x / (float)nr));
+                if (isnan(want))
+                    CHECK(isnan(got));
+                else
+                    CHECK_MSG(got == want, "%s avg /%d: element %zu: %.9g gave %.9g, want %.9g",
+                              ddpc_dtype_name((ddpc_dtype)t), nr, i, x, got, want);
             }
             free(buf), free(orig);
         }
     }
-    int32_t neg[2] = {-7, 7};
+    int32_t neg[2] = { -7, 7 };
     ddpc__reduce_finish(neg, 2, DDPC_INT32, DDPC_AVG, 2);
     CHECK_EQ(neg[0], -3); /* toward zero, like torch */
     CHECK_EQ(neg[1], 3);
@@ -365,8 +379,11 @@ static void check_conversions(void) {
     ddpc__to_float32(f, h, N, DDPC_FLOAT16);
     for (uint32_t i = 0; i < N; i++) {
         float want = ddpc_half_to_float((uint16_t)i);
-        if (isnan(want)) CHECK_MSG(isnan(f[i]), "half 0x%04x widened to %g, want nan", i, f[i]);
-        else CHECK_MSG(memcmp(&f[i], &want, 4) == 0, "half 0x%04x widened to %.9g, want %.9g", i, f[i], want);
+        if (isnan(want))
+            CHECK_MSG(isnan(f[i]), "half 0x%04x widened to %g, want nan", i, f[i]);
+        else
+            CHECK_MSG(memcmp(&f[i], &want, 4) == 0, "half 0x%04x widened to %.9g, want %.9g", i,
+                      f[i], want);
     }
     ddpc__to_float32(f, h, N, DDPC_BFLOAT16);
     for (uint32_t i = 0; i < N; i++) {
@@ -382,7 +399,7 @@ static void check_conversions(void) {
             uint32_t u;
             memcpy(&u, &v, 4);
             uint32_t d = pass == 0 ? 0 : pass == 1 ? 1 : pass == 2 ? 0x1000 : (uint32_t)rnd();
-            uint32_t c[3] = {u, u + d, u - d};
+            uint32_t c[3] = { u, u + d, u - d };
             if (pass == 3) c[0] = c[1] = c[2] = (uint32_t)rnd();
             for (int k = 0; k < 3; k++) memcpy(&f[m++], &c[k], 4);
         }
@@ -391,16 +408,21 @@ static void check_conversions(void) {
         ddpc__from_float32(out, f, m, DDPC_FLOAT16);
         for (size_t i = 0; i < m; i++) {
             uint16_t want = ddpc_float_to_half(f[i]);
-            if (isnan(f[i])) CHECK(isnan(ddpc_half_to_float(out[i])));
-            else CHECK_MSG(out[i] == want, "float %.9g (0x%08x) narrowed to half 0x%04x, want 0x%04x",
-                           f[i], *(uint32_t *)&f[i], out[i], want);
+            if (isnan(f[i]))
+                CHECK(isnan(ddpc_half_to_float(out[i])));
+            else
+                CHECK_MSG(out[i] == want,
+                          "float %.9g (0x%08x) narrowed to half 0x%04x, want 0x%04x", f[i],
+                          *(uint32_t *)&f[i], out[i], want);
         }
         ddpc__from_float32(out, f, m, DDPC_BFLOAT16);
         for (size_t i = 0; i < m; i++) {
             uint16_t want = ddpc_float_to_bf16(f[i]);
-            if (isnan(f[i])) CHECK(isnan(ddpc_bf16_to_float(out[i])));
-            else CHECK_MSG(out[i] == want, "float %.9g narrowed to bf16 0x%04x, want 0x%04x", f[i],
-                           out[i], want);
+            if (isnan(f[i]))
+                CHECK(isnan(ddpc_bf16_to_float(out[i])));
+            else
+                CHECK_MSG(out[i] == want, "float %.9g narrowed to bf16 0x%04x, want 0x%04x", f[i],
+                          out[i], want);
         }
         free(out);
     }
@@ -421,7 +443,7 @@ TEST(reduce_half_conversions_portable) {
 }
 
 TEST(reduce_other_conversions) {
-    float src[6] = {1.5f, -2.75f, 300.0f, -1e30f, NAN, 1e30f}, f[6];
+    float src[6] = { 1.5f, -2.75f, 300.0f, -1e30f, NAN, 1e30f }, f[6];
     int8_t i8[6];
     ddpc__from_float32(i8, src, 6, DDPC_INT8);
     CHECK_EQ(i8[0], 1);
@@ -437,11 +459,11 @@ TEST(reduce_other_conversions) {
     ddpc__to_float32(f, i8, 6, DDPC_INT8);
     CHECK_EQ(f[2], 127);
     CHECK_EQ(f[3], -128);
-    float s16[6] = {1.5f, -2.75f, 40000.0f, -40000.0f, NAN, 32767.9f};
+    float s16[6] = { 1.5f, -2.75f, 40000.0f, -40000.0f, NAN, 32767.9f };
     int16_t i16[6];
     ddpc__from_float32(i16, s16, 6, DDPC_INT16); /* truncate, saturate, NaN -> 0 */
-    CHECK(i16[0] == 1 && i16[1] == -2 && i16[2] == INT16_MAX && i16[3] == INT16_MIN && i16[4] == 0 &&
-          i16[5] == INT16_MAX);
+    CHECK(i16[0] == 1 && i16[1] == -2 && i16[2] == INT16_MAX && i16[3] == INT16_MIN &&
+          i16[4] == 0 && i16[5] == INT16_MAX);
     ddpc__to_float32(f, i16, 6, DDPC_INT16);
     CHECK(f[0] == 1 && f[1] == -2 && f[2] == 32767 && f[3] == -32768 && f[4] == 0);
     uint16_t u16[6];

@@ -80,7 +80,8 @@ TEST(store_every_op) {
     CHECK_OK(ddpc_store_compare_set(c, "cas", "v1", 2, "v2", 2, &a, &an)); /* match: swapped */
     CHECK_STR((char *)a, "v2");
     free(a);
-    CHECK_OK(ddpc_store_compare_set(c, "absent", "x", 1, "y", 1, &a, &an)); /* absent, expected "x" */
+    CHECK_OK(
+        ddpc_store_compare_set(c, "absent", "x", 1, "y", 1, &a, &an)); /* absent, expected "x" */
     CHECK_STR((char *)a, "x");
     free(a);
     CHECK_OK(ddpc_store_check(c, "absent", &ex));
@@ -88,7 +89,7 @@ TEST(store_every_op) {
     CHECK_OK(ddpc_store_compare_set(c, "cas", "v2", 2, "v3", 2, NULL, NULL));
     get_str(c, "cas", "v3");
 
-    const char *keys[] = {"k", "ctr", "cas"};
+    const char *keys[] = { "k", "ctr", "cas" };
     CHECK_OK(ddpc_store_wait(c, keys, 3, 1));
 
     CHECK_OK(ddpc_store_num_keys(c, &nk));
@@ -131,7 +132,8 @@ TEST(store_client_checks_its_arguments) {
     CHECK_STATUS(ddpc_store_set(c, key, "x", 1), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "DDPC_STORE_MAX_KEY");
     CHECK_STATUS(ddpc_store_set(c, "", "x", 1), DDPC_ERR_INVALID_ARG);
-    CHECK_STATUS(ddpc_store_set(c, "k", "x", (size_t)DDPC_STORE_MAX_VALUE + 1), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_store_set(c, "k", "x", (size_t)DDPC_STORE_MAX_VALUE + 1),
+                 DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "DDPC_STORE_MAX_VALUE");
     key[DDPC_STORE_MAX_KEY] = 0; /* exactly the limit is fine */
     CHECK_OK(ddpc_store_set(c, key, "x", 1));
@@ -182,7 +184,7 @@ TEST(store_wait_times_out_naming_keys_then_succeeds) {
     ddpc_store_server *s = start(&port);
     ddpc_store *c = connect_to(port);
     CHECK_OK(ddpc_store_set(c, "a", "1", 1));
-    const char *keys[] = {"a", "missing_b", "missing_c"};
+    const char *keys[] = { "a", "missing_b", "missing_c" };
     double t0 = ddpc__now();
     CHECK_STATUS(ddpc_store_wait(c, keys, 3, 0.25), DDPC_ERR_TIMEOUT);
     CHECK(ddpc__now() - t0 >= 0.23);
@@ -275,7 +277,7 @@ TEST(store_prefixes) {
     CHECK_OK(ddpc_store_add(nested, "n", 2, &r));
     CHECK_OK(ddpc_store_add(c, "gen0/rank/n", 3, &r));
     CHECK_EQ(r, 5);
-    const char *keys[] = {"x", "rank/3"};
+    const char *keys[] = { "x", "rank/3" };
     CHECK_OK(ddpc_store_wait(g0, keys, 2, 1));
     CHECK_STATUS(ddpc_store_wait(g1, keys, 2, 0.05), DDPC_ERR_TIMEOUT);
     CHECK_CONTAINS(ddpc_last_error(), "gen1/rank/3");
@@ -355,7 +357,7 @@ TEST(store_survives_garbage_and_bad_handshakes) {
     /* a client that holds a half-sent frame the whole time stalls no one */
     int slow = raw_connect(port);
     raw_handshake(slow);
-    unsigned char part[6] = {100, 0, 0, 0, OP_SET, 3};
+    unsigned char part[6] = { 100, 0, 0, 0, OP_SET, 3 };
     raw_send(slow, part, sizeof part);
 
     int fd = raw_connect(port);
@@ -547,7 +549,8 @@ TEST_T(store_random_frames_fuzz, 60) {
                 f[i] = (unsigned char)x;
             }
             put_u32(f, (uint32_t)len);
-            f[4] = (unsigned char)(1 + f[4] % (OP_COUNT + 1)); /* mostly real ops, with bad fields */
+            f[4] =
+                (unsigned char)(1 + f[4] % (OP_COUNT + 1)); /* mostly real ops, with bad fields */
             if (ddpc__sock_write_full(fd, f, len + 4, ddpc__deadline_in(1), -1) != DDPC_OK) break;
         }
         char buf[256];

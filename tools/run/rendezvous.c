@@ -99,7 +99,8 @@ static int connect_store(job *J) {
         }
         o->master_port = ddpc_store_server_port(J->server);
     }
-    if (ddpc_store_create_tcp(o->master_addr, o->master_port, o->join_timeout, &J->store) != DDPC_OK) {
+    if (ddpc_store_create_tcp(o->master_addr, o->master_port, o->join_timeout, &J->store) !=
+        DDPC_OK) {
         say("node %d cannot reach the job's store on node 0 at %s:%d within %g s: %s", o->node_rank,
             o->master_addr, o->master_port, o->join_timeout, ddpc_last_error());
         return -1;
