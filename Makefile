@@ -226,6 +226,7 @@ ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o
 HCCL_HDRS  := $(wildcard include/hccl/*.h)
 ACL_HDRS   := $(wildcard include/acl/*.h)
 HCCL_LIBS  := $(BUILD)/libhccl.so $(BUILD)/libhccl.a $(BUILD)/libascendcl.so $(BUILD)/libascendcl.a
+HCCL_PROG_DEPS = $(HCCL_HDRS) $(ACL_HDRS) examples/hccl/hccl_values.h $(BUILD)/libhccl.so
 HCCL_PROGS := $(patsubst tests/hccl/%.c,$(BUILD)/bin/%,$(sort $(wildcard tests/hccl/*.c)))
 MPICC      ?= $(shell command -v mpicc 2>/dev/null)
 # rank tables are parsed with cJSON (libcjson-dev); without it libhccl says so
@@ -252,14 +253,31 @@ $(BUILD)/libhccl.a: $(HCCL_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # the test programs: HCCL + ACL only, linked as a user would (-lhccl -lascendcl)
-$(BUILD)/bin/%: tests/hccl/%.c $(HCCL_HDRS) $(ACL_HDRS) $(BUILD)/libhccl.so
+$(BUILD)/bin/%: tests/hccl/%.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -o $@ $< \
 	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
-$(BUILD)/bin/hccl_check_mpi: tests/hccl/hccl_check.c $(HCCL_HDRS) $(ACL_HDRS) $(BUILD)/libhccl.so
+$(BUILD)/bin/hccl_check_mpi: tests/hccl/hccl_check.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
 	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_CHECK_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -o $@ $< \
 	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
+
+# HCCL's benchmark (hccl_test's command line and table): one program, named
+# after each operation as HCCL's are; run by ddpc-run from $(BUILD)/bin, by
+# mpirun from $(BUILD)/hccl_test/bin (HCCL's layout) when there is an mpicc
+HCCL_BENCH_OPS := all_reduce all_gather broadcast reduce reduce_scatter alltoall scatter
+HCCL_BENCH     := $(BUILD)/bin/hccl_test $(if $(MPICC),$(BUILD)/hccl_test/bin/hccl_test)
+hccl: $(HCCL_BENCH)
+$(BUILD)/bin/hccl_test: examples/hccl/hccl_test.c $(HCCL_PROG_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -o $@ $< \
+	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..'
+	cd $(dir $@) && for op in $(HCCL_BENCH_OPS); do ln -sf hccl_test $${op}_test; done
+$(BUILD)/hccl_test/bin/hccl_test: examples/hccl/hccl_test.c $(HCCL_PROG_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_TEST_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -o $@ $< \
+	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/../..'
+	cd $(dir $@) && for op in $(HCCL_BENCH_OPS); do ln -sf hccl_test $${op}_test; done
 
 install-hccl: hccl-lib
 	install -d $(DESTDIR)$(PREFIX)/include/hccl $(DESTDIR)$(PREFIX)/include/acl/error_codes $(DESTDIR)$(PREFIX)/lib

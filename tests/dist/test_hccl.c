@@ -169,3 +169,37 @@ TEST_T(hccl_rank_table_errors_name_the_field, 60) {
     CHECK_CONTAINS(out, "rank 5 is not in the rank table");
     t_tmp_remove();
 }
+
+/* ------------------------------------------------------------ benchmark */
+
+/* HCCL's benchmark command line and table, every row checked: "success". */
+static void bench_ok(const char *what, int rows) {
+    CHECK_CONTAINS(out, "data_size(Bytes)  | avg_time(us)  | alg_bandwidth(GB/s) | check_result");
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "| success")); p++) n++;
+    CHECK_MSG(n == rows && !strstr(out, "failed"), "%s: want %d rows, all success: %s", what, rows, out);
+}
+
+TEST_T(hccl_benchmark_under_ddpc_run, 150) {
+    static const char *const ops[] = {"all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatter",
+                                      "alltoall", "scatter"};
+    for (int i = 0; i < 7; i++) {
+        char prog[64];
+        snprintf(prog, sizeof prog, "%s_test", ops[i]);
+        int rc = run(60, "HCCL_TEST_ROOT_INFO=%s %s --standalone --nproc-per-node=2 %s -b 8 -e 8K -f 32 -d fp16 "
+                     "-o max -r 1 -n 3 -w 1 2>&1", t_tmp_path("root_info"), bin("ddpc-run"), bin(prog));
+        CHECK_MSG(rc == 0, "%s: exit %d: %s", prog, rc, out);
+        bench_ok(prog, 3); /* 8, 256, 8192 bytes */
+    }
+    t_tmp_remove();
+}
+
+TEST_T(hccl_benchmark_under_mpirun, 150) {
+    if (run(10, "command -v mpirun") != 0) SKIP("mpirun is not installed (apt-get install openmpi-bin)");
+    char b[4096];
+    snprintf(b, sizeof b, "%s/../hccl_test/bin/all_reduce_test", getenv("DDPC_BIN") ? getenv("DDPC_BIN") : "build/bin");
+    if (access(b, X_OK) != 0) SKIP("%s is not built: make found no mpicc (apt-get install libopenmpi-dev)", b);
+    int rc = run(60, "mpirun --allow-run-as-root --oversubscribe -np 3 %s -b 1K -e 1M -f 32 -d fp32 -o sum 2>&1", b);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    bench_ok("all_reduce_test", 3); /* 1K, 32K, 1M */
+}

@@ -27,29 +27,12 @@
 #include <unistd.h>
 
 #include "hccl/hccl.h"
+#include "../../examples/hccl/hccl_values.h"
 #ifdef HCCL_CHECK_MPI
 #include <mpi.h>
 #endif
 
 /* ------------------------------------------------------------ helpers */
-
-#define ACL_OK(x)                                                                                  \
-    do {                                                                                           \
-        aclError e__ = (x);                                                                        \
-        if (e__ != ACL_SUCCESS) {                                                                  \
-            fprintf(stderr, "%s:%d: %s = %d (%s)\n", __FILE__, __LINE__, #x, e__, aclGetRecentErrMsg()); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define HCCL_OK(x)                                                                                 \
-    do {                                                                                           \
-        HcclResult r__ = (x);                                                                      \
-        if (r__ != HCCL_SUCCESS) {                                                                 \
-            fprintf(stderr, "%s:%d: %s = %d: %s (%s)\n", __FILE__, __LINE__, #x, (int)r__,         \
-                    HcclGetErrorString(r__), aclGetRecentErrMsg());                                \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 typedef struct rank_ctx {
     HcclComm comm;
@@ -68,85 +51,6 @@ static const char *const TYPE_NAMES[] = {"int8",   "int16",  "int32",  "fp16", "
 #define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])
 static const uint64_t SIZES[] = {0, 1, 7, 4099, 100003};
 #define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
-
-static size_t tsize(HcclDataType t) {
-    switch (t) {
-    case HCCL_DATA_TYPE_INT8: case HCCL_DATA_TYPE_UINT8: return 1;
-    case HCCL_DATA_TYPE_INT16: case HCCL_DATA_TYPE_UINT16: case HCCL_DATA_TYPE_FP16: case HCCL_DATA_TYPE_BFP16:
-        return 2;
-    case HCCL_DATA_TYPE_INT32: case HCCL_DATA_TYPE_UINT32: case HCCL_DATA_TYPE_FP32: return 4;
-    default: return 8;
-    }
-}
-
-/* float <-> binary16 for the small integers these checks use (exact). */
-static uint16_t to_half(float f) {
-    if (f == 0) return 0;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, exp = (u >> 23) & 0xff, man = u & 0x7fffffu;
-    return (uint16_t)(sign | ((exp - 127 + 15) << 10) | (man >> 13));
-}
-static float from_half(uint16_t h) {
-    if ((h & 0x7fff) == 0) return 0;
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    uint32_t u = sign | ((exp - 15 + 127) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static void put(void *buf, HcclDataType t, uint64_t i, double v) {
-    char *p = (char *)buf + i * tsize(t);
-    switch (t) {
-    case HCCL_DATA_TYPE_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-    case HCCL_DATA_TYPE_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case HCCL_DATA_TYPE_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
-    case HCCL_DATA_TYPE_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
-    case HCCL_DATA_TYPE_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-    case HCCL_DATA_TYPE_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-    case HCCL_DATA_TYPE_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-    case HCCL_DATA_TYPE_UINT64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-    case HCCL_DATA_TYPE_FP32: { float x = (float)v; memcpy(p, &x, 4); break; }
-    case HCCL_DATA_TYPE_FP64: memcpy(p, &v, 8); break;
-    case HCCL_DATA_TYPE_FP16: { uint16_t x = to_half((float)v); memcpy(p, &x, 2); break; }
-    case HCCL_DATA_TYPE_BFP16: {
-        float f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        uint16_t x = (uint16_t)(u >> 16);
-        memcpy(p, &x, 2);
-        break;
-    }
-    default: break;
-    }
-}
-
-static double get(const void *buf, HcclDataType t, uint64_t i) {
-    const char *p = (const char *)buf + i * tsize(t);
-    switch (t) {
-    case HCCL_DATA_TYPE_INT8: { int8_t x; memcpy(&x, p, 1); return x; }
-    case HCCL_DATA_TYPE_UINT8: { uint8_t x; memcpy(&x, p, 1); return x; }
-    case HCCL_DATA_TYPE_INT16: { int16_t x; memcpy(&x, p, 2); return x; }
-    case HCCL_DATA_TYPE_UINT16: { uint16_t x; memcpy(&x, p, 2); return x; }
-    case HCCL_DATA_TYPE_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case HCCL_DATA_TYPE_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
-    case HCCL_DATA_TYPE_INT64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-    case HCCL_DATA_TYPE_UINT64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
-    case HCCL_DATA_TYPE_FP32: { float x; memcpy(&x, p, 4); return x; }
-    case HCCL_DATA_TYPE_FP64: { double x; memcpy(&x, p, 8); return x; }
-    case HCCL_DATA_TYPE_FP16: { uint16_t x; memcpy(&x, p, 2); return from_half(x); }
-    case HCCL_DATA_TYPE_BFP16: {
-        uint16_t x;
-        memcpy(&x, p, 2);
-        uint32_t u = (uint32_t)x << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    default: return 0;
-    }
-}
 
 /* Device memory of n elements of t (at least one byte: aclrtMalloc refuses 0). */
 static void *dev_alloc(uint64_t n, HcclDataType t) {
