@@ -287,5 +287,11 @@ install-hccl: hccl-lib
 	install -m 644 $(BUILD)/libhccl.a $(BUILD)/libascendcl.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libhccl.so $(BUILD)/libascendcl.so $(DESTDIR)$(PREFIX)/lib/
 
+.PHONY: uninstall-hccl
+uninstall: uninstall-hccl
+uninstall-hccl:
+	rm -rf $(DESTDIR)$(PREFIX)/include/hccl $(DESTDIR)$(PREFIX)/include/acl \
+	  $(DESTDIR)$(PREFIX)/lib/libhccl.* $(DESTDIR)$(PREFIX)/lib/libascendcl.*
+
 -include $(HCCL_OBJ:.o=.d) $(ACL_OBJ:.o=.d)
 # ------------------------------------------------------------ end HCCL on CPUs

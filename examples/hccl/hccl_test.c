@@ -20,6 +20,7 @@
  * file $HCCL_TEST_ROOT_INFO (default /tmp/hccl_test_root_info.$MASTER_PORT).
  * data_size is one rank's send buffer (allgather, scatter: its receive).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, with -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -203,3 +203,33 @@ TEST_T(hccl_benchmark_under_mpirun, 150) {
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     bench_ok("all_reduce_test", 3); /* 1K, 32K, 1M */
 }
+
+/* ------------------------------------------------------------ errors, headers, install */
+
+/* A rank that never joins: after HCCL_EXEC_TIMEOUT the others' streams
+ * fail (ACL_ERROR_RT_TASK_TIMEOUT), HCCL_E_TIMEOUT is the async error, and
+ * the text names the silent rank. */
+TEST_T(hccl_silent_peer_times_out_naming_it, 60) {
+    int rc = run(50, "HCCL_EXEC_TIMEOUT=1 %s --standalone --nproc-per-node=2 %s %s --silent-peer 2>&1",
+                 bin("ddpc-run"), bin("hccl_check"), t_tmp_path("root_info"));
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    ranks_ok(2, "root info through a file");
+    CHECK_CONTAINS(out, "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 ");
+    CHECK_CONTAINS(out, "waiting for rank 1");
+    t_tmp_remove();
+}
+
+/* Each public header compiles on its own, as C11 and as C++. */
+TEST_T(hccl_headers_compile_alone, 60) {
+    static const char *const hdrs[] = {"hccl/hccl.h", "hccl/hccl_comm.h", "hccl/hccl_types.h", "acl/acl.h",
+                                       "acl/acl_rt.h", "acl/acl_base.h", "acl/error_codes/rt_error_codes.h"};
+    int cxx = run(10, "command -v c++") == 0;
+    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
+        int rc = run(30, "echo '#include \"%s\"' | cc -std=c11 -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only - 2>&1",
+                     hdrs[i]);
+        CHECK_MSG(rc == 0, "%s as C: %s", hdrs[i], out);
+        if (!cxx) continue;
+        rc = run(30, "echo '#include \"%s\"' | c++ -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only - 2>&1", hdrs[i]);
+        CHECK_MSG(rc == 0, "%s as C++: %s", hdrs[i], out);
+    }
+}

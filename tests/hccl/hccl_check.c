@@ -19,6 +19,7 @@
  *   ddpc-run --nproc-per-node=2 hccl_check ROOT_INFO_FILE --mismatch
  *       ranks that disagree on a count: the failure on every rank's stream
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, with -std=c11 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,6 +523,25 @@ static int rank_table(const char *path) {
     return finish(&x, "rank table");
 }
 
+/* --silent-peer: the last rank never joins rank 0's allreduce (it waits
+ * 3 s, then ends); the others' streams report the failure and name it. */
+static int check_silent_peer(rank_ctx *x) {
+    if (x->rank == x->size - 1) {
+        sleep(3);
+        return 0;
+    }
+    float v[4] = {1, 2, 3, 4};
+    HCCL_OK(HcclAllReduce(v, v, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, x->comm, x->stream));
+    aclError e = aclrtSynchronizeStream(x->stream);
+    HcclResult async = HCCL_SUCCESS;
+    HCCL_OK(HcclGetCommAsyncError(x->comm, &async));
+    printf("rank %u: silent peer: aclrtSynchronizeStream = %d, async error %d (%s): %s\n", x->rank, e, (int)async,
+           HcclGetErrorString(async), aclGetRecentErrMsg());
+    x->checks++;
+    if (e == ACL_SUCCESS || async == HCCL_SUCCESS) x->failures++;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ACL_OK(aclInit(NULL));
     int rc;
@@ -559,6 +579,7 @@ int main(int argc, char **argv) {
         ACL_OK(aclrtCreateStream(&x.stream));
         HCCL_OK(HcclCommInitRootInfo(x.size, &id, x.rank, &x.comm));
         if (argc > 2 && strcmp(argv[2], "--mismatch") == 0) check_mismatch(&x);
+        else if (argc > 2 && strcmp(argv[2], "--silent-peer") == 0) check_silent_peer(&x);
         else run_checks(&x);
         HCCL_OK(HcclCommDestroy(x.comm));
         ACL_OK(aclrtDestroyStream(x.stream));
