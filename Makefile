@@ -233,6 +233,7 @@ MPICC      ?= $(shell command -v mpicc 2>/dev/null)
 CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
 $(BUILD)/obj/bridges/hccl/hccl_ranktable.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 HCCL_MPI   := $(if $(MPICC),$(BUILD)/bin/hccl_check_mpi)
+HCCL_SAN   := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
 
 .PHONY: hccl hccl-lib install-hccl
 all: hccl
@@ -255,11 +256,11 @@ $(BUILD)/libhccl.a: $(HCCL_OBJ)
 # the test programs: HCCL + ACL only, linked as a user would (-lhccl -lascendcl)
 $(BUILD)/bin/%: tests/hccl/%.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -o $@ $< \
+	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -pthread -o $@ $< \
 	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
 $(BUILD)/bin/hccl_check_mpi: tests/hccl/hccl_check.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_CHECK_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -pthread -o $@ $< \
+	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_CHECK_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -pthread -o $@ $< \
 	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
 
 # HCCL's benchmark (hccl_test's command line and table): one program, named
@@ -270,12 +271,12 @@ HCCL_BENCH     := $(BUILD)/bin/hccl_test $(if $(MPICC),$(BUILD)/hccl_test/bin/hc
 hccl: $(HCCL_BENCH)
 $(BUILD)/bin/hccl_test: examples/hccl/hccl_test.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -o $@ $< \
+	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -o $@ $< \
 	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..'
 	cd $(dir $@) && for op in $(HCCL_BENCH_OPS); do ln -sf hccl_test $${op}_test; done
 $(BUILD)/hccl_test/bin/hccl_test: examples/hccl/hccl_test.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_TEST_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Iinclude -o $@ $< \
+	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_TEST_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -o $@ $< \
 	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/../..'
 	cd $(dir $@) && for op in $(HCCL_BENCH_OPS); do ln -sf hccl_test $${op}_test; done
 
