@@ -49,87 +49,108 @@ typedef struct hccl_op {
     size_t *counts; /* 4*size entries: send counts, send displs, recv counts, recv displs */
     HcclSendRecvItem *items; /* K_BATCH */
     uint32_t nitems;
+    void *tmp;     /* K_ALLGATHERV in place: a copy of the send block */
+    int timed_out; /* the config's exec timeout passed */
 } hccl_op;
 
 static void op_free(hccl_op *o) {
     free(o->counts);
     free(o->items);
+    free(o->tmp);
     free(o);
 }
 
-/* Runs the sends and receives of a batch together; waits for all. */
-static ddpc_status run_batch(hccl_op *o) {
-    ddpc_work **w = calloc(o->nitems ? o->nitems : 1, sizeof *w);
-    if (!w) return DDPC_ERR_NOMEM;
-    ddpc_status s = DDPC_OK;
-    uint32_t n = 0;
-    for (; n < o->nitems && s == DDPC_OK; n++) {
-        HcclSendRecvItem *it = &o->items[n];
-        ddpc_dtype t;
-        hccl__dtype(it->dataType, &t); /* checked when queued */
-        s = it->sendRecvType == HCCL_SEND ? ddpc_send_async(o->hc->c, it->buf, it->count, t, (int)it->remoteRank, &w[n])
-                                          : ddpc_recv_async(o->hc->c, it->buf, it->count, t, (int)it->remoteRank, &w[n]);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        if (!w[i]) continue;
-        ddpc_status si = ddpc_work_wait(w[i], -1);
-        if (s == DDPC_OK) s = si;
-        ddpc_work_destroy(w[i]);
-    }
-    free(w);
-    return s;
-}
-
-/* Element i of one of the op's arrays, in bytes where asked. */
+/* Element i of one of the op's arrays. */
 #define SCOUNTS(o) ((o)->counts)
 #define SDISPLS(o) ((o)->counts + (o)->hc->size)
 #define RCOUNTS(o) ((o)->counts + 2 * (size_t)(o)->hc->size)
 #define RDISPLS(o) ((o)->counts + 3 * (size_t)(o)->hc->size)
 
-static ddpc_status run_op(hccl_op *o) {
+/* The works an op may start: one, a reduce per rank, or an item each. */
+static uint32_t max_works(const hccl_op *o) {
+    uint32_t n = o->kind == K_BATCH ? o->nitems : o->kind == K_REDUCE_SCATTERV ? o->hc->size : 1;
+    return n ? n : 1;
+}
+
+/* AllGatherV sends our block to every rank. In place (send inside recv)
+ * goes through a copy (o->tmp), since ddpc's send and recv must not overlap. */
+static ddpc_status allgatherv_send(hccl_op *o, const void **send) {
+    size_t es = ddpc_dtype_size(o->t), nb = o->count * es, total = 0;
+    const char *r = o->recv, *s = o->send;
+    for (uint32_t i = 0; i < o->hc->size; i++)
+        if ((RDISPLS(o)[i] + RCOUNTS(o)[i]) * es > total) total = (RDISPLS(o)[i] + RCOUNTS(o)[i]) * es;
+    *send = s;
+    if (!nb || !(s < r + total && r < s + nb)) return DDPC_OK;
+    if (!(o->tmp = malloc(nb))) return DDPC_ERR_NOMEM;
+    memcpy(o->tmp, s, nb);
+    *send = o->tmp;
+    return DDPC_OK;
+}
+
+/* Starts the op as ddpc async calls, filling w[0..*n). */
+static ddpc_status start_op(hccl_op *o, ddpc_work **w, uint32_t *n) {
     ddpc_comm *c = o->hc->c;
     size_t es = ddpc_dtype_size(o->t);
+    ddpc_status s = DDPC_OK;
+    const void *send;
+    *n = 1;
     switch (o->kind) {
-    case K_ALLREDUCE: return ddpc_allreduce(c, o->send, o->recv, o->count, o->t, o->op);
-    case K_BROADCAST: return ddpc_broadcast(c, o->send, o->send, o->count, o->t, o->root);
-    case K_REDUCE: return ddpc_reduce(c, o->send, o->recv, o->count, o->t, o->op, o->root);
-    case K_ALLGATHER: return ddpc_allgather(c, o->send, o->recv, o->count, o->t);
-    case K_REDUCE_SCATTER: return ddpc_reduce_scatter(c, o->send, o->recv, o->count, o->t, o->op);
-    case K_SCATTER: return ddpc_scatter(c, o->send, o->recv, o->count, o->t, o->root);
-    case K_ALLTOALL: return ddpc_alltoall(c, o->send, o->recv, o->count, o->t);
+    case K_ALLREDUCE: return ddpc_allreduce_async(c, o->send, o->recv, o->count, o->t, o->op, w);
+    case K_BROADCAST: return ddpc_broadcast_async(c, o->send, o->send, o->count, o->t, o->root, w);
+    case K_REDUCE: return ddpc_reduce_async(c, o->send, o->recv, o->count, o->t, o->op, o->root, w);
+    case K_ALLGATHER: return ddpc_allgather_async(c, o->send, o->recv, o->count, o->t, w);
+    case K_REDUCE_SCATTER: return ddpc_reduce_scatter_async(c, o->send, o->recv, o->count, o->t, o->op, w);
+    case K_SCATTER: return ddpc_scatter_async(c, o->send, o->recv, o->count, o->t, o->root, w);
+    case K_ALLTOALL: return ddpc_alltoall_async(c, o->send, o->recv, o->count, o->t, w);
     case K_ALLTOALLV:
-        return ddpc_alltoallv(c, o->send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t);
-    case K_ALLGATHERV: {
-        /* Our block to every rank. In place (send inside recv) goes
-         * through a copy, since ddpc's send and recv must not overlap. */
-        void *tmp = NULL;
-        const void *send = o->send;
-        char *r = o->recv;
-        size_t nb = o->count * es, total = 0;
-        for (uint32_t i = 0; i < o->hc->size; i++)
-            if ((RDISPLS(o)[i] + RCOUNTS(o)[i]) * es > total) total = (RDISPLS(o)[i] + RCOUNTS(o)[i]) * es;
-        if (nb && (const char *)send < r + total && r < (const char *)send + nb) {
-            if (!(tmp = malloc(nb))) return DDPC_ERR_NOMEM;
-            memcpy(tmp, send, nb);
-            send = tmp;
+        return ddpc_alltoallv_async(c, o->send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t, w);
+    case K_ALLGATHERV:
+        if ((s = allgatherv_send(o, &send)) != DDPC_OK) return s;
+        return ddpc_alltoallv_async(c, send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t, w);
+    case K_REDUCE_SCATTERV: /* block i reduced onto rank i */
+        for (*n = 0; *n < o->hc->size && s == DDPC_OK; ++*n)
+            s = ddpc_reduce_async(c, (char *)o->send + SDISPLS(o)[*n] * es, *n == o->hc->rank ? o->recv : NULL,
+                                  SCOUNTS(o)[*n], o->t, o->op, (int)*n, &w[*n]);
+        return s;
+    case K_BARRIER: return ddpc_barrier_async(c, w);
+    case K_SEND: return ddpc_send_async(c, o->send, o->count, o->t, o->root, w);
+    case K_RECV: return ddpc_recv_async(c, o->recv, o->count, o->t, o->root, w);
+    case K_BATCH: /* queued one after another, they progress together */
+        for (*n = 0; *n < o->nitems && s == DDPC_OK; ++*n) {
+            HcclSendRecvItem *it = &o->items[*n];
+            ddpc_dtype t;
+            hccl__dtype(it->dataType, &t); /* checked when queued */
+            s = it->sendRecvType == HCCL_SEND
+                    ? ddpc_send_async(c, it->buf, it->count, t, (int)it->remoteRank, &w[*n])
+                    : ddpc_recv_async(c, it->buf, it->count, t, (int)it->remoteRank, &w[*n]);
         }
-        ddpc_status s = ddpc_alltoallv(c, send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t);
-        free(tmp);
         return s;
-    }
-    case K_REDUCE_SCATTERV: {
-        ddpc_status s = DDPC_OK;
-        for (uint32_t i = 0; i < o->hc->size && s == DDPC_OK; i++)
-            s = ddpc_reduce(c, (char *)o->send + SDISPLS(o)[i] * es, i == o->hc->rank ? o->recv : NULL,
-                            SCOUNTS(o)[i], o->t, o->op, (int)i);
-        return s;
-    }
-    case K_BARRIER: return ddpc_barrier(c);
-    case K_SEND: return ddpc_send(c, o->send, o->count, o->t, o->root);
-    case K_RECV: return ddpc_recv(c, o->recv, o->count, o->t, o->root);
-    case K_BATCH: return run_batch(o);
     }
     return DDPC_ERR_INTERNAL;
+}
+
+/* Runs the op: starts it, then waits for every work, at most the
+ * communicator's exec timeout (its config's, else ddpc's). When that
+ * passes, the communicator is aborted, so that nothing touches the
+ * buffers after the stream has moved on (HCCL's communicator is unusable
+ * after an exec timeout too). */
+static ddpc_status run_op(hccl_op *o) {
+    ddpc_work **w = calloc(max_works(o), sizeof *w);
+    if (!w) return DDPC_ERR_NOMEM;
+    uint32_t n = 0;
+    ddpc_status s = start_op(o, w, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!w[i]) continue;
+        ddpc_status si = ddpc_work_wait(w[i], o->hc->exec_timeout_s);
+        if (si == DDPC_ERR_TIMEOUT && o->hc->exec_timeout_s >= 0) {
+            ddpc_comm_abort(o->hc->c);
+            o->timed_out = 1;
+        }
+        if (s == DDPC_OK) s = si;
+        ddpc_work_destroy(w[i]);
+    }
+    free(w);
+    return s;
 }
 
 /* The stream's aclError for a failed operation. */
@@ -154,10 +175,18 @@ static aclError op_task(void *arg, char *err, size_t errlen) {
     aclError e = ACL_SUCCESS;
     if (s != DDPC_OK) {
         HcclResult r = hccl__result(s);
-        hccl__async_error(hc, r);
         const char *detail = ddpc_comm_last_error(hc->c);
+        char why[160];
+        if (o->timed_out) {
+            r = HCCL_E_TIMEOUT;
+            snprintf(why, sizeof why, "not done within the communicator's hcclExecTimeOut (%g s): it is aborted",
+                     hc->exec_timeout_s);
+            detail = why;
+        }
+        hccl__async_error(hc, r);
         snprintf(err, errlen, "%s on rank %u of %u (%s): %s [HcclResult %d: %s]%s%s", o->name, hc->rank, hc->size,
-                 hc->name, ddpc_status_str(s), (int)r, HcclGetErrorString(r), detail[0] ? ": " : "", detail);
+                 hc->name, o->timed_out ? ddpc_status_str(DDPC_ERR_TIMEOUT) : ddpc_status_str(s), (int)r,
+                 HcclGetErrorString(r), detail[0] ? ": " : "", detail);
         e = acl_code(r);
     }
     op_free(o);

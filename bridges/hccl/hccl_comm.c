@@ -126,7 +126,7 @@ void hccl__async_error(hccl_comm *hc, HcclResult r) {
     pthread_mutex_unlock(&hc->mu);
 }
 
-HcclResult hccl__wrap(ddpc_comm *c, const char *name, HcclComm *out) {
+HcclResult hccl__wrap(ddpc_comm *c, const char *name, const HcclCommConfig *config, HcclComm *out) {
     hccl_comm *hc = calloc(1, sizeof *hc);
     if (!hc) {
         ddpc_comm_destroy(c);
@@ -137,6 +137,9 @@ HcclResult hccl__wrap(ddpc_comm *c, const char *name, HcclComm *out) {
     hc->rank = (uint32_t)ddpc_comm_rank(c);
     hc->size = (uint32_t)ddpc_comm_size(c);
     snprintf(hc->name, sizeof hc->name, "%s", name);
+    hc->exec_timeout_s = -1;
+    if (config && config->hcclExecTimeOut != HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET && config->hcclExecTimeOut >= 0)
+        hc->exec_timeout_s = config->hcclExecTimeOut ? config->hcclExecTimeOut : 1e9; /* 0: no limit */
     pthread_mutex_init(&hc->mu, NULL);
     pthread_cond_init(&hc->cv, NULL);
     *out = hc;
@@ -189,13 +192,13 @@ static HcclResult config_name(const HcclCommConfig *config, const char *what, ch
 
 /* Creates rank's communicator of n ranks from id. */
 static HcclResult init_from_id(uint32_t n, const ddpc_unique_id *id, uint32_t rank, const char *name,
-                               const char *what, HcclComm *comm) {
+                               const HcclCommConfig *config, const char *what, HcclComm *comm) {
     ddpc_comm *c = NULL;
     ddpc_status s = ddpc_comm_create_rank(&c, (int)n, id, (int)rank);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n, ddpc_status_str(s),
                           ddpc_last_error());
-    return hccl__wrap(c, name, comm);
+    return hccl__wrap(c, name, config, comm);
 }
 
 HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
@@ -213,7 +216,7 @@ HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootI
     char name[COMM_NAME_MAX_LENGTH];
     id_name(&b.id, name);
     HcclResult r = config_name(config, what, name);
-    return r != HCCL_SUCCESS ? r : init_from_id(nRanks, &b.id, rank, name, what, comm);
+    return r != HCCL_SUCCESS ? r : init_from_id(nRanks, &b.id, rank, name, config, what, comm);
 }
 
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank, HcclComm *comm) {
@@ -232,7 +235,7 @@ typedef struct init_all_arg {
 
 static void *init_all_main(void *p) {
     init_all_arg *a = p;
-    a->r = init_from_id(a->n, a->id, a->rank, a->name, "HcclCommInitAll", &a->comm);
+    a->r = init_from_id(a->n, a->id, a->rank, a->name, NULL, "HcclCommInitAll", &a->comm);
     return NULL;
 }
 
@@ -318,7 +321,7 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: handing out the sub-communicator's id: %s (%s)", what,
                           ddpc_status_str(s), ddpc_comm_last_error(hc->c));
-    return init_from_id(rankNum, &id, subCommRankId, name, what, subComm);
+    return init_from_id(rankNum, &id, subCommRankId, name, config, what, subComm);
 }
 
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize) {
@@ -351,7 +354,7 @@ HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError) {
     return HCCL_SUCCESS;
 }
 
-uint32_t HcclGetCommConfigCapability(void) { return HCCL_COMM_CONFIG_COMM_NAME + 1; }
+uint32_t HcclGetCommConfigCapability(void) { return HCCL_COMM_CONFIG_EXEC_TIMEOUT + 1; }
 
 HcclResult HcclCommDestroy(HcclComm comm) {
     if (!comm) return HCCL_SUCCESS; /* as a NULL free */

@@ -26,14 +26,16 @@ typedef struct hccl_comm {
     pthread_cond_t cv; /* pending reached 0 */
     int pending;       /* operations queued on streams and not yet run (mu) */
     HcclResult async_err; /* the first failure of a queued operation (mu) */
+    double exec_timeout_s; /* HcclCommConfig's hcclExecTimeOut; < 0: ddpc's (HCCL_EXEC_TIMEOUT) */
 } hccl_comm;
 
 /* comm as a live communicator of ours; NULL when it is not (the caller
  * returns HCCL_E_PTR). */
 hccl_comm *hccl__comm(HcclComm comm);
 
-/* Wraps c (owned from here on, destroyed on failure) as an HcclComm named name. */
-HcclResult hccl__wrap(ddpc_comm *c, const char *name, HcclComm *out);
+/* Wraps c (owned from here on, destroyed on failure) as an HcclComm named
+ * name, with config's settings (config may be NULL). */
+HcclResult hccl__wrap(ddpc_comm *c, const char *name, const HcclCommConfig *config, HcclComm *out);
 
 /* HcclDataType to ddpc's: HCCL_SUCCESS, HCCL_E_NOT_SUPPORT for a type CPUs
  * lack (INT128, the FP8s), HCCL_E_PARA for a value that is no type. */

@@ -225,7 +225,7 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what, rank, rt.nranks, url,
                           ddpc_status_str(s), ddpc_last_error());
-    return hccl__wrap(c, name, comm);
+    return hccl__wrap(c, name, config, comm);
 }
 
 #else /* no cJSON */

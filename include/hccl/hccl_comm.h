@@ -55,8 +55,10 @@ extern HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *com
 extern HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
 /* A static one-line text for code; never NULL. */
 extern const char *HcclGetErrorString(HcclResult code);
-/* The HcclCommConfigCapability values below it are honoured (the rest of
- * HcclCommConfig is accepted and has no effect on CPUs). */
+/* The HcclCommConfigCapability values below it are understood: on CPUs
+ * hcclCommName and hcclExecTimeOut are honoured (an exec timeout aborts the
+ * communicator, as its NPU counterpart leaves it unusable), results are
+ * always deterministic, and the other fields have no effect. */
 extern uint32_t HcclGetCommConfigCapability(void);
 
 /* Fills config with "not set" everywhere: call it before setting fields. */

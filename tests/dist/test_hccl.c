@@ -233,3 +233,15 @@ TEST_T(hccl_headers_compile_alone, 60) {
         CHECK_MSG(rc == 0, "%s as C++: %s", hdrs[i], out);
     }
 }
+
+/* The same with the communicator's own timeout (HcclCommConfig's
+ * hcclExecTimeOut = 1): the operation fails after it and says so. */
+TEST_T(hccl_config_exec_timeout, 60) {
+    int rc = run(50, "%s --standalone --nproc-per-node=2 %s %s --silent-peer-config 2>&1", bin("ddpc-run"),
+                 bin("hccl_check"), t_tmp_path("root_info"));
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    ranks_ok(2, "root info through a file");
+    CHECK_CONTAINS(out, "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 ");
+    CHECK_CONTAINS(out, "not done within the communicator's hcclExecTimeOut (1 s)");
+    t_tmp_remove();
+}

@@ -18,6 +18,9 @@
  *       the communicator of a rank table file (HcclCommInitClusterInfo)
  *   ddpc-run --nproc-per-node=2 hccl_check ROOT_INFO_FILE --mismatch
  *       ranks that disagree on a count: the failure on every rank's stream
+ *   ddpc-run --nproc-per-node=2 hccl_check ROOT_INFO_FILE --silent-peer[-config]
+ *       the last rank never joins: HCCL_EXEC_TIMEOUT (or, -config, the
+ *       communicator's hcclExecTimeOut of 1 s) fails the others' streams
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, with -std=c11 */
 #include <pthread.h>
@@ -577,9 +580,14 @@ int main(int argc, char **argv) {
 #endif
         ACL_OK(aclrtSetDevice(0));
         ACL_OK(aclrtCreateStream(&x.stream));
-        HCCL_OK(HcclCommInitRootInfo(x.size, &id, x.rank, &x.comm));
-        if (argc > 2 && strcmp(argv[2], "--mismatch") == 0) check_mismatch(&x);
-        else if (argc > 2 && strcmp(argv[2], "--silent-peer") == 0) check_silent_peer(&x);
+        const char *mode = argc > 2 ? argv[2] : "";
+        HcclCommConfig cfg;
+        HcclCommConfigInit(&cfg);
+        cfg.hcclExecTimeOut = 1; /* --silent-peer-config: the communicator's own exec timeout */
+        HCCL_OK(HcclCommInitRootInfoConfig(x.size, &id, x.rank, strcmp(mode, "--silent-peer-config") ? NULL : &cfg,
+                                           &x.comm));
+        if (strcmp(mode, "--mismatch") == 0) check_mismatch(&x);
+        else if (strncmp(mode, "--silent-peer", 13) == 0) check_silent_peer(&x);
         else run_checks(&x);
         HCCL_OK(HcclCommDestroy(x.comm));
         ACL_OK(aclrtDestroyStream(x.stream));
