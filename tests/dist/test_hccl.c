@@ -206,17 +206,27 @@ TEST_T(hccl_benchmark_under_mpirun, 150) {
 
 /* ------------------------------------------------------------ errors, headers, install */
 
-/* A rank that never joins: after HCCL_EXEC_TIMEOUT the others' streams
- * fail (ACL_ERROR_RT_TASK_TIMEOUT), HCCL_E_TIMEOUT is the async error, and
- * the text names the silent rank. */
-TEST_T(hccl_silent_peer_times_out_naming_it, 60) {
-    int rc = run(50, "HCCL_EXEC_TIMEOUT=1 %s --standalone --nproc-per-node=2 %s %s --silent-peer 2>&1",
-                 bin("ddpc-run"), bin("hccl_check"), t_tmp_path("root_info"));
+/* A rank that never joins (mode --silent-peer[-config]): after the exec
+ * timeout the others' streams fail (ACL_ERROR_RT_TASK_TIMEOUT), HCCL_E_TIMEOUT
+ * is the async error, and the text says why (want). */
+static void silent_peer(const char *env, const char *mode, const char *want) {
+    int rc = run(50, "%s %s --standalone --nproc-per-node=2 %s %s %s 2>&1", env, bin("ddpc-run"), bin("hccl_check"),
+                 t_tmp_path("root_info"), mode);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     ranks_ok(2, "root info through a file");
     CHECK_CONTAINS(out, "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 ");
-    CHECK_CONTAINS(out, "waiting for rank 1");
+    CHECK_CONTAINS(out, want);
     t_tmp_remove();
+}
+
+/* HCCL_EXEC_TIMEOUT: ddpc's text names the silent rank. */
+TEST_T(hccl_silent_peer_times_out_naming_it, 60) {
+    silent_peer("HCCL_EXEC_TIMEOUT=1", "--silent-peer", "waiting for rank 1");
+}
+
+/* The communicator's own timeout (HcclCommConfig's hcclExecTimeOut = 1). */
+TEST_T(hccl_config_exec_timeout, 60) {
+    silent_peer("", "--silent-peer-config", "not done within the communicator's hcclExecTimeOut (1 s)");
 }
 
 /* Each public header compiles on its own, as C11 and as C++. */
@@ -232,16 +242,4 @@ TEST_T(hccl_headers_compile_alone, 60) {
         rc = run(30, "echo '#include \"%s\"' | c++ -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only - 2>&1", hdrs[i]);
         CHECK_MSG(rc == 0, "%s as C++: %s", hdrs[i], out);
     }
-}
-
-/* The same with the communicator's own timeout (HcclCommConfig's
- * hcclExecTimeOut = 1): the operation fails after it and says so. */
-TEST_T(hccl_config_exec_timeout, 60) {
-    int rc = run(50, "%s --standalone --nproc-per-node=2 %s %s --silent-peer-config 2>&1", bin("ddpc-run"),
-                 bin("hccl_check"), t_tmp_path("root_info"));
-    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
-    ranks_ok(2, "root info through a file");
-    CHECK_CONTAINS(out, "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 ");
-    CHECK_CONTAINS(out, "not done within the communicator's hcclExecTimeOut (1 s)");
-    t_tmp_remove();
 }
