@@ -79,7 +79,8 @@ static uint32_t device_count(void) {
         for (const char *p = vis; *p; p++) n += *p == ',';
         return n < MAX_DEVICES ? n : MAX_DEVICES;
     }
-    const char *lws = getenv("LOCAL_WORLD_SIZE");
+    const char *lws = getenv("LOCAL_WORLD_SIZE"); /* ddpc-run's, torchrun's; else mpirun's */
+    if (!lws) lws = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     long n = lws ? strtol(lws, NULL, 10) : 0;
     if (n < 8) n = 8;
     return n < MAX_DEVICES ? (uint32_t)n : MAX_DEVICES;

@@ -206,27 +206,36 @@ TEST_T(hccl_benchmark_under_mpirun, 150) {
 
 /* ------------------------------------------------------------ errors, headers, install */
 
-/* A rank that never joins (mode --silent-peer[-config]): after the exec
- * timeout the others' streams fail (ACL_ERROR_RT_TASK_TIMEOUT), HCCL_E_TIMEOUT
- * is the async error, and the text says why (want). */
-static void silent_peer(const char *env, const char *mode, const char *want) {
+/* A rank that never joins (mode --silent-peer[-config], --lost-peer): the
+ * others' streams fail, their output has code (the aclError and async
+ * HcclResult) and want (why). */
+static void silent_peer(const char *env, const char *mode, const char *code, const char *want) {
     int rc = run(50, "%s %s --standalone --nproc-per-node=2 %s %s %s 2>&1", env, bin("ddpc-run"), bin("hccl_check"),
                  t_tmp_path("root_info"), mode);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
-    ranks_ok(2, "root info through a file");
-    CHECK_CONTAINS(out, "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 ");
+    CHECK_CONTAINS(out, "hccl_check rank 0/2 (root info through a file): OK"); /* saw what it expected */
+    CHECK_CONTAINS(out, code);
     CHECK_CONTAINS(out, want);
     t_tmp_remove();
 }
 
+#define TIMED_OUT "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 "
+
 /* HCCL_EXEC_TIMEOUT: ddpc's text names the silent rank. */
 TEST_T(hccl_silent_peer_times_out_naming_it, 60) {
-    silent_peer("HCCL_EXEC_TIMEOUT=1", "--silent-peer", "waiting for rank 1");
+    silent_peer("HCCL_EXEC_TIMEOUT=1", "--silent-peer", TIMED_OUT, "waiting for rank 1");
 }
 
 /* The communicator's own timeout (HcclCommConfig's hcclExecTimeOut = 1). */
 TEST_T(hccl_config_exec_timeout, 60) {
-    silent_peer("", "--silent-peer-config", "not done within the communicator's hcclExecTimeOut (1 s)");
+    silent_peer("", "--silent-peer-config", TIMED_OUT, "not done within the communicator's hcclExecTimeOut (1 s)");
+}
+
+/* A rank that exits without a word fails the others at once:
+ * ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, HCCL_E_TCP_TRANSFER, the rank named. */
+TEST_T(hccl_lost_peer_fails_the_others_at_once, 60) {
+    silent_peer("HCCL_EXEC_TIMEOUT=30", "--lost-peer", "rank 0: silent peer: aclrtSynchronizeStream = 507057, async error 13 ",
+                "lost rank 1");
 }
 
 /* Each public header compiles on its own, as C11 and as C++. */

@@ -20,7 +20,8 @@
  *       ranks that disagree on a count: the failure on every rank's stream
  *   ddpc-run --nproc-per-node=2 hccl_check ROOT_INFO_FILE --silent-peer[-config]
  *       the last rank never joins: HCCL_EXEC_TIMEOUT (or, -config, the
- *       communicator's hcclExecTimeOut of 1 s) fails the others' streams
+ *       communicator's hcclExecTimeOut of 1 s) fails the others' streams;
+ *       --lost-peer: it exits at once, which fails them at once
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep, with -std=c11 */
 #include <pthread.h>
@@ -283,6 +284,50 @@ static void check_p2p(rank_ctx *x, int ti, uint64_t n) {
     aclrtFree(recv);
 }
 
+/* A second stream waits on an event of the first (aclrtStreamWaitEvent)
+ * before it reads the collective's result; the device's default stream
+ * (NULL) runs collectives too; the device calls. */
+static void check_streams_and_events(rank_ctx *x) {
+    int32_t dev = -1;
+    uint32_t ndev = 0;
+    ACL_OK(aclrtGetDevice(&dev));
+    ACL_OK(aclrtGetDeviceCount(&ndev));
+    x->checks++;
+    if (dev < 0 || (uint32_t)dev >= ndev) fprintf(stderr, "rank %u: device %d of %u\n", x->rank, dev, ndev), x->failures++;
+    aclrtStream other;
+    aclrtEvent done;
+    ACL_OK(aclrtCreateStream(&other));
+    ACL_OK(aclrtCreateEvent(&done));
+    int64_t *v = NULL, *copy = NULL;
+    ACL_OK(aclrtMalloc((void **)&v, 64 * 8, ACL_MEM_MALLOC_NORMAL_ONLY));
+    ACL_OK(aclrtMallocHost((void **)&copy, 64 * 8));
+    ACL_OK(aclrtMemsetAsync(v, 64 * 8, 0, 64 * 8, x->stream));
+    for (int i = 0; i < 64; i++) copy[i] = x->rank + 1;
+    ACL_OK(aclrtMemcpyAsync(v, 64 * 8, copy, 64 * 8, ACL_MEMCPY_HOST_TO_DEVICE, x->stream));
+    HCCL_OK(HcclAllReduce(v, v, 64, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, x->comm, x->stream));
+    ACL_OK(aclrtRecordEvent(done, x->stream));
+    ACL_OK(aclrtStreamWaitEvent(other, done));
+    ACL_OK(aclrtMemcpyAsync(copy, 64 * 8, v, 64 * 8, ACL_MEMCPY_DEVICE_TO_HOST, other));
+    ACL_OK(aclrtSynchronizeStream(other));
+    aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    ACL_OK(aclrtQueryEventStatus(done, &st));
+    int64_t want = (int64_t)x->size * (x->size + 1) / 2;
+    x->checks++;
+    if (copy[63] != want || st != ACL_EVENT_RECORDED_STATUS_COMPLETE)
+        fprintf(stderr, "rank %u: across streams: %lld, want %lld (event %d)\n", x->rank, (long long)copy[63],
+                (long long)want, (int)st), x->failures++;
+    /* the default stream */
+    HCCL_OK(HcclAllReduce(v, v, 64, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_MAX, x->comm, NULL));
+    ACL_OK(aclrtSynchronizeStream(NULL));
+    ACL_OK(aclrtSynchronizeDevice());
+    x->checks++;
+    if (v[0] != want) fprintf(stderr, "rank %u: default stream: %lld\n", x->rank, (long long)v[0]), x->failures++;
+    ACL_OK(aclrtDestroyEvent(done));
+    ACL_OK(aclrtDestroyStream(other));
+    ACL_OK(aclrtFree(v));
+    ACL_OK(aclrtFreeHost(copy));
+}
+
 /* Stream order and events: a copy queued before a collective happens
  * before it; events around it give a time. */
 static void check_stream(rank_ctx *x) {
@@ -315,6 +360,7 @@ static void check_stream(rank_ctx *x) {
         }
     HCCL_OK(HcclBarrier(x->comm, x->stream));
     sync_ok(x, "HcclBarrier");
+    check_streams_and_events(x);
     HcclResult async = HCCL_E_INTERNAL;
     HCCL_OK(HcclGetCommAsyncError(x->comm, &async));
     x->checks++;
@@ -513,6 +559,8 @@ static int rank_table(const char *path) {
     rank_ctx x = {0};
     const char *rk = getenv("RANK");
     x.rank = rk ? (uint32_t)atoi(rk) : 0;
+    const char *lr = getenv("LOCAL_RANK");
+    ACL_OK(aclrtSetDevice(lr ? atoi(lr) : 0));
     HcclResult r = HcclCommInitClusterInfo(path, x.rank, &x.comm);
     if (r != HCCL_SUCCESS) {
         printf("HcclCommInitClusterInfo = %d (%s): %s\n", (int)r, HcclGetErrorString(r), aclGetRecentErrMsg());
@@ -528,8 +576,9 @@ static int rank_table(const char *path) {
 
 /* --silent-peer: the last rank never joins rank 0's allreduce (it waits
  * 3 s, then ends); the others' streams report the failure and name it. */
-static int check_silent_peer(rank_ctx *x) {
+static int check_silent_peer(rank_ctx *x, int lost) {
     if (x->rank == x->size - 1) {
+        if (lost) _exit(0); /* --lost-peer: it goes away at once, without a word */
         sleep(3);
         return 0;
     }
@@ -587,7 +636,8 @@ int main(int argc, char **argv) {
         HCCL_OK(HcclCommInitRootInfoConfig(x.size, &id, x.rank, strcmp(mode, "--silent-peer-config") ? NULL : &cfg,
                                            &x.comm));
         if (strcmp(mode, "--mismatch") == 0) check_mismatch(&x);
-        else if (strncmp(mode, "--silent-peer", 13) == 0) check_silent_peer(&x);
+        else if (strncmp(mode, "--silent-peer", 13) == 0) check_silent_peer(&x, 0);
+        else if (strcmp(mode, "--lost-peer") == 0) check_silent_peer(&x, 1);
         else run_checks(&x);
         HCCL_OK(HcclCommDestroy(x.comm));
         ACL_OK(aclrtDestroyStream(x.stream));
