@@ -354,6 +354,25 @@ HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError) {
     return HCCL_SUCCESS;
 }
 
+static int32_t g_deterministic; /* HcclSetConfig's HCCL_DETERMINISTIC (atomic) */
+
+HcclResult HcclSetConfig(HcclConfig config, HcclConfigValue configValue) {
+    if (config != HCCL_DETERMINISTIC)
+        return hccl__fail(HCCL_E_PARA, "HcclSetConfig: config %d is not HCCL_DETERMINISTIC", (int)config);
+    if (configValue.value < 0 || configValue.value > 2)
+        return hccl__fail(HCCL_E_PARA, "HcclSetConfig: HCCL_DETERMINISTIC %d is not 0, 1 or 2", configValue.value);
+    __atomic_store_n(&g_deterministic, configValue.value, __ATOMIC_RELAXED);
+    return HCCL_SUCCESS;
+}
+
+HcclResult HcclGetConfig(HcclConfig config, HcclConfigValue *configValue) {
+    if (!configValue) return hccl__fail(HCCL_E_PTR, "HcclGetConfig: configValue is NULL");
+    if (config != HCCL_DETERMINISTIC)
+        return hccl__fail(HCCL_E_PARA, "HcclGetConfig: config %d is not HCCL_DETERMINISTIC", (int)config);
+    configValue->value = __atomic_load_n(&g_deterministic, __ATOMIC_RELAXED);
+    return HCCL_SUCCESS;
+}
+
 uint32_t HcclGetCommConfigCapability(void) { return HCCL_COMM_CONFIG_EXEC_TIMEOUT + 1; }
 
 HcclResult HcclCommDestroy(HcclComm comm) {

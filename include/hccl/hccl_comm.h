@@ -40,6 +40,11 @@ extern HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *root
 extern HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                              const HcclCommConfig *config, HcclComm *comm);
 
+/* Process-wide settings: HCCL_DETERMINISTIC (0, 1, 2) is accepted and kept;
+ * ddpc's reductions are deterministic whatever it says. */
+extern HcclResult HcclSetConfig(HcclConfig config, HcclConfigValue configValue);
+extern HcclResult HcclGetConfig(HcclConfig config, HcclConfigValue *configValue);
+
 /* The name a communicator was given (HcclCommConfig's hcclCommName) or made up. */
 extern HcclResult HcclGetCommName(HcclComm comm, char *commName);
 extern HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);

@@ -454,6 +454,13 @@ static int check_errors(void) {
     WANT(HcclCommInitRootInfo(1, &junk, 0, &c2), HCCL_E_PARA);
     WANT(HcclCommInitClusterInfo("/nonexistent/rank_table.json", 0, &c2), HCCL_E_OPEN_FILE_FAILURE);
     WANT(HcclGetRankSize(NULL, NULL), HCCL_E_PTR);
+    HcclConfigValue det = {1};
+    WANT(HcclSetConfig(HCCL_DETERMINISTIC, det), HCCL_SUCCESS);
+    det.value = 0;
+    WANT(HcclGetConfig(HCCL_DETERMINISTIC, &det), HCCL_SUCCESS);
+    if (det.value != 1) fprintf(stderr, "HcclGetConfig: %d\n", det.value), bad++;
+    det.value = 5;
+    WANT(HcclSetConfig(HCCL_DETERMINISTIC, det), HCCL_E_PARA);
     if (strcmp(HcclGetErrorString(HCCL_E_TIMEOUT), HcclGetErrorString(HCCL_E_PARA)) == 0 || !HcclGetErrorString((HcclResult)12345))
         fprintf(stderr, "HcclGetErrorString\n"), bad++;
     /* a good call after all that */
