@@ -393,10 +393,97 @@ static double bus_factor(int coll, int w) {
     }
 }
 
+/* One row of the table: a size's median time (the maximum over ranks of
+ * each iteration, then the median over iterations) and, checked, the count
+ * of wrong elements over all ranks. */
+typedef struct {
+    size_t used; /* bytes the call moved per rank, as nccl-tests counts them */
+    double med;  /* seconds */
+    long wrong;
+} row;
+
+static int is_rooted(const opts *o) { return o->coll == B_BROADCAST || o->coll == B_REDUCE; }
+static int is_reducing(const opts *o) {
+    return o->coll == B_ALLREDUCE || o->coll == B_REDUCE || o->coll == B_REDUCE_SCATTER;
+}
+
+static void print_header(const bench *b) {
+    const opts *o = b->o;
+    printf("# ddpc-bench %s: %d ranks, %s, %s, iters %ld, warmup %ld, check %d\n",
+           coll_names[o->coll], b->world, ddpc_dtype_name(o->t),
+           is_reducing(o) ? ddpc_op_name(o->op) : "-", o->iters, o->warmup, o->check);
+    printf("# time: median over iterations of the maximum over ranks\n#\n");
+    printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root",
+           "time", "algbw", "busbw", "#wrong");
+    printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+           "(GB/s)", "(GB/s)", "");
+}
+
+/* Times one size: warm-up, a barrier, the timed iterations; then, with
+ * checking on, one more call on fresh inputs, verified. times has o->iters
+ * places. Ends the process on a failed call (die). */
+static row run_size(bench *b, size_t bytes, double *times, uint64_t salt) {
+    const opts *o = b->o;
+    ddpc_status s;
+    row r = { .used = set_size(b, bytes) };
+    fill(b, salt);
+    for (long i = 0; i < o->warmup; i++)
+        if ((s = call(b)) != DDPC_OK) die(b, "warm-up", s);
+    if ((s = ddpc_barrier(b->c)) != DDPC_OK) die(b, "barrier", s);
+    for (long i = 0; i < o->iters; i++) {
+        double t0 = now_s();
+        if ((s = call(b)) != DDPC_OK) die(b, coll_names[o->coll], s);
+        times[i] = now_s() - t0;
+    }
+    s = ddpc_allreduce(b->c, times, times, (size_t)o->iters, DDPC_FLOAT64, DDPC_MAX);
+    if (s != DDPC_OK) die(b, "allreduce of the timings", s);
+    qsort(times, (size_t)o->iters, sizeof(double), cmp_double);
+    long n = o->iters;
+    r.med = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    if (o->check) {
+        fill(b, salt + 1);
+        memset(b->recv, 0xa5, b->rn * ddpc_dtype_size(o->t));
+        if ((s = call(b)) != DDPC_OK) die(b, "checked run", s);
+        int64_t wr = verify(b, salt + 1);
+        if ((s = ddpc_allreduce(b->c, &wr, &wr, 1, DDPC_INT64, DDPC_SUM)) != DDPC_OK)
+            die(b, "allreduce of the error counts", s);
+        r.wrong = (long)wr;
+    }
+    return r;
+}
+
+static void print_row(const bench *b, const row *r, double algbw, double busbw) {
+    const opts *o = b->o;
+    char wr[16];
+    if (o->check)
+        snprintf(wr, sizeof wr, "%ld", r->wrong);
+    else
+        snprintf(wr, sizeof wr, "N/A");
+    printf("  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6s\n", r->used,
+           r->used / ddpc_dtype_size(o->t), ddpc_dtype_name(o->t),
+           is_reducing(o) ? ddpc_op_name(o->op) : "none", is_rooted(o) ? o->root : -1, r->med * 1e6,
+           algbw, busbw, wr);
+    fflush(stdout);
+}
+
+/* The buffers for the largest size (with room for any rounding); 0 or 1
+ * (out of memory, said on stderr). */
+static int alloc_buffers(bench *b, double **times) {
+    size_t es = ddpc_dtype_size(b->o->t);
+    size_t maxel = b->o->maxb / es + (size_t)b->world;
+    b->send = malloc(maxel * es);
+    b->recv = calloc(maxel, es);
+    *times = malloc(sizeof(double) * (size_t)b->o->iters);
+    if (b->send && b->recv && *times) return 0;
+    fprintf(stderr, "ddpc-bench: out of memory for %zu-byte buffers\n", maxel * es);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     opts o;
     parse_args(argc, argv, &o);
     bench b = { .o = &o };
+    double *times = NULL;
     ddpc_status s = ddpc_comm_create_env(&b.c);
     if (s != DDPC_OK) {
         fprintf(stderr, "ddpc-bench: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
@@ -404,87 +491,27 @@ int main(int argc, char **argv) {
     }
     b.rank = ddpc_comm_rank(b.c);
     b.world = ddpc_comm_size(b.c);
+    int rc = 0;
     if (o.root >= b.world) {
         if (b.rank == 0)
             fprintf(stderr, "ddpc-bench: -r %d is not a rank (world size %d)\n", o.root, b.world);
-        ddpc_comm_destroy(b.c);
-        return 2;
+        rc = 2;
+        goto done;
     }
-    size_t es = ddpc_dtype_size(o.t);
-    size_t maxel = o.maxb / es + (size_t)b.world; /* room for any rounding */
-    b.send = malloc(maxel * es);
-    b.recv = malloc(maxel * es);
-    double *times = malloc(sizeof(double) * (size_t)o.iters);
-    if (!b.send || !b.recv || !times) {
-        fprintf(stderr, "ddpc-bench: out of memory for %zu-byte buffers\n", maxel * es);
-        free(b.send);
-        free(b.recv);
-        free(times);
-        ddpc_comm_destroy(b.c);
-        return 1;
-    }
-    memset(b.recv, 0, maxel * es);
-    int rooted = o.coll == B_BROADCAST || o.coll == B_REDUCE;
-    int reducing = o.coll == B_ALLREDUCE || o.coll == B_REDUCE || o.coll == B_REDUCE_SCATTER;
-    if (b.rank == 0) {
-        printf("# ddpc-bench %s: %d ranks, %s, %s, iters %ld, warmup %ld, check %d\n",
-               coll_names[o.coll], b.world, ddpc_dtype_name(o.t),
-               reducing ? ddpc_op_name(o.op) : "-", o.iters, o.warmup, o.check);
-        printf("# time: median over iterations of the maximum over ranks\n#\n");
-        printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
-               "root", "time", "algbw", "busbw", "#wrong");
-        printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "(B)", "(elements)", "", "", "",
-               "(us)", "(GB/s)", "(GB/s)", "");
-    }
+    if ((rc = alloc_buffers(&b, &times)) != 0) goto done;
+    if (b.rank == 0) print_header(&b);
     double bw_sum = 0;
     int nsizes = 0;
     long wrong_total = 0;
     uint64_t salt = 1;
-    for (size_t bytes = o.minb;;) {
-        size_t used = set_size(&b, bytes);
-        fill(&b, salt);
-        for (long i = 0; i < o.warmup; i++)
-            if ((s = call(&b)) != DDPC_OK) die(&b, "warm-up", s);
-        if ((s = ddpc_barrier(b.c)) != DDPC_OK) die(&b, "barrier", s);
-        for (long i = 0; i < o.iters; i++) {
-            double t0 = now_s();
-            if ((s = call(&b)) != DDPC_OK) die(&b, coll_names[o.coll], s);
-            times[i] = now_s() - t0;
-        }
-        /* the maximum over ranks of each iteration, then the median */
-        if ((s = ddpc_allreduce(b.c, times, times, (size_t)o.iters, DDPC_FLOAT64, DDPC_MAX)) !=
-            DDPC_OK)
-            die(&b, "allreduce of the timings", s);
-        qsort(times, (size_t)o.iters, sizeof(double), cmp_double);
-        double med =
-            o.iters % 2 ? times[o.iters / 2] : 0.5 * (times[o.iters / 2 - 1] + times[o.iters / 2]);
-        long wrong = 0;
-        if (o.check) {
-            salt++;
-            fill(&b, salt);
-            memset(b.recv, 0xa5, b.rn * es);
-            if ((s = call(&b)) != DDPC_OK) die(&b, "checked run", s);
-            int64_t wr = verify(&b, salt);
-            if ((s = ddpc_allreduce(b.c, &wr, &wr, 1, DDPC_INT64, DDPC_SUM)) != DDPC_OK)
-                die(&b, "allreduce of the error counts", s);
-            wrong = (long)wr;
-            wrong_total += wrong;
-        }
-        double algbw = med > 0 ? (double)used / med / 1e9 : 0;
+    for (size_t bytes = o.minb;; salt += 2) {
+        row r = run_size(&b, bytes, times, salt);
+        double algbw = r.med > 0 ? (double)r.used / r.med / 1e9 : 0;
         double busbw = algbw * bus_factor(o.coll, b.world);
         bw_sum += busbw;
         nsizes++;
-        if (b.rank == 0) {
-            char wr[16];
-            if (o.check)
-                snprintf(wr, sizeof wr, "%ld", wrong);
-            else
-                snprintf(wr, sizeof wr, "N/A");
-            printf("  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6s\n", used, used / es,
-                   ddpc_dtype_name(o.t), reducing ? ddpc_op_name(o.op) : "none",
-                   rooted ? o.root : -1, med * 1e6, algbw, busbw, wr);
-            fflush(stdout);
-        }
+        wrong_total += r.wrong;
+        if (b.rank == 0) print_row(&b, &r, algbw, busbw);
         size_t next = bytes ? bytes * (size_t)o.factor : 1;
         if (bytes >= o.maxb || next > o.maxb || o.factor < 2) break;
         bytes = next;
@@ -494,6 +521,8 @@ int main(int argc, char **argv) {
             printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
         printf("# Avg bus bandwidth : %.4f\n", nsizes ? bw_sum / nsizes : 0.0);
     }
+    rc = wrong_total ? 1 : 0;
+done:
     s = ddpc_comm_destroy(b.c);
     free(b.send);
     free(b.recv);
@@ -502,5 +531,5 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ddpc-bench: destroy: %s (%s)\n", ddpc_status_str(s), ddpc_last_error());
         return 1;
     }
-    return wrong_total ? 1 : 0;
+    return rc;
 }
