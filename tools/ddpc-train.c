@@ -126,112 +126,145 @@ static float opt_float(const char *name, const char *v, double lo, double hi) {
  * unknown option, missing or malformed value is one line on stderr and
  * exit status 2.
  */
-static void parse_options(int argc, char **argv, options *o) {
+/* What parsing collects besides options: the optimizer's settings, applied
+ * once its kind is known. */
+typedef struct parse {
+    options *o;
+    ddpc_optim_kind kind;
+    float lr, wd, momentum;
+    int nesterov;
+} parse;
+
+/* Sets one option from its value (NULL for a flag); exits on a bad value. */
+typedef void (*opt_setter)(parse *p, const char *name, const char *val);
+
+#define SETTER(fn, stmt)                                          \
+    static void fn(parse *p, const char *name, const char *val) { \
+        (void)p, (void)name, (void)val;                           \
+        stmt;                                                     \
+    }
+SETTER(set_help, (usage(stdout), exit(0)))
+SETTER(set_nesterov, p->nesterov = 1)
+SETTER(set_progress, p->o->progress = 1)
+SETTER(set_no_progress, p->o->progress = 0)
+SETTER(set_data, p->o->data = val)
+SETTER(set_local_rank,
+       opt_long(name, val, 0, 1 << 20)) /* torch.distributed.launch; LOCAL_RANK rules */
+SETTER(set_epochs, p->o->epochs = (int)opt_long(name, val, 1, 100000))
+SETTER(set_batch_size, p->o->batch_size = (int)opt_long(name, val, 1, 65536))
+SETTER(set_lr, (p->lr = opt_float(name, val, 0, 1e6), p->o->lr_set = 1))
+SETTER(set_momentum, p->momentum = opt_float(name, val, 0, 1))
+SETTER(set_weight_decay, (p->wd = opt_float(name, val, 0, 1e6), p->o->wd_set = 1))
+SETTER(set_seed, p->o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX))
+SETTER(set_log_every, p->o->log_every = (int)opt_long(name, val, 0, 1 << 30))
+SETTER(set_checkpoint, p->o->checkpoint = val)
+SETTER(set_resume, p->o->resume = val)
+SETTER(set_metrics, p->o->metrics = val)
+SETTER(set_threads, p->o->threads = (int)opt_long(name, val, 1, 1024))
+SETTER(set_prefetch, p->o->prefetch = (int)opt_long(name, val, 0, 64))
+SETTER(set_max_batches, p->o->max_batches = opt_long(name, val, 0, 1L << 40))
+SETTER(set_max_eval_batches, p->o->max_eval_batches = opt_long(name, val, 0, 1L << 40))
+SETTER(set_bucket_mb, p->o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5))
+SETTER(set_first_bucket_mb, p->o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5))
+#undef SETTER
+
+static void set_model(parse *p, const char *name, const char *val) {
+    if (strcmp(val, "linear") && strcmp(val, "mlp") && strcmp(val, "cnn"))
+        bad_option("--model '%s' is not one of linear, mlp, cnn", val);
+    p->o->model = val;
+}
+static void set_optimizer(parse *p, const char *name, const char *val) {
+    if (ddpc_optim_kind_parse(val, &p->kind) != DDPC_OK)
+        bad_option("--optimizer: %s", ddpc_last_error());
+}
+static void set_overlap(parse *p, const char *name, const char *val) {
+    if (ddpc_overlap_parse(val, &p->o->ddp.overlap) != DDPC_OK)
+        bad_option("--overlap: %s", ddpc_last_error());
+}
+static void set_compress(parse *p, const char *name, const char *val) {
+    if (ddpc_compress_parse(val, &p->o->ddp.compress) != DDPC_OK)
+        bad_option("--compress: %s", ddpc_last_error());
+}
+
+/* ddpc-train's options: name, whether it takes a value, its setter. */
+static const struct {
+    const char *name;
+    int takes_value;
+    opt_setter set;
+} option_table[] = {
+    { "--help", 0, set_help },
+    { "--nesterov", 0, set_nesterov },
+    { "--progress", 0, set_progress },
+    { "--no-progress", 0, set_no_progress },
+    { "--data", 1, set_data },
+    { "--local-rank", 1, set_local_rank },
+    { "--local_rank", 1, set_local_rank },
+    { "--model", 1, set_model },
+    { "--epochs", 1, set_epochs },
+    { "--batch-size", 1, set_batch_size },
+    { "--optimizer", 1, set_optimizer },
+    { "--lr", 1, set_lr },
+    { "--momentum", 1, set_momentum },
+    { "--weight-decay", 1, set_weight_decay },
+    { "--seed", 1, set_seed },
+    { "--log-every", 1, set_log_every },
+    { "--checkpoint", 1, set_checkpoint },
+    { "--resume", 1, set_resume },
+    { "--metrics", 1, set_metrics },
+    { "--threads", 1, set_threads },
+    { "--prefetch", 1, set_prefetch },
+    { "--max-batches", 1, set_max_batches },
+    { "--max-eval-batches", 1, set_max_eval_batches },
+    { "--bucket-mb", 1, set_bucket_mb },
+    { "--first-bucket-mb", 1, set_first_bucket_mb },
+    { "--overlap", 1, set_overlap },
+    { "--compress", 1, set_compress },
+};
+
+static void defaults(options *o) {
     memset(o, 0, sizeof *o);
     o->data = "/usr/share/datasets/fashion-mnist";
     o->model = "linear";
     o->epochs = 10;
     o->batch_size = 32;
-    o->opt = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o->log_every = 100;
     o->prefetch = -1;
     o->progress = -1;
     o->ddp = ddpc_ddp_options_default();
-    float lr = 0, wd = 0, momentum = 0;
-    int nesterov = 0;
-    ddpc_optim_kind kind = DDPC_OPTIM_SGD;
+}
+
+/* --name=value, --name value, or a flag --name, each looked up in option_table. */
+static void parse_options(int argc, char **argv, options *o) {
+    defaults(o);
+    parse p = { .o = o, .kind = DDPC_OPTIM_SGD };
     for (int i = 1; i < argc; i++) {
-        char *arg = argv[i];
+        char *arg = argv[i], name[64];
         if (strncmp(arg, "--", 2) != 0) bad_option("unexpected argument '%s'", arg);
-        char name[64];
-        const char *val = NULL;
         char *eq = strchr(arg, '=');
         size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
         if (nlen >= sizeof name) bad_option("unknown option '%s'", arg);
         memcpy(name, arg, nlen);
         name[nlen] = 0;
-        if (eq) val = eq + 1;
-        /* flags */
-        if (!strcmp(name, "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!strcmp(name, "--nesterov") || !strcmp(name, "--progress") ||
-            !strcmp(name, "--no-progress")) {
-            if (val) bad_option("%s takes no value", name);
-            if (!strcmp(name, "--nesterov"))
-                nesterov = 1;
-            else
-                o->progress = !strcmp(name, "--progress");
-            continue;
-        }
-        if (!val) {
+        const char *val = eq ? eq + 1 : NULL;
+        size_t k = 0, n = sizeof option_table / sizeof option_table[0];
+        while (k < n && strcmp(option_table[k].name, name) != 0) k++;
+        if (k == n) bad_option("unknown option '%s'", name);
+        if (!option_table[k].takes_value && val) bad_option("%s takes no value", name);
+        if (option_table[k].takes_value && !val) {
             if (i + 1 >= argc) bad_option("%s needs a value", name);
             val = argv[++i];
         }
-        if (!strcmp(name, "--data"))
-            o->data = val;
-        else if (!strcmp(name, "--local-rank") || !strcmp(name, "--local_rank"))
-            opt_long(name, val, 0,
-                     1 << 20); /* torch.distributed.launch passes it; LOCAL_RANK rules */
-        else if (!strcmp(name, "--model")) {
-            if (strcmp(val, "linear") && strcmp(val, "mlp") && strcmp(val, "cnn"))
-                bad_option("--model '%s' is not one of linear, mlp, cnn", val);
-            o->model = val;
-        } else if (!strcmp(name, "--epochs"))
-            o->epochs = (int)opt_long(name, val, 1, 100000);
-        else if (!strcmp(name, "--batch-size"))
-            o->batch_size = (int)opt_long(name, val, 1, 65536);
-        else if (!strcmp(name, "--optimizer")) {
-            if (ddpc_optim_kind_parse(val, &kind) != DDPC_OK)
-                bad_option("--optimizer: %s", ddpc_last_error());
-        } else if (!strcmp(name, "--lr")) {
-            lr = opt_float(name, val, 0, 1e6);
-            o->lr_set = 1;
-        } else if (!strcmp(name, "--momentum"))
-            momentum = opt_float(name, val, 0, 1);
-        else if (!strcmp(name, "--weight-decay")) {
-            wd = opt_float(name, val, 0, 1e6);
-            o->wd_set = 1;
-        } else if (!strcmp(name, "--seed"))
-            o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX);
-        else if (!strcmp(name, "--log-every"))
-            o->log_every = (int)opt_long(name, val, 0, 1 << 30);
-        else if (!strcmp(name, "--checkpoint"))
-            o->checkpoint = val;
-        else if (!strcmp(name, "--resume"))
-            o->resume = val;
-        else if (!strcmp(name, "--metrics"))
-            o->metrics = val;
-        else if (!strcmp(name, "--threads"))
-            o->threads = (int)opt_long(name, val, 1, 1024);
-        else if (!strcmp(name, "--prefetch"))
-            o->prefetch = (int)opt_long(name, val, 0, 64);
-        else if (!strcmp(name, "--max-batches"))
-            o->max_batches = opt_long(name, val, 0, 1L << 40);
-        else if (!strcmp(name, "--max-eval-batches"))
-            o->max_eval_batches = opt_long(name, val, 0, 1L << 40);
-        else if (!strcmp(name, "--bucket-mb"))
-            o->ddp.bucket_mb = opt_float(name, val, 1e-6, 1e5);
-        else if (!strcmp(name, "--first-bucket-mb"))
-            o->ddp.first_bucket_mb = opt_float(name, val, 1e-6, 1e5);
-        else if (!strcmp(name, "--overlap")) {
-            if (ddpc_overlap_parse(val, &o->ddp.overlap) != DDPC_OK)
-                bad_option("--overlap: %s", ddpc_last_error());
-        } else if (!strcmp(name, "--compress")) {
-            if (ddpc_compress_parse(val, &o->ddp.compress) != DDPC_OK)
-                bad_option("--compress: %s", ddpc_last_error());
-        } else
-            bad_option("unknown option '%s'", name);
+        option_table[k].set(&p, name, val);
     }
-    o->opt = ddpc_optim_options_default(kind);
-    if (o->lr_set) o->opt.lr = lr;
-    if (o->wd_set) o->opt.weight_decay = wd;
-    if (momentum != 0 && kind != DDPC_OPTIM_SGD) bad_option("--momentum is for --optimizer sgd");
-    if (nesterov && kind != DDPC_OPTIM_SGD) bad_option("--nesterov is for --optimizer sgd");
-    if (nesterov && momentum == 0) bad_option("--nesterov needs --momentum > 0");
-    o->opt.momentum = momentum;
-    o->opt.nesterov = nesterov;
+    o->opt = ddpc_optim_options_default(p.kind);
+    if (o->lr_set) o->opt.lr = p.lr;
+    if (o->wd_set) o->opt.weight_decay = p.wd;
+    if (p.momentum != 0 && p.kind != DDPC_OPTIM_SGD)
+        bad_option("--momentum is for --optimizer sgd");
+    if (p.nesterov && p.kind != DDPC_OPTIM_SGD) bad_option("--nesterov is for --optimizer sgd");
+    if (p.nesterov && p.momentum == 0) bad_option("--nesterov needs --momentum > 0");
+    o->opt.momentum = p.momentum;
+    o->opt.nesterov = p.nesterov;
 }
 
 /* ------------------------------------------------------------ trainer */
