@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "acl_internal.h"
 #include "hccl_internal.h"
@@ -285,6 +289,37 @@ HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) {
     return r;
 }
 
+/* How the members of a sub-communicator meet: a url when the parent came
+ * from a rank table (the first member hosts the store on its server's
+ * address, which routes from every member's host), else a unique id
+ * (ddpc_get_unique_id: its address follows HCCL_IF_IP, HCCL_SOCKET_IFNAME
+ * or MASTER_ADDR). */
+typedef struct sub_invite {
+    char url[288]; /* "" when id is the way */
+    ddpc_unique_id id;
+} sub_invite;
+
+/* A free TCP port on this host right now (0 when none): the first member's
+ * store takes it a moment later. */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+static ddpc_status invite(hccl_comm *hc, sub_invite *inv) {
+    memset(inv, 0, sizeof *inv);
+    if (!hc->addrs) return ddpc_get_unique_id(&inv->id);
+    int port = free_port();
+    if (!port) return DDPC_ERR_SYSTEM;
+    snprintf(inv->url, sizeof inv->url, "tcp://%s:%d", hc->addrs[hc->rank].host, port);
+    return DDPC_OK;
+}
+
 HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds, uint64_t subCommId,
                                    uint32_t subCommRankId, HcclCommConfig *config, HcclComm *subComm) {
     const char *what = "HcclCreateSubCommConfig";
@@ -306,22 +341,33 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
     snprintf(name, sizeof name, "%.100s_sub%llu", hc->name, (unsigned long long)subCommId);
     HcclResult r = config_name(config, what, name);
     if (r != HCCL_SUCCESS) return r;
-    /* Only the members call: the first makes a unique id and sends it to
+    /* Only the members call: the first makes an invitation and sends it to
      * the others over the parent's point-to-point channels, which leave the
      * parent's collective order alone. */
-    ddpc_unique_id id;
+    sub_invite inv;
     ddpc_status s = DDPC_OK;
     if (subCommRankId == 0) {
-        s = ddpc_get_unique_id(&id);
+        s = invite(hc, &inv);
         for (uint32_t i = 1; s == DDPC_OK && i < rankNum; i++)
-            s = ddpc_send(hc->c, &id, sizeof id, DDPC_UINT8, (int)rankIds[i]);
+            s = ddpc_send(hc->c, &inv, sizeof inv, DDPC_UINT8, (int)rankIds[i]);
     } else {
-        s = ddpc_recv(hc->c, &id, sizeof id, DDPC_UINT8, (int)rankIds[0]);
+        s = ddpc_recv(hc->c, &inv, sizeof inv, DDPC_UINT8, (int)rankIds[0]);
     }
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: handing out the sub-communicator's id: %s (%s)", what,
                           ddpc_status_str(s), ddpc_comm_last_error(hc->c));
-    return init_from_id(rankNum, &id, subCommRankId, name, config, what, subComm);
+    inv.url[sizeof inv.url - 1] = '\0';
+    if (!inv.url[0]) return init_from_id(rankNum, &inv.id, subCommRankId, name, config, what, subComm);
+    ddpc_comm *c = NULL;
+    s = ddpc_comm_create_url(&c, inv.url, (int)subCommRankId, (int)rankNum);
+    if (s != DDPC_OK)
+        return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what, subCommRankId, rankNum,
+                          inv.url, ddpc_status_str(s), ddpc_last_error());
+    r = hccl__wrap(c, name, config, subComm);
+    hccl_comm *sub = r == HCCL_SUCCESS ? *subComm : NULL;
+    if (sub && (sub->addrs = calloc(rankNum, sizeof *sub->addrs)))
+        for (uint32_t i = 0; i < rankNum; i++) sub->addrs[i] = hc->addrs[rankIds[i]];
+    return r;
 }
 
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize) {
@@ -388,6 +434,7 @@ HcclResult HcclCommDestroy(HcclComm comm) {
     ddpc_status s = ddpc_comm_destroy(hc->c);
     pthread_cond_destroy(&hc->cv);
     pthread_mutex_destroy(&hc->mu);
+    free(hc->addrs);
     free(hc);
     return s == DDPC_OK ? HCCL_SUCCESS
                         : hccl__fail(hccl__result(s), "HcclCommDestroy: %s (%s)", ddpc_status_str(s), ddpc_last_error());

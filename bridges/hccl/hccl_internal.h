@@ -16,6 +16,11 @@
 
 #define HCCL_COMM_MAGIC 0x4843434du /* "HCCM" */
 
+/* A rank's host, as a rank table names it. */
+typedef struct hccl_addr {
+    char host[64];
+} hccl_addr;
+
 /* What an HcclComm points to. */
 typedef struct hccl_comm {
     uint32_t magic;    /* HCCL_COMM_MAGIC while alive */
@@ -27,6 +32,7 @@ typedef struct hccl_comm {
     int pending;       /* operations queued on streams and not yet run (mu) */
     HcclResult async_err; /* the first failure of a queued operation (mu) */
     double exec_timeout_s; /* HcclCommConfig's hcclExecTimeOut; < 0: ddpc's (HCCL_EXEC_TIMEOUT) */
+    hccl_addr *addrs;      /* each rank's host when a rank table made it, else NULL (owned) */
 } hccl_comm;
 
 /* comm as a live communicator of ours; NULL when it is not (the caller

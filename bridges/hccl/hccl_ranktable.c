@@ -37,6 +37,7 @@
 typedef struct rank_table {
     uint32_t nranks;
     char root_addr[256]; /* rank 0's server: host_ip, else server_id */
+    hccl_addr *addrs;    /* each rank's server, the same way (owned; nranks) */
 } rank_table;
 
 /* Fails with EI0004 naming path and field. */
@@ -87,7 +88,11 @@ static HcclResult read_servers(const char *path, const cJSON *list, rank_table *
         total += cJSON_IsArray(dev) ? cJSON_GetArraySize(dev) : 0;
     }
     int *seen = calloc(total ? (size_t)total : 1, sizeof *seen);
-    if (!seen) return hccl__fail(HCCL_E_OOM, "reading the rank table %s: out of memory", path);
+    rt->addrs = calloc(total ? (size_t)total : 1, sizeof *rt->addrs);
+    if (!seen || !rt->addrs) {
+        free(seen);
+        return hccl__fail(HCCL_E_OOM, "reading the rank table %s: out of memory", path);
+    }
     HcclResult r = HCCL_SUCCESS;
     char field[128];
     for (int i = 0; i < nserv && r == HCCL_SUCCESS; i++) {
@@ -131,7 +136,8 @@ static HcclResult read_servers(const char *path, const cJSON *list, rank_table *
             }
             if (rank < lo) lo = rank;
             if (rank > hi) hi = rank;
-            if (rank == 0) snprintf(rt->root_addr, sizeof rt->root_addr, "%s", host_ip ? host_ip : server_id);
+            snprintf(rt->addrs[rank].host, sizeof rt->addrs[rank].host, "%s", host_ip ? host_ip : server_id);
+            if (rank == 0) snprintf(rt->root_addr, sizeof rt->root_addr, "%s", rt->addrs[0].host);
         }
         if (r == HCCL_SUCCESS && hi - lo + 1 != ndev) {
             snprintf(field, sizeof field, "server_list[%d].device[].rank_id", i);
@@ -207,14 +213,19 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
     if (!clusterInfo || !comm) return hccl__fail(HCCL_E_PTR, "%s: clusterInfo and comm must be non-NULL", what);
     rank_table rt = {0};
     HcclResult r = read_table(clusterInfo, &rt);
-    if (r != HCCL_SUCCESS) return r;
-    if (rank >= rt.nranks)
-        return hccl__fail(HCCL_E_PARA, "%s: rank %u is not in the rank table %s (ranks 0..%u)", what, rank,
-                          clusterInfo, rt.nranks - 1);
+    if (r == HCCL_SUCCESS && rank >= rt.nranks)
+        r = hccl__fail(HCCL_E_PARA, "%s: rank %u is not in the rank table %s (ranks 0..%u)", what, rank,
+                       clusterInfo, rt.nranks - 1);
+    if (r != HCCL_SUCCESS) {
+        free(rt.addrs);
+        return r;
+    }
     const char *p = getenv("DDPC_RANK_TABLE_PORT");
     long port = p && *p ? strtol(p, NULL, 10) : DEFAULT_PORT;
-    if (port <= 0 || port > 65535)
+    if (port <= 0 || port > 65535) {
+        free(rt.addrs);
         return hccl__fail(HCCL_E_PARA, "%s: DDPC_RANK_TABLE_PORT=%s is not a port", what, p);
+    }
     char url[320], name[COMM_NAME_MAX_LENGTH] = "hccl_world_group"; /* HCCL's name for it */
     if (config && config->hcclCommName[0])
         snprintf(name, sizeof name, "%.*s", (int)COMM_NAME_MAX_LENGTH - 1, config->hcclCommName);
@@ -222,10 +233,15 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
     *comm = NULL;
     ddpc_comm *c = NULL;
     ddpc_status s = ddpc_comm_create_url(&c, url, (int)rank, (int)rt.nranks);
-    if (s != DDPC_OK)
+    if (s != DDPC_OK) {
+        free(rt.addrs);
         return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what, rank, rt.nranks, url,
                           ddpc_status_str(s), ddpc_last_error());
-    return hccl__wrap(c, name, config, comm);
+    }
+    r = hccl__wrap(c, name, config, comm);
+    if (r == HCCL_SUCCESS) ((hccl_comm *)*comm)->addrs = rt.addrs; /* for its sub-communicators */
+    else free(rt.addrs);
+    return r;
 }
 
 #else /* no cJSON */

@@ -116,6 +116,48 @@ TEST_T(hccl_rank_table_two_servers, 150) {
                         "\"device\": [" DEV("0", "2") ", " DEV("1", "3") "]}]}");
 }
 
+/* Runs ranks 0, 1 in one network namespace and 2, 3 in another (joined by
+ * a veth pair, 198.18.subnet.1 and .2), each started by hand as a
+ * cluster's scripts start HCCL programs: "RANK=r [LOCAL_RANK=l] hccl_check
+ * args", with env_a / env_b exported in each; wants 4 ranks OK (how). */
+static void two_hosts(const char *tag, int subnet, const char *env_a, const char *env_b, const char *args,
+                      const char *how) {
+    char a[32], b[32];
+    t_netns_pair(tag, subnet, a, b);
+    const char *hc = bin("hccl_check"), *blog = t_tmp_path("b.log");
+    int rc = run(120,
+                 "export WORLD_SIZE=4 HCCL_CONNECT_TIMEOUT=60; "
+                 "ip netns exec %s sh -c '%s; RANK=2 LOCAL_RANK=0 %s %s & RANK=3 LOCAL_RANK=1 %s %s & wait' > %s 2>&1 & "
+                 "ip netns exec %s sh -c '%s; RANK=0 LOCAL_RANK=0 %s %s & RANK=1 LOCAL_RANK=1 %s %s & wait' 2>&1; "
+                 "wait; cat %s",
+                 b, env_b, hc, args, hc, args, blog, a, env_a, hc, args, hc, args, blog);
+    static char saved[sizeof out];
+    snprintf(saved, sizeof saved, "%s", out);
+    t_netns_del(a, b);
+    snprintf(out, sizeof out, "%s", saved);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    ranks_ok(4, how);
+    t_tmp_remove();
+}
+
+/* A rank table naming two real hosts' addresses. */
+TEST_T(hccl_rank_table_two_hosts, 150) {
+    const char *p = table("rank_table.json",
+                          HEAD("1.0", "completed") "\"server_count\": \"2\", \"server_list\": ["
+                          "{\"server_id\": \"198.18.21.1\", \"device\": [" DEV("0", "0") ", " DEV("1", "1") "]}, "
+                          "{\"server_id\": \"198.18.21.2\", \"device\": [" DEV("0", "2") ", " DEV("1", "3") "]}]}");
+    char args[4200];
+    snprintf(args, sizeof args, "--rank-table %s", p);
+    two_hosts("H", 21, "export DDPC_RANK_TABLE_PORT=29600", "export DDPC_RANK_TABLE_PORT=29600", args, "rank table");
+}
+
+/* Root info across two hosts, each host's HCCL_IF_IP naming its address
+ * (as HCCL asks of multi-host root-info jobs). */
+TEST_T(hccl_root_info_two_hosts, 150) {
+    two_hosts("I", 22, "export HCCL_IF_IP=198.18.22.1", "export HCCL_IF_IP=198.18.22.2", t_tmp_path("root_info"),
+              "root info through a file");
+}
+
 /* Every malformed table is refused (HCCL_E_PARA, EI0004) naming its field. */
 TEST_T(hccl_rank_table_errors_name_the_field, 60) {
     static const struct {
