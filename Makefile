@@ -219,7 +219,8 @@ clean:
 # names, over libddpc's public API; programs written for HCCL build against
 # these headers unchanged and link with -lhccl -lascendcl. tests/hccl holds
 # such programs (built into $(BUILD)/bin; the _mpi one with mpicc when
-# there is one), run by tests/dist/test_hccl.c.
+# there is one), run by tests/dist/test_hccl.c; examples/hccl HCCL's
+# benchmark. `make hccl` builds all of it.
 HCCL_SRC   := $(sort $(wildcard bridges/hccl/hccl_*.c))
 HCCL_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(HCCL_SRC))
 ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o
@@ -234,6 +235,10 @@ CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
 $(BUILD)/obj/bridges/hccl/hccl_ranktable.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 HCCL_MPI   := $(if $(MPICC),$(BUILD)/bin/hccl_check_mpi)
 HCCL_SAN   := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
+# how HCCL programs build: HCCL + ACL only; the rpath finds the libraries
+# one folder up from bin/ (-rpath-link: libhccl's own, $(BUILD)'s libddpc)
+HCCL_PROG_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -pthread
+HCCL_PROG_LIBS   = -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -lm
 
 .PHONY: hccl hccl-lib install-hccl
 all: hccl
@@ -256,12 +261,10 @@ $(BUILD)/libhccl.a: $(HCCL_OBJ)
 # the test programs: HCCL + ACL only, linked as a user would (-lhccl -lascendcl)
 $(BUILD)/bin/%: tests/hccl/%.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -pthread -o $@ $< \
-	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
+	$(CC) $(HCCL_PROG_CFLAGS) -o $@ $< $(HCCL_PROG_LIBS) -Wl,-rpath,'$$ORIGIN/..'
 $(BUILD)/bin/hccl_check_mpi: tests/hccl/hccl_check.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_CHECK_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -pthread -o $@ $< \
-	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..' -lm
+	$(MPICC) $(HCCL_PROG_CFLAGS) -DHCCL_CHECK_MPI -o $@ $< $(HCCL_PROG_LIBS) -Wl,-rpath,'$$ORIGIN/..'
 
 # HCCL's benchmark (hccl_test's command line and table): one program, named
 # after each operation as HCCL's are; run by ddpc-run from $(BUILD)/bin, by
@@ -271,13 +274,11 @@ HCCL_BENCH     := $(BUILD)/bin/hccl_test $(if $(MPICC),$(BUILD)/hccl_test/bin/hc
 hccl: $(HCCL_BENCH)
 $(BUILD)/bin/hccl_test: examples/hccl/hccl_test.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -o $@ $< \
-	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/..'
+	$(CC) $(HCCL_PROG_CFLAGS) -o $@ $< $(HCCL_PROG_LIBS) -Wl,-rpath,'$$ORIGIN/..'
 	cd $(dir $@) && for op in $(HCCL_BENCH_OPS); do ln -sf hccl_test $${op}_test; done
 $(BUILD)/hccl_test/bin/hccl_test: examples/hccl/hccl_test.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) -std=c11 -D_GNU_SOURCE -DHCCL_TEST_MPI $(OPT) -g -Wall -Wextra -Wno-unused-parameter $(HCCL_SAN) -Iinclude -o $@ $< \
-	  -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lascendcl -Wl,-rpath,'$$ORIGIN/../..'
+	$(MPICC) $(HCCL_PROG_CFLAGS) -DHCCL_TEST_MPI -o $@ $< $(HCCL_PROG_LIBS) -Wl,-rpath,'$$ORIGIN/../..'
 	cd $(dir $@) && for op in $(HCCL_BENCH_OPS); do ln -sf hccl_test $${op}_test; done
 
 install-hccl: hccl-lib
