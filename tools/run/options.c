@@ -1,8 +1,10 @@
 /*
  * options.c — ddpc-run's command line: its own flags and torchrun's (with
  * dashes or underscores, "--opt=value" or "--opt value", -r/-t/-m), read
- * into an opts. Bad usage ends the process with status 2 and a message
- * naming the option; nothing else here has side effects.
+ * into an opts, and each option's environment form as torchrun reads it
+ * (PET_NNODES for --nnodes: what a Kubeflow PyTorchJob sets). Bad usage
+ * ends the process with status 2 and a message naming the option (and the
+ * variable it came from); nothing else here has side effects.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,7 +28,13 @@ static void usage(FILE *f) {
         "torchrun's agent store: TORCHELASTIC_USE_AGENT_STORE=True), prefixes their output\n"
         "lines with \"[rank]: \", and stops every worker on every node when one fails.\n"
         "Every option is also accepted with underscores (--nproc_per_node) and as\n"
-        "\"--opt value\" as well as \"--opt=value\".\n"
+        "\"--opt value\" as well as \"--opt=value\", and, as torchrun reads them,\n"
+        "from the environment as PET_ + its name in capitals with underscores\n"
+        "(PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR,\n"
+        "PET_MASTER_PORT, PET_RDZV_ENDPOINT, ...; what a Kubeflow PyTorchJob sets);\n"
+        "a flag's variable is an integer, non-zero for on (PET_STANDALONE=1); an\n"
+        "empty variable counts as unset; the command line wins over the variable.\n"
+        "--help and --env have no variable.\n"
         "\n"
         "  --nproc-per-node=N     workers on this node (or auto/cpu: one per core; default 1)\n"
         "  --nnodes=N             nodes in the job (N or N:N; default 1)\n"
@@ -70,13 +78,21 @@ static void usage(FILE *f) {
         "signal N; 1 for a job that could not start; 2 for bad usage.\n");
 }
 
+/* The variable the option being read came from ("PET_NNODES"), NULL for
+ * the command line: usage errors name it. */
+static const char *from_var;
+
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_usage(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "ddpc-run: error: ");
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see ddpc-run --help)\n");
+    if (from_var)
+        fprintf(stderr, " (from the environment: %s='%s'; see ddpc-run --help)\n", from_var,
+                getenv(from_var));
+    else
+        fprintf(stderr, " (see ddpc-run --help)\n");
     va_end(ap);
     exit(EXIT_USAGE);
 }
@@ -198,7 +214,7 @@ static void set_rdzv_endpoint(opts *o, const char *name, const char *val, int *s
     if (hl == 0 || hl >= sizeof o->master_addr)
         die_usage("--rdzv-endpoint='%s' is not HOST[:PORT]", val);
     snprintf(o->master_addr, sizeof o->master_addr, "%.*s", (int)hl, val);
-    if (colon) o->rdzv_port = (int)parse_int_opt(name, colon + 1, 1, 65535);
+    o->rdzv_port = colon ? (int)parse_int_opt(name, colon + 1, 1, 65535) : 0;
 }
 
 static void set_node_rank(opts *o, const char *name, const char *val, int *seen) {
@@ -264,37 +280,75 @@ static void set_tee(opts *o, const char *name, const char *val, int *seen) {
     *seen |= SEEN_TEE;
 }
 
-/* Every long option (normalised: dashes), whether it takes a value, and
- * its setter. */
+/* Every long option (normalised: dashes), whether it takes a value,
+ * whether it is also read from its PET_ variable (all but --help and
+ * --env), and its setter. */
 static const struct option_row {
     const char *name;
     int takes_value;
+    int from_env;
     setter *set;
 } option_table[] = {
-    { "help", 0, set_help },
-    { "env", 0, set_env },
-    { "standalone", 0, set_standalone },
-    { "no-python", 0, set_no_python },
-    { "module", 0, set_module },
-    { "nproc-per-node", 1, set_nproc },
-    { "nnodes", 1, set_nnodes },
-    { "node-rank", 1, set_node_rank },
-    { "master-addr", 1, set_master_addr },
-    { "master-port", 1, set_master_port },
-    { "max-restarts", 1, set_max_restarts },
-    { "monitor-interval", 1, set_monitor_interval },
-    { "heartbeat-timeout", 1, set_hb_timeout },
-    { "join-timeout", 1, set_join_timeout },
-    { "grace", 1, set_grace },
-    { "run-id", 1, set_run_id },
-    { "rdzv-id", 1, set_run_id },
-    { "log-dir", 1, set_log_dir },
-    { "redirects", 1, set_redirects },
-    { "tee", 1, set_tee },
-    { "rdzv-endpoint", 1, set_rdzv_endpoint },
-    { "rdzv-backend", 1, set_rdzv_backend },
-    { "start-method", 1, set_start_method },
+    { "help", 0, 0, set_help },
+    { "env", 0, 0, set_env },
+    { "standalone", 0, 1, set_standalone },
+    { "no-python", 0, 1, set_no_python },
+    { "module", 0, 1, set_module },
+    { "nproc-per-node", 1, 1, set_nproc },
+    { "nnodes", 1, 1, set_nnodes },
+    { "node-rank", 1, 1, set_node_rank },
+    { "master-addr", 1, 1, set_master_addr },
+    { "master-port", 1, 1, set_master_port },
+    { "max-restarts", 1, 1, set_max_restarts },
+    { "monitor-interval", 1, 1, set_monitor_interval },
+    { "heartbeat-timeout", 1, 1, set_hb_timeout },
+    { "join-timeout", 1, 1, set_join_timeout },
+    { "grace", 1, 1, set_grace },
+    { "run-id", 1, 1, set_run_id },
+    { "rdzv-id", 1, 1, set_run_id },
+    { "log-dir", 1, 1, set_log_dir },
+    { "redirects", 1, 1, set_redirects },
+    { "tee", 1, 1, set_tee },
+    { "rdzv-endpoint", 1, 1, set_rdzv_endpoint },
+    { "rdzv-backend", 1, 1, set_rdzv_backend },
+    { "start-method", 1, 1, set_start_method },
 };
+#define N_OPTIONS (sizeof option_table / sizeof option_table[0])
+
+/* torchrun's environment form of an option (torch/distributed/
+ * argparse_util.py, actions env and check_env): "PET_" + the option's dest,
+ * upper case — "nproc-per-node" -> PET_NPROC_PER_NODE. */
+static void option_var(const char *name, char var[80]) {
+    int n = snprintf(var, 80, "PET_");
+    for (const char *p = name; *p && n < 79; p++)
+        var[n++] = *p == '-' ? '_' : (*p >= 'a' && *p <= 'z') ? (char)(*p - 'a' + 'A') : *p;
+    var[n] = 0;
+}
+
+/* Sets o from the PET_ variable of every option the command line did not
+ * give (given[k]: row k's setter was on it), as torchrun's parser does: a
+ * variable is its option's default, so the command line wins and a bad
+ * variable under a good option is never read. An empty variable counts as
+ * unset. A value option takes the variable as its value; a flag is on when
+ * the variable is a non-zero integer (torchrun's check_env; "0" leaves it
+ * off). */
+static void read_env_options(opts *o, const unsigned char given[], int *seen) {
+    static char var[N_OPTIONS][80];
+    for (size_t k = 0; k < N_OPTIONS; k++) {
+        const struct option_row *row = &option_table[k];
+        if (!row->from_env || given[k]) continue;
+        option_var(row->name, var[k]);
+        const char *v = getenv(var[k]);
+        if (!v || !*v) continue;
+        from_var = var[k];
+        if (row->takes_value) {
+            row->set(o, row->name, v, seen);
+        } else if (parse_int_opt(row->name, v, -2147483647L, 2147483647L) != 0) {
+            row->set(o, row->name, NULL, seen);
+        }
+        from_var = NULL;
+    }
+}
 
 /* argv[*i] is an option: its normalised name ("--a_b=c" -> "a-b") in
  * name, its value (NULL for a flag) in *val, consuming argv[*i + 1] for
@@ -303,6 +357,7 @@ static const struct option_row *read_option(int argc, char **argv, int *i, char 
                                             const char **val) {
     const char *a = argv[*i];
     if (!strcmp(a, "-h")) a = "--help";
+    if (!strcmp(a, "-m")) a = "--module";
     /* torchrun's short forms -r SPEC and -t SPEC */
     if ((!strcmp(a, "-r") || !strcmp(a, "-t")) && *i + 1 < argc)
         a = a[1] == 'r' ? "--redirects" : "--tee";
@@ -315,7 +370,7 @@ static const struct option_row *read_option(int argc, char **argv, int *i, char 
     for (char *p = name; *p; p++)
         if (*p == '_') *p = '-';
     const struct option_row *row = NULL;
-    for (size_t k = 0; k < sizeof option_table / sizeof option_table[0] && !row; k++)
+    for (size_t k = 0; k < N_OPTIONS && !row; k++)
         if (!strcmp(option_table[k].name, name)) row = &option_table[k];
     if (!row) die_usage("unknown option --%s", name);
     *val = NULL;
@@ -345,24 +400,36 @@ static void finish_options(opts *o, int have_redirects, int have_tee) {
     for (int k = 0; k < MAX_NPROC; k++) o->tee[k] &= ~o->redirects[k];
 }
 
-void run_parse_args(int argc, char **argv, opts *o) {
-    set_defaults(o);
-    int seen = 0, i;
+/* Walks the options before PROGRAM; returns PROGRAM's index. With o,
+ * applies each; without, marks in given[] the rows whose setter each one
+ * uses (an alias marks its twin: --rdzv-id also stands for --run-id). */
+static int walk_options(int argc, char **argv, opts *o, int *seen, unsigned char given[]) {
+    int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
+        if (strcmp(a, "--") == 0) return i + 1;
         if (a[0] != '-' || a[1] == 0) break; /* PROGRAM */
-        if (!strcmp(a, "-m")) {
-            o->module = 1;
-            continue;
-        }
         char name[64];
         const char *val;
-        read_option(argc, argv, &i, name, &val)->set(o, name, val, &seen);
+        const struct option_row *row = read_option(argc, argv, &i, name, &val);
+        if (o)
+            row->set(o, name, val, seen);
+        else
+            for (size_t k = 0; k < N_OPTIONS; k++)
+                if (option_table[k].set == row->set) given[k] = 1;
     }
+    return i;
+}
+
+void run_parse_args(int argc, char **argv, opts *o) {
+    set_defaults(o);
+    int seen = 0;
+    unsigned char given[N_OPTIONS] = { 0 };
+    /* 1. which options the command line gives (usage errors in it first);
+     * 2. the PET_ variables of the others; 3. the command line's */
+    walk_options(argc, argv, NULL, &seen, given);
+    read_env_options(o, given, &seen);
+    int i = walk_options(argc, argv, o, &seen, given);
     if (i >= argc) die_usage("no PROGRAM to run");
     o->argv = argv + i;
     finish_options(o, seen & SEEN_REDIRECTS, seen & SEEN_TEE);
