@@ -375,6 +375,29 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
     return finish(o, r, stream);
 }
 
+HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
+                          const void *recvBuf, HcclDataType recvType, HcclComm comm, aclrtStream stream) {
+    BEGIN("HcclAlltoAllVC", K_ALLTOALLV, comm, sendType, HCCL_REDUCE_SUM, 0);
+    o->send = (void *)sendBuf, o->recv = (void *)recvBuf;
+    if (r == HCCL_SUCCESS && sendType != recvType)
+        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAllVC: sendType %d differs from recvType %d", (int)sendType, (int)recvType);
+    if (r == HCCL_SUCCESS && !sendCountMatrix) r = hccl__fail(HCCL_E_PTR, "HcclAlltoAllVC: sendCountMatrix is NULL");
+    if (r == HCCL_SUCCESS) r = copy_counts(o, NULL, NULL, NULL, NULL);
+    /* my row gives what I send, my column what I receive; both packed */
+    uint32_t n = r == HCCL_SUCCESS ? o->hc->size : 0, me = o->hc->rank;
+    uint64_t ns = 0, nr = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint64_t out, in;
+        memcpy(&out, (const char *)sendCountMatrix + ((size_t)me * n + j) * 8, 8);
+        memcpy(&in, (const char *)sendCountMatrix + ((size_t)j * n + me) * 8, 8);
+        SCOUNTS(o)[j] = out, SDISPLS(o)[j] = ns, ns += out;
+        RCOUNTS(o)[j] = in, RDISPLS(o)[j] = nr, nr += in;
+    }
+    if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, ns);
+    if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, nr);
+    return finish(o, r, stream);
+}
+
 HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
                           const void *recvDispls, HcclDataType dataType, HcclComm comm, aclrtStream stream) {
     BEGIN("HcclAllGatherV", K_ALLGATHERV, comm, dataType, HCCL_REDUCE_SUM, 0);

@@ -75,6 +75,12 @@ extern HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, con
                                 const void *rdispls, HcclDataType recvType, HcclComm comm,
                                 aclrtStream stream);
 
+/* All-to-all-v from one matrix that every rank passes alike:
+ * sendCountMatrix[i * rankSize + j] (uint64_t) elements go from rank i to
+ * rank j, packed in rank order at both ends. sendType == recvType. */
+extern HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
+                                 const void *recvBuf, HcclDataType recvType, HcclComm comm, aclrtStream stream);
+
 /* Block j (sendCount elements) of sendBuf goes to rank j's block i.
  * sendCount == recvCount, sendType == recvType. */
 extern HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,

@@ -243,6 +243,20 @@ static void check_v(rank_ctx *x, int ti, uint64_t n) {
         uint64_t at[2] = {j, jd};
         expect(x, "HcclAlltoAllV", ti, rc[j], ar, rd[j], want_moved_at, at);
     }
+    /* the same exchange from the whole matrix (AlltoAllVC) */
+    uint64_t *m = calloc((size_t)s * s, 8);
+    for (uint32_t a = 0; a < s; a++)
+        for (uint32_t b = 0; b < s; b++) m[a * s + b] = n + (a + 2 * b) % 3;
+    ACL_OK(aclrtMemset(ar, rt ? rt * tsize(t) : 1, 0, rt ? rt * tsize(t) : 1));
+    HCCL_OK(HcclAlltoAllVC(as, m, t, ar, t, x->comm, x->stream));
+    sync_ok(x, "HcclAlltoAllVC");
+    for (uint32_t j = 0; j < s; j++) {
+        uint64_t jd = 0;
+        for (uint32_t k = 0; k < me; k++) jd += m[j * s + k];
+        uint64_t at[2] = {j, jd};
+        expect(x, "HcclAlltoAllVC", ti, rc[j], ar, rd[j], want_moved_at, at);
+    }
+    free(m);
     aclrtFree(as);
     aclrtFree(ar);
     free(sc), free(sd), free(rc), free(rd), free(cnt), free(dsp);
