@@ -288,12 +288,15 @@ install-hccl: hccl-lib
 	install -m 644 include/acl/error_codes/*.h $(DESTDIR)$(PREFIX)/include/acl/error_codes/
 	install -m 644 $(BUILD)/libhccl.a $(BUILD)/libascendcl.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libhccl.so $(BUILD)/libascendcl.so $(DESTDIR)$(PREFIX)/lib/
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/^#define DDPC_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' \
+	  include/ddpc/ddpc.h | paste -sd.)|" bridges/hccl/hccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hccl.pc
 
 .PHONY: uninstall-hccl
 uninstall: uninstall-hccl
 uninstall-hccl:
 	rm -rf $(DESTDIR)$(PREFIX)/include/hccl $(DESTDIR)$(PREFIX)/include/acl \
-	  $(DESTDIR)$(PREFIX)/lib/libhccl.* $(DESTDIR)$(PREFIX)/lib/libascendcl.*
+	  $(DESTDIR)$(PREFIX)/lib/libhccl.* $(DESTDIR)$(PREFIX)/lib/libascendcl.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/hccl.pc
 
 -include $(HCCL_OBJ:.o=.d) $(ACL_OBJ:.o=.d)
 # ------------------------------------------------------------ end HCCL on CPUs
