@@ -9,7 +9,9 @@
  *   - aclrtMalloc & co. return ordinary host memory (64-byte aligned); any
  *     aclrtMemcpyKind is a memmove, so either side may be any host pointer.
  *   - aclrtGetDeviceCount is the number of devices in ASCEND_RT_VISIBLE_DEVICES
- *     when set, else 8; aclrtSetDevice only records this thread's device.
+ *     when set, else 8 (or the launcher's ranks on this host, LOCAL_WORLD_SIZE
+ *     or OMPI_COMM_WORLD_LOCAL_SIZE, when more); aclrtSetDevice only records
+ *     this thread's device.
  *   - Work queued on a stream (collectives, aclrtMemcpyAsync, events) runs in
  *     the order queued on the stream's thread. aclrtSynchronizeStream waits
  *     for it and returns the first failure since the last synchronization
