@@ -3,7 +3,7 @@
 # Idempotent: does nothing when they are all present.
 set -euo pipefail
 need=(build-essential pkg-config libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist iproute2)
-[ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libtorch-dev pybind11-dev python3-dev libopenblas0 hyperfine time)
+[ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libtorch-dev pybind11-dev python3-dev libopenblas0 hyperfine time gnuplot-nox)
 # the tools of `make check-valgrind` and `make fuzz`
 [ "${DDPC_SETUP_TOOLS:-0}" = 1 ] && need+=(valgrind clang)
 missing=()

@@ -19,7 +19,8 @@ typedef aclError (*ddpc_acl__task_fn)(void *arg, char *err, size_t errlen);
 
 /* Queues {fn, arg} on stream (NULL: the calling thread's device's default
  * stream). On failure nothing is queued and arg stays the caller's. */
-__attribute__((visibility("default"))) aclError ddpc_acl__enqueue(aclrtStream stream, ddpc_acl__task_fn fn, void *arg);
+__attribute__((visibility("default"))) aclError ddpc_acl__enqueue(aclrtStream stream,
+                                                                  ddpc_acl__task_fn fn, void *arg);
 
 /* Records msg as this thread's last ACL error text (aclGetRecentErrMsg). */
 __attribute__((visibility("default"))) void ddpc_acl__set_error(const char *msg);

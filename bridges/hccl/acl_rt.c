@@ -11,8 +11,8 @@
  * Handles are checked against registries (a freed or foreign pointer is
  * ACL_ERROR_RT_INVALID_HANDLE, not a crash), which cost a short list walk.
  */
-#include <stdarg.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +23,15 @@
 #include "acl_internal.h"
 
 #define MAX_DEVICES 1024
-#define MSG_LEN 512
+#define MSG_LEN     512
 
 /* ------------------------------------------------------------ errors */
 
 static _Thread_local char last_msg[MSG_LEN];
 
-void ddpc_acl__set_error(const char *msg) { snprintf(last_msg, sizeof last_msg, "%s", msg ? msg : ""); }
+void ddpc_acl__set_error(const char *msg) {
+    snprintf(last_msg, sizeof last_msg, "%s", msg ? msg : "");
+}
 
 /* Records a formatted reason and returns code. */
 __attribute__((format(printf, 2, 3))) static aclError fail(aclError code, const char *fmt, ...) {
@@ -44,7 +46,8 @@ const char *aclGetRecentErrMsg(void) { return last_msg; }
 
 /* ------------------------------------------------------------ process */
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* registries, init flag, default streams */
+static pthread_mutex_t g_mu =
+    PTHREAD_MUTEX_INITIALIZER; /* registries, init flag, default streams */
 static int g_inited;
 
 aclError aclInit(const char *configPath) {
@@ -61,7 +64,8 @@ aclError aclFinalize(void) {
     int was = g_inited;
     g_inited = 0;
     pthread_mutex_unlock(&g_mu);
-    if (!was) return fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize: not initialized (or finalized twice)");
+    if (!was)
+        return fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize: not initialized (or finalized twice)");
     return aclrtSynchronizeDevice();
 }
 
@@ -94,15 +98,16 @@ aclError aclrtGetDeviceCount(uint32_t *count) {
 
 aclError aclrtSetDevice(int32_t deviceId) {
     if (deviceId < 0 || (uint32_t)deviceId >= device_count())
-        return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtSetDevice: device %d is not in 0..%u", deviceId,
-                    device_count() - 1);
+        return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtSetDevice: device %d is not in 0..%u",
+                    deviceId, device_count() - 1);
     cur_dev = deviceId;
     return ACL_SUCCESS;
 }
 
 aclError aclrtGetDevice(int32_t *deviceId) {
     if (!deviceId) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDevice: deviceId is NULL");
-    if (cur_dev < 0) return fail(ACL_ERROR_RT_CONTEXT_NULL, "aclrtGetDevice: no aclrtSetDevice on this thread");
+    if (cur_dev < 0)
+        return fail(ACL_ERROR_RT_CONTEXT_NULL, "aclrtGetDevice: no aclrtSetDevice on this thread");
     *deviceId = cur_dev;
     return ACL_SUCCESS;
 }
@@ -134,8 +139,8 @@ typedef struct acl_stream {
     struct acl_stream *next; /* the registry */
 } acl_stream;
 
-static acl_stream *g_streams;                   /* every live stream (g_mu) */
-static acl_stream *g_default[MAX_DEVICES];      /* each device's, made on first use (g_mu) */
+static acl_stream *g_streams;              /* every live stream (g_mu) */
+static acl_stream *g_default[MAX_DEVICES]; /* each device's, made on first use (g_mu) */
 
 static void *stream_main(void *p) {
     acl_stream *s = p;
@@ -153,7 +158,8 @@ static void *stream_main(void *p) {
         pthread_mutex_lock(&s->mu);
         if (e != ACL_SUCCESS && s->err == ACL_SUCCESS) {
             s->err = e;
-            snprintf(s->msg, sizeof s->msg, "%s", msg[0] ? msg : "a task queued on the stream failed");
+            snprintf(s->msg, sizeof s->msg, "%s",
+                     msg[0] ? msg : "a task queued on the stream failed");
         }
         s->done++;
         pthread_cond_broadcast(&s->idle);
@@ -171,7 +177,8 @@ static aclError stream_new(acl_stream **out) {
     int rc = pthread_create(&s->th, NULL, stream_main, s);
     if (rc != 0) {
         free(s);
-        return fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtCreateStream: pthread_create: %s", strerror(rc));
+        return fail(ACL_ERROR_RT_INTERNAL_ERROR, "aclrtCreateStream: pthread_create: %s",
+                    strerror(rc));
     }
     pthread_mutex_lock(&g_mu);
     s->next = g_streams;
@@ -188,7 +195,8 @@ static aclError stream_get(aclrtStream stream, const char *what, acl_stream **ou
     if (stream) {
         for (s = g_streams; s && s != stream; s = s->next) {}
         pthread_mutex_unlock(&g_mu);
-        if (!s) return fail(ACL_ERROR_RT_INVALID_HANDLE, "%s: %p is not a live stream", what, stream);
+        if (!s)
+            return fail(ACL_ERROR_RT_INVALID_HANDLE, "%s: %p is not a live stream", what, stream);
         *out = s;
         return ACL_SUCCESS;
     }
@@ -217,10 +225,12 @@ aclError ddpc_acl__enqueue(aclrtStream stream, ddpc_acl__task_fn fn, void *arg) 
     if (e != ACL_SUCCESS) return e;
     task *t = malloc(sizeof *t);
     if (!t) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "out of memory queuing a task");
-    *t = (task){fn, arg, NULL};
+    *t = (task){ fn, arg, NULL };
     pthread_mutex_lock(&s->mu);
-    if (s->tail) s->tail->next = t;
-    else s->head = t;
+    if (s->tail)
+        s->tail->next = t;
+    else
+        s->head = t;
     s->tail = t;
     s->queued++;
     pthread_cond_signal(&s->more);
@@ -268,8 +278,11 @@ aclError aclrtDestroyStream(aclrtStream stream) {
     for (int d = 0; s && d < MAX_DEVICES; d++) is_default |= g_default[d] == s;
     if (s && !is_default) *pp = s->next; /* default streams live as long as the process */
     pthread_mutex_unlock(&g_mu);
-    if (!s) return fail(ACL_ERROR_RT_INVALID_HANDLE, "aclrtDestroyStream: %p is not a live stream", stream);
-    if (is_default) return fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: a device's default stream");
+    if (!s)
+        return fail(ACL_ERROR_RT_INVALID_HANDLE, "aclrtDestroyStream: %p is not a live stream",
+                    stream);
+    if (is_default)
+        return fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: a device's default stream");
     pthread_mutex_lock(&s->mu);
     s->stop = 1; /* the thread runs what is queued, then ends */
     pthread_cond_signal(&s->more);
@@ -300,7 +313,8 @@ aclError aclrtSynchronizeDevice(void) {
 
 aclError aclrtResetDevice(int32_t deviceId) {
     if (deviceId < 0 || deviceId >= MAX_DEVICES)
-        return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtResetDevice: device %d does not exist", deviceId);
+        return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtResetDevice: device %d does not exist",
+                    deviceId);
     pthread_mutex_lock(&g_mu);
     acl_stream *s = g_default[deviceId];
     pthread_mutex_unlock(&g_mu);
@@ -343,7 +357,9 @@ aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
     return ACL_SUCCESS;
 }
 
-aclError aclrtCreateEvent(aclrtEvent *event) { return aclrtCreateEventWithFlag(event, ACL_EVENT_TIME_LINE); }
+aclError aclrtCreateEvent(aclrtEvent *event) {
+    return aclrtCreateEventWithFlag(event, ACL_EVENT_TIME_LINE);
+}
 
 /* How many records of ev have been queued so far. */
 static uint64_t recorded_now(acl_event *ev) {
@@ -403,10 +419,11 @@ static aclError wait_task(void *arg, char *err, size_t errlen) {
 }
 
 /* Queues fn on stream with {ev, seq}. */
-static aclError event_enqueue(aclrtStream stream, ddpc_acl__task_fn fn, acl_event *ev, uint64_t seq) {
+static aclError event_enqueue(aclrtStream stream, ddpc_acl__task_fn fn, acl_event *ev,
+                              uint64_t seq) {
     event_arg *a = malloc(sizeof *a);
     if (!a) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "out of memory queuing an event");
-    *a = (event_arg){ev, seq};
+    *a = (event_arg){ ev, seq };
     aclError e = ddpc_acl__enqueue(stream, fn, a);
     if (e != ACL_SUCCESS) free(a);
     return e;
@@ -466,13 +483,16 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     pthread_mutex_lock(&ev_mu);
     int never = a->recorded == 0 || b->recorded == 0;
     int pending = a->reached < a->recorded || b->reached < b->recorded;
-    double d = (double)(b->at.tv_sec - a->at.tv_sec) * 1e3 + (double)(b->at.tv_nsec - a->at.tv_nsec) / 1e6;
+    double d =
+        (double)(b->at.tv_sec - a->at.tv_sec) * 1e3 + (double)(b->at.tv_nsec - a->at.tv_nsec) / 1e6;
     pthread_mutex_unlock(&ev_mu);
     if (never)
-        return fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "aclrtEventElapsedTime: an event was never recorded");
+        return fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+                    "aclrtEventElapsedTime: an event was never recorded");
     if (pending)
         return fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE,
-                    "aclrtEventElapsedTime: an event's stream has not reached it (aclrtSynchronizeEvent first)");
+                    "aclrtEventElapsedTime: an event's stream has not reached it "
+                    "(aclrtSynchronizeEvent first)");
     *ms = (float)d;
     return ACL_SUCCESS;
 }
@@ -494,7 +514,9 @@ aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy) {
     return host_alloc(devPtr, size, "aclrtMalloc");
 }
 
-aclError aclrtMallocHost(void **hostPtr, size_t size) { return host_alloc(hostPtr, size, "aclrtMallocHost"); }
+aclError aclrtMallocHost(void **hostPtr, size_t size) {
+    return host_alloc(hostPtr, size, "aclrtMallocHost");
+}
 
 aclError aclrtFree(void *devPtr) {
     if (!devPtr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtFree: devPtr is NULL");
@@ -508,17 +530,20 @@ aclError aclrtFreeHost(void *hostPtr) {
     return ACL_SUCCESS;
 }
 
-static aclError copy_check(void *dst, size_t destMax, const void *src, size_t count, int kind, const char *what) {
+static aclError copy_check(void *dst, size_t destMax, const void *src, size_t count, int kind,
+                           const char *what) {
     if (count == 0) return ACL_SUCCESS;
     if (!dst || !src) return fail(ACL_ERROR_INVALID_PARAM, "%s: dst or src is NULL", what);
     if (count > destMax)
-        return fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is more than destMax %zu", what, count, destMax);
+        return fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is more than destMax %zu", what, count,
+                    destMax);
     if (kind < ACL_MEMCPY_HOST_TO_HOST || kind > ACL_MEMCPY_INTER_DEVICE_TO_DEVICE)
         return fail(ACL_ERROR_INVALID_PARAM, "%s: kind %d is not an aclrtMemcpyKind", what, kind);
     return ACL_SUCCESS;
 }
 
-aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind) {
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
+                     aclrtMemcpyKind kind) {
     aclError e = copy_check(dst, destMax, src, count, (int)kind, "aclrtMemcpy");
     if (e == ACL_SUCCESS && count) memmove(dst, src, count);
     return e;
@@ -528,7 +553,8 @@ static aclError set_check(void *p, size_t maxCount, size_t count, const char *wh
     if (count == 0) return ACL_SUCCESS;
     if (!p) return fail(ACL_ERROR_INVALID_PARAM, "%s: devPtr is NULL", what);
     if (count > maxCount)
-        return fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is more than maxCount %zu", what, count, maxCount);
+        return fail(ACL_ERROR_INVALID_PARAM, "%s: count %zu is more than maxCount %zu", what, count,
+                    maxCount);
     return ACL_SUCCESS;
 }
 
@@ -548,8 +574,10 @@ typedef struct mem_arg {
 static aclError mem_task(void *arg, char *err, size_t errlen) {
     mem_arg *a = arg;
     if (a->count) {
-        if (a->src) memmove(a->dst, a->src, a->count);
-        else memset(a->dst, a->value, a->count);
+        if (a->src)
+            memmove(a->dst, a->src, a->count);
+        else
+            memset(a->dst, a->value, a->count);
     }
     free(a);
     return ACL_SUCCESS;
@@ -564,13 +592,14 @@ static aclError mem_enqueue(aclrtStream stream, mem_arg m) {
     return e;
 }
 
-aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
-                          aclrtStream stream) {
+aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
+                          aclrtMemcpyKind kind, aclrtStream stream) {
     aclError e = copy_check(dst, destMax, src, count, (int)kind, "aclrtMemcpyAsync");
-    return e != ACL_SUCCESS ? e : mem_enqueue(stream, (mem_arg){dst, src, 0, count});
+    return e != ACL_SUCCESS ? e : mem_enqueue(stream, (mem_arg){ dst, src, 0, count });
 }
 
-aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
+                          aclrtStream stream) {
     aclError e = set_check(devPtr, maxCount, count, "aclrtMemsetAsync");
-    return e != ACL_SUCCESS ? e : mem_enqueue(stream, (mem_arg){devPtr, NULL, value, count});
+    return e != ACL_SUCCESS ? e : mem_enqueue(stream, (mem_arg){ devPtr, NULL, value, count });
 }

@@ -45,7 +45,7 @@ typedef struct hccl_op {
     size_t count; /* elements */
     ddpc_dtype t;
     ddpc_op op;
-    int root; /* or peer */
+    int root;       /* or peer */
     size_t *counts; /* 4*size entries: send counts, send displs, recv counts, recv displs */
     HcclSendRecvItem *items; /* K_BATCH */
     uint32_t nitems;
@@ -78,7 +78,8 @@ static ddpc_status allgatherv_send(hccl_op *o, const void **send) {
     size_t es = ddpc_dtype_size(o->t), nb = o->count * es, total = 0;
     const char *r = o->recv, *s = o->send;
     for (uint32_t i = 0; i < o->hc->size; i++)
-        if ((RDISPLS(o)[i] + RCOUNTS(o)[i]) * es > total) total = (RDISPLS(o)[i] + RCOUNTS(o)[i]) * es;
+        if ((RDISPLS(o)[i] + RCOUNTS(o)[i]) * es > total)
+            total = (RDISPLS(o)[i] + RCOUNTS(o)[i]) * es;
     *send = s;
     if (!nb || !(s < r + total && r < s + nb)) return DDPC_OK;
     if (!(o->tmp = malloc(nb))) return DDPC_ERR_NOMEM;
@@ -99,18 +100,22 @@ static ddpc_status start_op(hccl_op *o, ddpc_work **w, uint32_t *n) {
     case K_BROADCAST: return ddpc_broadcast_async(c, o->send, o->send, o->count, o->t, o->root, w);
     case K_REDUCE: return ddpc_reduce_async(c, o->send, o->recv, o->count, o->t, o->op, o->root, w);
     case K_ALLGATHER: return ddpc_allgather_async(c, o->send, o->recv, o->count, o->t, w);
-    case K_REDUCE_SCATTER: return ddpc_reduce_scatter_async(c, o->send, o->recv, o->count, o->t, o->op, w);
+    case K_REDUCE_SCATTER:
+        return ddpc_reduce_scatter_async(c, o->send, o->recv, o->count, o->t, o->op, w);
     case K_SCATTER: return ddpc_scatter_async(c, o->send, o->recv, o->count, o->t, o->root, w);
     case K_ALLTOALL: return ddpc_alltoall_async(c, o->send, o->recv, o->count, o->t, w);
     case K_ALLTOALLV:
-        return ddpc_alltoallv_async(c, o->send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t, w);
+        return ddpc_alltoallv_async(c, o->send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o),
+                                    RDISPLS(o), o->t, w);
     case K_ALLGATHERV:
         if ((s = allgatherv_send(o, &send)) != DDPC_OK) return s;
-        return ddpc_alltoallv_async(c, send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o), RDISPLS(o), o->t, w);
+        return ddpc_alltoallv_async(c, send, SCOUNTS(o), SDISPLS(o), o->recv, RCOUNTS(o),
+                                    RDISPLS(o), o->t, w);
     case K_REDUCE_SCATTERV: /* block i reduced onto rank i */
         for (*n = 0; *n < o->hc->size && s == DDPC_OK; ++*n)
-            s = ddpc_reduce_async(c, (char *)o->send + SDISPLS(o)[*n] * es, *n == o->hc->rank ? o->recv : NULL,
-                                  SCOUNTS(o)[*n], o->t, o->op, (int)*n, &w[*n]);
+            s = ddpc_reduce_async(c, (char *)o->send + SDISPLS(o)[*n] * es,
+                                  *n == o->hc->rank ? o->recv : NULL, SCOUNTS(o)[*n], o->t, o->op,
+                                  (int)*n, &w[*n]);
         return s;
     case K_BARRIER: return ddpc_barrier_async(c, w);
     case K_SEND: return ddpc_send_async(c, o->send, o->count, o->t, o->root, w);
@@ -179,13 +184,15 @@ static aclError op_task(void *arg, char *err, size_t errlen) {
         char why[160];
         if (o->timed_out) {
             r = HCCL_E_TIMEOUT;
-            snprintf(why, sizeof why, "not done within the communicator's hcclExecTimeOut (%g s): it is aborted",
+            snprintf(why, sizeof why,
+                     "not done within the communicator's hcclExecTimeOut (%g s): it is aborted",
                      hc->exec_timeout_s);
             detail = why;
         }
         hccl__async_error(hc, r);
-        snprintf(err, errlen, "%s on rank %u of %u (%s): %s [HcclResult %d: %s]%s%s", o->name, hc->rank, hc->size,
-                 hc->name, o->timed_out ? ddpc_status_str(DDPC_ERR_TIMEOUT) : ddpc_status_str(s), (int)r,
+        snprintf(err, errlen, "%s on rank %u of %u (%s): %s [HcclResult %d: %s]%s%s", o->name,
+                 hc->rank, hc->size, hc->name,
+                 o->timed_out ? ddpc_status_str(DDPC_ERR_TIMEOUT) : ddpc_status_str(s), (int)r,
                  HcclGetErrorString(r), detail[0] ? ": " : "", detail);
         e = acl_code(r);
     }
@@ -200,8 +207,10 @@ static aclError op_task(void *arg, char *err, size_t errlen) {
 static void entry_log(const hccl_op *o, aclrtStream stream) {
     const char *v = getenv("HCCL_ENTRY_LOG_ENABLE");
     if (!v || strcmp(v, "1") != 0) return;
-    fprintf(stderr, "[HCCL] entry: %s comm %s rank %u/%u count %zu type %s root/peer %d stream %p\n", o->name,
-            o->hc->name, o->hc->rank, o->hc->size, o->count, ddpc_dtype_name(o->t), o->root, stream);
+    fprintf(stderr,
+            "[HCCL] entry: %s comm %s rank %u/%u count %zu type %s root/peer %d stream %p\n",
+            o->name, o->hc->name, o->hc->rank, o->hc->size, o->count, ddpc_dtype_name(o->t),
+            o->root, stream);
 }
 
 /* Queues o (owned from here) on stream. */
@@ -223,8 +232,8 @@ static HcclResult submit(hccl_op *o, aclrtStream stream) {
 
 /* Step 1 for every call: a new op for comm with dtype (and op when
  * with_op), or NULL with *r set. */
-static hccl_op *op_new(const char *name, op_kind kind, HcclComm comm, HcclDataType dtype, HcclReduceOp rop,
-                       int with_op, HcclResult *r) {
+static hccl_op *op_new(const char *name, op_kind kind, HcclComm comm, HcclDataType dtype,
+                       HcclReduceOp rop, int with_op, HcclResult *r) {
     hccl_comm *hc = hccl__comm(comm);
     if (!hc) {
         *r = hccl__fail(HCCL_E_PTR, "%s: comm is not a live communicator", name);
@@ -235,7 +244,7 @@ static hccl_op *op_new(const char *name, op_kind kind, HcclComm comm, HcclDataTy
         *r = hccl__fail(HCCL_E_OOM, "%s: out of memory", name);
         return NULL;
     }
-    *o = (hccl_op){.kind = kind, .name = name, .hc = hc, .t = DDPC_UINT8, .op = DDPC_SUM};
+    *o = (hccl_op){ .kind = kind, .name = name, .hc = hc, .t = DDPC_UINT8, .op = DDPC_SUM };
     if (kind != K_BARRIER && kind != K_BATCH && (*r = hccl__dtype(dtype, &o->t)) != HCCL_SUCCESS) {
         hccl__fail(*r, "%s: data type %d: %s", name, (int)dtype, HcclGetErrorString(*r));
         op_free(o);
@@ -257,8 +266,8 @@ static HcclResult need(hccl_op *o, const char *what, const void *p, uint64_t cou
 
 static HcclResult need_rank(hccl_op *o, const char *what, uint32_t rank) {
     return rank < o->hc->size ? HCCL_SUCCESS
-                              : hccl__fail(HCCL_E_PARA, "%s: %s %u is not a rank of %u", o->name, what, rank,
-                                           o->hc->size);
+                              : hccl__fail(HCCL_E_PARA, "%s: %s %u is not a rank of %u", o->name,
+                                           what, rank, o->hc->size);
 }
 
 /* Frees o on failure; submits it otherwise. */
@@ -270,13 +279,13 @@ static HcclResult finish(hccl_op *o, HcclResult r, aclrtStream stream) {
     return submit(o, stream);
 }
 
-#define BEGIN(name, kind, comm, dtype, rop, with_op)                                                   \
-    HcclResult r;                                                                                      \
-    hccl_op *o = op_new(name, kind, comm, dtype, rop, with_op, &r);                                    \
+#define BEGIN(name, kind, comm, dtype, rop, with_op)                \
+    HcclResult r;                                                   \
+    hccl_op *o = op_new(name, kind, comm, dtype, rop, with_op, &r); \
     if (!o) return r
 
-HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
-                         HcclComm comm, aclrtStream stream) {
+HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                         HcclReduceOp op, HcclComm comm, aclrtStream stream) {
     BEGIN("HcclAllReduce", K_ALLREDUCE, comm, dataType, op, 1);
     o->send = sendBuf, o->recv = recvBuf, o->count = count;
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, count);
@@ -284,8 +293,8 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
     return finish(o, r, stream);
 }
 
-HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root, HcclComm comm,
-                         aclrtStream stream) {
+HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
+                         HcclComm comm, aclrtStream stream) {
     BEGIN("HcclBroadcast", K_BROADCAST, comm, dataType, HCCL_REDUCE_SUM, 0);
     o->send = buf, o->count = count, o->root = (int)root;
     if (r == HCCL_SUCCESS) r = need(o, "buf", buf, count);
@@ -293,18 +302,19 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
     return finish(o, r, stream);
 }
 
-HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
-                      uint32_t root, HcclComm comm, aclrtStream stream) {
+HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                      HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream) {
     BEGIN("HcclReduce", K_REDUCE, comm, dataType, op, 1);
     o->send = sendBuf, o->recv = recvBuf, o->count = count, o->root = (int)root;
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, count);
     if (r == HCCL_SUCCESS) r = need_rank(o, "root", root);
-    if (r == HCCL_SUCCESS && root == o->hc->rank) r = need(o, "recvBuf (on the root)", recvBuf, count);
+    if (r == HCCL_SUCCESS && root == o->hc->rank)
+        r = need(o, "recvBuf (on the root)", recvBuf, count);
     return finish(o, r, stream);
 }
 
-HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType, HcclComm comm,
-                         aclrtStream stream) {
+HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
+                         HcclComm comm, aclrtStream stream) {
     BEGIN("HcclAllGather", K_ALLGATHER, comm, dataType, HCCL_REDUCE_SUM, 0);
     o->send = sendBuf, o->recv = recvBuf, o->count = sendCount;
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, sendCount);
@@ -312,8 +322,9 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
     return finish(o, r, stream);
 }
 
-HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
-                             HcclReduceOp op, HcclComm comm, aclrtStream stream) {
+HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                             HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                             aclrtStream stream) {
     BEGIN("HcclReduceScatter", K_REDUCE_SCATTER, comm, dataType, op, 1);
     o->send = sendBuf, o->recv = recvBuf, o->count = recvCount;
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, recvCount);
@@ -321,34 +332,40 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, H
     return finish(o, r, stream);
 }
 
-HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType, uint32_t root,
-                       HcclComm comm, aclrtStream stream) {
+HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                       uint32_t root, HcclComm comm, aclrtStream stream) {
     BEGIN("HcclScatter", K_SCATTER, comm, dataType, HCCL_REDUCE_SUM, 0);
     o->send = sendBuf, o->recv = recvBuf, o->count = recvCount, o->root = (int)root;
     if (r == HCCL_SUCCESS) r = need_rank(o, "root", root);
-    if (r == HCCL_SUCCESS && root == o->hc->rank) r = need(o, "sendBuf (on the root)", sendBuf, recvCount);
+    if (r == HCCL_SUCCESS && root == o->hc->rank)
+        r = need(o, "sendBuf (on the root)", sendBuf, recvCount);
     if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
     return finish(o, r, stream);
 }
 
-HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType, const void *recvBuf,
-                        uint64_t recvCount, HcclDataType recvType, HcclComm comm, aclrtStream stream) {
+HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                        const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                        HcclComm comm, aclrtStream stream) {
     BEGIN("HcclAlltoAll", K_ALLTOALL, comm, sendType, HCCL_REDUCE_SUM, 0);
     o->send = (void *)sendBuf, o->recv = (void *)recvBuf, o->count = sendCount;
     if (r == HCCL_SUCCESS && (sendType != recvType || sendCount != recvCount))
-        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAll: sendCount %llu / sendType %d differ from recvCount %llu / recvType %d",
-                       (unsigned long long)sendCount, (int)sendType, (unsigned long long)recvCount, (int)recvType);
+        r = hccl__fail(
+            HCCL_E_PARA,
+            "HcclAlltoAll: sendCount %llu / sendType %d differ from recvCount %llu / recvType %d",
+            (unsigned long long)sendCount, (int)sendType, (unsigned long long)recvCount,
+            (int)recvType);
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, sendCount);
     if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
     return finish(o, r, stream);
 }
 
 /* Copies the uint64_t arrays given (NULL: left zero) into o->counts. */
-static HcclResult copy_counts(hccl_op *o, const void *sc, const void *sd, const void *rc, const void *rd) {
+static HcclResult copy_counts(hccl_op *o, const void *sc, const void *sd, const void *rc,
+                              const void *rd) {
     size_t n = o->hc->size;
     o->counts = calloc(4 * n, sizeof *o->counts);
     if (!o->counts) return hccl__fail(HCCL_E_OOM, "%s: out of memory", o->name);
-    const void *src[4] = {sc, sd, rc, rd};
+    const void *src[4] = { sc, sd, rc, rd };
     for (int a = 0; a < 4; a++)
         for (size_t i = 0; src[a] && i < n; i++) {
             uint64_t v;
@@ -358,30 +375,38 @@ static HcclResult copy_counts(hccl_op *o, const void *sc, const void *sd, const 
     return HCCL_SUCCESS;
 }
 
-HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls, HcclDataType sendType,
-                         const void *recvBuf, const void *recvCounts, const void *rdispls, HcclDataType recvType,
-                         HcclComm comm, aclrtStream stream) {
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                         HcclDataType sendType, const void *recvBuf, const void *recvCounts,
+                         const void *rdispls, HcclDataType recvType, HcclComm comm,
+                         aclrtStream stream) {
     BEGIN("HcclAlltoAllV", K_ALLTOALLV, comm, sendType, HCCL_REDUCE_SUM, 0);
     o->send = (void *)sendBuf, o->recv = (void *)recvBuf;
     if (r == HCCL_SUCCESS && sendType != recvType)
-        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAllV: sendType %d differs from recvType %d", (int)sendType, (int)recvType);
+        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAllV: sendType %d differs from recvType %d",
+                       (int)sendType, (int)recvType);
     if (r == HCCL_SUCCESS && (!sendCounts || !sdispls || !recvCounts || !rdispls))
-        r = hccl__fail(HCCL_E_PTR, "HcclAlltoAllV: sendCounts, sdispls, recvCounts and rdispls must be non-NULL");
+        r = hccl__fail(
+            HCCL_E_PTR,
+            "HcclAlltoAllV: sendCounts, sdispls, recvCounts and rdispls must be non-NULL");
     if (r == HCCL_SUCCESS) r = copy_counts(o, sendCounts, sdispls, recvCounts, rdispls);
     uint64_t ns = 0, nr = 0;
-    for (uint32_t i = 0; r == HCCL_SUCCESS && i < o->hc->size; i++) ns += SCOUNTS(o)[i], nr += RCOUNTS(o)[i];
+    for (uint32_t i = 0; r == HCCL_SUCCESS && i < o->hc->size; i++)
+        ns += SCOUNTS(o)[i], nr += RCOUNTS(o)[i];
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, ns);
     if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, nr);
     return finish(o, r, stream);
 }
 
 HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
-                          const void *recvBuf, HcclDataType recvType, HcclComm comm, aclrtStream stream) {
+                          const void *recvBuf, HcclDataType recvType, HcclComm comm,
+                          aclrtStream stream) {
     BEGIN("HcclAlltoAllVC", K_ALLTOALLV, comm, sendType, HCCL_REDUCE_SUM, 0);
     o->send = (void *)sendBuf, o->recv = (void *)recvBuf;
     if (r == HCCL_SUCCESS && sendType != recvType)
-        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAllVC: sendType %d differs from recvType %d", (int)sendType, (int)recvType);
-    if (r == HCCL_SUCCESS && !sendCountMatrix) r = hccl__fail(HCCL_E_PTR, "HcclAlltoAllVC: sendCountMatrix is NULL");
+        r = hccl__fail(HCCL_E_PARA, "HcclAlltoAllVC: sendType %d differs from recvType %d",
+                       (int)sendType, (int)recvType);
+    if (r == HCCL_SUCCESS && !sendCountMatrix)
+        r = hccl__fail(HCCL_E_PTR, "HcclAlltoAllVC: sendCountMatrix is NULL");
     if (r == HCCL_SUCCESS) r = copy_counts(o, NULL, NULL, NULL, NULL);
     /* my row gives what I send, my column what I receive; both packed */
     uint32_t n = r == HCCL_SUCCESS ? o->hc->size : 0, me = o->hc->rank;
@@ -399,7 +424,8 @@ HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, Hccl
 }
 
 HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
-                          const void *recvDispls, HcclDataType dataType, HcclComm comm, aclrtStream stream) {
+                          const void *recvDispls, HcclDataType dataType, HcclComm comm,
+                          aclrtStream stream) {
     BEGIN("HcclAllGatherV", K_ALLGATHERV, comm, dataType, HCCL_REDUCE_SUM, 0);
     o->send = sendBuf, o->recv = recvBuf, o->count = sendCount;
     if (r == HCCL_SUCCESS && (!recvCounts || !recvDispls))
@@ -411,26 +437,31 @@ HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, cons
         nr += RCOUNTS(o)[i];
     }
     if (r == HCCL_SUCCESS && RCOUNTS(o)[o->hc->rank] != sendCount)
-        r = hccl__fail(HCCL_E_PARA, "HcclAllGatherV: recvCounts[%u] = %llu differs from sendCount %llu", o->hc->rank,
-                       (unsigned long long)RCOUNTS(o)[o->hc->rank], (unsigned long long)sendCount);
+        r = hccl__fail(HCCL_E_PARA,
+                       "HcclAllGatherV: recvCounts[%u] = %llu differs from sendCount %llu",
+                       o->hc->rank, (unsigned long long)RCOUNTS(o)[o->hc->rank],
+                       (unsigned long long)sendCount);
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, sendCount);
     if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, nr);
     return finish(o, r, stream);
 }
 
-HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void *sendDispls, void *recvBuf,
-                              uint64_t recvCount, HcclDataType dataType, HcclReduceOp op, HcclComm comm,
-                              aclrtStream stream) {
+HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void *sendDispls,
+                              void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                              HcclReduceOp op, HcclComm comm, aclrtStream stream) {
     BEGIN("HcclReduceScatterV", K_REDUCE_SCATTERV, comm, dataType, op, 1);
     o->send = sendBuf, o->recv = recvBuf, o->count = recvCount;
     if (r == HCCL_SUCCESS && (!sendCounts || !sendDispls))
-        r = hccl__fail(HCCL_E_PTR, "HcclReduceScatterV: sendCounts and sendDispls must be non-NULL");
+        r = hccl__fail(HCCL_E_PTR,
+                       "HcclReduceScatterV: sendCounts and sendDispls must be non-NULL");
     if (r == HCCL_SUCCESS) r = copy_counts(o, sendCounts, sendDispls, NULL, NULL);
     uint64_t ns = 0;
     for (uint32_t i = 0; r == HCCL_SUCCESS && i < o->hc->size; i++) ns += SCOUNTS(o)[i];
     if (r == HCCL_SUCCESS && SCOUNTS(o)[o->hc->rank] != recvCount)
-        r = hccl__fail(HCCL_E_PARA, "HcclReduceScatterV: sendCounts[%u] = %llu differs from recvCount %llu",
-                       o->hc->rank, (unsigned long long)SCOUNTS(o)[o->hc->rank], (unsigned long long)recvCount);
+        r = hccl__fail(HCCL_E_PARA,
+                       "HcclReduceScatterV: sendCounts[%u] = %llu differs from recvCount %llu",
+                       o->hc->rank, (unsigned long long)SCOUNTS(o)[o->hc->rank],
+                       (unsigned long long)recvCount);
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, ns);
     if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, recvCount);
     return finish(o, r, stream);
@@ -441,8 +472,8 @@ HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
     return finish(o, r, stream);
 }
 
-HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
-                    aclrtStream stream) {
+HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,
+                    HcclComm comm, aclrtStream stream) {
     BEGIN("HcclSend", K_SEND, comm, dataType, HCCL_REDUCE_SUM, 0);
     o->send = sendBuf, o->count = count, o->root = (int)destRank;
     if (r == HCCL_SUCCESS) r = need(o, "sendBuf", sendBuf, count);
@@ -450,8 +481,8 @@ HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32
     return finish(o, r, stream);
 }
 
-HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank, HcclComm comm,
-                    aclrtStream stream) {
+HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank,
+                    HcclComm comm, aclrtStream stream) {
     BEGIN("HcclRecv", K_RECV, comm, dataType, HCCL_REDUCE_SUM, 0);
     o->recv = recvBuf, o->count = count, o->root = (int)srcRank;
     if (r == HCCL_SUCCESS) r = need(o, "recvBuf", recvBuf, count);
@@ -459,25 +490,32 @@ HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32
     return finish(o, r, stream);
 }
 
-HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm, aclrtStream stream) {
+HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm,
+                             aclrtStream stream) {
     BEGIN("HcclBatchSendRecv", K_BATCH, comm, HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, 0);
-    if (itemNum && !sendRecvInfo) r = hccl__fail(HCCL_E_PTR, "HcclBatchSendRecv: sendRecvInfo is NULL");
+    if (itemNum && !sendRecvInfo)
+        r = hccl__fail(HCCL_E_PTR, "HcclBatchSendRecv: sendRecvInfo is NULL");
     for (uint32_t i = 0; r == HCCL_SUCCESS && i < itemNum; i++) {
         HcclSendRecvItem *it = &sendRecvInfo[i];
         ddpc_dtype t;
         char what[48];
         snprintf(what, sizeof what, "sendRecvInfo[%u].buf", i);
         if (it->sendRecvType != HCCL_SEND && it->sendRecvType != HCCL_RECV)
-            r = hccl__fail(HCCL_E_PARA, "HcclBatchSendRecv: sendRecvInfo[%u].sendRecvType %d is neither HCCL_SEND "
-                           "nor HCCL_RECV", i, (int)it->sendRecvType);
+            r = hccl__fail(
+                HCCL_E_PARA,
+                "HcclBatchSendRecv: sendRecvInfo[%u].sendRecvType %d is neither HCCL_SEND "
+                "nor HCCL_RECV",
+                i, (int)it->sendRecvType);
         if (r == HCCL_SUCCESS) r = hccl__dtype(it->dataType, &t);
         if (r == HCCL_SUCCESS) r = need(o, what, it->buf, it->count);
         if (r == HCCL_SUCCESS) r = need_rank(o, "remoteRank", it->remoteRank);
     }
     if (r == HCCL_SUCCESS && itemNum) {
         o->items = malloc(itemNum * sizeof *o->items);
-        if (!o->items) r = hccl__fail(HCCL_E_OOM, "HcclBatchSendRecv: out of memory");
-        else memcpy(o->items, sendRecvInfo, itemNum * sizeof *o->items);
+        if (!o->items)
+            r = hccl__fail(HCCL_E_OOM, "HcclBatchSendRecv: out of memory");
+        else
+            memcpy(o->items, sendRecvInfo, itemNum * sizeof *o->items);
         o->nitems = itemNum;
     }
     return finish(o, r, stream);

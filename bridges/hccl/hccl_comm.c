@@ -9,14 +9,14 @@
  * collectives (hccl_coll.c), streams (acl_rt.c), and every algorithm and
  * byte on the wire (ddpc).
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "acl_internal.h"
 #include "hccl_internal.h"
@@ -71,12 +71,12 @@ HcclResult hccl__result(ddpc_status s) {
     switch (s) {
     case DDPC_OK: return HCCL_SUCCESS;
     case DDPC_ERR_INVALID_ARG: return HCCL_E_PARA;
-    case DDPC_ERR_ENV: return HCCL_E_PARA;        /* HCCL checks its variables as parameters */
+    case DDPC_ERR_ENV: return HCCL_E_PARA; /* HCCL checks its variables as parameters */
     case DDPC_ERR_SYSTEM: return HCCL_E_SYSCALL;
     case DDPC_ERR_NOMEM: return HCCL_E_OOM;
     case DDPC_ERR_TIMEOUT: return HCCL_E_TIMEOUT;
     case DDPC_ERR_PEER_LOST: return HCCL_E_TCP_TRANSFER;
-    case DDPC_ERR_MISMATCH: return HCCL_E_PARA;   /* HCCL's check of parameters across ranks */
+    case DDPC_ERR_MISMATCH: return HCCL_E_PARA; /* HCCL's check of parameters across ranks */
     case DDPC_ERR_ABORTED: return HCCL_E_UNAVAIL;
     case DDPC_ERR_PROTOCOL: return HCCL_E_TCP_TRANSFER;
     case DDPC_ERR_NOT_FOUND: return HCCL_E_NOT_FOUND;
@@ -100,7 +100,8 @@ const char *HcclGetErrorString(HcclResult code) {
     case HCCL_E_OPEN_FILE_FAILURE: return "a file could not be opened or read";
     case HCCL_E_TCP_CONNECT: return "TCP connection failed";
     case HCCL_E_ROCE_CONNECT: return "RoCE connection failed";
-    case HCCL_E_TCP_TRANSFER: return "TCP transfer failed: a peer closed its connection or sent garbage";
+    case HCCL_E_TCP_TRANSFER:
+        return "TCP transfer failed: a peer closed its connection or sent garbage";
     case HCCL_E_ROCE_TRANSFER: return "RoCE transfer failed";
     case HCCL_E_RUNTIME: return "a runtime (ACL) call failed";
     case HCCL_E_DRV: return "a driver call failed";
@@ -142,8 +143,10 @@ HcclResult hccl__wrap(ddpc_comm *c, const char *name, const HcclCommConfig *conf
     hc->size = (uint32_t)ddpc_comm_size(c);
     snprintf(hc->name, sizeof hc->name, "%s", name);
     hc->exec_timeout_s = -1;
-    if (config && config->hcclExecTimeOut != HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET && config->hcclExecTimeOut >= 0)
-        hc->exec_timeout_s = config->hcclExecTimeOut ? config->hcclExecTimeOut : 1e9; /* 0: no limit */
+    if (config && config->hcclExecTimeOut != HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET &&
+        config->hcclExecTimeOut >= 0)
+        hc->exec_timeout_s =
+            config->hcclExecTimeOut ? config->hcclExecTimeOut : 1e9; /* 0: no limit */
     pthread_mutex_init(&hc->mu, NULL);
     pthread_cond_init(&hc->cv, NULL);
     *out = hc;
@@ -152,12 +155,12 @@ HcclResult hccl__wrap(ddpc_comm *c, const char *name, const HcclCommConfig *conf
 
 /* The root info's layout inside HcclRootInfo.internal. */
 typedef struct root_body {
-    char magic[8];     /* ROOT_MAGIC */
-    uint32_t version;  /* ROOT_VERSION */
+    char magic[8];    /* ROOT_MAGIC */
+    uint32_t version; /* ROOT_VERSION */
     uint32_t reserved;
     ddpc_unique_id id; /* ddpc_get_unique_id's */
 } root_body;
-#define ROOT_MAGIC "ddpcHCCL"
+#define ROOT_MAGIC   "ddpcHCCL"
 #define ROOT_VERSION 1u
 _Static_assert(sizeof(root_body) <= HCCL_ROOT_INFO_BYTES, "root info too small");
 
@@ -169,7 +172,8 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
     b.version = ROOT_VERSION;
     ddpc_status s = ddpc_get_unique_id(&b.id);
     if (s != DDPC_OK)
-        return hccl__fail(hccl__result(s), "HcclGetRootInfo: %s (%s)", ddpc_status_str(s), ddpc_last_error());
+        return hccl__fail(hccl__result(s), "HcclGetRootInfo: %s (%s)", ddpc_status_str(s),
+                          ddpc_last_error());
     memset(rootInfo, 0, sizeof *rootInfo);
     memcpy(rootInfo->internal, &b, sizeof b);
     return HCCL_SUCCESS;
@@ -178,44 +182,51 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
 /* A name for a communicator made from id: its bytes' FNV-1a hash. */
 static void id_name(const ddpc_unique_id *id, char name[COMM_NAME_MAX_LENGTH]) {
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof id->internal; i++) h = (h ^ (unsigned char)id->internal[i]) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof id->internal; i++)
+        h = (h ^ (unsigned char)id->internal[i]) * 1099511628211ull;
     snprintf(name, COMM_NAME_MAX_LENGTH, "hccl_%016llx", (unsigned long long)h);
 }
 
 /* config's name when it has one; checks config was initialised. */
-static HcclResult config_name(const HcclCommConfig *config, const char *what, char name[COMM_NAME_MAX_LENGTH]) {
+static HcclResult config_name(const HcclCommConfig *config, const char *what,
+                              char name[COMM_NAME_MAX_LENGTH]) {
     if (!config) return HCCL_SUCCESS;
     uint32_t magic;
     memcpy(&magic, config->reserved + sizeof(size_t), sizeof magic);
     if (magic != HCCL_COMM_CONFIG_MAGIC_WORD)
         return hccl__fail(HCCL_E_PARA, "%s: config was not set up by HcclCommConfigInit", what);
-    if (config->hcclCommName[0]) snprintf(name, COMM_NAME_MAX_LENGTH, "%.*s", (int)COMM_NAME_MAX_LENGTH - 1,
-                                          config->hcclCommName);
+    if (config->hcclCommName[0])
+        snprintf(name, COMM_NAME_MAX_LENGTH, "%.*s", (int)COMM_NAME_MAX_LENGTH - 1,
+                 config->hcclCommName);
     return HCCL_SUCCESS;
 }
 
 /* Creates rank's communicator of n ranks from id. */
-static HcclResult init_from_id(uint32_t n, const ddpc_unique_id *id, uint32_t rank, const char *name,
-                               const HcclCommConfig *config, const char *what, HcclComm *comm) {
+static HcclResult init_from_id(uint32_t n, const ddpc_unique_id *id, uint32_t rank,
+                               const char *name, const HcclCommConfig *config, const char *what,
+                               HcclComm *comm) {
     ddpc_comm *c = NULL;
     ddpc_status s = ddpc_comm_create_rank(&c, (int)n, id, (int)rank);
     if (s != DDPC_OK)
-        return hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n, ddpc_status_str(s),
-                          ddpc_last_error());
+        return hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n,
+                          ddpc_status_str(s), ddpc_last_error());
     return hccl__wrap(c, name, config, comm);
 }
 
 HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                       const HcclCommConfig *config, HcclComm *comm) {
     const char *what = config ? "HcclCommInitRootInfoConfig" : "HcclCommInitRootInfo";
-    if (!rootInfo || !comm) return hccl__fail(HCCL_E_PTR, "%s: rootInfo and comm must be non-NULL", what);
+    if (!rootInfo || !comm)
+        return hccl__fail(HCCL_E_PTR, "%s: rootInfo and comm must be non-NULL", what);
     if (nRanks == 0 || rank >= nRanks || nRanks > (1u << 20))
-        return hccl__fail(HCCL_E_PARA, "%s: rank %u of nRanks %u is out of range", what, rank, nRanks);
+        return hccl__fail(HCCL_E_PARA, "%s: rank %u of nRanks %u is out of range", what, rank,
+                          nRanks);
     *comm = NULL;
     root_body b;
     memcpy(&b, rootInfo->internal, sizeof b);
     if (memcmp(b.magic, ROOT_MAGIC, sizeof b.magic) != 0 || b.version != ROOT_VERSION)
-        return hccl__fail(HCCL_E_PARA, "%s: the root info was not made by HcclGetRootInfo (of ddpc's libhccl)",
+        return hccl__fail(HCCL_E_PARA,
+                          "%s: the root info was not made by HcclGetRootInfo (of ddpc's libhccl)",
                           what);
     char name[COMM_NAME_MAX_LENGTH];
     id_name(&b.id, name);
@@ -223,7 +234,8 @@ HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootI
     return r != HCCL_SUCCESS ? r : init_from_id(nRanks, &b.id, rank, name, config, what, comm);
 }
 
-HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank, HcclComm *comm) {
+HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                HcclComm *comm) {
     return HcclCommInitRootInfoConfig(nRanks, rootInfo, rank, NULL, comm);
 }
 
@@ -244,35 +256,42 @@ static void *init_all_main(void *p) {
 }
 
 HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) {
-    if (!devices || !comms) return hccl__fail(HCCL_E_PTR, "HcclCommInitAll: devices and comms must be non-NULL");
+    if (!devices || !comms)
+        return hccl__fail(HCCL_E_PTR, "HcclCommInitAll: devices and comms must be non-NULL");
     uint32_t count = 0;
     aclrtGetDeviceCount(&count);
     if (ndev == 0 || ndev > count)
-        return hccl__fail(HCCL_E_PARA, "HcclCommInitAll: ndev %u is not in 1..%u (aclrtGetDeviceCount)", ndev, count);
+        return hccl__fail(HCCL_E_PARA,
+                          "HcclCommInitAll: ndev %u is not in 1..%u (aclrtGetDeviceCount)", ndev,
+                          count);
     for (uint32_t i = 0; i < ndev; i++) {
         comms[i] = NULL;
         if (devices[i] < 0 || (uint32_t)devices[i] >= count)
-            return hccl__fail(HCCL_E_PARA, "HcclCommInitAll: devices[%u] = %d is not in 0..%u", i, devices[i],
-                              count - 1);
+            return hccl__fail(HCCL_E_PARA, "HcclCommInitAll: devices[%u] = %d is not in 0..%u", i,
+                              devices[i], count - 1);
         for (uint32_t j = 0; j < i; j++)
             if (devices[j] == devices[i])
-                return hccl__fail(HCCL_E_PARA, "HcclCommInitAll: device %d is listed twice", devices[i]);
+                return hccl__fail(HCCL_E_PARA, "HcclCommInitAll: device %d is listed twice",
+                                  devices[i]);
     }
     ddpc_unique_id id;
     ddpc_status s = ddpc_get_unique_id(&id);
     if (s != DDPC_OK)
-        return hccl__fail(hccl__result(s), "HcclCommInitAll: %s (%s)", ddpc_status_str(s), ddpc_last_error());
+        return hccl__fail(hccl__result(s), "HcclCommInitAll: %s (%s)", ddpc_status_str(s),
+                          ddpc_last_error());
     char name[COMM_NAME_MAX_LENGTH];
     id_name(&id, name);
     init_all_arg *args = calloc(ndev, sizeof *args);
     pthread_t *th = calloc(ndev, sizeof *th);
     uint32_t started = 0;
-    HcclResult r = args && th ? HCCL_SUCCESS : hccl__fail(HCCL_E_OOM, "HcclCommInitAll: out of memory");
+    HcclResult r =
+        args && th ? HCCL_SUCCESS : hccl__fail(HCCL_E_OOM, "HcclCommInitAll: out of memory");
     for (uint32_t i = 0; r == HCCL_SUCCESS && i < ndev; i++) {
-        args[i] = (init_all_arg){ndev, i, &id, name, NULL, HCCL_SUCCESS};
+        args[i] = (init_all_arg){ ndev, i, &id, name, NULL, HCCL_SUCCESS };
         if (pthread_create(&th[i], NULL, init_all_main, &args[i]) != 0)
             r = hccl__fail(HCCL_E_SYSCALL, "HcclCommInitAll: pthread_create failed");
-        else started++;
+        else
+            started++;
     }
     /* A thread that could not start leaves the others to time out
      * (HCCL_CONNECT_TIMEOUT) rather than wait forever. */
@@ -281,8 +300,10 @@ HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) {
         if (r == HCCL_SUCCESS) r = args[i].r;
     }
     for (uint32_t i = 0; i < started; i++) {
-        if (r == HCCL_SUCCESS) comms[i] = args[i].comm;
-        else HcclCommDestroy(args[i].comm);
+        if (r == HCCL_SUCCESS)
+            comms[i] = args[i].comm;
+        else
+            HcclCommDestroy(args[i].comm);
     }
     free(args);
     free(th);
@@ -303,9 +324,10 @@ typedef struct sub_invite {
  * store takes it a moment later. */
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-    struct sockaddr_in a = {.sin_family = AF_INET};
+    struct sockaddr_in a = { .sin_family = AF_INET };
     socklen_t len = sizeof a;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
         port = ntohs(a.sin_port);
     if (fd >= 0) close(fd);
     return port;
@@ -320,23 +342,26 @@ static ddpc_status invite(hccl_comm *hc, sub_invite *inv) {
     return DDPC_OK;
 }
 
-HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds, uint64_t subCommId,
-                                   uint32_t subCommRankId, HcclCommConfig *config, HcclComm *subComm) {
+HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds,
+                                   uint64_t subCommId, uint32_t subCommRankId,
+                                   HcclCommConfig *config, HcclComm *subComm) {
     const char *what = "HcclCreateSubCommConfig";
-    if (!comm || !rankIds || !subComm) return hccl__fail(HCCL_E_PTR, "%s: comm, rankIds and subComm must be non-NULL", what);
+    if (!comm || !rankIds || !subComm)
+        return hccl__fail(HCCL_E_PTR, "%s: comm, rankIds and subComm must be non-NULL", what);
     hccl_comm *hc = hccl__comm(*comm);
     if (!hc) return hccl__fail(HCCL_E_PTR, "%s: *comm is not a live communicator", what);
     *subComm = NULL;
     if (rankNum == 0 || rankNum > hc->size || subCommRankId >= rankNum)
-        return hccl__fail(HCCL_E_PARA, "%s: subCommRankId %u of rankNum %u (the communicator has %u ranks)", what,
-                          subCommRankId, rankNum, hc->size);
+        return hccl__fail(HCCL_E_PARA,
+                          "%s: subCommRankId %u of rankNum %u (the communicator has %u ranks)",
+                          what, subCommRankId, rankNum, hc->size);
     for (uint32_t i = 0; i < rankNum; i++)
         if (rankIds[i] >= hc->size)
-            return hccl__fail(HCCL_E_PARA, "%s: rankIds[%u] = %u is not a rank of the communicator", what, i,
-                              rankIds[i]);
+            return hccl__fail(HCCL_E_PARA, "%s: rankIds[%u] = %u is not a rank of the communicator",
+                              what, i, rankIds[i]);
     if (rankIds[subCommRankId] != hc->rank)
-        return hccl__fail(HCCL_E_PARA, "%s: rankIds[subCommRankId %u] is %u, not this rank (%u)", what,
-                          subCommRankId, rankIds[subCommRankId], hc->rank);
+        return hccl__fail(HCCL_E_PARA, "%s: rankIds[subCommRankId %u] is %u, not this rank (%u)",
+                          what, subCommRankId, rankIds[subCommRankId], hc->rank);
     char name[COMM_NAME_MAX_LENGTH];
     snprintf(name, sizeof name, "%.100s_sub%llu", hc->name, (unsigned long long)subCommId);
     HcclResult r = config_name(config, what, name);
@@ -354,15 +379,16 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
         s = ddpc_recv(hc->c, &inv, sizeof inv, DDPC_UINT8, (int)rankIds[0]);
     }
     if (s != DDPC_OK)
-        return hccl__fail(hccl__result(s), "%s: handing out the sub-communicator's id: %s (%s)", what,
-                          ddpc_status_str(s), ddpc_comm_last_error(hc->c));
+        return hccl__fail(hccl__result(s), "%s: handing out the sub-communicator's id: %s (%s)",
+                          what, ddpc_status_str(s), ddpc_comm_last_error(hc->c));
     inv.url[sizeof inv.url - 1] = '\0';
-    if (!inv.url[0]) return init_from_id(rankNum, &inv.id, subCommRankId, name, config, what, subComm);
+    if (!inv.url[0])
+        return init_from_id(rankNum, &inv.id, subCommRankId, name, config, what, subComm);
     ddpc_comm *c = NULL;
     s = ddpc_comm_create_url(&c, inv.url, (int)subCommRankId, (int)rankNum);
     if (s != DDPC_OK)
-        return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what, subCommRankId, rankNum,
-                          inv.url, ddpc_status_str(s), ddpc_last_error());
+        return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what,
+                          subCommRankId, rankNum, inv.url, ddpc_status_str(s), ddpc_last_error());
     r = hccl__wrap(c, name, config, subComm);
     hccl_comm *sub = r == HCCL_SUCCESS ? *subComm : NULL;
     if (sub && (sub->addrs = calloc(rankNum, sizeof *sub->addrs)))
@@ -372,7 +398,8 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
 
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize) {
     hccl_comm *hc = hccl__comm(comm);
-    if (!hc || !rankSize) return hccl__fail(HCCL_E_PTR, "HcclGetRankSize: comm or rankSize is NULL");
+    if (!hc || !rankSize)
+        return hccl__fail(HCCL_E_PTR, "HcclGetRankSize: comm or rankSize is NULL");
     *rankSize = hc->size;
     return HCCL_SUCCESS;
 }
@@ -386,14 +413,16 @@ HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank) {
 
 HcclResult HcclGetCommName(HcclComm comm, char *commName) {
     hccl_comm *hc = hccl__comm(comm);
-    if (!hc || !commName) return hccl__fail(HCCL_E_PTR, "HcclGetCommName: comm or commName is NULL");
+    if (!hc || !commName)
+        return hccl__fail(HCCL_E_PTR, "HcclGetCommName: comm or commName is NULL");
     memcpy(commName, hc->name, COMM_NAME_MAX_LENGTH);
     return HCCL_SUCCESS;
 }
 
 HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError) {
     hccl_comm *hc = hccl__comm(comm);
-    if (!hc || !asyncError) return hccl__fail(HCCL_E_PTR, "HcclGetCommAsyncError: comm or asyncError is NULL");
+    if (!hc || !asyncError)
+        return hccl__fail(HCCL_E_PTR, "HcclGetCommAsyncError: comm or asyncError is NULL");
     pthread_mutex_lock(&hc->mu);
     *asyncError = hc->async_err;
     pthread_mutex_unlock(&hc->mu);
@@ -404,9 +433,11 @@ static int32_t g_deterministic; /* HcclSetConfig's HCCL_DETERMINISTIC (atomic) *
 
 HcclResult HcclSetConfig(HcclConfig config, HcclConfigValue configValue) {
     if (config != HCCL_DETERMINISTIC)
-        return hccl__fail(HCCL_E_PARA, "HcclSetConfig: config %d is not HCCL_DETERMINISTIC", (int)config);
+        return hccl__fail(HCCL_E_PARA, "HcclSetConfig: config %d is not HCCL_DETERMINISTIC",
+                          (int)config);
     if (configValue.value < 0 || configValue.value > 2)
-        return hccl__fail(HCCL_E_PARA, "HcclSetConfig: HCCL_DETERMINISTIC %d is not 0, 1 or 2", configValue.value);
+        return hccl__fail(HCCL_E_PARA, "HcclSetConfig: HCCL_DETERMINISTIC %d is not 0, 1 or 2",
+                          configValue.value);
     __atomic_store_n(&g_deterministic, configValue.value, __ATOMIC_RELAXED);
     return HCCL_SUCCESS;
 }
@@ -414,7 +445,8 @@ HcclResult HcclSetConfig(HcclConfig config, HcclConfigValue configValue) {
 HcclResult HcclGetConfig(HcclConfig config, HcclConfigValue *configValue) {
     if (!configValue) return hccl__fail(HCCL_E_PTR, "HcclGetConfig: configValue is NULL");
     if (config != HCCL_DETERMINISTIC)
-        return hccl__fail(HCCL_E_PARA, "HcclGetConfig: config %d is not HCCL_DETERMINISTIC", (int)config);
+        return hccl__fail(HCCL_E_PARA, "HcclGetConfig: config %d is not HCCL_DETERMINISTIC",
+                          (int)config);
     configValue->value = __atomic_load_n(&g_deterministic, __ATOMIC_RELAXED);
     return HCCL_SUCCESS;
 }
@@ -437,5 +469,6 @@ HcclResult HcclCommDestroy(HcclComm comm) {
     free(hc->addrs);
     free(hc);
     return s == DDPC_OK ? HCCL_SUCCESS
-                        : hccl__fail(hccl__result(s), "HcclCommDestroy: %s (%s)", ddpc_status_str(s), ddpc_last_error());
+                        : hccl__fail(hccl__result(s), "HcclCommDestroy: %s (%s)",
+                                     ddpc_status_str(s), ddpc_last_error());
 }

@@ -23,14 +23,14 @@ typedef struct hccl_addr {
 
 /* What an HcclComm points to. */
 typedef struct hccl_comm {
-    uint32_t magic;    /* HCCL_COMM_MAGIC while alive */
-    ddpc_comm *c;      /* owned */
+    uint32_t magic; /* HCCL_COMM_MAGIC while alive */
+    ddpc_comm *c;   /* owned */
     uint32_t rank, size;
     char name[COMM_NAME_MAX_LENGTH];
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* pending reached 0 */
-    int pending;       /* operations queued on streams and not yet run (mu) */
-    HcclResult async_err; /* the first failure of a queued operation (mu) */
+    pthread_cond_t cv;     /* pending reached 0 */
+    int pending;           /* operations queued on streams and not yet run (mu) */
+    HcclResult async_err;  /* the first failure of a queued operation (mu) */
     double exec_timeout_s; /* HcclCommConfig's hcclExecTimeOut; < 0: ddpc's (HCCL_EXEC_TIMEOUT) */
     hccl_addr *addrs;      /* each rank's host when a rank table made it, else NULL (owned) */
 } hccl_comm;

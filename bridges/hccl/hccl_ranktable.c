@@ -42,19 +42,20 @@ typedef struct rank_table {
 
 /* Fails with EI0004 naming path and field. */
 #define BAD(field, ...) bad(path, field, __VA_ARGS__)
-__attribute__((format(printf, 3, 4))) static HcclResult bad(const char *path, const char *field, const char *fmt,
-                                                           ...) {
+__attribute__((format(printf, 3, 4))) static HcclResult bad(const char *path, const char *field,
+                                                            const char *fmt, ...) {
     char why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    return hccl__fail(HCCL_E_PARA, "EI0004: the rank table %s is invalid: %s: %s", path, field, why);
+    return hccl__fail(HCCL_E_PARA, "EI0004: the rank table %s is invalid: %s: %s", path, field,
+                      why);
 }
 
 /* obj's member name as a string (required or not); *out NULL when absent. */
-static HcclResult str_field(const char *path, const cJSON *obj, const char *name, const char *field, int required,
-                            const char **out) {
+static HcclResult str_field(const char *path, const cJSON *obj, const char *name, const char *field,
+                            int required, const char **out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
     *out = NULL;
     if (!v) return required ? BAD(field, "missing") : HCCL_SUCCESS;
@@ -65,8 +66,8 @@ static HcclResult str_field(const char *path, const cJSON *obj, const char *name
 }
 
 /* A required string field holding a decimal integer in 0..max. */
-static HcclResult uint_field(const char *path, const cJSON *obj, const char *name, const char *field, long max,
-                             long *out) {
+static HcclResult uint_field(const char *path, const cJSON *obj, const char *name,
+                             const char *field, long max, long *out) {
     const char *s;
     HcclResult r = str_field(path, obj, name, field, 1, &s);
     if (r != HCCL_SUCCESS) return r;
@@ -129,19 +130,23 @@ static HcclResult read_servers(const char *path, const cJSON *list, rank_table *
             snprintf(field, sizeof field, "server_list[%d].device[%d].device_ip", i, j);
             if ((r = str_field(path, d, "device_ip", field, 0, &ip)) != HCCL_SUCCESS) break;
             snprintf(field, sizeof field, "server_list[%d].device[%d].rank_id", i, j);
-            if ((r = uint_field(path, d, "rank_id", field, total - 1, &rank)) != HCCL_SUCCESS) break;
+            if ((r = uint_field(path, d, "rank_id", field, total - 1, &rank)) != HCCL_SUCCESS)
+                break;
             if (seen[rank]++) {
                 r = BAD(field, "rank %ld is listed twice", rank);
                 break;
             }
             if (rank < lo) lo = rank;
             if (rank > hi) hi = rank;
-            snprintf(rt->addrs[rank].host, sizeof rt->addrs[rank].host, "%s", host_ip ? host_ip : server_id);
+            snprintf(rt->addrs[rank].host, sizeof rt->addrs[rank].host, "%s",
+                     host_ip ? host_ip : server_id);
             if (rank == 0) snprintf(rt->root_addr, sizeof rt->root_addr, "%s", rt->addrs[0].host);
         }
         if (r == HCCL_SUCCESS && hi - lo + 1 != ndev) {
             snprintf(field, sizeof field, "server_list[%d].device[].rank_id", i);
-            r = BAD(field, "the ranks of one server must be contiguous (here %ld..%ld for %d devices)", lo, hi, ndev);
+            r = BAD(field,
+                    "the ranks of one server must be contiguous (here %ld..%ld for %d devices)", lo,
+                    hi, ndev);
         }
     }
     free(seen);
@@ -153,8 +158,8 @@ static HcclResult read_servers(const char *path, const cJSON *list, rank_table *
 static HcclResult read_table(const char *path, rank_table *rt) {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return hccl__fail(HCCL_E_OPEN_FILE_FAILURE, "EI0004: the rank table %s cannot be opened: %s", path,
-                          strerror(errno));
+        return hccl__fail(HCCL_E_OPEN_FILE_FAILURE,
+                          "EI0004: the rank table %s cannot be opened: %s", path, strerror(errno));
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -176,7 +181,8 @@ static HcclResult read_table(const char *path, rank_table *rt) {
     text[len] = '\0';
     if (err) {
         free(text);
-        return hccl__fail(HCCL_E_OPEN_FILE_FAILURE, "EI0004: the rank table %s cannot be read", path);
+        return hccl__fail(HCCL_E_OPEN_FILE_FAILURE, "EI0004: the rank table %s cannot be read",
+                          path);
     }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
@@ -196,9 +202,11 @@ static HcclResult read_table(const char *path, rank_table *rt) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "server_list");
         if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) == 0)
             r = BAD("server_list", list ? "must be a non-empty array" : "missing");
-        else if ((r = str_field(path, root, "server_count", "server_count", 0, &count)) == HCCL_SUCCESS && count &&
-                 strtol(count, NULL, 10) != cJSON_GetArraySize(list))
-            r = BAD("server_count", "\"%s\" but server_list has %d servers", count, cJSON_GetArraySize(list));
+        else if ((r = str_field(path, root, "server_count", "server_count", 0, &count)) ==
+                     HCCL_SUCCESS &&
+                 count && strtol(count, NULL, 10) != cJSON_GetArraySize(list))
+            r = BAD("server_count", "\"%s\" but server_list has %d servers", count,
+                    cJSON_GetArraySize(list));
         else if (r == HCCL_SUCCESS)
             r = read_servers(path, list, rt);
     }
@@ -207,15 +215,16 @@ static HcclResult read_table(const char *path, rank_table *rt) {
     return r;
 }
 
-HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank, HcclCommConfig *config,
-                                         HcclComm *comm) {
+HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
+                                         HcclCommConfig *config, HcclComm *comm) {
     const char *what = config ? "HcclCommInitClusterInfoConfig" : "HcclCommInitClusterInfo";
-    if (!clusterInfo || !comm) return hccl__fail(HCCL_E_PTR, "%s: clusterInfo and comm must be non-NULL", what);
-    rank_table rt = {0};
+    if (!clusterInfo || !comm)
+        return hccl__fail(HCCL_E_PTR, "%s: clusterInfo and comm must be non-NULL", what);
+    rank_table rt = { 0 };
     HcclResult r = read_table(clusterInfo, &rt);
     if (r == HCCL_SUCCESS && rank >= rt.nranks)
-        r = hccl__fail(HCCL_E_PARA, "%s: rank %u is not in the rank table %s (ranks 0..%u)", what, rank,
-                       clusterInfo, rt.nranks - 1);
+        r = hccl__fail(HCCL_E_PARA, "%s: rank %u is not in the rank table %s (ranks 0..%u)", what,
+                       rank, clusterInfo, rt.nranks - 1);
     if (r != HCCL_SUCCESS) {
         free(rt.addrs);
         return r;
@@ -235,24 +244,28 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
     ddpc_status s = ddpc_comm_create_url(&c, url, (int)rank, (int)rt.nranks);
     if (s != DDPC_OK) {
         free(rt.addrs);
-        return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what, rank, rt.nranks, url,
-                          ddpc_status_str(s), ddpc_last_error());
+        return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what, rank,
+                          rt.nranks, url, ddpc_status_str(s), ddpc_last_error());
     }
     r = hccl__wrap(c, name, config, comm);
-    if (r == HCCL_SUCCESS) ((hccl_comm *)*comm)->addrs = rt.addrs; /* for its sub-communicators */
-    else free(rt.addrs);
+    if (r == HCCL_SUCCESS)
+        ((hccl_comm *)*comm)->addrs = rt.addrs; /* for its sub-communicators */
+    else
+        free(rt.addrs);
     return r;
 }
 
 #else /* no cJSON */
 
-HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank, HcclCommConfig *config,
-                                         HcclComm *comm) {
+HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
+                                         HcclCommConfig *config, HcclComm *comm) {
     (void)config, (void)rank;
-    return hccl__fail(HCCL_E_NOT_SUPPORT,
-                      "HcclCommInitClusterInfo(%s): this libhccl was built without libcjson-dev, so it reads no "
-                      "rank tables (apt-get install libcjson-dev, or bash scripts/setup.sh, and rebuild); "
-                      "HcclGetRootInfo + HcclCommInitRootInfo work without", clusterInfo ? clusterInfo : "NULL");
+    return hccl__fail(
+        HCCL_E_NOT_SUPPORT,
+        "HcclCommInitClusterInfo(%s): this libhccl was built without libcjson-dev, so it reads no "
+        "rank tables (apt-get install libcjson-dev, or bash scripts/setup.sh, and rebuild); "
+        "HcclGetRootInfo + HcclCommInitRootInfo work without",
+        clusterInfo ? clusterInfo : "NULL");
 }
 
 #endif

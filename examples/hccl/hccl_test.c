@@ -36,16 +36,16 @@ static const struct {
     const char *name;
     HcclDataType t;
     size_t size;
-} TYPES[] = {{"int8", HCCL_DATA_TYPE_INT8, 1},     {"int16", HCCL_DATA_TYPE_INT16, 2},
-             {"int32", HCCL_DATA_TYPE_INT32, 4},   {"fp16", HCCL_DATA_TYPE_FP16, 2},
-             {"fp32", HCCL_DATA_TYPE_FP32, 4},     {"int64", HCCL_DATA_TYPE_INT64, 8},
-             {"uint64", HCCL_DATA_TYPE_UINT64, 8}, {"uint8", HCCL_DATA_TYPE_UINT8, 1},
-             {"uint16", HCCL_DATA_TYPE_UINT16, 2}, {"uint32", HCCL_DATA_TYPE_UINT32, 4},
-             {"fp64", HCCL_DATA_TYPE_FP64, 8},     {"bfp16", HCCL_DATA_TYPE_BFP16, 2}};
+} TYPES[] = { { "int8", HCCL_DATA_TYPE_INT8, 1 },     { "int16", HCCL_DATA_TYPE_INT16, 2 },
+              { "int32", HCCL_DATA_TYPE_INT32, 4 },   { "fp16", HCCL_DATA_TYPE_FP16, 2 },
+              { "fp32", HCCL_DATA_TYPE_FP32, 4 },     { "int64", HCCL_DATA_TYPE_INT64, 8 },
+              { "uint64", HCCL_DATA_TYPE_UINT64, 8 }, { "uint8", HCCL_DATA_TYPE_UINT8, 1 },
+              { "uint16", HCCL_DATA_TYPE_UINT16, 2 }, { "uint32", HCCL_DATA_TYPE_UINT32, 4 },
+              { "fp64", HCCL_DATA_TYPE_FP64, 8 },     { "bfp16", HCCL_DATA_TYPE_BFP16, 2 } };
 #define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])
-static const char *const OPS[] = {"sum", "prod", "max", "min"};
-static const char *const COLLS[] = {"all_reduce", "all_gather", "broadcast", "reduce",
-                                    "reduce_scatter", "alltoall", "scatter"};
+static const char *const OPS[] = { "sum", "prod", "max", "min" };
+static const char *const COLLS[] = { "all_reduce",     "all_gather", "broadcast", "reduce",
+                                     "reduce_scatter", "alltoall",   "scatter" };
 enum { ALL_REDUCE, ALL_GATHER, BROADCAST, REDUCE, REDUCE_SCATTER, ALLTOALL, SCATTER, NCOLLS };
 
 typedef struct opts {
@@ -55,10 +55,12 @@ typedef struct opts {
 } opts;
 
 static void usage(const char *why) {
-    fprintf(stderr, "hccl_test: %s\nusage: all_reduce_test|all_gather_test|broadcast_test|reduce_test|"
-                    "reduce_scatter_test|alltoall_test|scatter_test [-b MIN] [-e MAX] [-f FACTOR | -i STEP] "
-                    "[-d TYPE] [-o OP] [-r ROOT] [-n ITERS] [-w WARMUP] [-c 0|1] [-p DEVICES_PER_NODE]\n",
-            why);
+    fprintf(
+        stderr,
+        "hccl_test: %s\nusage: all_reduce_test|all_gather_test|broadcast_test|reduce_test|"
+        "reduce_scatter_test|alltoall_test|scatter_test [-b MIN] [-e MAX] [-f FACTOR | -i STEP] "
+        "[-d TYPE] [-o OP] [-r ROOT] [-n ITERS] [-w WARMUP] [-c 0|1] [-p DEVICES_PER_NODE]\n",
+        why);
     exit(2);
 }
 
@@ -66,9 +68,21 @@ static unsigned long long bytes_arg(const char *s) {
     char *end;
     double v = strtod(s, &end);
     switch (*end) {
-    case 'k': case 'K': v *= 1024; end++; break;
-    case 'm': case 'M': v *= 1024 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+    case 'k':
+    case 'K':
+        v *= 1024;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v *= 1024 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v *= 1024.0 * 1024 * 1024;
+        end++;
+        break;
     }
     if (*end || v < 0) usage("a size is a number of bytes with an optional K, M or G");
     return (unsigned long long)v;
@@ -84,8 +98,15 @@ static int name_arg(const char *s, const char *const *names, int n, const char *
 }
 
 static opts parse(int argc, char **argv) {
-    opts o = {.coll = -1, .type = 4, .iters = 20, .warmup = 5, .check = 1, .per_node = 0,
-              .min = 64ull << 20, .max = 64ull << 20, .factor = 2};
+    opts o = { .coll = -1,
+               .type = 4,
+               .iters = 20,
+               .warmup = 5,
+               .check = 1,
+               .per_node = 0,
+               .min = 64ull << 20,
+               .max = 64ull << 20,
+               .factor = 2 };
     const char *base = strrchr(argv[0], '/');
     base = base ? base + 1 : argv[0];
     for (int i = 0; i < NCOLLS; i++) {
@@ -98,19 +119,32 @@ static opts parse(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) usage("an option lacks its value");
         i++;
-        if (!strcmp(a, "-b")) o.min = bytes_arg(v);
-        else if (!strcmp(a, "-e")) o.max = bytes_arg(v);
-        else if (!strcmp(a, "-f")) o.factor = atof(v), o.step = 0;
-        else if (!strcmp(a, "-i")) o.step = bytes_arg(v), o.factor = 0;
-        else if (!strcmp(a, "-d")) o.type = name_arg(v, type_names, NTYPES, "type (-d)");
-        else if (!strcmp(a, "-o")) o.op = name_arg(v, OPS, 4, "reduction (-o)");
-        else if (!strcmp(a, "-r")) o.root = atoi(v);
-        else if (!strcmp(a, "-n")) o.iters = atoi(v);
-        else if (!strcmp(a, "-w")) o.warmup = atoi(v);
-        else if (!strcmp(a, "-c")) o.check = atoi(v);
-        else if (!strcmp(a, "-p")) o.per_node = atoi(v);
-        else if (!strcmp(a, "--op")) o.coll = name_arg(v, COLLS, NCOLLS, "operation (--op)");
-        else usage("unknown option");
+        if (!strcmp(a, "-b"))
+            o.min = bytes_arg(v);
+        else if (!strcmp(a, "-e"))
+            o.max = bytes_arg(v);
+        else if (!strcmp(a, "-f"))
+            o.factor = atof(v), o.step = 0;
+        else if (!strcmp(a, "-i"))
+            o.step = bytes_arg(v), o.factor = 0;
+        else if (!strcmp(a, "-d"))
+            o.type = name_arg(v, type_names, NTYPES, "type (-d)");
+        else if (!strcmp(a, "-o"))
+            o.op = name_arg(v, OPS, 4, "reduction (-o)");
+        else if (!strcmp(a, "-r"))
+            o.root = atoi(v);
+        else if (!strcmp(a, "-n"))
+            o.iters = atoi(v);
+        else if (!strcmp(a, "-w"))
+            o.warmup = atoi(v);
+        else if (!strcmp(a, "-c"))
+            o.check = atoi(v);
+        else if (!strcmp(a, "-p"))
+            o.per_node = atoi(v);
+        else if (!strcmp(a, "--op"))
+            o.coll = name_arg(v, COLLS, NCOLLS, "operation (--op)");
+        else
+            usage("unknown option");
     }
     if (o.coll < 0) usage("which operation? name the program all_reduce_test, ... or give --op");
     if (o.iters < 1 || o.warmup < 0 || o.min > o.max || (o.factor <= 1 && o.step == 0))
@@ -140,15 +174,20 @@ static void launch(bench *b, uint64_t count) {
     HcclReduceOp op = (HcclReduceOp)b->o.op;
     uint32_t root = (uint32_t)b->o.root;
     switch (b->o.coll) {
-    case ALL_REDUCE: HCCL_OK(HcclAllReduce(b->send, b->recv, count, t, op, b->comm, b->stream)); break;
+    case ALL_REDUCE:
+        HCCL_OK(HcclAllReduce(b->send, b->recv, count, t, op, b->comm, b->stream));
+        break;
     case ALL_GATHER: HCCL_OK(HcclAllGather(b->send, b->recv, count, t, b->comm, b->stream)); break;
     case BROADCAST: HCCL_OK(HcclBroadcast(b->send, count, t, root, b->comm, b->stream)); break;
-    case REDUCE: HCCL_OK(HcclReduce(b->send, b->recv, count, t, op, root, b->comm, b->stream)); break;
+    case REDUCE:
+        HCCL_OK(HcclReduce(b->send, b->recv, count, t, op, root, b->comm, b->stream));
+        break;
     case REDUCE_SCATTER:
         HCCL_OK(HcclReduceScatter(b->send, b->recv, count / b->size, t, op, b->comm, b->stream));
         break;
     case ALLTOALL:
-        HCCL_OK(HcclAlltoAll(b->send, count / b->size, t, b->recv, count / b->size, t, b->comm, b->stream));
+        HCCL_OK(HcclAlltoAll(b->send, count / b->size, t, b->recv, count / b->size, t, b->comm,
+                             b->stream));
         break;
     case SCATTER: HCCL_OK(HcclScatter(b->send, b->recv, count, t, root, b->comm, b->stream)); break;
     }
@@ -159,15 +198,22 @@ static void launch(bench *b, uint64_t count) {
 static double expected(const bench *b) {
     double n = b->size;
     switch (b->o.coll) {
-    case ALL_REDUCE: case REDUCE: case REDUCE_SCATTER:
+    case ALL_REDUCE:
+    case REDUCE:
+    case REDUCE_SCATTER:
         if (b->o.coll == REDUCE && b->rank != (uint32_t)b->o.root) return -1;
         switch (b->o.op) {
         case 0: return n * (n + 1) / 2;
-        case 1: { double p = 1; for (int i = 2; i <= (int)n; i++) p *= i; return p; }
+        case 1: {
+            double p = 1;
+            for (int i = 2; i <= (int)n; i++) p *= i;
+            return p;
+        }
         case 2: return n;
         default: return 1;
         }
-    case BROADCAST: case SCATTER: return b->o.root + 1;
+    case BROADCAST:
+    case SCATTER: return b->o.root + 1;
     default: return -2; /* all_gather, alltoall: block i holds i + 1 */
     }
 }
@@ -194,7 +240,7 @@ static int check(bench *b, uint64_t count) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {.o = parse(argc, argv)};
+    bench b = { .o = parse(argc, argv) };
     HcclRootInfo id;
     ACL_OK(aclInit(NULL));
 #ifdef HCCL_TEST_MPI
@@ -206,12 +252,16 @@ int main(int argc, char **argv) {
     if (b.rank == 0) HCCL_OK(HcclGetRootInfo(&id));
     MPI_Bcast(&id, HCCL_ROOT_INFO_BYTES, MPI_CHAR, 0, MPI_COMM_WORLD);
 #else
-    const char *rk = getenv("RANK"), *ws = getenv("WORLD_SIZE"), *path = getenv("HCCL_TEST_ROOT_INFO");
+    const char *rk = getenv("RANK"), *ws = getenv("WORLD_SIZE"),
+               *path = getenv("HCCL_TEST_ROOT_INFO");
     char def[256];
-    if (!rk || !ws) usage("no RANK and WORLD_SIZE: start it with ddpc-run (or build with mpicc, run with mpirun)");
+    if (!rk || !ws)
+        usage("no RANK and WORLD_SIZE: start it with ddpc-run (or build with mpicc, run with "
+              "mpirun)");
     b.rank = (uint32_t)atoi(rk), b.size = (uint32_t)atoi(ws);
     if (!path) {
-        snprintf(def, sizeof def, "/tmp/hccl_test_root_info.%s", getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "0");
+        snprintf(def, sizeof def, "/tmp/hccl_test_root_info.%s",
+                 getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "0");
         path = def;
     }
     if (b.rank == 0) {
@@ -219,13 +269,14 @@ int main(int argc, char **argv) {
         char tmp[300];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) || rename(tmp, path)) perror(path), exit(1);
+        if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) || rename(tmp, path))
+            perror(path), exit(1);
     } else {
         int got = 0;
         for (int tries = 0; tries < 6000 && !got; tries++) { /* 60 s */
             FILE *f = fopen(path, "rb");
             if (f) got = fread(&id, sizeof id, 1, f) == 1, fclose(f);
-            struct timespec ts = {0, 10 * 1000 * 1000};
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
             if (!got) nanosleep(&ts, NULL);
         }
         if (!got) fprintf(stderr, "rank %u: no root info in %s\n", b.rank, path), exit(1);
@@ -247,9 +298,10 @@ int main(int argc, char **argv) {
     ACL_OK(aclrtCreateEvent(&start));
     ACL_OK(aclrtCreateEvent(&end));
     if (b.rank == 0) {
-        printf("the minbytes is %llu, maxbytes is %llu, iters is %d, warmup_iters is %d\n", b.o.min, b.o.max,
-               b.o.iters, b.o.warmup);
-        printf("%-18s| %-14s| %-20s| %s\n", "data_size(Bytes)", "avg_time(us)", "alg_bandwidth(GB/s)", "check_result");
+        printf("the minbytes is %llu, maxbytes is %llu, iters is %d, warmup_iters is %d\n", b.o.min,
+               b.o.max, b.o.iters, b.o.warmup);
+        printf("%-18s| %-14s| %-20s| %s\n", "data_size(Bytes)", "avg_time(us)",
+               "alg_bandwidth(GB/s)", "check_result");
     }
     int all_ok = 1;
     for (unsigned long long bytes = b.o.min;;) {
@@ -267,15 +319,18 @@ int main(int argc, char **argv) {
         const char *verdict = "NULL";
         if (b.o.check) { /* every rank's verdict, combined */
             int32_t ok = check(&b, count);
-            HCCL_OK(HcclAllReduce(&ok, &ok, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN, b.comm, b.stream));
+            HCCL_OK(HcclAllReduce(&ok, &ok, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN, b.comm,
+                                  b.stream));
             ACL_OK(aclrtSynchronizeStream(b.stream));
             all_ok &= ok;
             verdict = ok ? "success" : "failed";
         }
         if (b.rank == 0)
-            printf("%-18.0f| %-14.2f| %-20.6f| %s\n", data, us, us > 0 ? data / us / 1e3 : 0.0, verdict);
+            printf("%-18.0f| %-14.2f| %-20.6f| %s\n", data, us, us > 0 ? data / us / 1e3 : 0.0,
+                   verdict);
         fflush(stdout);
-        unsigned long long next = b.o.factor > 1 ? (unsigned long long)(bytes * b.o.factor) : bytes + b.o.step;
+        unsigned long long next =
+            b.o.factor > 1 ? (unsigned long long)(bytes * b.o.factor) : bytes + b.o.step;
         if (next <= bytes || next > b.o.max) break;
         bytes = next;
     }

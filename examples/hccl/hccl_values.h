@@ -15,30 +15,36 @@
 
 #include "hccl/hccl.h"
 
-#define ACL_OK(x)                                                                                  \
-    do {                                                                                           \
-        aclError e__ = (x);                                                                        \
-        if (e__ != ACL_SUCCESS) {                                                                  \
-            fprintf(stderr, "%s:%d: %s = %d (%s)\n", __FILE__, __LINE__, #x, e__, aclGetRecentErrMsg()); \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define ACL_OK(x)                                                                 \
+    do {                                                                          \
+        aclError e__ = (x);                                                       \
+        if (e__ != ACL_SUCCESS) {                                                 \
+            fprintf(stderr, "%s:%d: %s = %d (%s)\n", __FILE__, __LINE__, #x, e__, \
+                    aclGetRecentErrMsg());                                        \
+            exit(1);                                                              \
+        }                                                                         \
     } while (0)
-#define HCCL_OK(x)                                                                                 \
-    do {                                                                                           \
-        HcclResult r__ = (x);                                                                      \
-        if (r__ != HCCL_SUCCESS) {                                                                 \
-            fprintf(stderr, "%s:%d: %s = %d: %s (%s)\n", __FILE__, __LINE__, #x, (int)r__,         \
-                    HcclGetErrorString(r__), aclGetRecentErrMsg());                                \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define HCCL_OK(x)                                                                         \
+    do {                                                                                   \
+        HcclResult r__ = (x);                                                              \
+        if (r__ != HCCL_SUCCESS) {                                                         \
+            fprintf(stderr, "%s:%d: %s = %d: %s (%s)\n", __FILE__, __LINE__, #x, (int)r__, \
+                    HcclGetErrorString(r__), aclGetRecentErrMsg());                        \
+            exit(1);                                                                       \
+        }                                                                                  \
     } while (0)
 
 static inline size_t tsize(HcclDataType t) {
     switch (t) {
-    case HCCL_DATA_TYPE_INT8: case HCCL_DATA_TYPE_UINT8: return 1;
-    case HCCL_DATA_TYPE_INT16: case HCCL_DATA_TYPE_UINT16: case HCCL_DATA_TYPE_FP16: case HCCL_DATA_TYPE_BFP16:
-        return 2;
-    case HCCL_DATA_TYPE_INT32: case HCCL_DATA_TYPE_UINT32: case HCCL_DATA_TYPE_FP32: return 4;
+    case HCCL_DATA_TYPE_INT8:
+    case HCCL_DATA_TYPE_UINT8: return 1;
+    case HCCL_DATA_TYPE_INT16:
+    case HCCL_DATA_TYPE_UINT16:
+    case HCCL_DATA_TYPE_FP16:
+    case HCCL_DATA_TYPE_BFP16: return 2;
+    case HCCL_DATA_TYPE_INT32:
+    case HCCL_DATA_TYPE_UINT32:
+    case HCCL_DATA_TYPE_FP32: return 4;
     default: return 8;
     }
 }
@@ -63,17 +69,57 @@ static inline float from_half(uint16_t h) {
 static inline void put(void *buf, HcclDataType t, uint64_t i, double v) {
     char *p = (char *)buf + i * tsize(t);
     switch (t) {
-    case HCCL_DATA_TYPE_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-    case HCCL_DATA_TYPE_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case HCCL_DATA_TYPE_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
-    case HCCL_DATA_TYPE_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
-    case HCCL_DATA_TYPE_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-    case HCCL_DATA_TYPE_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-    case HCCL_DATA_TYPE_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-    case HCCL_DATA_TYPE_UINT64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-    case HCCL_DATA_TYPE_FP32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    case HCCL_DATA_TYPE_INT8: {
+        int8_t x = (int8_t)v;
+        memcpy(p, &x, 1);
+        break;
+    }
+    case HCCL_DATA_TYPE_UINT8: {
+        uint8_t x = (uint8_t)v;
+        memcpy(p, &x, 1);
+        break;
+    }
+    case HCCL_DATA_TYPE_INT16: {
+        int16_t x = (int16_t)v;
+        memcpy(p, &x, 2);
+        break;
+    }
+    case HCCL_DATA_TYPE_UINT16: {
+        uint16_t x = (uint16_t)v;
+        memcpy(p, &x, 2);
+        break;
+    }
+    case HCCL_DATA_TYPE_INT32: {
+        int32_t x = (int32_t)v;
+        memcpy(p, &x, 4);
+        break;
+    }
+    case HCCL_DATA_TYPE_UINT32: {
+        uint32_t x = (uint32_t)v;
+        memcpy(p, &x, 4);
+        break;
+    }
+    case HCCL_DATA_TYPE_INT64: {
+        int64_t x = (int64_t)v;
+        memcpy(p, &x, 8);
+        break;
+    }
+    case HCCL_DATA_TYPE_UINT64: {
+        uint64_t x = (uint64_t)v;
+        memcpy(p, &x, 8);
+        break;
+    }
+    case HCCL_DATA_TYPE_FP32: {
+        float x = (float)v;
+        memcpy(p, &x, 4);
+        break;
+    }
     case HCCL_DATA_TYPE_FP64: memcpy(p, &v, 8); break;
-    case HCCL_DATA_TYPE_FP16: { uint16_t x = to_half((float)v); memcpy(p, &x, 2); break; }
+    case HCCL_DATA_TYPE_FP16: {
+        uint16_t x = to_half((float)v);
+        memcpy(p, &x, 2);
+        break;
+    }
     case HCCL_DATA_TYPE_BFP16: {
         float f = (float)v;
         uint32_t u;
@@ -89,17 +135,61 @@ static inline void put(void *buf, HcclDataType t, uint64_t i, double v) {
 static inline double get(const void *buf, HcclDataType t, uint64_t i) {
     const char *p = (const char *)buf + i * tsize(t);
     switch (t) {
-    case HCCL_DATA_TYPE_INT8: { int8_t x; memcpy(&x, p, 1); return x; }
-    case HCCL_DATA_TYPE_UINT8: { uint8_t x; memcpy(&x, p, 1); return x; }
-    case HCCL_DATA_TYPE_INT16: { int16_t x; memcpy(&x, p, 2); return x; }
-    case HCCL_DATA_TYPE_UINT16: { uint16_t x; memcpy(&x, p, 2); return x; }
-    case HCCL_DATA_TYPE_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case HCCL_DATA_TYPE_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
-    case HCCL_DATA_TYPE_INT64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
-    case HCCL_DATA_TYPE_UINT64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
-    case HCCL_DATA_TYPE_FP32: { float x; memcpy(&x, p, 4); return x; }
-    case HCCL_DATA_TYPE_FP64: { double x; memcpy(&x, p, 8); return x; }
-    case HCCL_DATA_TYPE_FP16: { uint16_t x; memcpy(&x, p, 2); return from_half(x); }
+    case HCCL_DATA_TYPE_INT8: {
+        int8_t x;
+        memcpy(&x, p, 1);
+        return x;
+    }
+    case HCCL_DATA_TYPE_UINT8: {
+        uint8_t x;
+        memcpy(&x, p, 1);
+        return x;
+    }
+    case HCCL_DATA_TYPE_INT16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        return x;
+    }
+    case HCCL_DATA_TYPE_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        return x;
+    }
+    case HCCL_DATA_TYPE_INT32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    case HCCL_DATA_TYPE_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    case HCCL_DATA_TYPE_INT64: {
+        int64_t x;
+        memcpy(&x, p, 8);
+        return (double)x;
+    }
+    case HCCL_DATA_TYPE_UINT64: {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        return (double)x;
+    }
+    case HCCL_DATA_TYPE_FP32: {
+        float x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    case HCCL_DATA_TYPE_FP64: {
+        double x;
+        memcpy(&x, p, 8);
+        return x;
+    }
+    case HCCL_DATA_TYPE_FP16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        return from_half(x);
+    }
     case HCCL_DATA_TYPE_BFP16: {
         uint16_t x;
         memcpy(&x, p, 2);

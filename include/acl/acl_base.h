@@ -21,16 +21,16 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define ACL_FUNC_VISIBILITY __attribute__((visibility("default")))
-#define ACL_DEPRECATED __attribute__((deprecated))
+#define ACL_DEPRECATED      __attribute__((deprecated))
 #else
 #define ACL_FUNC_VISIBILITY
 #define ACL_DEPRECATED
 #endif
 
-typedef void *aclrtStream;   /* an ordered queue of work (here: one host thread) */
-typedef void *aclrtEvent;    /* a point in a stream, with its time */
+typedef void *aclrtStream; /* an ordered queue of work (here: one host thread) */
+typedef void *aclrtEvent;  /* a point in a stream, with its time */
 typedef void *aclrtContext;
-typedef int aclError;        /* ACL_SUCCESS or one of the codes below */
+typedef int aclError; /* ACL_SUCCESS or one of the codes below */
 typedef uint16_t aclFloat16;
 
 static const int ACL_ERROR_NONE = 0;

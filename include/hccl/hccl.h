@@ -46,18 +46,19 @@ extern HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, cons
                                      HcclReduceOp op, HcclComm comm, aclrtStream stream);
 
 /* root's sendBuf holds rankSize*recvCount; rank i gets block i. */
-extern HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
-                              uint32_t root, HcclComm comm, aclrtStream stream);
+extern HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                              HcclDataType dataType, uint32_t root, HcclComm comm,
+                              aclrtStream stream);
 
 /* recvBuf holds rankSize*sendCount: rank i's sendBuf at block i. */
-extern HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
-                                HcclComm comm, aclrtStream stream);
+extern HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
+                                HcclDataType dataType, HcclComm comm, aclrtStream stream);
 
 /* Rank i's sendCount elements land at recvBuf + recvDispls[i] on every rank
  * (recvCounts[i] == rank i's sendCount; uint64_t arrays of rankSize entries). */
-extern HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
-                                 const void *recvDispls, HcclDataType dataType, HcclComm comm,
-                                 aclrtStream stream);
+extern HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf,
+                                 const void *recvCounts, const void *recvDispls,
+                                 HcclDataType dataType, HcclComm comm, aclrtStream stream);
 
 /* Point to point, matched in order per pair of ranks. A send waits for its
  * receive: order the calls of two ranks so that they pair up, or use
@@ -78,8 +79,9 @@ extern HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, con
 /* All-to-all-v from one matrix that every rank passes alike:
  * sendCountMatrix[i * rankSize + j] (uint64_t) elements go from rank i to
  * rank j, packed in rank order at both ends. sendType == recvType. */
-extern HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
-                                 const void *recvBuf, HcclDataType recvType, HcclComm comm, aclrtStream stream);
+extern HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix,
+                                 HcclDataType sendType, const void *recvBuf, HcclDataType recvType,
+                                 HcclComm comm, aclrtStream stream);
 
 /* Block j (sendCount elements) of sendBuf goes to rank j's block i.
  * sendCount == recvCount, sendType == recvType. */

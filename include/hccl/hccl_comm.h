@@ -37,8 +37,9 @@ extern HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint
 extern HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
 extern HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                        HcclComm *comm);
-extern HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
-                                             const HcclCommConfig *config, HcclComm *comm);
+extern HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo,
+                                             uint32_t rank, const HcclCommConfig *config,
+                                             HcclComm *comm);
 
 /* Process-wide settings: HCCL_DETERMINISTIC (0, 1, 2) is accepted and kept;
  * ddpc's reductions are deterministic whatever it says. */
@@ -67,12 +68,16 @@ extern const char *HcclGetErrorString(HcclResult code);
 extern uint32_t HcclGetCommConfigCapability(void);
 
 /* Fills config with "not set" everywhere: call it before setting fields. */
-static inline void HcclCommConfigInit(HcclCommConfig *config)
-{
+static inline void HcclCommConfigInit(HcclCommConfig *config) {
     if (config == NULL) return;
     /* the header CANN keeps in reserved[]: {size_t size; uint32_t magic,
      * version; uint64_t zero} */
-    struct hccl_config_header { size_t size; uint32_t magic; uint32_t version; uint64_t zero; } h;
+    struct hccl_config_header {
+        size_t size;
+        uint32_t magic;
+        uint32_t version;
+        uint64_t zero;
+    } h;
     h.size = sizeof(HcclCommConfig);
     h.magic = HCCL_COMM_CONFIG_MAGIC_WORD;
     h.version = HCCL_COMM_CONFIG_VERSION;

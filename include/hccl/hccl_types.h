@@ -66,7 +66,7 @@ typedef enum {
     HCCL_DATA_TYPE_INT8 = 0,
     HCCL_DATA_TYPE_INT16 = 1,
     HCCL_DATA_TYPE_INT32 = 2,
-    HCCL_DATA_TYPE_FP16 = 3,     /* IEEE 754 binary16 */
+    HCCL_DATA_TYPE_FP16 = 3, /* IEEE 754 binary16 */
     HCCL_DATA_TYPE_FP32 = 4,
     HCCL_DATA_TYPE_INT64 = 5,
     HCCL_DATA_TYPE_UINT64 = 6,
@@ -74,8 +74,8 @@ typedef enum {
     HCCL_DATA_TYPE_UINT16 = 8,
     HCCL_DATA_TYPE_UINT32 = 9,
     HCCL_DATA_TYPE_FP64 = 10,
-    HCCL_DATA_TYPE_BFP16 = 11,   /* bfloat16 */
-    HCCL_DATA_TYPE_INT128 = 12,  /* the types from here on: HCCL_E_NOT_SUPPORT on CPUs */
+    HCCL_DATA_TYPE_BFP16 = 11,  /* bfloat16 */
+    HCCL_DATA_TYPE_INT128 = 12, /* the types from here on: HCCL_E_NOT_SUPPORT on CPUs */
     HCCL_DATA_TYPE_HIF8 = 14,
     HCCL_DATA_TYPE_FP8E4M3 = 15,
     HCCL_DATA_TYPE_FP8E5M2 = 16,
@@ -92,11 +92,11 @@ typedef union HcclConfigValue {
     int32_t value;
 } HcclConfigValue;
 
-#define HCCL_ROOT_INFO_BYTES 4108u             /* size of HcclRootInfo */
-#define COMM_NAME_MAX_LENGTH 128u              /* a communicator's name, with its NUL */
-#define BUFFER_NAME_MAX_LENGTH 128u
-#define UDI_MAX_LENGTH 128u
-#define HCCL_COMM_ALGO_MAX_LENGTH 1600u
+#define HCCL_ROOT_INFO_BYTES              4108u /* size of HcclRootInfo */
+#define COMM_NAME_MAX_LENGTH              128u  /* a communicator's name, with its NUL */
+#define BUFFER_NAME_MAX_LENGTH            128u
+#define UDI_MAX_LENGTH                    128u
+#define HCCL_COMM_ALGO_MAX_LENGTH         1600u
 #define HCCL_COMM_RETRY_ENABLE_MAX_LENGTH 50u
 #define HCCL_COMM_RETRY_PARAMS_MAX_LENGTH 128u
 
@@ -106,26 +106,27 @@ typedef struct HcclRootInfoDef {
     char internal[HCCL_ROOT_INFO_BYTES];
 } HcclRootInfo;
 
-#define HCCL_COMM_CONFIG_INFO_BYTES 24u
-#define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
-#define HCCL_COMM_CONFIG_VERSION 10u
-#define HCCL_COMM_DEFAULT_BUFFSIZE 200u
-#define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffu
-#define HCCL_COMM_DEFAULT_DETERMINISTIC 0u
+#define HCCL_COMM_CONFIG_INFO_BYTES            24u
+#define HCCL_COMM_CONFIG_MAGIC_WORD            0xf0f0f0f0u
+#define HCCL_COMM_CONFIG_VERSION               10u
+#define HCCL_COMM_DEFAULT_BUFFSIZE             200u
+#define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET      0xffffffffu
+#define HCCL_COMM_DEFAULT_DETERMINISTIC        0u
 #define HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET 0xffffffffu
-#define HCCL_COMM_DEFAULT_OP_EXPANSION_MODE 0u
+#define HCCL_COMM_DEFAULT_OP_EXPANSION_MODE    0u
 #define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffu
 #define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffu
-#define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET ((int32_t)-1)
-#define HCCL_COMM_QOS_CONFIG_NOT_SET 0xffffffffu
-#define HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE 16ull
+#define HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET   ((int32_t)-1)
+#define HCCL_COMM_QOS_CONFIG_NOT_SET           0xffffffffu
+#define HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE   16ull
 
 /* Settings of one communicator, filled by HcclCommConfigInit() first. The
  * layout is CANN's; on CPUs hcclBufferSize, hcclDeterministic,
  * hcclCommName and hcclExecTimeOut are read, the rest is accepted. */
 typedef struct HcclCommConfigDef {
-    char reserved[HCCL_COMM_CONFIG_INFO_BYTES]; /* {size, magic, version, 0}: HcclCommConfigInit's */
-    uint32_t hcclBufferSize;                    /* MB; HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET: HCCL_BUFFSIZE */
+    char
+        reserved[HCCL_COMM_CONFIG_INFO_BYTES]; /* {size, magic, version, 0}: HcclCommConfigInit's */
+    uint32_t hcclBufferSize; /* MB; HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET: HCCL_BUFFSIZE */
     uint32_t hcclDeterministic;
     char hcclCommName[COMM_NAME_MAX_LENGTH];
     char hcclUdi[UDI_MAX_LENGTH];
@@ -135,7 +136,7 @@ typedef struct HcclCommConfigDef {
     uint32_t hcclWorldRankID;
     uint64_t hcclJobID;
     uint8_t aclGraphZeroCopyEnable;
-    int32_t hcclExecTimeOut;                    /* seconds; HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET: env */
+    int32_t hcclExecTimeOut; /* seconds; HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET: env */
     char hcclAlgo[HCCL_COMM_ALGO_MAX_LENGTH];
     char hcclRetryEnable[HCCL_COMM_RETRY_ENABLE_MAX_LENGTH];
     char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH];
@@ -160,17 +161,13 @@ typedef enum {
     HCCL_COMM_CONFIG_RESERVED
 } HcclCommConfigCapability;
 
-typedef enum {
-    HCCL_SEND = 0,
-    HCCL_RECV = 1,
-    HCCL_SEND_RECV_RESERVED
-} HcclSendRecvType;
+typedef enum { HCCL_SEND = 0, HCCL_RECV = 1, HCCL_SEND_RECV_RESERVED } HcclSendRecvType;
 
 /* One send or receive of HcclBatchSendRecv. */
 typedef struct HcclSendRecvItemDef {
     HcclSendRecvType sendRecvType;
     void *buf;
-    uint64_t count;           /* elements */
+    uint64_t count; /* elements */
     HcclDataType dataType;
     uint32_t remoteRank;
 } HcclSendRecvItem;

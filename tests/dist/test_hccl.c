@@ -47,8 +47,8 @@ TEST_T(hccl_init_all_2, 150) { init_all(2); }
 TEST_T(hccl_init_all_3, 150) { init_all(3); }
 
 static void under_ddpc_run(int n) {
-    int rc = run(120, "%s --standalone --nproc-per-node=%d %s %s 2>&1", bin("ddpc-run"), n, bin("hccl_check"),
-                 t_tmp_path("root_info"));
+    int rc = run(120, "%s --standalone --nproc-per-node=%d %s %s 2>&1", bin("ddpc-run"), n,
+                 bin("hccl_check"), t_tmp_path("root_info"));
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     ranks_ok(n, "root info through a file");
     t_tmp_remove();
@@ -61,7 +61,8 @@ static void under_mpirun(int n) {
         SKIP("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev, or "
              "DDPC_SETUP_PEERS=1 bash scripts/setup.sh)");
     const char *b = t_bin("hccl_check_mpi");
-    if (access(b, X_OK) != 0) SKIP("%s is not built: make found no mpicc (apt-get install libopenmpi-dev)", b);
+    if (access(b, X_OK) != 0)
+        SKIP("%s is not built: make found no mpicc (apt-get install libopenmpi-dev)", b);
     int rc = run(120, "mpirun --allow-run-as-root --oversubscribe -np %d %s 2>&1", n, b);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     ranks_ok(n, "mpirun, MPI_Bcast");
@@ -83,9 +84,12 @@ TEST_T(hccl_mismatch_reported_on_every_rank, 60) {
 
 /* ------------------------------------------------------------ rank tables */
 
-#define DEV(id, rank) "{\"device_id\": \"" id "\", \"device_ip\": \"192.168.1." id "\", \"rank_id\": \"" rank "\"}"
+#define DEV(id, rank) \
+    "{\"device_id\": \"" id "\", \"device_ip\": \"192.168.1." id "\", \"rank_id\": \"" rank "\"}"
 #define HEAD(version, status) "{\"version\": \"" version "\", \"status\": \"" status "\", "
-#define ONE_SERVER "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV("1", "1") "]}]}"
+#define ONE_SERVER                                                                           \
+    "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV( \
+        "1", "1") "]}]}"
 
 /* Writes text as a rank table in the scratch directory; returns its path. */
 static const char *table(const char *name, const char *text) {
@@ -99,36 +103,45 @@ static const char *table(const char *name, const char *text) {
 
 static void under_rank_table(int n, const char *text) {
     const char *p = table("rank_table.json", text);
-    int rc = run(120, "DDPC_RANK_TABLE_PORT=%d %s --standalone --nproc-per-node=%d %s --rank-table %s 2>&1",
-                 t_free_port(), bin("ddpc-run"), n, bin("hccl_check"), p);
+    int rc = run(
+        120, "DDPC_RANK_TABLE_PORT=%d %s --standalone --nproc-per-node=%d %s --rank-table %s 2>&1",
+        t_free_port(), bin("ddpc-run"), n, bin("hccl_check"), p);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     ranks_ok(n, "rank table");
     t_tmp_remove();
 }
 
-TEST_T(hccl_rank_table_one_server, 150) { under_rank_table(2, HEAD("1.0", "completed") ONE_SERVER); }
+TEST_T(hccl_rank_table_one_server, 150) {
+    under_rank_table(2, HEAD("1.0", "completed") ONE_SERVER);
+}
 
 /* Two "servers" on loopback, version 1.2 with host_ip on the second. */
 TEST_T(hccl_rank_table_two_servers, 150) {
-    under_rank_table(4, HEAD("1.2", "completed") "\"server_count\": \"2\", \"server_list\": ["
-                        "{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV("1", "1") "]}, "
-                        "{\"server_id\": \"127.0.0.2\", \"host_ip\": \"127.0.0.1\", "
-                        "\"device\": [" DEV("0", "2") ", " DEV("1", "3") "]}]}");
+    under_rank_table(
+        4, HEAD("1.2",
+                "completed") "\"server_count\": \"2\", \"server_list\": ["
+                             "{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV(
+                                 "1",
+                                 "1") "]}, "
+                                      "{\"server_id\": \"127.0.0.2\", \"host_ip\": \"127.0.0.1\", "
+                                      "\"device\": [" DEV("0", "2") ", " DEV("1", "3") "]}]}");
 }
 
 /* Runs ranks 0, 1 in one network namespace and 2, 3 in another (joined by
  * a veth pair, 198.18.subnet.1 and .2), each started by hand as a
  * cluster's scripts start HCCL programs: "RANK=r [LOCAL_RANK=l] hccl_check
  * args", with env_a / env_b exported in each; wants 4 ranks OK (how). */
-static void two_hosts(const char *tag, int subnet, const char *env_a, const char *env_b, const char *args,
-                      const char *how) {
+static void two_hosts(const char *tag, int subnet, const char *env_a, const char *env_b,
+                      const char *args, const char *how) {
     char a[32], b[32];
     t_netns_pair(tag, subnet, a, b);
     const char *hc = bin("hccl_check"), *blog = t_tmp_path("b.log");
     int rc = run(120,
                  "export WORLD_SIZE=4 HCCL_CONNECT_TIMEOUT=60; "
-                 "ip netns exec %s sh -c '%s; RANK=2 LOCAL_RANK=0 %s %s & RANK=3 LOCAL_RANK=1 %s %s & wait' > %s 2>&1 & "
-                 "ip netns exec %s sh -c '%s; RANK=0 LOCAL_RANK=0 %s %s & RANK=1 LOCAL_RANK=1 %s %s & wait' 2>&1; "
+                 "ip netns exec %s sh -c '%s; RANK=2 LOCAL_RANK=0 %s %s & RANK=3 LOCAL_RANK=1 %s "
+                 "%s & wait' > %s 2>&1 & "
+                 "ip netns exec %s sh -c '%s; RANK=0 LOCAL_RANK=0 %s %s & RANK=1 LOCAL_RANK=1 %s "
+                 "%s & wait' 2>&1; "
                  "wait; cat %s",
                  b, env_b, hc, args, hc, args, blog, a, env_a, hc, args, hc, args, blog);
     static char saved[sizeof out];
@@ -142,20 +155,25 @@ static void two_hosts(const char *tag, int subnet, const char *env_a, const char
 
 /* A rank table naming two real hosts' addresses. */
 TEST_T(hccl_rank_table_two_hosts, 150) {
-    const char *p = table("rank_table.json",
-                          HEAD("1.0", "completed") "\"server_count\": \"2\", \"server_list\": ["
-                          "{\"server_id\": \"198.18.21.1\", \"device\": [" DEV("0", "0") ", " DEV("1", "1") "]}, "
-                          "{\"server_id\": \"198.18.21.2\", \"device\": [" DEV("0", "2") ", " DEV("1", "3") "]}]}");
+    const char *p = table(
+        "rank_table.json",
+        HEAD("1.0",
+             "completed") "\"server_count\": \"2\", \"server_list\": ["
+                          "{\"server_id\": \"198.18.21.1\", \"device\": [" DEV("0", "0") ", " DEV(
+                              "1", "1") "]}, "
+                                        "{\"server_id\": \"198.18.21.2\", \"device\": [" DEV(
+                                            "0", "2") ", " DEV("1", "3") "]}]}");
     char args[4200];
     snprintf(args, sizeof args, "--rank-table %s", p);
-    two_hosts("H", 21, "export DDPC_RANK_TABLE_PORT=29600", "export DDPC_RANK_TABLE_PORT=29600", args, "rank table");
+    two_hosts("H", 21, "export DDPC_RANK_TABLE_PORT=29600", "export DDPC_RANK_TABLE_PORT=29600",
+              args, "rank table");
 }
 
 /* Root info across two hosts, each host's HCCL_IF_IP naming its address
  * (as HCCL asks of multi-host root-info jobs). */
 TEST_T(hccl_root_info_two_hosts, 150) {
-    two_hosts("I", 22, "export HCCL_IF_IP=198.18.22.1", "export HCCL_IF_IP=198.18.22.2", t_tmp_path("root_info"),
-              "root info through a file");
+    two_hosts("I", 22, "export HCCL_IF_IP=198.18.22.1", "export HCCL_IF_IP=198.18.22.2",
+              t_tmp_path("root_info"), "root info through a file");
 }
 
 /* Every malformed table is refused (HCCL_E_PARA, EI0004) naming its field. */
@@ -163,51 +181,60 @@ TEST_T(hccl_rank_table_errors_name_the_field, 60) {
     static const struct {
         const char *text, *want;
     } cases[] = {
-        {"{\"version\": \"1.0\",", "(the whole file): not valid JSON"},
-        {"[1, 2]", "(the whole file): must be a JSON object"},
-        {"{\"status\": \"completed\", " ONE_SERVER, "version: missing"},
-        {HEAD("2.0", "completed") ONE_SERVER, "version: \"2.0\" is not \"1.0\" or \"1.2\""},
-        {"{\"version\": 1.0, \"status\": \"completed\", " ONE_SERVER, "version: must be a string"},
-        {HEAD("1.0", "initializing") ONE_SERVER, "status: \"initializing\": the table is not \"completed\""},
-        {HEAD("1.0", "completed") "\"server_count\": \"1\"}", "server_list: missing"},
-        {HEAD("1.0", "completed") "\"server_list\": []}", "server_list: must be a non-empty array"},
-        {HEAD("1.0", "completed") "\"server_count\": \"3\", " ONE_SERVER, "server_count: \"3\" but server_list has 1"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"device\": [" DEV("0", "0") "]}]}",
-         "server_list[0].server_id: missing"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\"}]}", "server_list[0].device: missing"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
-                                  "[{\"device_id\": \"0\", \"rank_id\": 0}]}]}",
-         "server_list[0].device[0].rank_id: must be a string"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
-                                  "[{\"rank_id\": \"0\"}]}]}",
-         "server_list[0].device[0].device_id: missing"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "x") "]}]}",
-         "server_list[0].device[0].rank_id: \"x\" is not a whole number"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", "
-                                  DEV("1", "5") "]}]}",
-         "server_list[0].device[1].rank_id: \"5\" is not a whole number in 0..1"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", "
-                                  DEV("1", "0") "]}]}",
-         "server_list[0].device[1].rank_id: rank 0 is listed twice"},
-        {HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", "
-                                  DEV("1", "2") "]}, {\"server_id\": \"127.0.0.2\", \"device\": [" DEV("0", "1") ", "
-                                  DEV("1", "3") "]}]}",
-         "server_list[0].device[].rank_id: the ranks of one server must be contiguous"},
+        { "{\"version\": \"1.0\",", "(the whole file): not valid JSON" },
+        { "[1, 2]", "(the whole file): must be a JSON object" },
+        { "{\"status\": \"completed\", " ONE_SERVER, "version: missing" },
+        { HEAD("2.0", "completed") ONE_SERVER, "version: \"2.0\" is not \"1.0\" or \"1.2\"" },
+        { "{\"version\": 1.0, \"status\": \"completed\", " ONE_SERVER,
+          "version: must be a string" },
+        { HEAD("1.0", "initializing") ONE_SERVER,
+          "status: \"initializing\": the table is not \"completed\"" },
+        { HEAD("1.0", "completed") "\"server_count\": \"1\"}", "server_list: missing" },
+        { HEAD("1.0", "completed") "\"server_list\": []}",
+          "server_list: must be a non-empty array" },
+        { HEAD("1.0", "completed") "\"server_count\": \"3\", " ONE_SERVER,
+          "server_count: \"3\" but server_list has 1" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"device\": [" DEV("0", "0") "]}]}",
+          "server_list[0].server_id: missing" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\"}]}",
+          "server_list[0].device: missing" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                   "[{\"device_id\": \"0\", \"rank_id\": 0}]}]}",
+          "server_list[0].device[0].rank_id: must be a string" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                   "[{\"rank_id\": \"0\"}]}]}",
+          "server_list[0].device[0].device_id: missing" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                   "[" DEV("0", "x") "]}]}",
+          "server_list[0].device[0].rank_id: \"x\" is not a whole number" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                   "[" DEV("0", "0") ", " DEV("1", "5") "]}]}",
+          "server_list[0].device[1].rank_id: \"5\" is not a whole number in 0..1" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                   "[" DEV("0", "0") ", " DEV("1", "0") "]}]}",
+          "server_list[0].device[1].rank_id: rank 0 is listed twice" },
+        { HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": "
+                                   "[" DEV("0", "0") ", " DEV(
+                                       "1", "2") "]}, {\"server_id\": \"127.0.0.2\", \"device\": "
+                                                 "[" DEV("0", "1") ", " DEV("1", "3") "]}]}",
+          "server_list[0].device[].rank_id: the ranks of one server must be contiguous" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *p = table("bad.json", cases[i].text);
         int rc = run(20, "RANK=0 %s --rank-table %s 2>&1", bin("hccl_check"), p);
         CHECK_MSG(rc == 3, "case %zu: exit %d: %s", i, rc, out);
-        CHECK_MSG(strstr(out, "HcclCommInitClusterInfo = 1 ") && strstr(out, "EI0004: the rank table") &&
-                      strstr(out, cases[i].want),
+        CHECK_MSG(strstr(out, "HcclCommInitClusterInfo = 1 ") &&
+                      strstr(out, "EI0004: the rank table") && strstr(out, cases[i].want),
                   "case %zu: want HCCL_E_PARA and \"%s\" in: %s", i, cases[i].want, out);
     }
     /* a file that is not there; a rank the table lacks */
-    CHECK_EQ(run(20, "RANK=0 %s --rank-table %s 2>&1", bin("hccl_check"), t_tmp_path("absent.json")), 3);
+    CHECK_EQ(
+        run(20, "RANK=0 %s --rank-table %s 2>&1", bin("hccl_check"), t_tmp_path("absent.json")), 3);
     CHECK_CONTAINS(out, "HcclCommInitClusterInfo = 10 ");
     CHECK_CONTAINS(out, "cannot be opened");
     CHECK_EQ(run(20, "RANK=5 %s --rank-table %s 2>&1", bin("hccl_check"),
-                 table("good.json", HEAD("1.0", "completed") ONE_SERVER)), 3);
+                 table("good.json", HEAD("1.0", "completed") ONE_SERVER)),
+             3);
     CHECK_CONTAINS(out, "rank 5 is not in the rank table");
     t_tmp_remove();
 }
@@ -219,17 +246,21 @@ static void bench_ok(const char *what, int rows) {
     CHECK_CONTAINS(out, "data_size(Bytes)  | avg_time(us)  | alg_bandwidth(GB/s) | check_result");
     int n = 0;
     for (const char *p = out; (p = strstr(p, "| success")); p++) n++;
-    CHECK_MSG(n == rows && !strstr(out, "failed"), "%s: want %d rows, all success: %s", what, rows, out);
+    CHECK_MSG(n == rows && !strstr(out, "failed"), "%s: want %d rows, all success: %s", what, rows,
+              out);
 }
 
 TEST_T(hccl_benchmark_under_ddpc_run, 150) {
-    static const char *const ops[] = {"all_reduce", "all_gather", "broadcast", "reduce", "reduce_scatter",
-                                      "alltoall", "scatter"};
+    static const char *const ops[] = { "all_reduce",     "all_gather", "broadcast", "reduce",
+                                       "reduce_scatter", "alltoall",   "scatter" };
     for (int i = 0; i < 7; i++) {
         char prog[64];
         snprintf(prog, sizeof prog, "%s_test", ops[i]);
-        int rc = run(60, "HCCL_TEST_ROOT_INFO=%s %s --standalone --nproc-per-node=2 %s -b 8 -e 8K -f 32 -d fp16 "
-                     "-o max -r 1 -n 3 -w 1 2>&1", t_tmp_path("root_info"), bin("ddpc-run"), bin(prog));
+        int rc = run(
+            60,
+            "HCCL_TEST_ROOT_INFO=%s %s --standalone --nproc-per-node=2 %s -b 8 -e 8K -f 32 -d fp16 "
+            "-o max -r 1 -n 3 -w 1 2>&1",
+            t_tmp_path("root_info"), bin("ddpc-run"), bin(prog));
         CHECK_MSG(rc == 0, "%s: exit %d: %s", prog, rc, out);
         bench_ok(prog, 3); /* 8, 256, 8192 bytes */
     }
@@ -237,11 +268,17 @@ TEST_T(hccl_benchmark_under_ddpc_run, 150) {
 }
 
 TEST_T(hccl_benchmark_under_mpirun, 150) {
-    if (run(10, "command -v mpirun") != 0) SKIP("mpirun is not installed (apt-get install openmpi-bin)");
+    if (run(10, "command -v mpirun") != 0)
+        SKIP("mpirun is not installed (apt-get install openmpi-bin)");
     char b[4096];
-    snprintf(b, sizeof b, "%s/../hccl_test/bin/all_reduce_test", getenv("DDPC_BIN") ? getenv("DDPC_BIN") : "build/bin");
-    if (access(b, X_OK) != 0) SKIP("%s is not built: make found no mpicc (apt-get install libopenmpi-dev)", b);
-    int rc = run(60, "mpirun --allow-run-as-root --oversubscribe -np 3 %s -b 1K -e 1M -f 32 -d fp32 -o sum 2>&1", b);
+    snprintf(b, sizeof b, "%s/../hccl_test/bin/all_reduce_test",
+             getenv("DDPC_BIN") ? getenv("DDPC_BIN") : "build/bin");
+    if (access(b, X_OK) != 0)
+        SKIP("%s is not built: make found no mpicc (apt-get install libopenmpi-dev)", b);
+    int rc = run(
+        60,
+        "mpirun --allow-run-as-root --oversubscribe -np 3 %s -b 1K -e 1M -f 32 -d fp32 -o sum 2>&1",
+        b);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
     bench_ok("all_reduce_test", 3); /* 1K, 32K, 1M */
 }
@@ -252,10 +289,11 @@ TEST_T(hccl_benchmark_under_mpirun, 150) {
  * others' streams fail, their output has code (the aclError and async
  * HcclResult) and want (why). */
 static void silent_peer(const char *env, const char *mode, const char *code, const char *want) {
-    int rc = run(50, "%s %s --standalone --nproc-per-node=2 %s %s %s 2>&1", env, bin("ddpc-run"), bin("hccl_check"),
-                 t_tmp_path("root_info"), mode);
+    int rc = run(50, "%s %s --standalone --nproc-per-node=2 %s %s %s 2>&1", env, bin("ddpc-run"),
+                 bin("hccl_check"), t_tmp_path("root_info"), mode);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
-    CHECK_CONTAINS(out, "hccl_check rank 0/2 (root info through a file): OK"); /* saw what it expected */
+    CHECK_CONTAINS(out,
+                   "hccl_check rank 0/2 (root info through a file): OK"); /* saw what it expected */
     CHECK_CONTAINS(out, code);
     CHECK_CONTAINS(out, want);
     t_tmp_remove();
@@ -270,27 +308,39 @@ TEST_T(hccl_silent_peer_times_out_naming_it, 60) {
 
 /* The communicator's own timeout (HcclCommConfig's hcclExecTimeOut = 1). */
 TEST_T(hccl_config_exec_timeout, 60) {
-    silent_peer("", "--silent-peer-config", TIMED_OUT, "not done within the communicator's hcclExecTimeOut (1 s)");
+    silent_peer("", "--silent-peer-config", TIMED_OUT,
+                "not done within the communicator's hcclExecTimeOut (1 s)");
 }
 
 /* A rank that exits without a word fails the others at once:
  * ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, HCCL_E_TCP_TRANSFER, the rank named. */
 TEST_T(hccl_lost_peer_fails_the_others_at_once, 60) {
-    silent_peer("HCCL_EXEC_TIMEOUT=30", "--lost-peer", "rank 0: silent peer: aclrtSynchronizeStream = 507057, async error 13 ",
+    silent_peer("HCCL_EXEC_TIMEOUT=30", "--lost-peer",
+                "rank 0: silent peer: aclrtSynchronizeStream = 507057, async error 13 ",
                 "lost rank 1");
 }
 
 /* Each public header compiles on its own, as C11 and as C++. */
 TEST_T(hccl_headers_compile_alone, 60) {
-    static const char *const hdrs[] = {"hccl/hccl.h", "hccl/hccl_comm.h", "hccl/hccl_types.h", "acl/acl.h",
-                                       "acl/acl_rt.h", "acl/acl_base.h", "acl/error_codes/rt_error_codes.h"};
+    static const char *const hdrs[] = { "hccl/hccl.h",
+                                        "hccl/hccl_comm.h",
+                                        "hccl/hccl_types.h",
+                                        "acl/acl.h",
+                                        "acl/acl_rt.h",
+                                        "acl/acl_base.h",
+                                        "acl/error_codes/rt_error_codes.h" };
     int cxx = run(10, "command -v c++") == 0;
     for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
-        int rc = run(30, "echo '#include \"%s\"' | cc -std=c11 -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only - 2>&1",
+        int rc = run(30,
+                     "echo '#include \"%s\"' | cc -std=c11 -Wall -Wextra -Werror -Iinclude -x c "
+                     "-fsyntax-only - 2>&1",
                      hdrs[i]);
         CHECK_MSG(rc == 0, "%s as C: %s", hdrs[i], out);
         if (!cxx) continue;
-        rc = run(30, "echo '#include \"%s\"' | c++ -Wall -Wextra -Werror -Iinclude -x c++ -fsyntax-only - 2>&1", hdrs[i]);
+        rc = run(30,
+                 "echo '#include \"%s\"' | c++ -Wall -Wextra -Werror -Iinclude -x c++ "
+                 "-fsyntax-only - 2>&1",
+                 hdrs[i]);
         CHECK_MSG(rc == 0, "%s as C++: %s", hdrs[i], out);
     }
 }
@@ -300,10 +350,16 @@ TEST_T(hccl_headers_compile_alone, 60) {
 TEST_T(hccl_libraries_export_only_the_api, 30) {
     if (run(10, "command -v nm") != 0) SKIP("nm is not installed (apt-get install binutils)");
     const char *dir = getenv("DDPC_BIN") ? getenv("DDPC_BIN") : "build/bin";
-    int rc = run(20, "nm -D --defined-only %s/../libhccl.so | awk '$2==\"T\"{print $3}' | grep -v '^Hccl' 2>&1", dir);
+    int rc = run(
+        20,
+        "nm -D --defined-only %s/../libhccl.so | awk '$2==\"T\"{print $3}' | grep -v '^Hccl' 2>&1",
+        dir);
     CHECK_MSG(rc == 1 && out[0] == '\0', "libhccl.so exports more than Hccl*: %s", out);
-    rc = run(20, "nm -D --defined-only %s/../libascendcl.so | awk '$2==\"T\"{print $3}' | grep -v '^acl' | "
-             "grep -v '^ddpc_acl__' 2>&1", dir);
+    rc = run(
+        20,
+        "nm -D --defined-only %s/../libascendcl.so | awk '$2==\"T\"{print $3}' | grep -v '^acl' | "
+        "grep -v '^ddpc_acl__' 2>&1",
+        dir);
     CHECK_MSG(rc == 1 && out[0] == '\0', "libascendcl.so exports more than acl*: %s", out);
     CHECK_EQ(run(20, "nm -D --defined-only %s/../libhccl.so | grep -c ' T Hccl'", dir), 0);
     CHECK_MSG(atoi(out) == 31, "libhccl.so exports %d Hccl names, want 31", atoi(out));

@@ -31,8 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hccl/hccl.h"
 #include "../../examples/hccl/hccl_values.h"
+#include "hccl/hccl.h"
 #ifdef HCCL_CHECK_MPI
 #include <mpi.h>
 #endif
@@ -47,14 +47,14 @@ typedef struct rank_ctx {
 } rank_ctx;
 
 static const HcclDataType TYPES[] = {
-    HCCL_DATA_TYPE_INT8,   HCCL_DATA_TYPE_INT16,  HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_FP16,
+    HCCL_DATA_TYPE_INT8,   HCCL_DATA_TYPE_INT16,  HCCL_DATA_TYPE_INT32,  HCCL_DATA_TYPE_FP16,
     HCCL_DATA_TYPE_FP32,   HCCL_DATA_TYPE_INT64,  HCCL_DATA_TYPE_UINT64, HCCL_DATA_TYPE_UINT8,
-    HCCL_DATA_TYPE_UINT16, HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_FP64,  HCCL_DATA_TYPE_BFP16,
+    HCCL_DATA_TYPE_UINT16, HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_FP64,   HCCL_DATA_TYPE_BFP16,
 };
-static const char *const TYPE_NAMES[] = {"int8",   "int16",  "int32",  "fp16", "fp32", "int64",
-                                         "uint64", "uint8", "uint16", "uint32", "fp64", "bfp16"};
+static const char *const TYPE_NAMES[] = { "int8",   "int16", "int32",  "fp16",   "fp32", "int64",
+                                          "uint64", "uint8", "uint16", "uint32", "fp64", "bfp16" };
 #define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])
-static const uint64_t SIZES[] = {0, 1, 7, 4099, 100003};
+static const uint64_t SIZES[] = { 0, 1, 7, 4099, 100003 };
 #define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
 
 /* Device memory of n elements of t (at least one byte: aclrtMalloc refuses 0). */
@@ -75,18 +75,20 @@ static double mv(uint32_t r, uint64_t i) { return (double)((r * 31 + i * 3) % 10
 static void sync_ok(rank_ctx *x, const char *what) {
     aclError e = aclrtSynchronizeStream(x->stream);
     if (e != ACL_SUCCESS) {
-        fprintf(stderr, "rank %u: %s: aclrtSynchronizeStream = %d (%s)\n", x->rank, what, e, aclGetRecentErrMsg());
+        fprintf(stderr, "rank %u: %s: aclrtSynchronizeStream = %d (%s)\n", x->rank, what, e,
+                aclGetRecentErrMsg());
         exit(1);
     }
 }
 
-static int expect(rank_ctx *x, const char *what, int ti, uint64_t n, const void *buf, uint64_t off, double (*want)(rank_ctx *, uint64_t, void *), void *arg) {
+static int expect(rank_ctx *x, const char *what, int ti, uint64_t n, const void *buf, uint64_t off,
+                  double (*want)(rank_ctx *, uint64_t, void *), void *arg) {
     x->checks++;
     for (uint64_t i = 0; i < n; i++) {
         double got = get(buf, TYPES[ti], off + i), w = want(x, i, arg);
         if (got != w) {
-            fprintf(stderr, "rank %u: %s %s count %llu: element %llu is %g, want %g\n", x->rank, what, TYPE_NAMES[ti],
-                    (unsigned long long)n, (unsigned long long)i, got, w);
+            fprintf(stderr, "rank %u: %s %s count %llu: element %llu is %g, want %g\n", x->rank,
+                    what, TYPE_NAMES[ti], (unsigned long long)n, (unsigned long long)i, got, w);
             x->failures++;
             return 0;
         }
@@ -113,7 +115,9 @@ static double want_reduced(rank_ctx *x, uint64_t i, void *arg) {
 }
 
 /* arg: a uint64_t offset into the reduced vector */
-static double want_reduced_at(rank_ctx *x, uint64_t i, void *arg) { return want_reduced(x, i + *(uint64_t *)arg, NULL); }
+static double want_reduced_at(rank_ctx *x, uint64_t i, void *arg) {
+    return want_reduced(x, i + *(uint64_t *)arg, NULL);
+}
 /* arg: the source rank, as a uint32_t */
 static double want_moved(rank_ctx *x, uint64_t i, void *arg) { return mv(*(uint32_t *)arg, i); }
 /* arg: {rank, offset} as two uint64_t */
@@ -123,9 +127,10 @@ static double want_moved_at(rank_ctx *x, uint64_t i, void *arg) {
 }
 
 static void check_allreduce(rank_ctx *x, int ti, uint64_t n) {
-    static const HcclReduceOp ops[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX, HCCL_REDUCE_MIN};
-    static const char *const names[] = {"HcclAllReduce sum", "HcclAllReduce prod", "HcclAllReduce max",
-                                        "HcclAllReduce min"};
+    static const HcclReduceOp ops[] = { HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
+                                        HCCL_REDUCE_MIN };
+    static const char *const names[] = { "HcclAllReduce sum", "HcclAllReduce prod",
+                                         "HcclAllReduce max", "HcclAllReduce min" };
     HcclDataType t = TYPES[ti];
     void *send = dev_alloc(n, t), *recv = dev_alloc(n, t);
     for (int k = 0; k < 4; k++) {
@@ -168,7 +173,7 @@ static void check_rooted(rank_ctx *x, int ti, uint64_t n) {
     for (uint64_t i = 0; x->rank == 0 && i < n * x->size; i++) put(ssend, t, i, mv(0, i));
     HCCL_OK(HcclScatter(ssend, srecv, n, t, zero, x->comm, x->stream));
     sync_ok(x, "HcclScatter");
-    uint64_t at[2] = {0, x->rank * n};
+    uint64_t at[2] = { 0, x->rank * n };
     expect(x, "HcclScatter", ti, n, srecv, 0, want_moved_at, at);
     aclrtFree(ssend);
     aclrtFree(srecv);
@@ -196,7 +201,7 @@ static void check_gathers(rank_ctx *x, int ti, uint64_t n) {
     HCCL_OK(HcclAlltoAll(big, n, t, recv, n, t, x->comm, x->stream));
     sync_ok(x, "HcclAlltoAll");
     for (uint32_t j = 0; j < s; j++) {
-        uint64_t at[2] = {j, x->rank * n};
+        uint64_t at[2] = { j, x->rank * n };
         expect(x, "HcclAlltoAll", ti, n, recv, j * n, want_moved_at, at);
     }
     aclrtFree(send);
@@ -215,11 +220,13 @@ static void check_v(rank_ctx *x, int ti, uint64_t n) {
     for (uint64_t i = 0; i < cnt[me]; i++) put(send, t, i, mv(me, i));
     HCCL_OK(HcclAllGatherV(send, cnt[me], recv, cnt, dsp, t, x->comm, x->stream));
     sync_ok(x, "HcclAllGatherV");
-    for (uint32_t r = 0; r < s; r++) expect(x, "HcclAllGatherV", ti, cnt[r], recv, dsp[r], want_moved, &r);
+    for (uint32_t r = 0; r < s; r++)
+        expect(x, "HcclAllGatherV", ti, cnt[r], recv, dsp[r], want_moved, &r);
     /* reducescatterv: a vector of total elements, share r to rank r */
     void *big = dev_alloc(total, t);
     for (uint64_t i = 0; i < total; i++) put(big, t, i, rv(me, i));
-    HCCL_OK(HcclReduceScatterV(big, cnt, dsp, send, cnt[me], t, HCCL_REDUCE_MIN, x->comm, x->stream));
+    HCCL_OK(
+        HcclReduceScatterV(big, cnt, dsp, send, cnt[me], t, HCCL_REDUCE_MIN, x->comm, x->stream));
     sync_ok(x, "HcclReduceScatterV");
     g_op = HCCL_REDUCE_MIN;
     expect(x, "HcclReduceScatterV min", ti, cnt[me], send, 0, want_reduced_at, &dsp[me]);
@@ -227,7 +234,8 @@ static void check_v(rank_ctx *x, int ti, uint64_t n) {
     aclrtFree(recv);
     aclrtFree(big);
     /* alltoallv: rank a sends n + (a + 2b) % 3 elements to rank b */
-    uint64_t *sc = calloc(s, 8), *sd = calloc(s, 8), *rc = calloc(s, 8), *rd = calloc(s, 8), st = 0, rt = 0;
+    uint64_t *sc = calloc(s, 8), *sd = calloc(s, 8), *rc = calloc(s, 8), *rd = calloc(s, 8), st = 0,
+             rt = 0;
     for (uint32_t j = 0; j < s; j++) {
         sc[j] = n + (me + 2 * j) % 3, sd[j] = st, st += sc[j];
         rc[j] = n + (j + 2 * me) % 3, rd[j] = rt, rt += rc[j];
@@ -240,7 +248,7 @@ static void check_v(rank_ctx *x, int ti, uint64_t n) {
         /* rank j's block for me starts at its own sdispls[me] */
         uint64_t jd = 0;
         for (uint32_t k = 0; k < me; k++) jd += n + (j + 2 * k) % 3;
-        uint64_t at[2] = {j, jd};
+        uint64_t at[2] = { j, jd };
         expect(x, "HcclAlltoAllV", ti, rc[j], ar, rd[j], want_moved_at, at);
     }
     /* the same exchange from the whole matrix (AlltoAllVC) */
@@ -253,7 +261,7 @@ static void check_v(rank_ctx *x, int ti, uint64_t n) {
     for (uint32_t j = 0; j < s; j++) {
         uint64_t jd = 0;
         for (uint32_t k = 0; k < me; k++) jd += m[j * s + k];
-        uint64_t at[2] = {j, jd};
+        uint64_t at[2] = { j, jd };
         expect(x, "HcclAlltoAllVC", ti, rc[j], ar, rd[j], want_moved_at, at);
     }
     free(m);
@@ -285,8 +293,8 @@ static void check_p2p(rank_ctx *x, int ti, uint64_t n) {
     uint32_t k = 0;
     for (uint32_t j = 0; j < s; j++) {
         if (j == me) continue;
-        items[k++] = (HcclSendRecvItem){HCCL_SEND, send, n, t, j};
-        items[k++] = (HcclSendRecvItem){HCCL_RECV, (char *)all + j * n * tsize(t), n, t, j};
+        items[k++] = (HcclSendRecvItem){ HCCL_SEND, send, n, t, j };
+        items[k++] = (HcclSendRecvItem){ HCCL_RECV, (char *)all + j * n * tsize(t), n, t, j };
     }
     HCCL_OK(HcclBatchSendRecv(items, k, x->comm, x->stream));
     sync_ok(x, "HcclBatchSendRecv");
@@ -307,7 +315,8 @@ static void check_streams_and_events(rank_ctx *x) {
     ACL_OK(aclrtGetDevice(&dev));
     ACL_OK(aclrtGetDeviceCount(&ndev));
     x->checks++;
-    if (dev < 0 || (uint32_t)dev >= ndev) fprintf(stderr, "rank %u: device %d of %u\n", x->rank, dev, ndev), x->failures++;
+    if (dev < 0 || (uint32_t)dev >= ndev)
+        fprintf(stderr, "rank %u: device %d of %u\n", x->rank, dev, ndev), x->failures++;
     aclrtStream other;
     aclrtEvent done;
     ACL_OK(aclrtCreateStream(&other));
@@ -328,14 +337,16 @@ static void check_streams_and_events(rank_ctx *x) {
     int64_t want = (int64_t)x->size * (x->size + 1) / 2;
     x->checks++;
     if (copy[63] != want || st != ACL_EVENT_RECORDED_STATUS_COMPLETE)
-        fprintf(stderr, "rank %u: across streams: %lld, want %lld (event %d)\n", x->rank, (long long)copy[63],
-                (long long)want, (int)st), x->failures++;
+        fprintf(stderr, "rank %u: across streams: %lld, want %lld (event %d)\n", x->rank,
+                (long long)copy[63], (long long)want, (int)st),
+            x->failures++;
     /* the default stream */
     HCCL_OK(HcclAllReduce(v, v, 64, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_MAX, x->comm, NULL));
     ACL_OK(aclrtSynchronizeStream(NULL));
     ACL_OK(aclrtSynchronizeDevice());
     x->checks++;
-    if (v[0] != want) fprintf(stderr, "rank %u: default stream: %lld\n", x->rank, (long long)v[0]), x->failures++;
+    if (v[0] != want)
+        fprintf(stderr, "rank %u: default stream: %lld\n", x->rank, (long long)v[0]), x->failures++;
     ACL_OK(aclrtDestroyEvent(done));
     ACL_OK(aclrtDestroyStream(other));
     ACL_OK(aclrtFree(v));
@@ -367,8 +378,8 @@ static void check_stream(rank_ctx *x) {
     g_op = HCCL_REDUCE_SUM;
     for (uint64_t i = 0; i < n; i++)
         if (host[i] != (float)want_reduced(x, i, NULL)) {
-            fprintf(stderr, "rank %u: stream order: element %llu is %g, want %g\n", x->rank, (unsigned long long)i,
-                    host[i], want_reduced(x, i, NULL));
+            fprintf(stderr, "rank %u: stream order: element %llu is %g, want %g\n", x->rank,
+                    (unsigned long long)i, host[i], want_reduced(x, i, NULL));
             x->failures++;
             break;
         }
@@ -378,7 +389,8 @@ static void check_stream(rank_ctx *x) {
     HcclResult async = HCCL_E_INTERNAL;
     HCCL_OK(HcclGetCommAsyncError(x->comm, &async));
     x->checks++;
-    if (async != HCCL_SUCCESS) fprintf(stderr, "rank %u: async error %d\n", x->rank, (int)async), x->failures++;
+    if (async != HCCL_SUCCESS)
+        fprintf(stderr, "rank %u: async error %d\n", x->rank, (int)async), x->failures++;
     ACL_OK(aclrtDestroyEvent(start));
     ACL_OK(aclrtDestroyEvent(end));
     ACL_OK(aclrtFreeHost(host));
@@ -388,7 +400,7 @@ static void check_stream(rank_ctx *x) {
 /* A sub-communicator of the first and the last rank. */
 static void check_subcomm(rank_ctx *x) {
     if (x->size < 2 || (x->rank != 0 && x->rank != x->size - 1)) return;
-    uint32_t ids[2] = {0, x->size - 1}, me = x->rank == 0 ? 0 : 1, n = 0, sub_rank = 9;
+    uint32_t ids[2] = { 0, x->size - 1 }, me = x->rank == 0 ? 0 : 1, n = 0, sub_rank = 9;
     HcclCommConfig cfg;
     HcclCommConfigInit(&cfg);
     snprintf(cfg.hcclCommName, sizeof cfg.hcclCommName, "ends");
@@ -403,7 +415,8 @@ static void check_subcomm(rank_ctx *x) {
     sync_ok(x, "HcclAllReduce on a sub-communicator");
     x->checks++;
     if (n != 2 || sub_rank != me || v != (int32_t)x->size + 1 || strcmp(name, "ends") != 0) {
-        fprintf(stderr, "rank %u: sub-communicator: size %u rank %u sum %d name %s\n", x->rank, n, sub_rank, v, name);
+        fprintf(stderr, "rank %u: sub-communicator: size %u rank %u sum %d name %s\n", x->rank, n,
+                sub_rank, v, name);
         x->failures++;
     }
     HCCL_OK(HcclCommDestroy(sub));
@@ -438,13 +451,14 @@ static void run_checks(rank_ctx *x) {
 /* The checks HCCL makes before queuing anything; one rank suffices. */
 static int check_errors(void) {
     int bad = 0;
-#define WANT(expr, want)                                                                           \
-    do {                                                                                           \
-        HcclResult r__ = (expr);                                                                   \
-        if (r__ != (want)) {                                                                       \
-            fprintf(stderr, "%s = %d, want %d (%s)\n", #expr, (int)r__, (int)(want), aclGetRecentErrMsg()); \
-            bad++;                                                                                 \
-        }                                                                                          \
+#define WANT(expr, want)                                                             \
+    do {                                                                             \
+        HcclResult r__ = (expr);                                                     \
+        if (r__ != (want)) {                                                         \
+            fprintf(stderr, "%s = %d, want %d (%s)\n", #expr, (int)r__, (int)(want), \
+                    aclGetRecentErrMsg());                                           \
+            bad++;                                                                   \
+        }                                                                            \
     } while (0)
     HcclRootInfo id;
     HcclComm comm = NULL;
@@ -452,11 +466,12 @@ static int check_errors(void) {
     ACL_OK(aclrtCreateStream(&s));
     HCCL_OK(HcclGetRootInfo(&id));
     HCCL_OK(HcclCommInitRootInfo(1, &id, 0, &comm));
-    float f[4] = {1, 2, 3, 4};
+    float f[4] = { 1, 2, 3, 4 };
     WANT(HcclAllReduce(f, f, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, NULL, s), HCCL_E_PTR);
     WANT(HcclAllReduce(NULL, f, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, s), HCCL_E_PTR);
     WANT(HcclAllReduce(f, f, 4, (HcclDataType)99, HCCL_REDUCE_SUM, comm, s), HCCL_E_PARA);
-    WANT(HcclAllReduce(f, f, 4, HCCL_DATA_TYPE_FP8E4M3, HCCL_REDUCE_SUM, comm, s), HCCL_E_NOT_SUPPORT);
+    WANT(HcclAllReduce(f, f, 4, HCCL_DATA_TYPE_FP8E4M3, HCCL_REDUCE_SUM, comm, s),
+         HCCL_E_NOT_SUPPORT);
     WANT(HcclAllReduce(f, f, 4, HCCL_DATA_TYPE_FP32, (HcclReduceOp)7, comm, s), HCCL_E_PARA);
     WANT(HcclBroadcast(f, 4, HCCL_DATA_TYPE_FP32, 1, comm, s), HCCL_E_PARA);
     WANT(HcclSend(f, 4, HCCL_DATA_TYPE_FP32, 3, comm, s), HCCL_E_PARA);
@@ -468,14 +483,15 @@ static int check_errors(void) {
     WANT(HcclCommInitRootInfo(1, &junk, 0, &c2), HCCL_E_PARA);
     WANT(HcclCommInitClusterInfo("/nonexistent/rank_table.json", 0, &c2), HCCL_E_OPEN_FILE_FAILURE);
     WANT(HcclGetRankSize(NULL, NULL), HCCL_E_PTR);
-    HcclConfigValue det = {1};
+    HcclConfigValue det = { 1 };
     WANT(HcclSetConfig(HCCL_DETERMINISTIC, det), HCCL_SUCCESS);
     det.value = 0;
     WANT(HcclGetConfig(HCCL_DETERMINISTIC, &det), HCCL_SUCCESS);
     if (det.value != 1) fprintf(stderr, "HcclGetConfig: %d\n", det.value), bad++;
     det.value = 5;
     WANT(HcclSetConfig(HCCL_DETERMINISTIC, det), HCCL_E_PARA);
-    if (strcmp(HcclGetErrorString(HCCL_E_TIMEOUT), HcclGetErrorString(HCCL_E_PARA)) == 0 || !HcclGetErrorString((HcclResult)12345))
+    if (strcmp(HcclGetErrorString(HCCL_E_TIMEOUT), HcclGetErrorString(HCCL_E_PARA)) == 0 ||
+        !HcclGetErrorString((HcclResult)12345))
         fprintf(stderr, "HcclGetErrorString\n"), bad++;
     /* a good call after all that */
     WANT(HcclAllReduce(f, f, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_PROD, comm, s), HCCL_SUCCESS);
@@ -483,10 +499,12 @@ static int check_errors(void) {
     if (f[3] != 4) fprintf(stderr, "1-rank allreduce changed %g\n", f[3]), bad++;
     /* ACL's own checks */
     void *p = NULL;
-    if (aclrtMalloc(&p, 0, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_ERROR_INVALID_PARAM) bad++, fprintf(stderr, "malloc 0\n");
+    if (aclrtMalloc(&p, 0, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_ERROR_INVALID_PARAM)
+        bad++, fprintf(stderr, "malloc 0\n");
     if (aclrtMemcpy(f, 4, f + 1, 8, ACL_MEMCPY_HOST_TO_HOST) != ACL_ERROR_INVALID_PARAM)
         bad++, fprintf(stderr, "memcpy over destMax\n");
-    if (aclrtSynchronizeStream((aclrtStream)f) != ACL_ERROR_RT_INVALID_HANDLE) bad++, fprintf(stderr, "bad stream\n");
+    if (aclrtSynchronizeStream((aclrtStream)f) != ACL_ERROR_RT_INVALID_HANDLE)
+        bad++, fprintf(stderr, "bad stream\n");
     HCCL_OK(HcclCommDestroy(comm));
     ACL_OK(aclrtDestroyStream(s));
     printf("hccl_check errors: %s\n", bad ? "FAILED" : "OK");
@@ -521,7 +539,7 @@ static int init_all(uint32_t n) {
     for (uint32_t i = 0; i < n; i++) devs[i] = (int32_t)i;
     HCCL_OK(HcclCommInitAll(n, devs, comms));
     for (uint32_t i = 0; i < n; i++) {
-        xs[i] = (rank_ctx){comms[i], NULL, i, n, 0, 0};
+        xs[i] = (rank_ctx){ comms[i], NULL, i, n, 0, 0 };
         pthread_create(&th[i], NULL, device_main, &xs[i]);
     }
     int bad = 0;
@@ -551,7 +569,7 @@ static void share_root_info(uint32_t rank, const char *path, HcclRootInfo *id) {
             fclose(f);
             if (got == 1) return;
         }
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
     fprintf(stderr, "rank %u: no root info in %s after 60 s\n", rank, path);
@@ -562,13 +580,14 @@ static void share_root_info(uint32_t rank, const char *path, HcclRootInfo *id) {
 /* --mismatch: rank 0 reduces 4 elements, the others 5; every rank's
  * stream reports the failure, and HcclGetCommAsyncError names it. */
 static int check_mismatch(rank_ctx *x) {
-    float v[5] = {1, 2, 3, 4, 5};
-    HCCL_OK(HcclAllReduce(v, v, x->rank == 0 ? 4 : 5, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, x->comm, x->stream));
+    float v[5] = { 1, 2, 3, 4, 5 };
+    HCCL_OK(HcclAllReduce(v, v, x->rank == 0 ? 4 : 5, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, x->comm,
+                          x->stream));
     aclError e = aclrtSynchronizeStream(x->stream);
     HcclResult async = HCCL_SUCCESS;
     HCCL_OK(HcclGetCommAsyncError(x->comm, &async));
-    printf("rank %u: mismatch: aclrtSynchronizeStream = %d, async error %d (%s): %s\n", x->rank, e, (int)async,
-           HcclGetErrorString(async), aclGetRecentErrMsg());
+    printf("rank %u: mismatch: aclrtSynchronizeStream = %d, async error %d (%s): %s\n", x->rank, e,
+           (int)async, HcclGetErrorString(async), aclGetRecentErrMsg());
     x->checks++;
     if (e == ACL_SUCCESS || async != HCCL_E_PARA || !aclGetRecentErrMsg()[0]) x->failures++;
     return 0;
@@ -577,14 +596,15 @@ static int check_mismatch(rank_ctx *x) {
 /* --rank-table FILE: this rank (RANK, else 0) of the table's communicator;
  * a refused table is exit code 3 with HCCL's text. */
 static int rank_table(const char *path) {
-    rank_ctx x = {0};
+    rank_ctx x = { 0 };
     const char *rk = getenv("RANK");
     x.rank = rk ? (uint32_t)atoi(rk) : 0;
     const char *lr = getenv("LOCAL_RANK");
     ACL_OK(aclrtSetDevice(lr ? atoi(lr) : 0));
     HcclResult r = HcclCommInitClusterInfo(path, x.rank, &x.comm);
     if (r != HCCL_SUCCESS) {
-        printf("HcclCommInitClusterInfo = %d (%s): %s\n", (int)r, HcclGetErrorString(r), aclGetRecentErrMsg());
+        printf("HcclCommInitClusterInfo = %d (%s): %s\n", (int)r, HcclGetErrorString(r),
+               aclGetRecentErrMsg());
         return 3;
     }
     HCCL_OK(HcclGetRankSize(x.comm, &x.size));
@@ -603,13 +623,13 @@ static int check_silent_peer(rank_ctx *x, int lost) {
         sleep(3);
         return 0;
     }
-    float v[4] = {1, 2, 3, 4};
+    float v[4] = { 1, 2, 3, 4 };
     HCCL_OK(HcclAllReduce(v, v, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, x->comm, x->stream));
     aclError e = aclrtSynchronizeStream(x->stream);
     HcclResult async = HCCL_SUCCESS;
     HCCL_OK(HcclGetCommAsyncError(x->comm, &async));
-    printf("rank %u: silent peer: aclrtSynchronizeStream = %d, async error %d (%s): %s\n", x->rank, e, (int)async,
-           HcclGetErrorString(async), aclGetRecentErrMsg());
+    printf("rank %u: silent peer: aclrtSynchronizeStream = %d, async error %d (%s): %s\n", x->rank,
+           e, (int)async, HcclGetErrorString(async), aclGetRecentErrMsg());
     x->checks++;
     if (e == ACL_SUCCESS || async == HCCL_SUCCESS) x->failures++;
     return 0;
@@ -625,7 +645,7 @@ int main(int argc, char **argv) {
     } else if (argc > 2 && strcmp(argv[1], "--rank-table") == 0) {
         rc = rank_table(argv[2]);
     } else {
-        rank_ctx x = {0};
+        rank_ctx x = { 0 };
         HcclRootInfo id;
 #ifdef HCCL_CHECK_MPI
         int r, s;
@@ -639,7 +659,9 @@ int main(int argc, char **argv) {
 #else
         const char *rk = getenv("RANK"), *ws = getenv("WORLD_SIZE");
         if (argc < 2 || !rk || !ws) {
-            fprintf(stderr, "usage: ddpc-run --nproc-per-node=N %s ROOT_INFO_FILE | %s --init-all N | %s --errors\n",
+            fprintf(stderr,
+                    "usage: ddpc-run --nproc-per-node=N %s ROOT_INFO_FILE | %s --init-all N | %s "
+                    "--errors\n",
                     argv[0], argv[0], argv[0]);
             return 2;
         }
@@ -654,12 +676,16 @@ int main(int argc, char **argv) {
         HcclCommConfig cfg;
         HcclCommConfigInit(&cfg);
         cfg.hcclExecTimeOut = 1; /* --silent-peer-config: the communicator's own exec timeout */
-        HCCL_OK(HcclCommInitRootInfoConfig(x.size, &id, x.rank, strcmp(mode, "--silent-peer-config") ? NULL : &cfg,
-                                           &x.comm));
-        if (strcmp(mode, "--mismatch") == 0) check_mismatch(&x);
-        else if (strncmp(mode, "--silent-peer", 13) == 0) check_silent_peer(&x, 0);
-        else if (strcmp(mode, "--lost-peer") == 0) check_silent_peer(&x, 1);
-        else run_checks(&x);
+        HCCL_OK(HcclCommInitRootInfoConfig(
+            x.size, &id, x.rank, strcmp(mode, "--silent-peer-config") ? NULL : &cfg, &x.comm));
+        if (strcmp(mode, "--mismatch") == 0)
+            check_mismatch(&x);
+        else if (strncmp(mode, "--silent-peer", 13) == 0)
+            check_silent_peer(&x, 0);
+        else if (strcmp(mode, "--lost-peer") == 0)
+            check_silent_peer(&x, 1);
+        else
+            run_checks(&x);
         HCCL_OK(HcclCommDestroy(x.comm));
         ACL_OK(aclrtDestroyStream(x.stream));
         rc = finish(&x, how);
