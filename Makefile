@@ -43,6 +43,7 @@ help:
 	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
 	@echo "make torch        the torch.distributed backend 'ddpc': $(BUILD)/python/ddpc_torch"
+	@echo "make hccl         HCCL's C API on CPUs: $(BUILD)/libhccl.so, libascendcl.so, HCCL's test programs"
 	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint and store parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
