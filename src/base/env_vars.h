@@ -50,7 +50,9 @@
       "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: " \
       "28 pairs, 56 rings); every rank must set the same")                                         \
     X(ALGO, "DDPC_ALGO", NULL, STR, "auto", 0, 0,                                                  \
-      "collective algorithm: auto, ring, rhd (recursive halving/doubling), tree")                  \
+      "collective algorithm: auto (hierarchical allreduce across hosts where a host has several "  \
+      "ranks), flat (never hierarchical), hier (hierarchical whenever there are several hosts), "  \
+      "ring, rhd (recursive halving/doubling), tree")                                              \
     X(CHUNK, "DDPC_CHUNK", NULL, INT, "262144", 4096, 1L << 30,                                    \
       "bytes per pipelined chunk of ring algorithms")                                              \
     X(SPIN_US, "DDPC_SPIN_US", NULL, INT, NULL, 0, 10000000,                                       \
@@ -131,6 +133,10 @@
     X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                      \
       "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                    \
     X(HCCL_WHITELIST_FILE, "HCCL_WHITELIST_FILE", NULL, STR, NULL, 0, 0,                           \
-      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")
+      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                    \
+    X(HOST_ID, "DDPC_HOST_ID", NULL, STR, NULL, 0, 0,                                              \
+      "this rank's host identity (up to 127 characters; spaces become _): ranks with the same "    \
+      "one form a host, share memory and take the intra-host steps of hierarchical collectives "   \
+      "(default: hostname, boot id and network namespace); lets tests make hosts on one machine")
 
 #endif /* DDPC_ENV_VARS_H */

@@ -13,11 +13,15 @@
 
 #include "coll/coll.h"
 
-/* Ring: reduce-scatter (n-1 steps), then allgather (n-1 steps). */
-static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                                  ddpc_dtype t, ddpc_op op) {
-    ddpc_comm *c = e->c;
-    int n = c->size, r = c->rank;
+#define gn    ddpc__gsize
+#define gme   ddpc__gme
+#define grank ddpc__grank
+
+/* Ring over g: reduce-scatter (n-1 steps), then allgather (n-1 steps);
+ * finish: AVG's division as blocks complete. */
+static ddpc_status ring_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                                  size_t count, ddpc_dtype t, ddpc_op op, int finish) {
+    int n = gn(e, g), r = gme(e, g);
     ddpc_ring rg;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, n, 2 * (n - 1), count, 0));
     rg.nred = n - 1;
@@ -25,7 +29,8 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, si
     rg.t = t;
     rg.op = op;
     rg.direct = send != recv;
-    rg.finish = 1;
+    rg.finish = finish;
+    rg.g = g;
     for (int s = 0; s < n - 1; s++) {
         rg.sblk[s] = ((r - s) % n + n) % n;
         rg.rblk[s] = ((r - s - 1) % n + n) % n;
@@ -51,10 +56,10 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const void *send, void *recv, si
  * 2*(n-p) ranks pair up first: each even one hands its vector to the odd
  * one above it and waits for the result at the end.
  */
-static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, ddpc_op op) {
+static ddpc_status rhd_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                                 size_t count, ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
-    int n = c->size, r = c->rank;
+    int n = gn(e, g), r = gme(e, g);
     size_t nbytes = count * ddpc_dtype_size(t);
     if (recv != send) memcpy(recv, send, nbytes);
     char *tmp = ddpc__scratch(c, nbytes);
@@ -66,11 +71,11 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
     /* 1. fold the extra ranks in */
     if (r < 2 * rem) {
         if (r % 2 == 0) {
-            ddpc__post_send(e, &q[0], r + 1, recv, nbytes);
+            ddpc__post_send(e, &q[0], grank(g, r + 1), recv, nbytes);
             DDPC_CHECK(ddpc__wait(e, &q[0]));
             newr = -1;
         } else {
-            ddpc__post_recv(e, &q[0], r - 1, tmp, nbytes);
+            ddpc__post_recv(e, &q[0], grank(g, r - 1), tmp, nbytes);
             DDPC_CHECK(ddpc__wait(e, &q[0]));
             ddpc__reduce3(recv, tmp, recv, count, t, op);
             newr = r / 2;
@@ -82,7 +87,7 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
     if (newr >= 0) {
         for (int mask = 1; mask < p; mask <<= 1) {
             int pn = newr ^ mask;
-            int partner = pn < rem ? pn * 2 + 1 : pn + rem;
+            int partner = grank(g, pn < rem ? pn * 2 + 1 : pn + rem);
             ddpc__post_send(e, &q[0], partner, recv, nbytes);
             ddpc__post_recv(e, &q[1], partner, tmp, nbytes);
             DDPC_CHECK(ddpc__wait_all(e, q, 2));
@@ -95,9 +100,9 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const void *send, void *recv, siz
     /* 3. hand the result back to the folded ranks */
     if (r < 2 * rem) {
         if (r % 2 == 1)
-            ddpc__post_send(e, &q[0], r - 1, recv, nbytes);
+            ddpc__post_send(e, &q[0], grank(g, r - 1), recv, nbytes);
         else
-            ddpc__post_recv(e, &q[0], r + 1, recv, nbytes);
+            ddpc__post_recv(e, &q[0], grank(g, r + 1), recv, nbytes);
         DDPC_CHECK(ddpc__wait(e, &q[0]));
     }
     return DDPC_OK;
@@ -117,10 +122,10 @@ static int unfold(int g, int rem) { return g < rem ? g * 2 + 1 : g + rem; }
  *      ranges they own.
  * Each block is reduced on one rank only, so all ranks end bit-identical.
  */
-static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, size_t count,
-                                    ddpc_dtype t, ddpc_op op) {
+static ddpc_status halving_doubling(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                                    size_t count, ddpc_dtype t, ddpc_op op, int finish) {
     ddpc_comm *c = e->c;
-    int n = c->size, r = c->rank;
+    int n = gn(e, g), r = gme(e, g);
     size_t es = ddpc_dtype_size(t), nbytes = count * es;
     if (recv != send) memcpy(recv, send, nbytes);
     char *buf = recv;
@@ -128,7 +133,7 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
     if (!tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", nbytes);
     int p = 1;
     while (p * 2 <= n) p *= 2;
-    int rem = n - p, g;
+    int rem = n - p, m_g;
     size_t *boff = malloc(sizeof(size_t) * 2 * (size_t)p);
     if (!boff) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
     size_t *bcnt = boff + p;
@@ -140,32 +145,34 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
     /* 0. fold the extra ranks in */
     if (r < 2 * rem) {
         if (r % 2 == 0) {
-            ddpc__post_send(e, &q[0], r + 1, buf, nbytes);
+            ddpc__post_send(e, &q[0], grank(g, r + 1), buf, nbytes);
             if ((s = ddpc__wait(e, &q[0])) != DDPC_OK) goto out;
-            g = -1;
+            m_g = -1;
         } else {
-            ddpc__post_recv(e, &q[0], r - 1, tmp, nbytes);
+            ddpc__post_recv(e, &q[0], grank(g, r - 1), tmp, nbytes);
             if ((s = ddpc__wait(e, &q[0])) != DDPC_OK) goto out;
             ddpc__reduce3(buf, tmp, buf, count, t, op);
-            g = r / 2;
+            m_g = r / 2;
         }
     } else {
-        g = r - rem;
+        m_g = r - rem;
     }
-    if (g >= 0) {
+    if (m_g >= 0) {
         /* 1. reduce-scatter by recursive halving */
         for (int m = p / 2; m >= 1; m /= 2) {
-            int keep = g & ~(m - 1), give = (g ^ m) & ~(m - 1), partner = unfold(g ^ m, rem);
+            int keep = m_g & ~(m - 1), give = (m_g ^ m) & ~(m - 1);
+            int partner = grank(g, unfold(m_g ^ m, rem));
             ddpc__post_send(e, &q[0], partner, buf + RANGE_OFF(give), RANGE_LEN(give, m));
             ddpc__post_recv(e, &q[1], partner, tmp, RANGE_LEN(keep, m));
             if ((s = ddpc__wait_all(e, q, 2)) != DDPC_OK) goto out;
             ddpc__reduce_inplace(buf + RANGE_OFF(keep), tmp, RANGE_LEN(keep, m) / es, t, op);
-            if (m == 1) /* block g is final: finish it while it is in cache */
-                ddpc__reduce_finish(buf + RANGE_OFF(keep), RANGE_LEN(keep, m) / es, t, op, n);
+            if (m == 1 && finish) /* block m_g is final: finish it while it is in cache */
+                ddpc__reduce_finish(buf + RANGE_OFF(keep), RANGE_LEN(keep, m) / es, t, op, c->size);
         }
         /* 2. allgather by recursive doubling */
         for (int m = 1; m < p; m *= 2) {
-            int mine = g & ~(m - 1), theirs = (g ^ m) & ~(m - 1), partner = unfold(g ^ m, rem);
+            int mine = m_g & ~(m - 1), theirs = (m_g ^ m) & ~(m - 1);
+            int partner = grank(g, unfold(m_g ^ m, rem));
             ddpc__post_send(e, &q[0], partner, buf + RANGE_OFF(mine), RANGE_LEN(mine, m));
             ddpc__post_recv(e, &q[1], partner, buf + RANGE_OFF(theirs), RANGE_LEN(theirs, m));
             if ((s = ddpc__wait_all(e, q, 2)) != DDPC_OK) goto out;
@@ -176,9 +183,9 @@ static ddpc_status halving_doubling(ddpc_exec *e, const void *send, void *recv, 
     /* 3. hand the result back to the folded ranks */
     if (r < 2 * rem) {
         if (r % 2 == 1)
-            ddpc__post_send(e, &q[0], r - 1, buf, nbytes);
+            ddpc__post_send(e, &q[0], grank(g, r - 1), buf, nbytes);
         else
-            ddpc__post_recv(e, &q[0], r + 1, buf, nbytes);
+            ddpc__post_recv(e, &q[0], grank(g, r + 1), buf, nbytes);
         s = ddpc__wait(e, &q[0]);
     }
 out:
@@ -191,8 +198,26 @@ static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, si
                                   ddpc_dtype t, ddpc_op op) {
     void *tmp = ddpc__scratch(e->c, count * ddpc_dtype_size(t));
     if (!tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
-    DDPC_CHECK(ddpc__tree_reduce(e, send, recv, tmp, count, t, op, 0));
-    return ddpc__tree_bcast(e, recv, count * ddpc_dtype_size(t), 0);
+    DDPC_CHECK(ddpc__tree_reduce(e, NULL, send, recv, tmp, count, t, op, 0));
+    return ddpc__tree_bcast(e, NULL, recv, count * ddpc_dtype_size(t), 0);
+}
+
+/* Whether allreduce of count elements (nbytes) on n ranks is latency-bound. */
+static int small_msg(size_t nbytes, size_t count, int n) {
+    return nbytes <= DDPC_SMALL_BYTES || count < (size_t)n;
+}
+
+ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                                  size_t count, ddpc_dtype t, ddpc_op op, int algo) {
+    int n = gn(e, g);
+    size_t nbytes = count * ddpc_dtype_size(t);
+    if (n == 1 || count == 0) {
+        if (recv != send) memmove(recv, send, nbytes);
+        return DDPC_OK;
+    }
+    if (small_msg(nbytes, count, n)) return rhd_allreduce(e, g, send, recv, count, t, op);
+    if (algo == DDPC_ALGO_RHD) return halving_doubling(e, g, send, recv, count, t, op, 0);
+    return ring_allreduce(e, g, send, recv, count, t, op, 0);
 }
 
 ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
@@ -203,22 +228,22 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
+    if (ddpc__hier_wanted(c, count)) return ddpc__hier_allreduce(e, send, recv, count, t, op);
     int algo = c->algo;
-    if (algo == DDPC_ALGO_AUTO)
-        algo = (nbytes <= DDPC_SMALL_BYTES || count < (size_t)c->size) ? DDPC_ALGO_RHD
-                                                                       : DDPC_ALGO_RING;
+    if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_FLAT || algo == DDPC_ALGO_HIER)
+        algo = small_msg(nbytes, count, c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
     /* the ring and halving-doubling finish (AVG: divide) each block as it
      * completes; the others finish the whole vector at the end */
     ddpc_status s;
     switch (algo) {
-    case DDPC_ALGO_RING: return ring_allreduce(e, send, recv, count, t, op);
+    case DDPC_ALGO_RING: return ring_allreduce(e, NULL, send, recv, count, t, op, 1);
     case DDPC_ALGO_TREE: s = tree_allreduce(e, send, recv, count, t, op); break;
     default:
         /* latency-bound: whole vectors (log2 n rounds); bandwidth-bound:
          * halving then doubling (2 log2 n rounds, ~2x the data in all) */
-        if (nbytes > DDPC_SMALL_BYTES && count >= (size_t)c->size)
-            return halving_doubling(e, send, recv, count, t, op);
-        s = rhd_allreduce(e, send, recv, count, t, op);
+        if (!small_msg(nbytes, count, c->size))
+            return halving_doubling(e, NULL, send, recv, count, t, op, 1);
+        s = rhd_allreduce(e, NULL, send, recv, count, t, op);
         break;
     }
     if (s == DDPC_OK) ddpc__reduce_finish(recv, count, t, op, c->size);

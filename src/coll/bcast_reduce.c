@@ -11,18 +11,20 @@
 
 #include "coll/coll.h"
 
-/* rank of virtual rank v in a tree rooted at root */
-static int real(int v, int root, int n) { return (v + root) % n; }
+/* rank of virtual rank v in a tree over g rooted at member root */
+static int real(const ddpc_group *g, int v, int root, int n) {
+    return ddpc__grank(g, (v + root) % n);
+}
 
-ddpc_status ddpc__tree_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root) {
-    ddpc_comm *c = e->c;
-    int n = c->size, v = (c->rank - root + n) % n;
+ddpc_status ddpc__tree_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes,
+                             int root) {
+    int n = ddpc__gsize(e, g), v = (ddpc__gme(e, g) - root + n) % n;
     ddpc_req q[33];
     int mask = 1;
     /* 1. receive from the parent: v with its lowest set bit cleared */
     while (mask < n) {
         if (v & mask) {
-            ddpc__post_recv(e, &q[0], real(v - mask, root, n), buf, nbytes);
+            ddpc__post_recv(e, &q[0], real(g, v - mask, root, n), buf, nbytes);
             DDPC_CHECK(ddpc__wait(e, &q[0]));
             break;
         }
@@ -31,24 +33,23 @@ ddpc_status ddpc__tree_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root) {
     /* 2. send to the children v + mask/2, v + mask/4, ..., all at once */
     int k = 0;
     for (mask >>= 1; mask > 0; mask >>= 1)
-        if (v + mask < n) ddpc__post_send(e, &q[k++], real(v + mask, root, n), buf, nbytes);
+        if (v + mask < n) ddpc__post_send(e, &q[k++], real(g, v + mask, root, n), buf, nbytes);
     return ddpc__wait_all(e, q, k);
 }
 
-ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *tmp, size_t count,
-                              ddpc_dtype t, ddpc_op op, int root) {
-    ddpc_comm *c = e->c;
-    int n = c->size, v = (c->rank - root + n) % n;
+ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *acc,
+                              void *tmp, size_t count, ddpc_dtype t, ddpc_op op, int root) {
+    int n = ddpc__gsize(e, g), v = (ddpc__gme(e, g) - root + n) % n;
     size_t nbytes = count * ddpc_dtype_size(t);
     if (acc != send) memcpy(acc, send, nbytes);
     ddpc_req q;
     for (int mask = 1; mask < n; mask <<= 1) {
         if (v & mask) { /* 2. hand the partial result to the parent; done */
-            ddpc__post_send(e, &q, real(v & ~mask, root, n), acc, nbytes);
+            ddpc__post_send(e, &q, real(g, v & ~mask, root, n), acc, nbytes);
             return ddpc__wait(e, &q);
         }
         if ((v | mask) < n) { /* 1. combine a child's partial result */
-            ddpc__post_recv(e, &q, real(v | mask, root, n), tmp, nbytes);
+            ddpc__post_recv(e, &q, real(g, v | mask, root, n), tmp, nbytes);
             DDPC_CHECK(ddpc__wait(e, &q));
             ddpc__reduce_inplace(acc, tmp, count, t, op);
         }
@@ -138,9 +139,9 @@ ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t n
     if (c->size == 1) return DDPC_OK;
     DDPC_CHECK(ddpc__check_ring(e));
     int algo = c->algo;
-    if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_RHD)
+    if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
         algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
-    if (algo == DDPC_ALGO_TREE) return ddpc__tree_bcast(e, recv, nbytes, root);
+    if (algo == DDPC_ALGO_TREE) return ddpc__tree_bcast(e, NULL, recv, nbytes, root);
     return chain_bcast(e, recv, nbytes, root);
 }
 
@@ -154,7 +155,7 @@ ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t coun
     }
     DDPC_CHECK(ddpc__check_ring(e));
     int algo = c->algo;
-    if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_RHD)
+    if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
         algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
     if (algo == DDPC_ALGO_RING) return chain_reduce(e, send, recv, count, t, op, root);
     /* the root accumulates in recv; the others in scratch */
@@ -162,5 +163,5 @@ ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t coun
     char *scr = ddpc__scratch(c, 2 * al);
     if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
     void *acc = c->rank == root ? recv : scr;
-    return ddpc__tree_reduce(e, send, acc, scr + al, count, t, op, root);
+    return ddpc__tree_reduce(e, NULL, send, acc, scr + al, count, t, op, root);
 }

@@ -8,6 +8,8 @@
  *   gather.c        allgather, gather, scatter
  *   alltoall.c      all-to-all
  *   p2p.c           send, recv, barrier
+ *   hier.c          hierarchical allreduce across hosts (intra-host, then
+ *                   inter-host with every local rank carrying a slice)
  * Reducing algorithms work in a "compute" dtype: float16 and bfloat16 are
  * staged to float32 by dispatch.c first, so that each element is rounded
  * once; AVG is summed here and divided by dispatch.c at the end.
@@ -33,6 +35,24 @@ ddpc_status ddpc__run(ddpc_exec *e);
 #define DDPC_WINDOW 4
 #endif
 
+/* A group of the communicator's ranks that runs an algorithm among itself
+ * (hier.c's hosts and cross-host groups): member i is rank ranks[i]
+ * (borrowed); this rank is member me. */
+typedef struct ddpc_group {
+    int n, me;
+    const int *ranks;
+} ddpc_group;
+
+/* Size of group g (NULL: the whole communicator), this rank's place in it,
+ * and the rank of its member i. */
+static inline int ddpc__gsize(const ddpc_exec *e, const ddpc_group *g) {
+    return g ? g->n : e->c->size;
+}
+static inline int ddpc__gme(const ddpc_exec *e, const ddpc_group *g) {
+    return g ? g->me : e->c->rank;
+}
+static inline int ddpc__grank(const ddpc_group *g, int i) { return g ? g->ranks[i] : i; }
+
 /*
  * One ring: nsteps steps; at step s this rank sends block sblk[s] (from
  * ssrc[s]) to the next rank and receives block rblk[s] from the previous
@@ -52,12 +72,15 @@ typedef struct ddpc_ring {
     size_t esize;
     ddpc_dtype t;
     ddpc_op op;
-    int direct; /* from a peer over TCP, reducing steps receive straight into
+    int direct;          /* from a peer over TCP, reducing steps receive straight into
                  * rdst and combine there (rdst must not alias rloc); else via
                  * scratch slots. From one over shared memory they combine
                  * straight from the ring into rdst either way. */
-    int finish; /* the last reducing step also applies ddpc__reduce_finish (AVG's
-                 * division) to each chunk it completes, while it is in cache */
+    int finish;          /* the last reducing step also applies ddpc__reduce_finish (AVG's
+                 * division by the communicator's size) to each chunk it
+                 * completes, while it is in cache */
+    const ddpc_group *g; /* the ring's members, in ring order (borrowed); NULL: every
+                          * rank of the communicator in rank order */
 } ddpc_ring;
 
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg);
@@ -72,12 +95,27 @@ ddpc_status ddpc__ring_plan(ddpc_exec *e, ddpc_ring *rg, int n, int nsteps, size
                             int equal);
 void ddpc__ring_free(ddpc_ring *rg);
 
-/* Binomial trees rooted at root. tree_bcast: root's buf is sent to every
- * rank's buf. tree_reduce: acc starts as a copy of send (made here) and ends
- * as the reduction on root; tmp is nbytes of scratch distinct from acc. */
-ddpc_status ddpc__tree_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root);
-ddpc_status ddpc__tree_reduce(ddpc_exec *e, const void *send, void *acc, void *tmp, size_t count,
-                              ddpc_dtype t, ddpc_op op, int root);
+/* Binomial trees over group g (NULL: every rank) rooted at its member
+ * root. tree_bcast: root's buf is sent to every member's buf. tree_reduce:
+ * acc starts as a copy of send (made here) and ends as the reduction on
+ * root; tmp is nbytes of scratch distinct from acc. */
+ddpc_status ddpc__tree_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes, int root);
+ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *acc,
+                              void *tmp, size_t count, ddpc_dtype t, ddpc_op op, int root);
+
+/* Allreduce among the members of g only (NULL: every rank), AVG left as a
+ * sum; algo is DDPC_ALGO_RING or DDPC_ALGO_RHD (recursive doubling for
+ * small messages, halving then doubling for large ones), or AUTO to choose
+ * by size. Every member ends with the same bits. */
+ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                                  size_t count, ddpc_dtype t, ddpc_op op, int algo);
+
+/* Whether allreduce of nbytes runs hierarchically on e's communicator
+ * (hier.c: DDPC_ALGO and the host layout), and the algorithm itself, which
+ * leaves recv finished as ddpc__allreduce does. */
+int ddpc__hier_wanted(const ddpc_comm *c, size_t count);
+ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op);
 
 /* The reductions. ddpc__allreduce leaves recv finished (AVG divided by the
  * world size); reduce-scatter and reduce leave AVG as a sum, which the

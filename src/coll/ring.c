@@ -86,7 +86,12 @@ static void combine_arrived(void *dst, const void *src, size_t n, void *ctx) {
 
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
     ddpc_comm *c = e->c;
-    int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
+    int n = rg->g ? rg->g->n : c->size, me = rg->g ? rg->g->me : c->rank;
+    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    if (rg->g) {
+        next = rg->g->ranks[next];
+        prev = rg->g->ranks[prev];
+    }
     size_t es = rg->esize;
     size_t ce = c->chunk / es;
     if (ce == 0) ce = 1;
@@ -114,7 +119,7 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
             if (s < rg->nred && comb) {
                 ring_combine *k = &cctx[nr % DDPC_WINDOW];
                 *k = (ring_combine){ rg->rdst[s], rg->rloc[s], rg->t, rg->op,
-                                     rg->finish && s == rg->nred - 1 ? n : 0 };
+                                     rg->finish && s == rg->nred - 1 ? c->size : 0 };
                 ddpc__post_recv_combine(e, &rreq[nr % DDPC_WINDOW], prev, rg->rdst[s] + off * es,
                                         cnt * es, combine_arrived, k, es);
             } else {
@@ -147,7 +152,7 @@ ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
                     ddpc__reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
                                   slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
                 if (rg->finish && s == rg->nred - 1)
-                    ddpc__reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, n);
+                    ddpc__reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, c->size);
             }
             nrd++;
         }

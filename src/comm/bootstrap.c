@@ -17,7 +17,9 @@
  *      any algorithm can talk to any peer, and every rank sees a dead peer's
  *      sockets close); each connection opens with a hello {magic, version,
  *      communicator id, rank} (connect_lower, accept_higher);
- *   5. ranks with the same host id form the local group (local_group); a
+ *   5. ranks with the same host id (DDPC_HOST_ID, else host_id below) form
+ *      a host; the hosts, each rank's host and local rank are the host
+ *      layout (host_layout, logged at INFO); a
  *      pair in it whose ranks both publish DDPC_SHM=1 and the same
  *      DDPC_SHM_BYTES upgrades its connection to shared memory (setup_shm,
  *      transport.h: ddpc__shm_offer), the TCP socket staying as its doorbell.
@@ -47,11 +49,20 @@ typedef struct hello {
 
 static const ddpc_transport *const tcp = &ddpc__transport_tcp;
 
-/* This host's identity: hostname, kernel boot id and network namespace, so
- * that "nodes" simulated in network namespaces of one kernel count as
- * separate hosts, as their launcher's LOCAL_RANK does. */
+/* This host's identity: DDPC_HOST_ID when set (so that tests make several
+ * hosts on one machine), else hostname, kernel boot id and network
+ * namespace, so that "nodes" simulated in network namespaces of one kernel
+ * count as separate hosts, as their launcher's LOCAL_RANK does. Spaces
+ * become '_' (the published entry is space-separated). */
 static void host_id(char *buf, size_t len) {
     char name[64] = "?", boot[64] = "", ns[64] = "";
+    const char *src, *given = ddpc__env(DDPC_ENV_HOST_ID, &src);
+    if (given && *given) {
+        snprintf(buf, len, "%s", given);
+        for (char *p = buf; *p; p++)
+            if (*p == ' ' || *p == '\t' || *p == '\n') *p = '_';
+        return;
+    }
     gethostname(name, sizeof name);
     name[sizeof name - 1] = '\0';
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -287,16 +298,70 @@ static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, uint64_t uid,
 
 /* ------------------------------------------ 5. topology, shared memory */
 
-/* This rank's place among the ranks of its host. */
-static void local_group(ddpc_comm *c) {
-    const char *me = c->peers[c->rank].host;
-    c->local_rank = 0;
-    c->local_size = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (strcmp(c->peers[r].host, me) != 0) continue;
-        if (r < c->rank) c->local_rank++;
-        c->local_size++;
+/* The host layout from the published host ids: hosts numbered in the
+ * order of their lowest rank, local ranks in rank order (quadratic in the
+ * number of hosts, once per communicator). */
+static ddpc_status host_layout(ddpc_comm *c) {
+    int n = c->size;
+    int *hof = malloc(sizeof *hof * 2 * (size_t)n), *first = malloc(sizeof *first * (size_t)n);
+    int *cnt = calloc((size_t)n, sizeof *cnt);
+    if (!hof || !first || !cnt) {
+        free(hof);
+        free(first);
+        free(cnt);
+        return ddpc__err(DDPC_ERR_NOMEM, "out of memory for the host layout");
     }
+    int *lof = hof + n, nh = 0;
+    for (int r = 0; r < n; r++) {
+        int h = 0;
+        while (h < nh && strcmp(c->peers[first[h]].host, c->peers[r].host) != 0) h++;
+        if (h == nh) first[nh++] = r;
+        hof[r] = h;
+        lof[r] = cnt[h]++;
+    }
+    free(c->host_of);
+    c->host_of = hof;
+    c->local_of = lof;
+    c->nhosts = nh;
+    c->host = hof[c->rank];
+    c->local_rank = lof[c->rank];
+    c->local_size = cnt[c->host];
+    c->max_local = 0;
+    for (int h = 0; h < nh; h++)
+        if (cnt[h] > c->max_local) c->max_local = cnt[h];
+    free(first);
+    free(cnt);
+    return DDPC_OK;
+}
+
+/* Logs the host layout at INFO, on rank 0 (the others know the same):
+ * "host layout: 2 hosts, 2-2 ranks each; host 0 'a': ranks 0,1; host 1
+ * 'b': ranks 2,3". */
+static void log_hosts(const ddpc_comm *c) {
+    if (!ddpc__log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->rank != 0) return;
+    int *ranks = malloc(sizeof *ranks * (size_t)c->size);
+    if (!ranks) return;
+    char line[2048];
+    ddpc__strbuf b;
+    ddpc__sb_fixed(&b, line, sizeof line);
+    int least = c->size;
+    for (int h = 0; h < c->nhosts; h++) {
+        int k = 0;
+        for (int r = 0; r < c->size; r++) k += c->host_of[r] == h;
+        if (k < least) least = k;
+    }
+    ddpc__sb_printf(&b, "host layout: %d host%s, %d-%d ranks each", c->nhosts,
+                    c->nhosts == 1 ? "" : "s", least, c->max_local);
+    for (int h = 0; h < c->nhosts && h < 64; h++) {
+        int k = 0;
+        for (int r = 0; r < c->size; r++)
+            if (c->host_of[r] == h) ranks[k++] = r;
+        ddpc__sb_printf(&b, "; host %d '%s': ranks ", h, c->peers[ranks[0]].host);
+        ddpc__sb_ranks(&b, ranks, k);
+    }
+    if (c->nhosts > 64) ddpc__sb_printf(&b, "; ... (%d hosts more)", c->nhosts - 64);
+    free(ranks);
+    DDPC_INFO(INIT, "%s", line);
 }
 
 /* Whether this rank and peer p move to shared memory: same host, both
@@ -414,11 +479,14 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
     DDPC_CHECK_GOTO(accept_higher(c, lis, uid, deadline), s, out);
     tcp->close_listener(lis);
     lis = NULL;
-    local_group(c);
+    DDPC_CHECK_GOTO(host_layout(c), s, out);
     choose_spin(c);
     DDPC_CHECK_GOTO(setup_shm(c, deadline), s, out);
-    DDPC_INFO(INIT, "rank %d of %d ready: local rank %d of %d, listening on %s:%d (%s)", c->rank,
-              c->size, c->local_rank, c->local_size, c->ip, port, c->ifname[0] ? c->ifname : "?");
+    DDPC_INFO(INIT,
+              "rank %d of %d ready: host %d of %d, local rank %d of %d, listening on %s:%d (%s)",
+              c->rank, c->size, c->host, c->nhosts, c->local_rank, c->local_size, c->ip, port,
+              c->ifname[0] ? c->ifname : "?");
+    log_hosts(c);
     log_transports(c);
 out:
     tcp->close_listener(lis);

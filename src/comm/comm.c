@@ -76,8 +76,13 @@ static ddpc_status read_settings(ddpc_comm *c) {
         c->algo = DDPC_ALGO_RHD;
     else if (!strcmp(algo, "tree"))
         c->algo = DDPC_ALGO_TREE;
+    else if (!strcmp(algo, "flat"))
+        c->algo = DDPC_ALGO_FLAT;
+    else if (!strcmp(algo, "hier"))
+        c->algo = DDPC_ALGO_HIER;
     else
-        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, ring, rhd, tree", src, algo);
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, flat, hier, ring, rhd, tree",
+                         src, algo);
     return DDPC_OK;
 }
 
@@ -116,6 +121,7 @@ static void comm_free(ddpc_comm *c) {
     free(c->peers);
     free(c->p2p_sent);
     free(c->p2p_recvd);
+    free(c->host_of);
     free(c->scratch);
     if (c->abort_fd >= 0) close(c->abort_fd);
     srv_release(c->srv);

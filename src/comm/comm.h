@@ -125,6 +125,15 @@ struct ddpc_comm {
     int local_rank, local_size;
     ddpc_peer *peers; /* [size] */
 
+    /* host layout (bootstrap.c): ranks publishing the same host id (DDPC_HOST_ID,
+     * else hostname/boot id/network namespace) form a host; hosts are numbered
+     * in the order of their lowest rank, local ranks in rank order */
+    int nhosts;
+    int host;      /* this rank's host index */
+    int *host_of;  /* [size] host index of each rank; owned (with local_of) */
+    int *local_of; /* [size] local rank of each rank on its host (points into host_of) */
+    int max_local; /* most ranks on any one host */
+
     /* settings (read once at init) */
     double connect_timeout; /* s */
     double exec_timeout;    /* s; 0 = no limit */
@@ -174,7 +183,17 @@ struct ddpc_comm {
     char last_err[1024];
 };
 
-enum { DDPC_ALGO_AUTO = 0, DDPC_ALGO_RING, DDPC_ALGO_RHD, DDPC_ALGO_TREE };
+/* DDPC_ALGO: auto chooses per call (hierarchical across hosts where some
+ * host has several ranks); flat: never hierarchical, else as auto; hier:
+ * hierarchical wherever the communicator spans several hosts. */
+enum {
+    DDPC_ALGO_AUTO = 0,
+    DDPC_ALGO_RING,
+    DDPC_ALGO_RHD,
+    DDPC_ALGO_TREE,
+    DDPC_ALGO_FLAT,
+    DDPC_ALGO_HIER
+};
 
 /* One operation being executed: fingerprint, deadline, and its status. */
 typedef struct ddpc_exec {

@@ -1,0 +1,170 @@
+/*
+ * hier.c — hierarchical allreduce for a communicator that spans several
+ * hosts (the host layout is bootstrap.c's: c->host_of, c->local_of). The
+ * intra-host steps run among the ranks of one host (shared memory, where
+ * the pair has it), the inter-host steps among one rank per host; every
+ * step is one of the building blocks of coll.h run over a ddpc_group.
+ *
+ * Large messages (HCCL's and NCCL's shape):
+ *   1. intra-host reduce-scatter (ring): host h cuts the vector into L_h
+ *      blocks as ddpc__blocks does; local rank l ends with block l reduced
+ *      over its host;
+ *   2. inter-host allreduce of each block, every local rank carrying its
+ *      own block at once, so all of a host's connections are busy. Hosts
+ *      with different rank counts cut the vector differently: the cuts of
+ *      all hosts together split it into segments, and a segment is reduced
+ *      among its owners (the rank holding it on each host) in increasing
+ *      order, which every rank follows, so no group waits on another;
+ *   3. AVG divides the rank's own block (now final) by the world size;
+ *   4. intra-host allgather (ring) of the blocks.
+ * Small messages (latency-bound): binomial reduce to each host's first
+ * rank, recursive doubling among those, binomial broadcast inside the host.
+ *
+ * Each element is reduced on one rank per step and copied from there, so
+ * every rank ends with the same bits; the order differs from the flat
+ * algorithms', so float results may differ from theirs in the last bits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll.h"
+
+int ddpc__hier_wanted(const ddpc_comm *c, size_t count) {
+    if (!c->host_of || c->nhosts < 2 || count == 0) return 0;
+    if (c->algo == DDPC_ALGO_HIER) return 1;
+    return c->algo == DDPC_ALGO_AUTO && c->max_local >= 2;
+}
+
+/* The ranks of every host, host by host (ranks[hoff[h] .. hoff[h + 1])), in
+ * one allocation that layout_free releases. */
+typedef struct layout {
+    int *ranks; /* [size] */
+    int *hoff;  /* [nhosts + 1] */
+    int *group; /* [nhosts]: a cross-host group being built */
+} layout;
+
+static ddpc_status layout_make(ddpc_exec *e, layout *hl) {
+    ddpc_comm *c = e->c;
+    int n = c->size, nh = c->nhosts;
+    hl->ranks = malloc(sizeof(int) * ((size_t)n + 2 * (size_t)nh + 1));
+    if (!hl->ranks) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the host layout");
+    hl->hoff = hl->ranks + n;
+    hl->group = hl->hoff + nh + 1;
+    memset(hl->hoff, 0, sizeof(int) * ((size_t)nh + 1));
+    for (int r = 0; r < n; r++) hl->hoff[c->host_of[r] + 1]++;
+    for (int h = 0; h < nh; h++) hl->hoff[h + 1] += hl->hoff[h];
+    for (int r = 0; r < n; r++) hl->ranks[hl->hoff[c->host_of[r]] + c->local_of[r]] = r;
+    return DDPC_OK;
+}
+
+static void layout_free(layout *hl) { free(hl->ranks); }
+
+/* The group of this rank's host. */
+static ddpc_group host_group(const ddpc_comm *c, const layout *hl) {
+    int h = c->host;
+    return (ddpc_group){ hl->hoff[h + 1] - hl->hoff[h], c->local_rank, hl->ranks + hl->hoff[h] };
+}
+
+/* Block of element x when count elements are cut into L blocks as
+ * ddpc__blocks does (the first count % L one element longer), and where
+ * that block ends. */
+static int block_of(size_t count, int L, size_t x, size_t *end) {
+    size_t q = count / (size_t)L, rem = count % (size_t)L, big = rem * (q + 1);
+    size_t b = x < big ? x / (q + 1) : rem + (x - big) / q;
+    *end = b < rem ? (b + 1) * (q + 1) : big + (b + 1 - rem) * q;
+    return (int)b;
+}
+
+/* Intra-host ring over hg: reduce-scatter (reduce = 1; local rank l ends with
+ * block l of recv reduced over the host, reading send) or allgather (every
+ * block of recv from its owner). */
+static ddpc_status host_ring(ddpc_exec *e, const ddpc_group *hg, const void *send, void *recv,
+                             size_t count, ddpc_dtype t, ddpc_op op, int reduce) {
+    int L = hg->n, l = hg->me, ns = L - 1;
+    ddpc_ring rg;
+    DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, 0));
+    rg.nred = reduce ? ns : 0;
+    rg.esize = ddpc_dtype_size(t);
+    rg.t = t;
+    rg.op = op;
+    rg.direct = send != recv;
+    rg.g = hg;
+    for (int s = 0; s < ns; s++) {
+        int k = reduce ? s + 1 : s; /* reduce-scatter lags one block behind */
+        rg.sblk[s] = ((l - k) % L + L) % L;
+        rg.rblk[s] = ((l - k - 1) % L + L) % L;
+        rg.ssrc[s] = reduce && s == 0 ? send : recv;
+        rg.rdst[s] = recv;
+        rg.rloc[s] = reduce ? send : NULL;
+    }
+    ddpc_status s = ddpc__ring_run(e, &rg);
+    ddpc__ring_free(&rg);
+    return s;
+}
+
+/* Steps 1-4 of the top of the file, for large messages. */
+static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, void *recv,
+                              size_t count, ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    size_t es = ddpc_dtype_size(t);
+    ddpc_group hg = host_group(c, hl);
+    /* 1. intra-host reduce-scatter */
+    if (hg.n > 1)
+        DDPC_CHECK(host_ring(e, &hg, send, recv, count, t, op, 1));
+    else if (recv != send)
+        memmove(recv, send, count * es);
+    /* 2. inter-host allreduce of this rank's block, segment by segment */
+    size_t q = count / (size_t)hg.n, rem = count % (size_t)hg.n, l = (size_t)hg.me;
+    size_t lo = l * q + (l < rem ? l : rem), hi = lo + q + (l < rem);
+    for (size_t a = lo; a < hi;) {
+        size_t b = hi;
+        for (int h = 0; h < c->nhosts; h++) {
+            int Lh = hl->hoff[h + 1] - hl->hoff[h];
+            size_t end;
+            hl->group[h] = hl->ranks[hl->hoff[h] + block_of(count, Lh, a, &end)];
+            if (end < b) b = end;
+        }
+        ddpc_group xg = { c->nhosts, c->host, hl->group };
+        char *seg = (char *)recv + a * es;
+        DDPC_CHECK(ddpc__group_allreduce(e, &xg, seg, seg, b - a, t, op, DDPC_ALGO_AUTO));
+        a = b;
+    }
+    /* 3. this rank's block is final */
+    ddpc__reduce_finish((char *)recv + lo * es, hi - lo, t, op, c->size);
+    /* 4. intra-host allgather */
+    if (hg.n > 1) DDPC_CHECK(host_ring(e, &hg, recv, recv, count, t, op, 0));
+    return DDPC_OK;
+}
+
+/* Small messages: reduce to each host's first rank, allreduce among those,
+ * broadcast inside each host. */
+static ddpc_status hier_small(ddpc_exec *e, const layout *hl, const void *send, void *recv,
+                              size_t count, ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    size_t nbytes = count * ddpc_dtype_size(t), al = (nbytes + 63) & ~(size_t)63;
+    ddpc_group hg = host_group(c, hl);
+    char *scr = ddpc__scratch(c, 2 * al);
+    if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
+    void *acc = hg.me == 0 ? recv : scr;
+    DDPC_CHECK(ddpc__tree_reduce(e, &hg, send, acc, scr + al, count, t, op, 0));
+    if (hg.me == 0) {
+        for (int h = 0; h < c->nhosts; h++) hl->group[h] = hl->ranks[hl->hoff[h]];
+        ddpc_group lead = { c->nhosts, c->host, hl->group };
+        DDPC_CHECK(ddpc__group_allreduce(e, &lead, recv, recv, count, t, op, DDPC_ALGO_RHD));
+        ddpc__reduce_finish(recv, count, t, op, c->size);
+    }
+    return ddpc__tree_bcast(e, &hg, recv, nbytes, 0);
+}
+
+ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op) {
+    layout hl = { 0 };
+    DDPC_CHECK(layout_make(e, &hl));
+    DDPC_TRACE(COLL, "rank %d: hierarchical allreduce of %zu elements over %d hosts", e->c->rank,
+               count, e->c->nhosts);
+    ddpc_status s = count * ddpc_dtype_size(t) <= DDPC_SMALL_BYTES
+                        ? hier_small(e, &hl, send, recv, count, t, op)
+                        : hier_large(e, &hl, send, recv, count, t, op);
+    layout_free(&hl);
+    return s;
+}

@@ -1,0 +1,237 @@
+/*
+ * test_hier.c — several "hosts" on one machine (DDPC_HOST_ID per rank) and
+ * the hierarchical collectives over them:
+ *   - the host layout: host count, each rank's host and local rank, shared
+ *     memory only between ranks of one host id, the INFO line;
+ *   - allreduce under DDPC_ALGO=hier (forced) and auto, every dtype x op at
+ *     counts 0, 1, 7, 4097, 100003 (large path with uneven blocks) and 1<<20
+ *     (coll_check.h's subset), in place too, checked element by element
+ *     against the reference (coll_check.h) on layouts 2x2, 3 hosts of
+ *     {1,2,3}, 2x4, 4x2, interleaved hosts, {3,1}, 2x1 and DDPC_SHM=0;
+ *   - the other collectives still right under hier and flat;
+ *   - auto picks the hierarchical allreduce where the communicator spans
+ *     several hosts and some host has several ranks (TRACE log), flat and
+ *     one rank per host do not.
+ * Ranks are forked processes with a deadline (coll_check.h's run_job);
+ * 8 ranks may share 2 cores.
+ */
+#include "coll/coll.h"
+#include "coll_check.h"
+#include "comm/comm.h"
+
+#define MAXW 16
+
+/* A job with its host layout: host[r] is rank r's host index (hosts
+ * numbered in order of their lowest rank, as the communicator does). */
+typedef struct hjob {
+    job j; /* first: the body gets it back from coll_check.h's job pointer */
+    int world, nhosts;
+    int host[MAXW];
+    int want_hier; /* what ddpc__hier_wanted must say for a non-empty call */
+} hjob;
+
+/* ------------------------------------------------------------ layout */
+
+static int shm_on(void) {
+    const char *v = getenv("DDPC_SHM");
+    return !(v && !strcmp(v, "0"));
+}
+
+/* The job for the layout given as the host index of each rank ("0011")
+ * under DDPC_ALGO=algo. */
+static void make_job(hjob *hj, const char *layout, const char *algo, coll_body body) {
+    memset(hj, 0, sizeof *hj);
+    hj->world = (int)strlen(layout);
+    CHECK(hj->world <= MAXW);
+    int most = 0;
+    for (int r = 0; r < hj->world; r++) {
+        hj->host[r] = layout[r] - '0';
+        if (hj->host[r] + 1 > hj->nhosts) hj->nhosts = hj->host[r] + 1;
+    }
+    for (int h = 0; h < hj->nhosts; h++) {
+        int k = 0;
+        for (int r = 0; r < hj->world; r++) k += hj->host[r] == h;
+        if (k > most) most = k;
+    }
+    hj->want_hier =
+        hj->nhosts >= 2 && (!strcmp(algo, "hier") || (!strcmp(algo, "auto") && most >= 2));
+    hj->j = (job){ t_free_port(), algo, NULL, body };
+}
+
+/* The layout the communicator found is the one the job set up. */
+static void check_layout(ctx *x, const hjob *hj) {
+    ddpc_comm *c = x->c;
+    int r = x->rank, local = 0, lsize = 0, most = 0;
+    for (int q = 0; q < hj->world; q++) {
+        if (hj->host[q] == hj->host[r]) {
+            lsize++;
+            if (q < r) local++;
+        }
+        int k = 0;
+        for (int p = 0; p < hj->world; p++) k += hj->host[p] == hj->host[q];
+        if (k > most) most = k;
+    }
+    CHECK_EQ(c->nhosts, hj->nhosts);
+    CHECK_EQ(c->host, hj->host[r]);
+    CHECK_EQ(c->local_rank, local);
+    CHECK_EQ(c->local_size, lsize);
+    CHECK_EQ(ddpc_comm_local_rank(c), local);
+    CHECK_EQ(ddpc_comm_local_size(c), lsize);
+    CHECK_EQ(c->max_local, most);
+    for (int q = 0; q < hj->world; q++) {
+        CHECK_EQ(c->host_of[q], hj->host[q]);
+        if (q == r) continue;
+        const char *want = hj->host[q] == hj->host[r] && shm_on() ? "shm" : "tcp";
+        CHECK_MSG(!strcmp(ddpc__peer_transport(c, q), want), "rank %d to rank %d: %s, want %s", r,
+                  q, ddpc__peer_transport(c, q), want);
+    }
+    CHECK_EQ(ddpc__hier_wanted(c, 1), hj->want_hier);
+    CHECK_EQ(ddpc__hier_wanted(c, 0), 0);
+}
+
+/* ------------------------------------------------------------ the bodies */
+
+/* Every dtype x op at counts 0, 1, 7, 4097, 100003 and (the subset) 1<<20;
+ * in place at 7, 4097 and 100003. */
+static void allreduce_matrix(ctx *x) {
+    static const size_t counts[] = { 0, 1, 7, 4097, 100003, BIG };
+    for (int t = 0; t < DDPC_DTYPE_COUNT; t++)
+        for (int op = 0; op < DDPC_OP_COUNT; op++) {
+            if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue;
+            for (int ci = 0; ci < 6; ci++) {
+                if (counts[ci] == BIG && !big_ok(C_ALLREDUCE, (ddpc_dtype)t, (ddpc_op)op)) continue;
+                combo k = { C_ALLREDUCE, (ddpc_dtype)t, (ddpc_op)op, counts[ci], 0, 0 };
+                run_one(x, &k);
+                if (counts[ci] == 7 || counts[ci] == 4097 || counts[ci] == 100003) {
+                    k.inplace = 1;
+                    run_one(x, &k);
+                }
+            }
+        }
+}
+
+/* The other collectives, a few dtypes and counts, every root once. */
+static void others(ctx *x) {
+    static const ddpc_dtype ts[] = { DDPC_INT8, DDPC_FLOAT16, DDPC_FLOAT32 };
+    static const size_t cs[] = { 1, 4097, 100003 };
+    for (int coll = C_BROADCAST; coll < C_NCOLL; coll++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int ci = 0; ci < 3; ci++) {
+                combo k = { coll, ts[ti], DDPC_SUM, cs[ci], (ti * 3 + ci) % x->world, 0 };
+                run_one(x, &k);
+            }
+}
+
+static void hier_body(ctx *x, const job *j) {
+    const hjob *hj = (const hjob *)j;
+    check_layout(x, hj);
+    allreduce_matrix(x);
+    others(x);
+}
+
+/* ------------------------------------------------------------ the jobs */
+
+static void hier_rank(int rank, int world, void *arg) {
+    const hjob *hj = arg;
+    char id[32];
+    snprintf(id, sizeof id, "host %c", 'a' + hj->host[rank]); /* the space becomes '_' */
+    setenv("DDPC_HOST_ID", id, 1);
+    rank_main(rank, world, (void *)&hj->j);
+}
+
+/* Runs body on the layout (see make_job) under DDPC_ALGO=algo. */
+static void run_layout(const char *layout, const char *algo, double timeout_s, coll_body body) {
+    hjob hj;
+    make_job(&hj, layout, algo, body);
+    t_run_ranks(hj.world, timeout_s, hier_rank, &hj);
+}
+
+#define HIER_TEST(NAME, LAYOUT, ALGO, SECS) \
+    TEST_T(NAME, SECS) { run_layout(LAYOUT, #ALGO, (SECS)-5, hier_body); }
+
+HIER_TEST(hier_2x2, "0011", hier, 120)
+HIER_TEST(hier_2x2_auto, "0011", auto, 120)
+HIER_TEST(hier_3h_123, "011222", hier, 200)
+HIER_TEST(hier_3h_123_auto, "011222", auto, 200)
+HIER_TEST(hier_3h_321, "000112", hier, 200)
+HIER_TEST(hier_2x4, "00001111", hier, 300)
+HIER_TEST(hier_2x4_auto, "00001111", auto, 300)
+HIER_TEST(hier_4x2, "00112233", hier, 300)
+HIER_TEST(hier_4x2_auto, "00112233", auto, 300)
+HIER_TEST(hier_interleaved, "010101", hier, 200)
+HIER_TEST(hier_3_1, "0001", hier, 120)
+HIER_TEST(hier_2x1, "01", hier, 90)
+HIER_TEST(hier_2x1_auto, "01", auto, 90)
+HIER_TEST(hier_2x2_flat, "0011", flat, 120)
+HIER_TEST(hier_2x2_ring, "0011", ring, 120)
+HIER_TEST(hier_1x3, "000", hier, 90)
+
+TEST_T(hier_2x2_tcp, 120) {
+    setenv("DDPC_SHM", "0", 1);
+    run_layout("0011", "hier", 115, hier_body);
+}
+
+/* ------------------------------------------------------------ auto's choice */
+
+/* Rank 0's log file (the test process's pid in its name). */
+static const char *log_path(void) {
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/ddpc-test-hier-%d.log", (int)getppid());
+    return path;
+}
+
+/* Two allreduces (large and small path) under the job's algorithm. */
+static void choice_body(ctx *x, const job *j) {
+    combo k = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 1 << 16, 0, 0 };
+    run_one(x, &k);
+    k.count = 3;
+    run_one(x, &k);
+}
+
+/* Rank 0 logs at TRACE into a file, then checks that the log shows the
+ * host layout and says (or, under flat and on one rank per host, does not
+ * say) that both allreduces ran hierarchically. */
+static void choice_rank(int rank, int world, void *arg) {
+    const hjob *hj = arg;
+    if (rank != 0) {
+        hier_rank(rank, world, arg);
+        return;
+    }
+    int saved = dup(2); /* the checks report on the real stderr */
+    CHECK(saved >= 0 && freopen(log_path(), "w", stderr) != NULL);
+    setenv("DDPC_DEBUG", "TRACE", 1);
+    setenv("DDPC_DEBUG_SUBSYS", "INIT,COLL", 1);
+    hier_rank(rank, world, arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    static char buf[1 << 20];
+    FILE *f = fopen(log_path(), "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(log_path());
+    char want[64];
+    snprintf(want, sizeof want, "host layout: %d host%s", hj->nhosts, hj->nhosts > 1 ? "s" : "");
+    CHECK_CONTAINS(buf, want);
+    CHECK_CONTAINS(buf, "host 0 'host_a': ranks 0");
+    if (hj->want_hier) {
+        CHECK_CONTAINS(buf, "hierarchical allreduce of 65536 elements");
+        CHECK_CONTAINS(buf, "hierarchical allreduce of 3 elements");
+    } else {
+        CHECK_MSG(!strstr(buf, "hierarchical allreduce"), "ran hierarchically: %s", buf);
+    }
+}
+
+static void run_choice(const char *layout, const char *algo) {
+    hjob hj;
+    make_job(&hj, layout, algo, choice_body);
+    t_run_ranks(hj.world, 55, choice_rank, &hj);
+}
+
+TEST(hier_auto_picks_hier_2x2) { run_choice("0011", "auto"); }
+TEST(hier_auto_picks_hier_3h) { run_choice("011222", "auto"); }
+TEST(hier_auto_flat_one_per_host) { run_choice("012", "auto"); }
+TEST(hier_auto_flat_one_host) { run_choice("0000", "auto"); }
+TEST(hier_flat_forced) { run_choice("0011", "flat"); }
