@@ -7,15 +7,20 @@
  *               those variables train the model of a one-node run
  *   mpirun      Open MPI's mpirun starting ddpc-train itself (ranks from
  *               OMPI_COMM_WORLD_*), the model of ddpc-run's
- *   Slurm       a real slurmctld + slurmd on this host (root, and only with
- *               DDPC_TEST_SLURM=1: it installs Debian's slurm-wlm); srun
- *               starting ddpc-train, and ddpc-run as one task per node
+ *   Slurm       a real slurmctld + slurmd on this host (root; when Slurm is
+ *               missing, DDPC_TEST_SLURM=1 lets the test install Debian's
+ *               slurm-wlm, else it skips; DDPC_TEST_SLURM=0 skips it):
+ *               srun starting ddpc-train, and ddpc-run as one task per node
  *
  * A test skips, saying why, when its scheduler or the Fashion-MNIST data
  * is missing. */
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -190,5 +195,169 @@ TEST_T(sched_mpirun_trains_ddpc_runs_model, 180) {
     CHECK_CONTAINS(out, "epoch 0: loss ");
     ddpc_run_reference(3, ref);
     same_file(ckpt, ref);
+    t_tmp_remove();
+}
+
+/* ----------------------------------------------------------------- Slurm */
+
+/* A one-node Slurm of our own: slurmctld and slurmd in the foreground, in
+ * this test's process group (so the harness's kill of the group ends them
+ * whatever happens), configured in the test's scratch directory, on free
+ * ports, with no munge (auth/none) and no cgroups (proctrack/pgid). */
+typedef struct slurm {
+    char conf[1024], node[64];
+    pid_t ctld, d;
+} slurm;
+
+static void need_slurm(void) {
+    const char *allow = getenv("DDPC_TEST_SLURM");
+    if (allow && !strcmp(allow, "0")) SKIP("DDPC_TEST_SLURM=0");
+    if (geteuid() != 0) SKIP("a real Slurm needs root (slurmd starts tasks as their users)");
+    if (run(10, "command -v slurmctld && command -v slurmd && command -v srun") == 0) return;
+    if (!allow || strcmp(allow, "1") != 0)
+        SKIP("Slurm is not installed: DDPC_TEST_SLURM=1 lets this test install Debian's "
+             "slurm-wlm (apt-get install slurm-wlm)");
+    int rc = run(600, "export DEBIAN_FRONTEND=noninteractive; apt-get install -y slurm-wlm || "
+                      "{ apt-get update && apt-get install -y slurm-wlm; } 2>&1");
+    CHECK_MSG(rc == 0, "apt-get install slurm-wlm: rc=%d: %s", rc, out);
+}
+
+/* Starts prog with args, its output to log; returns its pid. */
+static pid_t start_daemon(const char *log, char *const argv[]) {
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stdout);
+        if (f) dup2(1, 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Ends pid (ours): SIGTERM, then SIGKILL after 5 s. */
+static void stop_daemon(pid_t pid) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid) return;
+        usleep(50000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* Writes the configuration, starts both daemons and waits for the node to
+ * be idle. 0, or -1 with why in out (the daemons started are stopped). */
+static int slurm_start(slurm *S, int cpus) {
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = 0;
+    snprintf(S->node, sizeof S->node, "%s", host);
+    const char *dir = t_tmp_dir();
+    snprintf(S->conf, sizeof S->conf, "%s/slurm.conf", dir);
+    char d[900];
+    snprintf(d, sizeof d, "%s/state", dir);
+    mkdir(d, 0755);
+    snprintf(d, sizeof d, "%s/spool", dir);
+    mkdir(d, 0755);
+    FILE *f = fopen(S->conf, "w");
+    CHECK(f != NULL);
+    fprintf(f,
+            "ClusterName=ddpctest\nSlurmctldHost=%s(127.0.0.1)\n"
+            "AuthType=auth/none\nCredType=cred/none\nSlurmUser=root\nSlurmdUser=root\n"
+            "SlurmctldPort=%d\nSlurmdPort=%d\n"
+            "StateSaveLocation=%s/state\nSlurmdSpoolDir=%s/spool\n"
+            "SlurmctldPidFile=%s/slurmctld.pid\nSlurmdPidFile=%s/slurmd.pid\n"
+            "SlurmctldLogFile=%s/slurmctld.log\nSlurmdLogFile=%s/slurmd.log\n"
+            "ProctrackType=proctrack/pgid\nTaskPlugin=task/none\n"
+            "SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
+            "SchedulerType=sched/builtin\nJobAcctGatherType=jobacct_gather/none\n"
+            "AccountingStorageType=accounting_storage/none\nMpiDefault=none\n"
+            "ReturnToService=2\nSlurmdParameters=config_overrides\n"
+            "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d State=UNKNOWN\n"
+            "PartitionName=debug Nodes=%s Default=YES MaxTime=10 State=UP OverSubscribe=YES\n",
+            S->node, t_free_port(), t_free_port(), dir, dir, dir, dir, dir, dir, S->node, cpus,
+            S->node);
+    CHECK(fclose(f) == 0);
+    setenv("SLURM_CONF", S->conf, 1);
+    char ctld_log[900], d_log[900];
+    snprintf(ctld_log, sizeof ctld_log, "%s/slurmctld.out", dir);
+    snprintf(d_log, sizeof d_log, "%s/slurmd.out", dir);
+    S->ctld = start_daemon(ctld_log, (char *[]){ "slurmctld", "-D", "-i", "-f", S->conf, NULL });
+    S->d = start_daemon(d_log, (char *[]){ "slurmd", "-D", "-f", S->conf, "-N", S->node, NULL });
+    for (int i = 0; i < 150; i++) { /* 30 s for the node to be idle */
+        if (waitpid(S->ctld, NULL, WNOHANG) == S->ctld) S->ctld = 0;
+        if (waitpid(S->d, NULL, WNOHANG) == S->d) S->d = 0;
+        if (!S->ctld || !S->d) break;
+        if (run(5, "sinfo -h -o %%t 2>&1") == 0 && !strncmp(out, "idle", 4)) return 0;
+        usleep(200000);
+    }
+    stop_daemon(S->ctld), stop_daemon(S->d);
+    S->ctld = S->d = 0;
+    run(5, "echo '%s'; tail -n 15 %s %s %s/slurmctld.log %s/slurmd.log 2>&1",
+        "Slurm did not come up", ctld_log, d_log, dir, dir);
+    return -1;
+}
+
+/* Stops both daemons, and then any process still running from this test's
+ * scratch directory (a task a dying slurmd left behind). */
+static void slurm_stop(slurm *S) {
+    stop_daemon(S->d), stop_daemon(S->ctld);
+    S->d = S->ctld = 0;
+    const char *dir = t_tmp_dir();
+    DIR *proc = opendir("/proc");
+    for (struct dirent *e; proc && (e = readdir(proc));) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == getpid()) continue;
+        char path[64], cmd[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; i++)
+            if (!cmd[i]) cmd[i] = ' ';
+        cmd[n] = 0;
+        if (strstr(cmd, dir)) kill(pid, SIGKILL);
+    }
+    if (proc) closedir(proc);
+}
+
+/* A real Slurm on this host (one node of 8 CPUs' worth of tasks):
+ *   srun -n 4 ddpc-train (ranks from SLURM_PROCID/SLURM_NTASKS, rank 0
+ *     hosting the store at MASTER_ADDR:MASTER_PORT) trains ddpc-run's
+ *     1 x 4 model;
+ *   srun -N 1 -n 1 ddpc-run --nproc-per-node=2 ddpc-train (ddpc-run as one
+ *     task per node) trains ddpc-run's 1 x 2 model.
+ * The daemons are stopped before anything is checked (and by the harness,
+ * with the test's process group, whatever happens). Root only; installs
+ * slurm-wlm when missing only with DDPC_TEST_SLURM=1. */
+TEST_T(sched_slurm_srun_trains_ddpc_runs_model, 900) {
+    need_data();
+    need_slurm();
+    const char *ck4 = t_tmp_path("srun4.st"), *ck2 = t_tmp_path("srun-ddpc-run2.st");
+    static char out4[1 << 16], out2[1 << 16];
+    slurm S = { 0 };
+    if (slurm_start(&S, 8) != 0) t_fail(__FILE__, __LINE__, "%s", out);
+    int rc4 = t_run_cmdf(120, out4, sizeof out4,
+                         "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d srun -n 4 --kill-on-bad-exit=1 "
+                         "--time=2 %s %s --checkpoint %s 2>&1",
+                         t_free_port_pair(), bin("ddpc-train"), TRAIN_ARGS, ck4);
+    int rc2 = t_run_cmdf(120, out2, sizeof out2,
+                         "srun -N 1 -n 1 --time=2 %s --nproc-per-node=2 --master-port=%d "
+                         "--monitor-interval=0.2 %s %s --checkpoint %s 2>&1",
+                         bin("ddpc-run"), t_free_port_pair(), bin("ddpc-train"), TRAIN_ARGS, ck2);
+    slurm_stop(&S);
+    CHECK_MSG(rc4 == 0, "srun -n 4 ddpc-train: rc=%d: %s", rc4, out4);
+    CHECK_CONTAINS(out4, "batch 32 x 4 process(es)");
+    CHECK_MSG(rc2 == 0, "srun -N 1 -n 1 ddpc-run: rc=%d: %s", rc2, out2);
+    CHECK_CONTAINS(out2, "batch 32 x 2 process(es)");
+    const char *ref = t_tmp_path("ddpc-run.st");
+    ddpc_run_reference(4, ref);
+    same_file(ck4, ref);
+    ddpc_run_reference(2, ref);
+    same_file(ck2, ref);
     t_tmp_remove();
 }
