@@ -137,6 +137,20 @@
     X(HOST_ID, "DDPC_HOST_ID", NULL, STR, NULL, 0, 0,                                              \
       "this rank's host identity (up to 127 characters; spaces become _): ranks with the same "    \
       "one form a host, share memory and take the intra-host steps of hierarchical collectives "   \
-      "(default: hostname, boot id and network namespace); lets tests make hosts on one machine")
+      "(default: hostname, boot id and network namespace); lets tests make hosts on one machine")  \
+    X(SLURM_NODEID, "SLURM_NODEID", NULL, INT, NULL, 0, (1 << 20) - 1,                             \
+      "this node's index in the srun step; ddpc-run's default --node-rank when srun starts it as " \
+      "one task per node")                                                                         \
+    X(SLURM_STEP_NUM_NODES, "SLURM_STEP_NUM_NODES", NULL, INT, NULL, 1, 1 << 20,                   \
+      "nodes in the srun step; ddpc-run's default --nnodes when srun starts it as one task per "   \
+      "node")                                                                                      \
+    X(SLURM_STEP_NUM_TASKS, "SLURM_STEP_NUM_TASKS", NULL, INT, NULL, 1, 1 << 20,                   \
+      "tasks in the srun step: ddpc-run takes Slurm's defaults only when it equals "               \
+      "SLURM_STEP_NUM_NODES (one ddpc-run per node)")                                              \
+    X(SLURM_STEP_NODELIST, "SLURM_STEP_NODELIST", NULL, STR, NULL, 0, 0,                           \
+      "the srun step's nodes (a Slurm hostlist, e.g. node[01-04]); its first is ddpc-run's "       \
+      "default --master-addr when srun starts it as one task per node")                            \
+    X(SLURM_JOB_ID, "SLURM_JOB_ID", NULL, STR, NULL, 0, 0,                                         \
+      "the Slurm job; ddpc-run's default --run-id when srun starts it as one task per node")
 
 #endif /* DDPC_ENV_VARS_H */

@@ -251,10 +251,9 @@ static void stop_daemon(pid_t pid) {
 /* Writes the configuration, starts both daemons and waits for the node to
  * be idle. 0, or -1 with why in out (the daemons started are stopped). */
 static int slurm_start(slurm *S, int cpus) {
-    char host[256] = "localhost";
-    gethostname(host, sizeof host - 1);
-    host[strcspn(host, ".")] = 0;
-    snprintf(S->node, sizeof S->node, "%s", host);
+    /* the node is called localhost (slurmd -N), so that the step's node
+     * list, ddpc-run's master under srun, names loopback */
+    snprintf(S->node, sizeof S->node, "localhost");
     const char *dir = t_tmp_dir();
     snprintf(S->conf, sizeof S->conf, "%s/slurm.conf", dir);
     char d[900];
@@ -325,6 +324,85 @@ static void slurm_stop(slurm *S) {
     if (proc) closedir(proc);
 }
 
+/* The variables srun gives a task of `srun -N NODES --ntasks-per-node=1`
+ * (job 42), as a shell prefix. */
+static const char *srun_env(int nodes, int tasks, int node, const char *list) {
+    static char b[4][512];
+    static int next;
+    char *e = b[next++ % 4];
+    snprintf(e, sizeof b[0],
+             "SLURM_JOB_ID=42 SLURM_STEP_ID=0 SLURM_STEP_NUM_NODES=%d SLURM_STEP_NUM_TASKS=%d "
+             "SLURM_NNODES=%d SLURM_NTASKS=%d SLURM_NODEID=%d SLURM_PROCID=%d SLURM_LOCALID=0 "
+             "SLURM_STEP_NODELIST='%s' SLURM_JOB_NODELIST='%s'",
+             nodes, tasks, nodes, tasks, node, node, list, list);
+    return e;
+}
+
+/* ddpc-run as one srun task per node takes --nnodes, --node-rank, the
+ * step's first node as --master-addr (Slurm's hostlist syntax) and the job
+ * as --run-id; PET_ variables and the command line still win; several
+ * tasks per node: a note, and Slurm's variables left alone. */
+TEST_T(sched_srun_variables_give_ddpc_run_its_node, 60) {
+    const char *R = bin("ddpc-run");
+    static const char *const lists[][2] = {
+        { "node[07-09,11],gpu1", "node07" },
+        { "r[1-2]-n[3,5],gpu1", "r1-n3" },
+        { "gpu1,node[1-2]", "gpu1" },
+    };
+    char want[256];
+    for (int k = 0; k < 3; k++) {
+        /* node 1 never reaches a store at a made-up host: only the line counts */
+        run(30, "%s %s --join-timeout=0.2 true 2>&1", srun_env(2, 2, 1, lists[k][0]), R);
+        snprintf(want, sizeof want,
+                 "srun, one task per node: --nnodes=2 --node-rank=1 --master-addr=%s --run-id=42",
+                 lists[k][1]);
+        CHECK_MSG(strstr(out, want), "SLURM_STEP_NODELIST=%s: want \"%s\" in: %s", lists[k][0],
+                  want, out);
+    }
+    int p = t_free_port_pair();
+    int rc =
+        run(30,
+            "%s PET_MASTER_ADDR=127.0.0.1 %s --nnodes=1 --node-rank 0 --master-port=%d " SAY_ENV
+            " 2>&1",
+            srun_env(2, 2, 1, "nodea,nodeb"), R, p);
+    CHECK_MSG(rc == 0 &&
+                  strstr(out, "--nnodes=1 --node-rank=0 --master-addr=127.0.0.1 --run-id=42") &&
+                  strstr(out, "w rank=0 world=1"),
+              "PET_ and the command line over Slurm's: rc=%d: %s", rc, out);
+    rc = run(30, "%s %s --master-port=%d " SAY_ENV " 2>&1", srun_env(1, 4, 0, "nodea"), R, p);
+    CHECK_MSG(rc == 0 && strstr(out, "srun started 4 tasks on 1 node(s)") &&
+                  !strstr(out, "one task per node: --nnodes") && strstr(out, "w rank=0 world=1"),
+              "4 tasks on 1 node: rc=%d: %s", rc, out);
+}
+
+/* `srun -N 2 --ntasks-per-node=1 ddpc-run --nproc-per-node=2 ddpc-train`
+ * as srun would start it, by hand: two ddpc-runs on loopback given only
+ * Slurm's variables (the step's first node: localhost) train ddpc-run's
+ * one-node 1 x 4 model. */
+TEST_T(sched_srun_one_task_per_node_two_nodes_train_one_nodes_model, 180) {
+    need_data();
+    const char *ckpt = t_tmp_path("srun.st"), *ref = t_tmp_path("ddpc-run.st");
+    int port = t_free_port_pair();
+    char cmd[2][1024];
+    for (int r = 0; r < 2; r++)
+        snprintf(cmd[r], sizeof cmd[r],
+                 "env %s %s --nproc-per-node=2 --master-port=%d --monitor-interval=0.2 %s %s "
+                 "--checkpoint %s",
+                 srun_env(2, 2, r, "localhost,nodeb"), bin("ddpc-run"), port, bin("ddpc-train"),
+                 TRAIN_ARGS, ckpt);
+    int rc = run(120,
+                 "%s > %s 2>&1 & %s 2>&1; r0=$?; wait $!; r1=$?; echo '--- node 1:'; cat %s; "
+                 "echo \"rc0=$r0 rc1=$r1\"",
+                 cmd[1], t_tmp_path("node1.log"), cmd[0], t_tmp_path("node1.log"));
+    CHECK_MSG(rc == 0 && strstr(out, "rc0=0 rc1=0"), "a node failed: rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "--nnodes=2 --node-rank=0 --master-addr=localhost --run-id=42");
+    CHECK_CONTAINS(out, "--nnodes=2 --node-rank=1 --master-addr=localhost --run-id=42");
+    CHECK_CONTAINS(out, "batch 32 x 4 process(es)");
+    ddpc_run_reference(4, ref);
+    same_file(ckpt, ref);
+    t_tmp_remove();
+}
+
 /* A real Slurm on this host (one node of 8 CPUs' worth of tasks):
  *   srun -n 4 ddpc-train (ranks from SLURM_PROCID/SLURM_NTASKS, rank 0
  *     hosting the store at MASTER_ADDR:MASTER_PORT) trains ddpc-run's
@@ -353,6 +431,8 @@ TEST_T(sched_slurm_srun_trains_ddpc_runs_model, 900) {
     CHECK_MSG(rc4 == 0, "srun -n 4 ddpc-train: rc=%d: %s", rc4, out4);
     CHECK_CONTAINS(out4, "batch 32 x 4 process(es)");
     CHECK_MSG(rc2 == 0, "srun -N 1 -n 1 ddpc-run: rc=%d: %s", rc2, out2);
+    CHECK_CONTAINS(out2, "srun, one task per node: --nnodes=1 --node-rank=0 "
+                         "--master-addr=localhost --run-id=");
     CHECK_CONTAINS(out2, "batch 32 x 2 process(es)");
     const char *ref = t_tmp_path("ddpc-run.st");
     ddpc_run_reference(4, ref);

@@ -35,6 +35,10 @@ static void usage(FILE *f) {
         "a flag's variable is an integer, non-zero for on (PET_STANDALONE=1); an\n"
         "empty variable counts as unset; the command line wins over the variable.\n"
         "--help and --env have no variable.\n"
+        "Under srun as one task per node (srun --ntasks-per-node=1 ddpc-run ...), Slurm's\n"
+        "step gives the defaults of --nnodes (SLURM_STEP_NUM_NODES), --node-rank\n"
+        "(SLURM_NODEID), --master-addr (the first node of SLURM_STEP_NODELIST) and\n"
+        "--run-id (SLURM_JOB_ID); PET_ variables and the command line still win.\n"
         "\n"
         "  --nproc-per-node=N     workers on this node (or auto/cpu: one per core; default 1)\n"
         "  --nnodes=N             nodes in the job (N or N:N; default 1)\n"
@@ -280,6 +284,70 @@ static void set_tee(opts *o, const char *name, const char *val, int *seen) {
     *seen |= SEEN_TEE;
 }
 
+/* The first host of a Slurm hostlist, each bracket replaced by its first
+ * member: "node[01-04,07],gpu1" -> "node01", "r[1-2]-n[3,5]" -> "r1-n3".
+ * 0, or -1 when there is none or it does not fit in n bytes. */
+static int first_host(const char *list, char *out, size_t n) {
+    size_t k = 0;
+    for (const char *p = list; *p && *p != ',';) {
+        if (*p == '[') {
+            for (p++; *p && *p != ',' && *p != '-' && *p != ']'; p++)
+                if (k + 1 < n) out[k++] = *p;
+            while (*p && *p != ']') p++;
+            if (*p++ != ']') return -1;
+        } else if (k + 1 < n) {
+            out[k++] = *p++;
+        } else {
+            return -1;
+        }
+    }
+    out[k] = 0;
+    return k ? 0 : -1;
+}
+
+static long env_int(ddpc_env_id id) {
+    long x;
+    if (ddpc__env_long(id, &x) != DDPC_OK) die_usage("%s", ddpc_last_error());
+    return x;
+}
+
+/* Under srun as one task per node (SLURM_STEP_NUM_TASKS equal to
+ * SLURM_STEP_NUM_NODES), the step gives the defaults that PET_ variables
+ * and the command line may still change: --nnodes (the step's nodes),
+ * --node-rank (SLURM_NODEID), --master-addr (the step's first node),
+ * --run-id (SLURM_JOB_ID). Returns 1 when it gave them. Several tasks per
+ * node: Slurm's variables are left alone, and a note says how to run
+ * ddpc-run under srun. */
+static int slurm_defaults(opts *o) {
+    if (!ddpc__env_isset(DDPC_ENV_SLURM_STEP_NUM_NODES) ||
+        !ddpc__env_isset(DDPC_ENV_SLURM_STEP_NUM_TASKS) || !ddpc__env_isset(DDPC_ENV_SLURM_NODEID))
+        return 0;
+    long nodes = env_int(DDPC_ENV_SLURM_STEP_NUM_NODES),
+         tasks = env_int(DDPC_ENV_SLURM_STEP_NUM_TASKS), node = env_int(DDPC_ENV_SLURM_NODEID);
+    if (tasks != nodes) {
+        say("note: srun started %ld tasks on %ld node(s); ddpc-run takes its node rank and master "
+            "from Slurm only as one task per node (srun --ntasks-per-node=1 ddpc-run ...)",
+            tasks, nodes);
+        return 0;
+    }
+    const char *list = ddpc__env(DDPC_ENV_SLURM_STEP_NODELIST, NULL);
+    const char *job = ddpc__env(DDPC_ENV_SLURM_JOB_ID, NULL);
+    char host[sizeof o->master_addr];
+    if (!list || first_host(list, host, sizeof host) != 0)
+        die_usage("SLURM_STEP_NODELIST='%s' names no first node", list ? list : "");
+    if (node >= nodes)
+        die_usage("SLURM_NODEID=%ld is not below SLURM_STEP_NUM_NODES=%ld", node, nodes);
+    o->nnodes = (int)nodes;
+    o->node_rank = (int)node;
+    snprintf(o->master_addr, sizeof o->master_addr, "%s", host);
+    if (job && *job) {
+        from_var = "SLURM_JOB_ID";
+        set_run_id(o, "run-id", job, NULL);
+        from_var = NULL;
+    }
+    return 1;
+}
+
 /* Every long option (normalised: dashes), whether it takes a value,
  * whether it is also read from its PET_ variable (all but --help and
  * --env), and its setter. */
@@ -426,11 +494,17 @@ void run_parse_args(int argc, char **argv, opts *o) {
     int seen = 0;
     unsigned char given[N_OPTIONS] = { 0 };
     /* 1. which options the command line gives (usage errors in it first);
-     * 2. the PET_ variables of the others; 3. the command line's */
+     * 2. Slurm's defaults under srun; 3. the PET_ variables of the options
+     * the command line does not give; 4. the command line's */
     walk_options(argc, argv, NULL, &seen, given);
+    int slurm = slurm_defaults(o);
     read_env_options(o, given, &seen);
     int i = walk_options(argc, argv, o, &seen, given);
     if (i >= argc) die_usage("no PROGRAM to run");
     o->argv = argv + i;
     finish_options(o, seen & SEEN_REDIRECTS, seen & SEEN_TEE);
+    if (slurm)
+        say("srun, one task per node: --nnodes=%d --node-rank=%d --master-addr=%s --run-id=%s "
+            "(from Slurm's step unless given)",
+            o->nnodes, o->node_rank, o->master_addr, o->run_id);
 }
