@@ -60,6 +60,34 @@ static void same_file(const char *a, const char *b) {
     CHECK_MSG(rc == 0, "checkpoints differ (the job did not train the reference's model): %s", o);
 }
 
+/* Two nodes of one job on loopback, each `env VARS[r] ddpc-run ARGS[r]
+ * ddpc-train TRAIN_ARGS --checkpoint ckpt` (heartbeats every 0.2 s, by
+ * PET_MONITOR_INTERVAL; node 1 first: it waits for node
+ * 0's store); both must exit 0 and train ddpc-run's one-node 1 x 4 model.
+ * Leaves both nodes' output in out. */
+static void two_nodes_train_1x4(const char *vars[2], const char *args[2], const char *what) {
+    const char *ckpt = t_tmp_path("job.st"), *ref = t_tmp_path("ddpc-run.st"),
+               *log1 = t_tmp_path("node1.log");
+    char cmd[2][2048];
+    for (int r = 0; r < 2; r++)
+        snprintf(cmd[r], sizeof cmd[r],
+                 "env PET_MONITOR_INTERVAL=0.2 %s %s %s %s %s --checkpoint %s", vars[r],
+                 bin("ddpc-run"), args[r], bin("ddpc-train"), TRAIN_ARGS, ckpt);
+    int rc = run(120,
+                 "%s > %s 2>&1 & %s 2>&1; r0=$?; wait $!; r1=$?; echo '--- node 1:'; cat %s; "
+                 "echo \"rc0=$r0 rc1=$r1\"",
+                 cmd[1], log1, cmd[0], log1);
+    CHECK_MSG(rc == 0 && strstr(out, "rc0=0 rc1=0"), "%s: a node failed: rc=%d: %s", what, rc, out);
+    CHECK_CONTAINS(out, "node 0: all 2 nodes joined");
+    CHECK_CONTAINS(out, "node 1: all 2 nodes joined");
+    CHECK_CONTAINS(out, "batch 32 x 4 process(es)");
+    static char saved[sizeof out];
+    memcpy(saved, out, sizeof out);
+    ddpc_run_reference(4, ref);
+    same_file(ckpt, ref);
+    memcpy(out, saved, sizeof out);
+}
+
 /* ------------------------------------------------------------ Kubernetes */
 
 /* A worker that says what it was given. */
@@ -149,29 +177,17 @@ TEST_T(sched_pet_variables_are_options, 60) {
  * loopback stand-in for the service. */
 TEST_T(sched_pytorchjob_two_pods_train_one_nodes_model, 180) {
     need_data();
-    const char *ckpt = t_tmp_path("pytorchjob.st"), *ref = t_tmp_path("ddpc-run.st");
     int port = t_free_port_pair();
     char pod[2][512];
     for (int r = 0; r < 2; r++)
         snprintf(pod[r], sizeof pod[r],
                  "PYTHONUNBUFFERED=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
                  "PET_MASTER_ADDR=127.0.0.1 PET_MASTER_PORT=%d WORLD_SIZE=2 RANK=%d "
-                 "PET_NNODES=2 PET_NPROC_PER_NODE=2 PET_NODE_RANK=%d PET_MONITOR_INTERVAL=0.2",
+                 "PET_NNODES=2 PET_NPROC_PER_NODE=2 PET_NODE_RANK=%d",
                  port, port, r, r);
-    /* the worker pod first: it waits for the master's store */
-    int rc =
-        run(120,
-            "env %s %s %s %s --checkpoint %s > %s 2>&1 & "
-            "env %s %s %s %s --checkpoint %s 2>&1; r0=$?; wait $!; r1=$?; "
-            "echo '--- worker pod:'; cat %s; echo \"rc0=$r0 rc1=$r1\"",
-            pod[1], bin("ddpc-run"), bin("ddpc-train"), TRAIN_ARGS, ckpt, t_tmp_path("pod1.log"),
-            pod[0], bin("ddpc-run"), bin("ddpc-train"), TRAIN_ARGS, ckpt, t_tmp_path("pod1.log"));
-    CHECK_MSG(rc == 0 && strstr(out, "rc0=0 rc1=0"), "a pod failed: rc=%d: %s", rc, out);
-    CHECK_CONTAINS(out, "node 0: all 2 nodes joined");
-    CHECK_CONTAINS(out, "node 1: all 2 nodes joined");
-    CHECK_CONTAINS(out, "batch 32 x 4 process(es)");
-    ddpc_run_reference(4, ref);
-    same_file(ckpt, ref);
+    /* the same container command in both pods: no launcher option */
+    two_nodes_train_1x4((const char *[]){ pod[0], pod[1] }, (const char *[]){ "", "" },
+                        "PyTorchJob");
     t_tmp_remove();
 }
 
@@ -381,25 +397,13 @@ TEST_T(sched_srun_variables_give_ddpc_run_its_node, 60) {
  * one-node 1 x 4 model. */
 TEST_T(sched_srun_one_task_per_node_two_nodes_train_one_nodes_model, 180) {
     need_data();
-    const char *ckpt = t_tmp_path("srun.st"), *ref = t_tmp_path("ddpc-run.st");
-    int port = t_free_port_pair();
-    char cmd[2][1024];
-    for (int r = 0; r < 2; r++)
-        snprintf(cmd[r], sizeof cmd[r],
-                 "env %s %s --nproc-per-node=2 --master-port=%d --monitor-interval=0.2 %s %s "
-                 "--checkpoint %s",
-                 srun_env(2, 2, r, "localhost,nodeb"), bin("ddpc-run"), port, bin("ddpc-train"),
-                 TRAIN_ARGS, ckpt);
-    int rc = run(120,
-                 "%s > %s 2>&1 & %s 2>&1; r0=$?; wait $!; r1=$?; echo '--- node 1:'; cat %s; "
-                 "echo \"rc0=$r0 rc1=$r1\"",
-                 cmd[1], t_tmp_path("node1.log"), cmd[0], t_tmp_path("node1.log"));
-    CHECK_MSG(rc == 0 && strstr(out, "rc0=0 rc1=0"), "a node failed: rc=%d: %s", rc, out);
+    char args[64];
+    snprintf(args, sizeof args, "--nproc-per-node=2 --master-port=%d", t_free_port_pair());
+    two_nodes_train_1x4((const char *[]){ srun_env(2, 2, 0, "localhost,nodeb"),
+                                          srun_env(2, 2, 1, "localhost,nodeb") },
+                        (const char *[]){ args, args }, "srun");
     CHECK_CONTAINS(out, "--nnodes=2 --node-rank=0 --master-addr=localhost --run-id=42");
     CHECK_CONTAINS(out, "--nnodes=2 --node-rank=1 --master-addr=localhost --run-id=42");
-    CHECK_CONTAINS(out, "batch 32 x 4 process(es)");
-    ddpc_run_reference(4, ref);
-    same_file(ckpt, ref);
     t_tmp_remove();
 }
 
