@@ -155,6 +155,23 @@ TEST_T(sched_pet_variables_are_options, 60) {
     rc = run(30, "PET_MAX_RESTARTS=-1 PET_MASTER_PORT=%d %s --max-restarts=1 true 2>&1", p, R);
     CHECK_MSG(rc == 0, "PET_MAX_RESTARTS=-1 --max-restarts=1: rc=%d: %s", rc, out);
 
+    /* a PyTorchJob with an elasticPolicy: c10d, 2 nodes, no node rank (its
+     * c10d rendezvous would rank the nodes as they join; ddpc-run's does
+     * not): said at once, not a hang */
+    rc = run(30,
+             "PET_RDZV_BACKEND=c10d PET_RDZV_ENDPOINT=job-worker-0:29400 PET_NNODES=2 "
+             "PET_NPROC_PER_NODE=2 PET_RDZV_ID=job %s true 2>&1",
+             R);
+    CHECK_MSG(rc == 2 && strstr(out, "give each node its --node-rank (PET_NODE_RANK)"),
+              "elastic PyTorchJob: rc=%d: %s", rc, out);
+    /* PET_RDZV_CONF's join_timeout is the join timeout */
+    rc = run(30,
+             "PET_RDZV_CONF=join_timeout=0.3,read_timeout=60 PET_NNODES=2 %s --master-port=%d "
+             "true 2>&1",
+             R, p);
+    CHECK_MSG(rc == 1 && strstr(out, "never joined within 0.3 s"), "PET_RDZV_CONF: rc=%d: %s", rc,
+              out);
+
     /* --help and --env are no variables */
     rc = run(30, "PET_HELP=1 PET_ENV=1 PET_MASTER_PORT=%d %s true 2>&1", p, R);
     CHECK_MSG(rc == 0 && !strstr(out, "usage:") && !strstr(out, "DDPC_"),

@@ -59,7 +59,10 @@ static void usage(FILE *f) {
         "  --rdzv-id=ID           same as --run-id\n"
         "  --rdzv-endpoint=H[:P]  node 0's host and the store's port (as\n"
         "                         --master-addr=H --master-port=P)\n"
-        "  --rdzv-backend=B       c10d or static: accepted for torchrun's command lines\n"
+        "  --rdzv-backend=B       c10d or static: both mean ddpc-run's store; with c10d and\n"
+        "                         several nodes, each node needs its --node-rank\n"
+        "  --rdzv-conf=K=V,...    torchrun's: join_timeout=S is --join-timeout; other keys\n"
+        "                         are accepted\n"
         "  --start-method=M       spawn, fork or forkserver: accepted, workers are always exec'd\n"
         "  --log-dir=DIR          write DIR/<run-id>/attempt_<restart>/<rank>/{stdout,stderr}.log\n"
         "                         (with neither --redirects nor --tee: both streams, teed)\n"
@@ -155,7 +158,7 @@ static void set_defaults(opts *o) {
 
 /* One option: what it sets in o. seen collects SEEN_* bits. */
 typedef void setter(opts *o, const char *name, const char *val, int *seen);
-enum { SEEN_REDIRECTS = 1, SEEN_TEE = 2 };
+enum { SEEN_REDIRECTS = 1, SEEN_TEE = 2, SEEN_NODE_RANK = 4, SEEN_C10D = 8 };
 
 static void set_help(opts *o, const char *name, const char *val, int *seen) {
     usage(stdout);
@@ -223,6 +226,7 @@ static void set_rdzv_endpoint(opts *o, const char *name, const char *val, int *s
 
 static void set_node_rank(opts *o, const char *name, const char *val, int *seen) {
     o->node_rank = (int)parse_int_opt(name, val, 0, 65535);
+    *seen |= SEEN_NODE_RANK;
 }
 
 static void set_master_addr(opts *o, const char *name, const char *val, int *seen) {
@@ -260,6 +264,26 @@ static void set_rdzv_backend(opts *o, const char *name, const char *val, int *se
         die_usage("--rdzv-backend=%s: only c10d and static (both mean ddpc-run's own store) are "
                   "supported",
                   val);
+    if (!strcmp(val, "c10d"))
+        *seen |= SEEN_C10D;
+    else
+        *seen &= ~SEEN_C10D;
+}
+
+/* torchrun's "KEY=VALUE,..." for its rendezvous: join_timeout (seconds)
+ * sets the join timeout; the other keys (read_timeout, last_call_timeout,
+ * close_timeout, ...) are accepted and have no use here. */
+static void set_rdzv_conf(opts *o, const char *name, const char *val, int *seen) {
+    char buf[1024];
+    if (strlen(val) >= sizeof buf)
+        die_usage("--rdzv-conf is longer than %zu bytes", sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", val);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv) die_usage("--rdzv-conf=%s: '%s' is not KEY=VALUE", val, kv);
+        *eq = 0;
+        if (!strcmp(kv, "join_timeout")) o->join_timeout = parse_real_opt(name, eq + 1, 0.001, 1e7);
+    }
 }
 
 static void set_start_method(opts *o, const char *name, const char *val, int *seen) {
@@ -379,6 +403,7 @@ static const struct option_row {
     { "tee", 1, 1, set_tee },
     { "rdzv-endpoint", 1, 1, set_rdzv_endpoint },
     { "rdzv-backend", 1, 1, set_rdzv_backend },
+    { "rdzv-conf", 1, 1, set_rdzv_conf },
     { "start-method", 1, 1, set_start_method },
 };
 #define N_OPTIONS (sizeof option_table / sizeof option_table[0])
@@ -454,10 +479,20 @@ static const struct option_row *read_option(int argc, char **argv, int *i, char 
     return row;
 }
 
-/* Checks the options against each other once all are read. */
-static void finish_options(opts *o, int have_redirects, int have_tee) {
+/* Checks the options against each other once all are read; seen holds
+ * SEEN_* bits (SEEN_NODE_RANK also when Slurm gave the node rank). */
+static void finish_options(opts *o, int seen) {
+    int have_redirects = seen & SEEN_REDIRECTS, have_tee = seen & SEEN_TEE;
     if (o->rdzv_port) o->master_port = o->rdzv_port;
     if (o->standalone) o->nnodes = 1, o->node_rank = 0;
+    /* torchrun's c10d rendezvous ranks the nodes as they join; ddpc-run's
+     * nodes know theirs (a Kubeflow PyTorchJob with an elasticPolicy sets
+     * no PET_NODE_RANK) */
+    if ((seen & SEEN_C10D) && o->nnodes > 1 && !(seen & SEEN_NODE_RANK))
+        die_usage("--rdzv-backend=c10d with --nnodes=%d and no --node-rank: ddpc-run's nodes do "
+                  "not get their ranks as they join; give each node its --node-rank "
+                  "(PET_NODE_RANK), 0 on the node at --rdzv-endpoint",
+                  o->nnodes);
     if (o->node_rank >= o->nnodes)
         die_usage("--node-rank=%d is out of range for --nnodes=%d (0..%d)", o->node_rank, o->nnodes,
                   o->nnodes - 1);
@@ -502,7 +537,7 @@ void run_parse_args(int argc, char **argv, opts *o) {
     int i = walk_options(argc, argv, o, &seen, given);
     if (i >= argc) die_usage("no PROGRAM to run");
     o->argv = argv + i;
-    finish_options(o, seen & SEEN_REDIRECTS, seen & SEEN_TEE);
+    finish_options(o, seen | (slurm ? SEEN_NODE_RANK : 0));
     if (slurm)
         say("srun, one task per node: --nnodes=%d --node-rank=%d --master-addr=%s --run-id=%s "
             "(from Slurm's step unless given)",
