@@ -2,7 +2,8 @@
  * run.h — the parts of ddpc-run, the launcher (tools/ddpc-run.c holds its
  * main and the generation loop). One job per file, read in this order:
  *
- *   options.c     argv (ddpc-run's and torchrun's flags) -> opts
+ *   options.c     argv (ddpc-run's and torchrun's flags), their PET_
+ *                 variables, srun's step -> opts
  *   console.c     what reaches the terminal: ddpc-run's own messages, the
  *                 workers' prefixed lines, rank 0's updating progress line
  *   workers.c     spawning workers, their pipes and log files, signals,
@@ -56,8 +57,9 @@ typedef struct opts {
     char **argv; /* PROGRAM ARGS..., NULL-terminated (borrowed from main) */
 } opts;
 
-/* Fills o from the command line; exits 2 with a message on bad usage, 0
- * after --help or --env. */
+/* Fills o from the command line, over the options' PET_ variables, over
+ * srun's step (one task per node), over the defaults; exits 2 with a
+ * message on bad usage, 0 after --help or --env. */
 void run_parse_args(int argc, char **argv, opts *o);
 
 /* ------------------------------------------------------------ console.c */
