@@ -294,6 +294,7 @@ static int slurm_start(slurm *S, int cpus) {
     mkdir(d, 0755);
     snprintf(d, sizeof d, "%s/spool", dir);
     mkdir(d, 0755);
+    int ports = t_free_port_pair(); /* slurmctld's, and slurmd's next to it */
     FILE *f = fopen(S->conf, "w");
     CHECK(f != NULL);
     fprintf(f,
@@ -310,8 +311,7 @@ static int slurm_start(slurm *S, int cpus) {
             "ReturnToService=2\nSlurmdParameters=config_overrides\n"
             "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d State=UNKNOWN\n"
             "PartitionName=debug Nodes=%s Default=YES MaxTime=10 State=UP OverSubscribe=YES\n",
-            S->node, t_free_port(), t_free_port(), dir, dir, dir, dir, dir, dir, S->node, cpus,
-            S->node);
+            S->node, ports, ports + 1, dir, dir, dir, dir, dir, dir, S->node, cpus, S->node);
     CHECK(fclose(f) == 0);
     setenv("SLURM_CONF", S->conf, 1);
     char ctld_log[900], d_log[900];
