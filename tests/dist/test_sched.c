@@ -333,12 +333,10 @@ static int slurm_start(slurm *S, int cpus) {
     return -1;
 }
 
-/* Stops both daemons, and then any process still running from this test's
- * scratch directory (a task a dying slurmd left behind). */
-static void slurm_stop(slurm *S) {
-    stop_daemon(S->d), stop_daemon(S->ctld);
-    S->d = S->ctld = 0;
-    const char *dir = t_tmp_dir();
+/* Calls fn(pid) for every process but this one whose command line
+ * contains marker; returns how many. */
+static int each_proc(const char *marker, void (*fn)(int pid)) {
+    int n = 0;
     DIR *proc = opendir("/proc");
     for (struct dirent *e; proc && (e = readdir(proc));) {
         int pid = atoi(e->d_name);
@@ -347,14 +345,29 @@ static void slurm_stop(slurm *S) {
         snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
         FILE *f = fopen(path, "r");
         if (!f) continue;
-        size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+        size_t k = fread(cmd, 1, sizeof cmd - 1, f);
         fclose(f);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < k; i++)
             if (!cmd[i]) cmd[i] = ' ';
-        cmd[n] = 0;
-        if (strstr(cmd, dir)) kill(pid, SIGKILL);
+        cmd[k] = 0;
+        if (k && strstr(cmd, marker)) {
+            n++;
+            if (fn) fn(pid);
+        }
     }
     if (proc) closedir(proc);
+    return n;
+}
+
+static int count_procs(const char *marker) { return each_proc(marker, NULL); }
+static void kill_pid(int pid) { kill(pid, SIGKILL); }
+
+/* Stops both daemons, and then any process still running from this test's
+ * scratch directory (a task a dying slurmd left behind). */
+static void slurm_stop(slurm *S) {
+    stop_daemon(S->d), stop_daemon(S->ctld);
+    S->d = S->ctld = 0;
+    each_proc(t_tmp_dir(), kill_pid);
 }
 
 /* The variables srun gives a task of `srun -N NODES --ntasks-per-node=1`
@@ -449,6 +462,9 @@ TEST_T(sched_slurm_srun_trains_ddpc_runs_model, 900) {
                          "--monitor-interval=0.2 %s %s --checkpoint %s 2>&1",
                          bin("ddpc-run"), t_free_port_pair(), bin("ddpc-train"), TRAIN_ARGS, ck2);
     slurm_stop(&S);
+    usleep(200000);
+    int left = count_procs(t_tmp_dir()); /* the daemons (-f our slurm.conf) and their tasks */
+    CHECK_MSG(left == 0, "%d Slurm process(es) outlived slurm_stop", left);
     CHECK_MSG(rc4 == 0, "srun -n 4 ddpc-train: rc=%d: %s", rc4, out4);
     CHECK_CONTAINS(out4, "batch 32 x 4 process(es)");
     CHECK_MSG(rc2 == 0, "srun -N 1 -n 1 ddpc-run: rc=%d: %s", rc2, out2);
