@@ -228,7 +228,6 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
-    if (ddpc__hier_wanted(c, count)) return ddpc__hier_allreduce(e, send, recv, count, t, op);
     int algo = c->algo;
     if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_FLAT || algo == DDPC_ALGO_HIER)
         algo = small_msg(nbytes, count, c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;

@@ -8,8 +8,9 @@
  *   gather.c        allgather, gather, scatter
  *   alltoall.c      all-to-all
  *   p2p.c           send, recv, barrier
- *   hier.c          hierarchical allreduce across hosts (intra-host, then
- *                   inter-host with every local rank carrying a slice)
+ *   hier.c          hierarchical allreduce, reduce-scatter and allgather
+ *                   across hosts (intra-host steps, inter-host steps with
+ *                   every local rank carrying its own slice)
  * Reducing algorithms work in a "compute" dtype: float16 and bfloat16 are
  * staged to float32 by dispatch.c first, so that each element is rounded
  * once; AVG is summed here and divided by dispatch.c at the end.
@@ -21,7 +22,7 @@
 #include "comm/comm.h"
 
 /* Runs one operation on the calling thread (dispatch.c): chooses the
- * algorithm and executes it. The exec's fingerprint is filled in. api.c
+ * algorithm (hierarchical or flat, then each family its own) and executes it. The exec's fingerprint is filled in. api.c
  * hands it to the communicator's queue with every operation (ddpc_args.run). */
 ddpc_status ddpc__run(ddpc_exec *e);
 
@@ -110,12 +111,16 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *sen
 ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo);
 
-/* Whether allreduce of nbytes runs hierarchically on e's communicator
- * (hier.c: DDPC_ALGO and the host layout), and the algorithm itself, which
- * leaves recv finished as ddpc__allreduce does. */
-int ddpc__hier_wanted(const ddpc_comm *c, size_t count);
+/* Whether collective k of count elements runs hierarchically on c (hier.c:
+ * DDPC_ALGO and the host layout; reduce-scatter and allgather need the same
+ * number of ranks on every host), and the algorithms, with the contracts
+ * of ddpc__allreduce, ddpc__reduce_scatter and ddpc__allgather. */
+int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count);
 ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                      ddpc_dtype t, ddpc_op op);
+ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
 
 /* The reductions. ddpc__allreduce leaves recv finished (AVG divided by the
  * world size); reduce-scatter and reduce leave AVG as a sum, which the

@@ -1,5 +1,6 @@
 /*
- * dispatch.c — runs one validated operation: stages float16 and bfloat16
+ * dispatch.c — runs one validated operation: chooses hierarchical or flat
+ * (hier.c's ddpc__hier_wanted), stages float16 and bfloat16
  * through float32 for the reducing collectives (one rounding per element),
  * calls the family's algorithm, and finishes AVG (division by the world
  * size, once, at the end).
@@ -10,6 +11,27 @@
 #include "coll/coll.h"
 
 static int is_half(ddpc_dtype t) { return t == DDPC_FLOAT16 || t == DDPC_BFLOAT16; }
+
+/* The families with a hierarchical variant: that one where the
+ * communicator spans hosts and DDPC_ALGO allows (ddpc__hier_wanted), else
+ * the flat one. */
+static ddpc_status allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+                             ddpc_op op) {
+    if (ddpc__hier_wanted(e->c, DDPC_K_ALLREDUCE, count))
+        return ddpc__hier_allreduce(e, send, recv, count, t, op);
+    return ddpc__allreduce(e, send, recv, count, t, op);
+}
+static ddpc_status reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                  ddpc_dtype t, ddpc_op op) {
+    if (ddpc__hier_wanted(e->c, DDPC_K_REDUCE_SCATTER, count))
+        return ddpc__hier_reduce_scatter(e, send, recv, count, t, op);
+    return ddpc__reduce_scatter(e, send, recv, count, t, op);
+}
+static ddpc_status allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+    if (ddpc__hier_wanted(e->c, DDPC_K_ALLGATHER, nbytes))
+        return ddpc__hier_allgather(e, send, recv, nbytes);
+    return ddpc__allgather(e, send, recv, nbytes);
+}
 
 /* Allreduce, reduce or reduce-scatter of a half type in float32. */
 static ddpc_status run_half(ddpc_exec *e) {
@@ -27,12 +49,12 @@ static ddpc_status run_half(ddpc_exec *e) {
     ddpc_status s;
     int lands = 1;
     if (a->kind == DDPC_K_ALLREDUCE) {
-        s = ddpc__allreduce(e, in, out, a->count, DDPC_FLOAT32, a->op);
+        s = allreduce(e, in, out, a->count, DDPC_FLOAT32, a->op);
     } else if (a->kind == DDPC_K_REDUCE) {
         s = ddpc__reduce(e, in, out, a->count, DDPC_FLOAT32, a->op, a->root);
         lands = c->rank == a->root;
     } else {
-        s = ddpc__reduce_scatter(e, in, out, a->count, DDPC_FLOAT32, a->op);
+        s = reduce_scatter(e, in, out, a->count, DDPC_FLOAT32, a->op);
     }
     if (s == DDPC_OK && lands) {
         if (a->kind != DDPC_K_ALLREDUCE) /* ddpc__allreduce finishes its own */
@@ -55,17 +77,17 @@ ddpc_status ddpc__run(ddpc_exec *e) {
     case DDPC_K_REDUCE_SCATTER:
         if (is_half(a->dtype)) return run_half(e);
         if (a->kind == DDPC_K_ALLREDUCE)
-            s = ddpc__allreduce(e, a->send, a->recv, a->count, a->dtype, a->op);
+            s = allreduce(e, a->send, a->recv, a->count, a->dtype, a->op);
         else if (a->kind == DDPC_K_REDUCE)
             s = ddpc__reduce(e, a->send, a->recv, a->count, a->dtype, a->op, a->root);
         else
-            s = ddpc__reduce_scatter(e, a->send, a->recv, a->count, a->dtype, a->op);
+            s = reduce_scatter(e, a->send, a->recv, a->count, a->dtype, a->op);
         if (s == DDPC_OK &&
             (a->kind == DDPC_K_REDUCE_SCATTER || (a->kind == DDPC_K_REDUCE && c->rank == a->root)))
             ddpc__reduce_finish(a->recv, a->count, a->dtype, a->op, c->size);
         return s;
     case DDPC_K_BROADCAST: return ddpc__broadcast(e, a->send, a->recv, nb, a->root);
-    case DDPC_K_ALLGATHER: return ddpc__allgather(e, a->send, a->recv, nb);
+    case DDPC_K_ALLGATHER: return allgather(e, a->send, a->recv, nb);
     case DDPC_K_GATHER: return ddpc__gather(e, a->send, a->recv, nb, a->root);
     case DDPC_K_SCATTER: return ddpc__scatter(e, a->send, a->recv, nb, a->root);
     case DDPC_K_ALLTOALL: return ddpc__alltoall(e, a->send, a->recv, nb);

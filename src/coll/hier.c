@@ -29,8 +29,10 @@
 
 #include "coll/coll.h"
 
-int ddpc__hier_wanted(const ddpc_comm *c, size_t count) {
+int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count) {
     if (!c->host_of || c->nhosts < 2 || count == 0) return 0;
+    if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER) return 0;
+    if (k != DDPC_K_ALLREDUCE && c->nhosts * c->max_local != c->size) return 0;
     if (c->algo == DDPC_ALGO_HIER) return 1;
     return c->algo == DDPC_ALGO_AUTO && c->max_local >= 2;
 }
@@ -75,20 +77,22 @@ static int block_of(size_t count, int L, size_t x, size_t *end) {
     return (int)b;
 }
 
-/* Intra-host ring over hg: reduce-scatter (reduce = 1; local rank l ends with
- * block l of recv reduced over the host, reading send) or allgather (every
- * block of recv from its owner). */
-static ddpc_status host_ring(ddpc_exec *e, const ddpc_group *hg, const void *send, void *recv,
-                             size_t count, ddpc_dtype t, ddpc_op op, int reduce) {
-    int L = hg->n, l = hg->me, ns = L - 1;
+/* A ring over g: reduce-scatter (reduce = 1; member m ends with block m of
+ * recv reduced over g, reading send) or allgather (every block of recv
+ * from its member). Blocks: count elements each (equal), else count cut
+ * into g->n blocks as ddpc__blocks does. */
+static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                              size_t count, ddpc_dtype t, ddpc_op op, int reduce, int equal) {
+    int L = g->n, l = g->me, ns = L - 1;
     ddpc_ring rg;
-    DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, 0));
+    if (L == 1) return DDPC_OK;
+    DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, equal));
     rg.nred = reduce ? ns : 0;
     rg.esize = ddpc_dtype_size(t);
     rg.t = t;
     rg.op = op;
     rg.direct = send != recv;
-    rg.g = hg;
+    rg.g = g;
     for (int s = 0; s < ns; s++) {
         int k = reduce ? s + 1 : s; /* reduce-scatter lags one block behind */
         rg.sblk[s] = ((l - k) % L + L) % L;
@@ -110,7 +114,7 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
     ddpc_group hg = host_group(c, hl);
     /* 1. intra-host reduce-scatter */
     if (hg.n > 1)
-        DDPC_CHECK(host_ring(e, &hg, send, recv, count, t, op, 1));
+        DDPC_CHECK(group_ring(e, &hg, send, recv, count, t, op, 1, 0));
     else if (recv != send)
         memmove(recv, send, count * es);
     /* 2. inter-host allreduce of this rank's block, segment by segment */
@@ -132,7 +136,7 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
     /* 3. this rank's block is final */
     ddpc__reduce_finish((char *)recv + lo * es, hi - lo, t, op, c->size);
     /* 4. intra-host allgather */
-    if (hg.n > 1) DDPC_CHECK(host_ring(e, &hg, recv, recv, count, t, op, 0));
+    DDPC_CHECK(group_ring(e, &hg, recv, recv, count, t, op, 0, 0));
     return DDPC_OK;
 }
 
@@ -166,5 +170,85 @@ ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, siz
                         ? hier_small(e, &hl, send, recv, count, t, op)
                         : hier_large(e, &hl, send, recv, count, t, op);
     layout_free(&hl);
+    return s;
+}
+
+/*
+ * Reduce-scatter and allgather on hosts of L ranks each (H hosts). Column l
+ * is local rank l of every host, one per host in host order; the blocks
+ * of the ranks of column l are staged together as its part (H blocks, the
+ * one of host h at h), parts in column order, so that each step is a ring
+ * over equal blocks:
+ *   reduce-scatter: 1. intra-host reduce-scatter of the parts: local rank
+ *   l gets part l reduced over its host; 2. reduce-scatter of part l over
+ *   column l: this rank gets its own block reduced over all hosts;
+ *   allgather: 1. allgather of this rank's block over its column (part l);
+ *   2. intra-host allgather of the parts; 3. each block to its rank's place.
+ */
+typedef struct columns {
+    layout hl;
+    ddpc_group hg, cg; /* this rank's host and column */
+    char *st;          /* [size blocks] the staged parts (owned) */
+} columns;
+
+static ddpc_status columns_make(ddpc_exec *e, columns *cl, size_t block_bytes) {
+    ddpc_comm *c = e->c;
+    memset(cl, 0, sizeof *cl);
+    DDPC_CHECK(layout_make(e, &cl->hl));
+    cl->hg = host_group(c, &cl->hl);
+    for (int h = 0; h < c->nhosts; h++)
+        cl->hl.group[h] = cl->hl.ranks[cl->hl.hoff[h] + c->local_rank];
+    cl->cg = (ddpc_group){ c->nhosts, c->host, cl->hl.group };
+    cl->st = malloc(block_bytes * (size_t)c->size + 1);
+    if (!cl->st) {
+        layout_free(&cl->hl);
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for %zu bytes of staging",
+                          block_bytes * (size_t)c->size);
+    }
+    return DDPC_OK;
+}
+
+static void columns_free(columns *cl) {
+    free(cl->st);
+    layout_free(&cl->hl);
+}
+
+/* The staging slot of rank r's block: part local_of[r], place host_of[r]. */
+static size_t slot_of(const ddpc_comm *c, int r) {
+    return (size_t)c->local_of[r] * (size_t)c->nhosts + (size_t)c->host_of[r];
+}
+
+ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                      ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    size_t es = ddpc_dtype_size(t), bb = count * es, part = (size_t)c->nhosts * count;
+    columns cl;
+    DDPC_CHECK(columns_make(e, &cl, bb));
+    DDPC_TRACE(COLL, "rank %d: hierarchical reduce-scatter of %zu elements over %d hosts", c->rank,
+               count, c->nhosts);
+    for (int r = 0; r < c->size; r++)
+        memcpy(cl.st + slot_of(c, r) * bb, (const char *)send + (size_t)r * bb, bb);
+    char *mine = cl.st + (size_t)c->local_rank * part * es;
+    ddpc_status s = group_ring(e, &cl.hg, cl.st, cl.st, part, t, op, 1, 1);
+    if (s == DDPC_OK) s = group_ring(e, &cl.cg, mine, mine, count, t, op, 1, 1);
+    if (s == DDPC_OK) memmove(recv, mine + (size_t)c->host * bb, bb);
+    columns_free(&cl);
+    return s;
+}
+
+ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+    ddpc_comm *c = e->c;
+    size_t part = (size_t)c->nhosts * nbytes;
+    columns cl;
+    DDPC_CHECK(columns_make(e, &cl, nbytes));
+    DDPC_TRACE(COLL, "rank %d: hierarchical allgather of %zu bytes over %d hosts", c->rank, nbytes,
+               c->nhosts);
+    char *mine = cl.st + (size_t)c->local_rank * part;
+    memcpy(mine + (size_t)c->host * nbytes, send, nbytes);
+    ddpc_status s = group_ring(e, &cl.cg, mine, mine, nbytes, DDPC_UINT8, DDPC_SUM, 0, 1);
+    if (s == DDPC_OK) s = group_ring(e, &cl.hg, cl.st, cl.st, part, DDPC_UINT8, DDPC_SUM, 0, 1);
+    for (int r = 0; s == DDPC_OK && r < c->size; r++)
+        memcpy((char *)recv + (size_t)r * nbytes, cl.st + slot_of(c, r) * nbytes, nbytes);
+    columns_free(&cl);
     return s;
 }

@@ -3,13 +3,15 @@
  * the hierarchical collectives over them:
  *   - the host layout: host count, each rank's host and local rank, shared
  *     memory only between ranks of one host id, the INFO line;
- *   - allreduce under DDPC_ALGO=hier (forced) and auto, every dtype x op at
- *     counts 0, 1, 7, 4097, 100003 (large path with uneven blocks) and 1<<20
- *     (coll_check.h's subset), in place too, checked element by element
- *     against the reference (coll_check.h) on layouts 2x2, 3 hosts of
- *     {1,2,3}, 2x4, 4x2, interleaved hosts, {3,1}, 2x1 and DDPC_SHM=0;
+ *   - allreduce, reduce-scatter and allgather under DDPC_ALGO=hier (forced)
+ *     and auto, every dtype x op at counts 0, 1, 7, 4097, 100003 (large
+ *     path, uneven blocks) and 1<<20 (a subset), in place too, checked
+ *     element by element against the reference (coll_check.h) on layouts
+ *     2x2, 3 hosts of {1,2,3} and {3,2,1}, 2x4, 4x2, interleaved hosts,
+ *     {3,1}, 2x1, 1x3 and DDPC_SHM=0 (reduce-scatter and allgather are
+ *     hierarchical where every host has as many ranks);
  *   - the other collectives still right under hier and flat;
- *   - auto picks the hierarchical allreduce where the communicator spans
+ *   - auto picks the hierarchical algorithms where the communicator spans
  *     several hosts and some host has several ranks (TRACE log), flat and
  *     one rank per host do not.
  * Ranks are forked processes with a deadline (coll_check.h's run_job);
@@ -27,7 +29,8 @@ typedef struct hjob {
     job j; /* first: the body gets it back from coll_check.h's job pointer */
     int world, nhosts;
     int host[MAXW];
-    int want_hier; /* what ddpc__hier_wanted must say for a non-empty call */
+    int want_hier; /* what ddpc__hier_wanted must say for a non-empty allreduce */
+    int want_cols; /* ... for reduce-scatter and allgather (same ranks on every host) */
 } hjob;
 
 /* ------------------------------------------------------------ layout */
@@ -55,6 +58,7 @@ static void make_job(hjob *hj, const char *layout, const char *algo, coll_body b
     }
     hj->want_hier =
         hj->nhosts >= 2 && (!strcmp(algo, "hier") || (!strcmp(algo, "auto") && most >= 2));
+    hj->want_cols = hj->want_hier && hj->nhosts * most == hj->world;
     hj->j = (job){ t_free_port(), algo, NULL, body };
 }
 
@@ -85,29 +89,41 @@ static void check_layout(ctx *x, const hjob *hj) {
         CHECK_MSG(!strcmp(ddpc__peer_transport(c, q), want), "rank %d to rank %d: %s, want %s", r,
                   q, ddpc__peer_transport(c, q), want);
     }
-    CHECK_EQ(ddpc__hier_wanted(c, 1), hj->want_hier);
-    CHECK_EQ(ddpc__hier_wanted(c, 0), 0);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLREDUCE, 1), hj->want_hier);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_REDUCE_SCATTER, 1), hj->want_cols);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLGATHER, 1), hj->want_cols);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLREDUCE, 0), 0);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_BROADCAST, 1), 0);
 }
 
 /* ------------------------------------------------------------ the bodies */
 
-/* Every dtype x op at counts 0, 1, 7, 4097, 100003 and (the subset) 1<<20;
- * in place at 7, 4097 and 100003. */
-static void allreduce_matrix(ctx *x) {
+/* Allreduce and reduce-scatter: every dtype x op at counts 0, 1, 7, 4097,
+ * 100003 and (coll_check.h's subset; reduce-scatter float32 sum only)
+ * 1<<20; in place at 7, 4097 and 100003. Allgather: every dtype at those
+ * counts (1<<20: float32, int32, uint8). */
+static void matrix(ctx *x) {
     static const size_t counts[] = { 0, 1, 7, 4097, 100003, BIG };
-    for (int t = 0; t < DDPC_DTYPE_COUNT; t++)
-        for (int op = 0; op < DDPC_OP_COUNT; op++) {
-            if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue;
-            for (int ci = 0; ci < 6; ci++) {
-                if (counts[ci] == BIG && !big_ok(C_ALLREDUCE, (ddpc_dtype)t, (ddpc_op)op)) continue;
-                combo k = { C_ALLREDUCE, (ddpc_dtype)t, (ddpc_op)op, counts[ci], 0, 0 };
-                run_one(x, &k);
-                if (counts[ci] == 7 || counts[ci] == 4097 || counts[ci] == 100003) {
-                    k.inplace = 1;
+    static const int colls[] = { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER };
+    for (int ki = 0; ki < 3; ki++)
+        for (int t = 0; t < DDPC_DTYPE_COUNT; t++)
+            for (int op = 0; op < DDPC_OP_COUNT; op++) {
+                int coll = colls[ki];
+                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue;
+                if (coll == C_ALLGATHER && op > 0) continue;
+                for (int ci = 0; ci < 6; ci++) {
+                    if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
+                    if (counts[ci] == BIG && coll == C_REDUCE_SCATTER &&
+                        (t != DDPC_FLOAT32 || op != DDPC_SUM))
+                        continue;
+                    combo k = { coll, (ddpc_dtype)t, (ddpc_op)op, counts[ci], 0, 0 };
                     run_one(x, &k);
+                    if (counts[ci] == 7 || counts[ci] == 4097 || counts[ci] == 100003) {
+                        k.inplace = 1;
+                        run_one(x, &k);
+                    }
                 }
             }
-        }
 }
 
 /* The other collectives, a few dtypes and counts, every root once. */
@@ -125,7 +141,7 @@ static void others(ctx *x) {
 static void hier_body(ctx *x, const job *j) {
     const hjob *hj = (const hjob *)j;
     check_layout(x, hj);
-    allreduce_matrix(x);
+    matrix(x);
     others(x);
 }
 
@@ -180,11 +196,16 @@ static const char *log_path(void) {
     return path;
 }
 
-/* Two allreduces (large and small path) under the job's algorithm. */
+/* Two allreduces (large and small path), a reduce-scatter and an
+ * allgather under the job's algorithm. */
 static void choice_body(ctx *x, const job *j) {
     combo k = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, 1 << 16, 0, 0 };
     run_one(x, &k);
     k.count = 3;
+    run_one(x, &k);
+    k.coll = C_REDUCE_SCATTER;
+    run_one(x, &k);
+    k.coll = C_ALLGATHER;
     run_one(x, &k);
 }
 
@@ -221,6 +242,14 @@ static void choice_rank(int rank, int world, void *arg) {
         CHECK_CONTAINS(buf, "hierarchical allreduce of 3 elements");
     } else {
         CHECK_MSG(!strstr(buf, "hierarchical allreduce"), "ran hierarchically: %s", buf);
+    }
+    if (hj->want_cols) {
+        CHECK_CONTAINS(buf, "hierarchical reduce-scatter of 3 elements");
+        CHECK_CONTAINS(buf, "hierarchical allgather of 12 bytes");
+    } else {
+        CHECK_MSG(!strstr(buf, "hierarchical reduce-scatter") &&
+                      !strstr(buf, "hierarchical allgather"),
+                  "ran hierarchically: %s", buf);
     }
 }
 
