@@ -315,8 +315,10 @@ static int first_host(const char *list, char *out, size_t n) {
     size_t k = 0;
     for (const char *p = list; *p && *p != ',';) {
         if (*p == '[') {
-            for (p++; *p && *p != ',' && *p != '-' && *p != ']'; p++)
-                if (k + 1 < n) out[k++] = *p;
+            for (p++; *p && *p != ',' && *p != '-' && *p != ']'; p++) {
+                if (k + 1 >= n) return -1;
+                out[k++] = *p;
+            }
             while (*p && *p != ']') p++;
             if (*p++ != ']') return -1;
         } else if (k + 1 < n) {
