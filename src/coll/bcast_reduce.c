@@ -57,11 +57,13 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *sen
     return DDPC_OK;
 }
 
-/* Chain root -> root+1 -> ... -> root-1, in chunks of DDPC_CHUNK bytes. */
-static ddpc_status chain_bcast(ddpc_exec *e, void *buf, size_t nbytes, int root) {
+/* Chain root -> root+1 -> ... -> root-1 (members of g), in chunks of
+ * DDPC_CHUNK bytes. */
+ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes,
+                              int root) {
     ddpc_comm *c = e->c;
-    int n = c->size, v = (c->rank - root + n) % n;
-    int prev = (c->rank + n - 1) % n, next = (c->rank + 1) % n;
+    int n = ddpc__gsize(e, g), me = ddpc__gme(e, g), v = (me - root + n) % n;
+    int prev = ddpc__grank(g, (me + n - 1) % n), next = ddpc__grank(g, (me + 1) % n);
     int has_prev = v > 0, has_next = v < n - 1;
     size_t ch = c->chunk, m = (nbytes + ch - 1) / ch;
     ddpc_req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
@@ -142,7 +144,7 @@ ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t n
     if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
         algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
     if (algo == DDPC_ALGO_TREE) return ddpc__tree_bcast(e, NULL, recv, nbytes, root);
-    return chain_bcast(e, recv, nbytes, root);
+    return ddpc__chain_bcast(e, NULL, recv, nbytes, root);
 }
 
 ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,

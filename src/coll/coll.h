@@ -8,8 +8,8 @@
  *   gather.c        allgather, gather, scatter
  *   alltoall.c      all-to-all
  *   p2p.c           send, recv, barrier
- *   hier.c          hierarchical allreduce, reduce-scatter and allgather
- *                   across hosts (intra-host steps, inter-host steps with
+ *   hier.c          hierarchical allreduce, reduce-scatter, allgather and
+ *                   broadcast across hosts (intra-host steps, inter-host steps with
  *                   every local rank carrying its own slice)
  * Reducing algorithms work in a "compute" dtype: float16 and bfloat16 are
  * staged to float32 by dispatch.c first, so that each element is rounded
@@ -103,6 +103,9 @@ void ddpc__ring_free(ddpc_ring *rg);
 ddpc_status ddpc__tree_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes, int root);
 ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *acc,
                               void *tmp, size_t count, ddpc_dtype t, ddpc_op op, int root);
+/* Pipelined chain over g from its member root: root -> root+1 -> ... */
+ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes,
+                              int root);
 
 /* Allreduce among the members of g only (NULL: every rank), AVG left as a
  * sum; algo is DDPC_ALGO_RING or DDPC_ALGO_RHD (recursive doubling for
@@ -112,15 +115,18 @@ ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo);
 
 /* Whether collective k of count elements runs hierarchically on c (hier.c:
- * DDPC_ALGO and the host layout; reduce-scatter and allgather need the same
- * number of ranks on every host), and the algorithms, with the contracts
- * of ddpc__allreduce, ddpc__reduce_scatter and ddpc__allgather. */
+ * DDPC_ALGO and the host layout; reduce-scatter, allgather and broadcast
+ * need the same number of ranks on every host), and the algorithms, with
+ * the contracts of ddpc__allreduce, ddpc__reduce_scatter, ddpc__allgather
+ * and ddpc__broadcast. */
 int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count);
 ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                       ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
+ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes,
+                                 int root);
 
 /* The reductions. ddpc__allreduce leaves recv finished (AVG divided by the
  * world size); reduce-scatter and reduce leave AVG as a sum, which the

@@ -32,6 +32,11 @@ static ddpc_status allgather(ddpc_exec *e, const void *send, void *recv, size_t 
         return ddpc__hier_allgather(e, send, recv, nbytes);
     return ddpc__allgather(e, send, recv, nbytes);
 }
+static ddpc_status broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+    if (ddpc__hier_wanted(e->c, DDPC_K_BROADCAST, nbytes))
+        return ddpc__hier_broadcast(e, send, recv, nbytes, root);
+    return ddpc__broadcast(e, send, recv, nbytes, root);
+}
 
 /* Allreduce, reduce or reduce-scatter of a half type in float32. */
 static ddpc_status run_half(ddpc_exec *e) {
@@ -86,7 +91,7 @@ ddpc_status ddpc__run(ddpc_exec *e) {
             (a->kind == DDPC_K_REDUCE_SCATTER || (a->kind == DDPC_K_REDUCE && c->rank == a->root)))
             ddpc__reduce_finish(a->recv, a->count, a->dtype, a->op, c->size);
         return s;
-    case DDPC_K_BROADCAST: return ddpc__broadcast(e, a->send, a->recv, nb, a->root);
+    case DDPC_K_BROADCAST: return broadcast(e, a->send, a->recv, nb, a->root);
     case DDPC_K_ALLGATHER: return allgather(e, a->send, a->recv, nb);
     case DDPC_K_GATHER: return ddpc__gather(e, a->send, a->recv, nb, a->root);
     case DDPC_K_SCATTER: return ddpc__scatter(e, a->send, a->recv, nb, a->root);

@@ -31,7 +31,9 @@
 
 int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count) {
     if (!c->host_of || c->nhosts < 2 || count == 0) return 0;
-    if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER) return 0;
+    if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER &&
+        k != DDPC_K_BROADCAST)
+        return 0;
     if (k != DDPC_K_ALLREDUCE && c->nhosts * c->max_local != c->size) return 0;
     if (c->algo == DDPC_ALGO_HIER) return 1;
     return c->algo == DDPC_ALGO_AUTO && c->max_local >= 2;
@@ -250,5 +252,72 @@ ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, siz
     for (int r = 0; s == DDPC_OK && r < c->size; r++)
         memcpy((char *)recv + (size_t)r * nbytes, cl.st + slot_of(c, r) * nbytes, nbytes);
     columns_free(&cl);
+    return s;
+}
+
+/*
+ * Broadcast on hosts of L ranks each, from root (local rank l0 of host h0):
+ * small messages: a binomial tree along column l0 from host h0, then one
+ * inside every host from its local rank l0; large ones (HCCL's shape):
+ *   1. root scatters the vector over its host, cut as ddpc__blocks does
+ *      (local rank l gets slice l);
+ *   2. each slice goes along its column from host h0 as a pipelined chain,
+ *      every local rank carrying its own slice at once;
+ *   3. intra-host allgather (ring) of the slices.
+ * A fingerprint exchange with the ring neighbours comes first (as in
+ * ddpc__broadcast), so a mismatched root is caught before data moves.
+ */
+ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes,
+                                 int root) {
+    ddpc_comm *c = e->c;
+    if (c->rank == root && recv != send) memmove(recv, send, nbytes);
+    DDPC_CHECK(ddpc__check_ring(e));
+    layout hl = { 0 };
+    DDPC_CHECK(layout_make(e, &hl));
+    DDPC_TRACE(COLL, "rank %d: hierarchical broadcast of %zu bytes over %d hosts", c->rank, nbytes,
+               c->nhosts);
+    int h0 = c->host_of[root], l0 = c->local_of[root];
+    ddpc_group hg = host_group(c, &hl);
+    ddpc_status s = DDPC_OK;
+    ddpc_req *q = NULL;
+    if (nbytes <= DDPC_SMALL_BYTES) {
+        for (int h = 0; h < c->nhosts; h++) hl.group[h] = hl.ranks[hl.hoff[h] + l0];
+        ddpc_group col = { c->nhosts, c->host, hl.group };
+        if (c->local_rank == l0) s = ddpc__tree_bcast(e, &col, recv, nbytes, h0);
+        if (s == DDPC_OK) s = ddpc__tree_bcast(e, &hg, recv, nbytes, l0);
+        goto out;
+    }
+    int L = hg.n;
+    size_t *boff = malloc(sizeof(size_t) * 2 * (size_t)L);
+    q = malloc(sizeof *q * (size_t)L);
+    if (!boff || !q) {
+        free(boff);
+        s = ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    size_t *bcnt = boff + L;
+    ddpc__blocks(nbytes, L, boff, bcnt);
+    char *b = recv;
+    /* 1. scatter on the root's host */
+    if (c->rank == root) {
+        int k = 0;
+        for (int l = 0; l < L; l++)
+            if (l != l0 && bcnt[l]) ddpc__post_send(e, &q[k++], hg.ranks[l], b + boff[l], bcnt[l]);
+        s = ddpc__wait_all(e, q, k);
+    } else if (c->host == h0 && bcnt[hg.me]) {
+        ddpc__post_recv(e, &q[0], root, b + boff[hg.me], bcnt[hg.me]);
+        s = ddpc__wait(e, &q[0]);
+    }
+    /* 2. each slice along its column */
+    for (int h = 0; h < c->nhosts; h++) hl.group[h] = hl.ranks[hl.hoff[h] + hg.me];
+    ddpc_group col = { c->nhosts, c->host, hl.group };
+    if (s == DDPC_OK && bcnt[hg.me])
+        s = ddpc__chain_bcast(e, &col, b + boff[hg.me], bcnt[hg.me], h0);
+    free(boff);
+    /* 3. the slices inside every host */
+    if (s == DDPC_OK) s = group_ring(e, &hg, recv, recv, nbytes, DDPC_UINT8, DDPC_SUM, 0, 0);
+out:
+    free(q);
+    layout_free(&hl);
     return s;
 }

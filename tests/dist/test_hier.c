@@ -3,13 +3,14 @@
  * the hierarchical collectives over them:
  *   - the host layout: host count, each rank's host and local rank, shared
  *     memory only between ranks of one host id, the INFO line;
- *   - allreduce, reduce-scatter and allgather under DDPC_ALGO=hier (forced)
- *     and auto, every dtype x op at counts 0, 1, 7, 4097, 100003 (large
- *     path, uneven blocks) and 1<<20 (a subset), in place too, checked
- *     element by element against the reference (coll_check.h) on layouts
- *     2x2, 3 hosts of {1,2,3} and {3,2,1}, 2x4, 4x2, interleaved hosts,
- *     {3,1}, 2x1, 1x3 and DDPC_SHM=0 (reduce-scatter and allgather are
- *     hierarchical where every host has as many ranks);
+ *   - allreduce, reduce-scatter, allgather and broadcast under
+ *     DDPC_ALGO=hier (forced) and auto, every dtype x op at counts 0, 1, 7,
+ *     4097, 100003 (large path, uneven blocks) and 1<<20 (a subset), in
+ *     place too, checked element by element against the reference
+ *     (coll_check.h) on layouts 2x2, 3 hosts of {1,2,3} and {3,2,1}, 2x4,
+ *     4x2, interleaved hosts, {3,1}, 2x1, 1x3 and DDPC_SHM=0
+ *     (reduce-scatter, allgather and broadcast are hierarchical where every
+ *     host has as many ranks);
  *   - the other collectives still right under hier and flat;
  *   - auto picks the hierarchical algorithms where the communicator spans
  *     several hosts and some host has several ranks (TRACE log), flat and
@@ -30,7 +31,8 @@ typedef struct hjob {
     int world, nhosts;
     int host[MAXW];
     int want_hier; /* what ddpc__hier_wanted must say for a non-empty allreduce */
-    int want_cols; /* ... for reduce-scatter and allgather (same ranks on every host) */
+    int want_cols; /* ... for reduce-scatter, allgather and broadcast (as many ranks
+                    * on every host) */
 } hjob;
 
 /* ------------------------------------------------------------ layout */
@@ -93,30 +95,32 @@ static void check_layout(ctx *x, const hjob *hj) {
     CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_REDUCE_SCATTER, 1), hj->want_cols);
     CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLGATHER, 1), hj->want_cols);
     CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLREDUCE, 0), 0);
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_BROADCAST, 1), 0);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_BROADCAST, 1), hj->want_cols);
+    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_REDUCE, 1), 0);
 }
 
 /* ------------------------------------------------------------ the bodies */
 
 /* Allreduce and reduce-scatter: every dtype x op at counts 0, 1, 7, 4097,
  * 100003 and (coll_check.h's subset; reduce-scatter float32 sum only)
- * 1<<20; in place at 7, 4097 and 100003. Allgather: every dtype at those
- * counts (1<<20: float32, int32, uint8). */
+ * 1<<20; in place at 7, 4097 and 100003. Allgather and broadcast (roots
+ * varying): every dtype at those counts (1<<20: float32, int32, uint8). */
 static void matrix(ctx *x) {
     static const size_t counts[] = { 0, 1, 7, 4097, 100003, BIG };
-    static const int colls[] = { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER };
-    for (int ki = 0; ki < 3; ki++)
+    static const int colls[] = { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BROADCAST };
+    for (int ki = 0; ki < 4; ki++)
         for (int t = 0; t < DDPC_DTYPE_COUNT; t++)
             for (int op = 0; op < DDPC_OP_COUNT; op++) {
                 int coll = colls[ki];
                 if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue;
-                if (coll == C_ALLGATHER && op > 0) continue;
+                if (!is_reducing(coll) && op > 0) continue;
                 for (int ci = 0; ci < 6; ci++) {
                     if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
                     if (counts[ci] == BIG && coll == C_REDUCE_SCATTER &&
                         (t != DDPC_FLOAT32 || op != DDPC_SUM))
                         continue;
-                    combo k = { coll, (ddpc_dtype)t, (ddpc_op)op, counts[ci], 0, 0 };
+                    int root = (t + ci) % x->world;
+                    combo k = { coll, (ddpc_dtype)t, (ddpc_op)op, counts[ci], root, 0 };
                     run_one(x, &k);
                     if (counts[ci] == 7 || counts[ci] == 4097 || counts[ci] == 100003) {
                         k.inplace = 1;
@@ -207,6 +211,11 @@ static void choice_body(ctx *x, const job *j) {
     run_one(x, &k);
     k.coll = C_ALLGATHER;
     run_one(x, &k);
+    k.coll = C_BROADCAST;
+    k.root = x->world - 1;
+    run_one(x, &k);
+    k.count = 1 << 16;
+    run_one(x, &k);
 }
 
 /* Rank 0 logs at TRACE into a file, then checks that the log shows the
@@ -246,9 +255,12 @@ static void choice_rank(int rank, int world, void *arg) {
     if (hj->want_cols) {
         CHECK_CONTAINS(buf, "hierarchical reduce-scatter of 3 elements");
         CHECK_CONTAINS(buf, "hierarchical allgather of 12 bytes");
+        CHECK_CONTAINS(buf, "hierarchical broadcast of 12 bytes");
+        CHECK_CONTAINS(buf, "hierarchical broadcast of 262144 bytes");
     } else {
         CHECK_MSG(!strstr(buf, "hierarchical reduce-scatter") &&
-                      !strstr(buf, "hierarchical allgather"),
+                      !strstr(buf, "hierarchical allgather") &&
+                      !strstr(buf, "hierarchical broadcast"),
                   "ran hierarchically: %s", buf);
     }
 }
