@@ -9,10 +9,10 @@
  *   2. listen on the chosen address (listen_for_peers; the choice is
  *      iface.c's);
  *   3. publish "peer/<rank>" = {size, host id, address, port, DDPC_SHM,
- *      DDPC_SHM_BYTES} under the communicator's key prefix (publish), wait
- *      for every rank's entry, bounded by DDPC_CONNECT_TIMEOUT, the error
- *      listing the ranks that never came (wait_entries), and read them
- *      (read_entries);
+ *      DDPC_SHM_BYTES, machine} under the communicator's key prefix
+ *      (publish), wait for every rank's entry, bounded by
+ *      DDPC_CONNECT_TIMEOUT, the error listing the ranks that never came
+ *      (wait_entries), and read them (read_entries);
  *   4. connect to every lower rank, accept every higher one (a full mesh:
  *      any algorithm can talk to any peer, and every rank sees a dead peer's
  *      sockets close); each connection opens with a hello {magic, version,
@@ -53,16 +53,11 @@ static const ddpc_transport *const tcp = &ddpc__transport_tcp;
  * hosts on one machine), else hostname, kernel boot id and network
  * namespace, so that "nodes" simulated in network namespaces of one kernel
  * count as separate hosts, as their launcher's LOCAL_RANK does. Spaces
- * become '_' (the published entry is space-separated). */
-static void host_id(char *buf, size_t len) {
+ * become '_' (the published entry is space-separated). *machine: a hash of
+ * hostname and boot id alone, the kernel whose CPUs the rank runs on. */
+static void host_id(char *buf, size_t len, uint64_t *machine) {
     char name[64] = "?", boot[64] = "", ns[64] = "";
     const char *src, *given = ddpc__env(DDPC_ENV_HOST_ID, &src);
-    if (given && *given) {
-        snprintf(buf, len, "%s", given);
-        for (char *p = buf; *p; p++)
-            if (*p == ' ' || *p == '\t' || *p == '\n') *p = '_';
-        return;
-    }
     gethostname(name, sizeof name);
     name[sizeof name - 1] = '\0';
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -73,21 +68,27 @@ static void host_id(char *buf, size_t len) {
     }
     ssize_t n = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
     ns[n > 0 ? n : 0] = '\0';
+    snprintf(buf, len, "%s/%.40s", name, boot);
+    *machine = ddpc__fnv1a(buf, strlen(buf)); /* the kernel, whose CPUs every namespace shares */
     snprintf(buf, len, "%s/%.40s/%s", name, boot, ns);
+    if (given && *given) snprintf(buf, len, "%s", given);
     for (char *p = buf; *p; p++)
-        if (*p == ' ') *p = '_';
+        if (*p == ' ' || *p == '\t' || *p == '\n') *p = '_';
 }
 
 /* How a waiting rank retries before it sleeps (ddpc__progress), unless
- * DDPC_SPIN_US says how long. While this host's ranks do not outnumber its
- * CPUs, a sleeping rank's core halts, and waking it costs tens of
- * microseconds a message (more under a hypervisor): retry up to 1 ms, the
+ * DDPC_SPIN_US says how long. The ranks counted are those on this machine
+ * (hosts made with DDPC_HOST_ID or network namespaces share its CPUs).
+ * While they do not outnumber its CPUs, a sleeping rank's core halts, and
+ * waking it costs tens of microseconds a message (more under a
+ * hypervisor): retry up to 1 ms, the
  * first busy_polls tries without yielding (a peer's reply is often under a
  * microsecond away, less than one sched_yield costs under a hypervisor).
  * Where they outnumber them, a spinning rank takes time from one that has
  * work: 50 us, every try yielding the core. */
 static void choose_spin(ddpc_comm *c) {
-    long local = c->local_size, lws;
+    long local = 0, lws;
+    for (int r = 0; r < c->size; r++) local += c->peers[r].machine == c->peers[c->rank].machine;
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
         ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws) == DDPC_OK && lws > local)
         local = lws; /* a sub-communicator's host may hold more of the job's ranks */
@@ -97,7 +98,7 @@ static void choose_spin(ddpc_comm *c) {
     if (c->spin_s >= 0) return;
     c->spin_s = local <= cpus ? 1e-3 : 50e-6;
     DDPC_INFO(INIT,
-              "rank %d: %ld ranks on this host, %ld CPUs: waits poll %d times, then spin "
+              "rank %d: %ld ranks on this machine, %ld CPUs: waits poll %d times, then spin "
               "%g us before sleeping (DDPC_SPIN_US)",
               c->rank, local, cpus, c->busy_polls, c->spin_s * 1e6);
 }
@@ -124,8 +125,9 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
  * with this rank is an error naming it. */
 static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     char val[512], key[64];
-    snprintf(val, sizeof val, "v2 %d %d %s %s %d %ld", c->size, port, c->ip, c->peers[c->rank].host,
-             c->shm, c->shm_bytes);
+    const ddpc_peer *me = &c->peers[c->rank];
+    snprintf(val, sizeof val, "v3 %d %d %s %s %d %ld %llx", c->size, port, c->ip, me->host, c->shm,
+             c->shm_bytes, (unsigned long long)me->machine);
     snprintf(key, sizeof key, "peer/%d", c->rank);
     void *actual = NULL;
     size_t alen = 0;
@@ -200,12 +202,14 @@ static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
         free(v);
         ddpc_peer *pe = &c->peers[r];
         int psize = 0;
-        if (sscanf(txt, "v2 %d %d %63s %127s %d %ld", &psize, &pe->port, pe->ip, pe->host, &pe->shm,
-                   &pe->shm_bytes) != 6)
+        unsigned long long machine = 0;
+        if (sscanf(txt, "v3 %d %d %63s %127s %d %ld %llx", &psize, &pe->port, pe->ip, pe->host,
+                   &pe->shm, &pe->shm_bytes, &machine) != 7)
             s = ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
         else if (psize != c->size)
             s = ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d",
                           r, psize, c->rank, c->size);
+        pe->machine = machine;
     }
     return s;
 }
@@ -471,7 +475,7 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
     int port = 0;
     ddpc_status s;
     *store_gone = 0;
-    host_id(c->peers[c->rank].host, sizeof c->peers[c->rank].host);
+    host_id(c->peers[c->rank].host, sizeof c->peers[c->rank].host, &c->peers[c->rank].machine);
     DDPC_CHECK(listen_for_peers(c, &lis, &port));
     DDPC_CHECK_GOTO(exchange_entries(c, st, port, deadline, store_gone), s, out);
     uint64_t uid = hello_id(c);

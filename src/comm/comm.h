@@ -111,6 +111,7 @@ typedef struct ddpc_peer {
     int rx_future;          /* the next message waiting is for a later operation */
     int bye;                /* the peer said goodbye (destroyed cleanly) */
     char host[128];         /* host id the peer published */
+    uint64_t machine;       /* hash of the peer's real host identity (DDPC_HOST_ID aside) */
     char ip[64];
     int port;
     int shm;        /* the peer's DDPC_SHM, as published */
