@@ -238,12 +238,14 @@ out:
 
 /* ----------------------------------------------------- 4. the full mesh */
 
-/* The hello's communicator id: this store and key space, and rank 0's
- * listening address (unique among live communicators). */
+/* The hello's communicator id: this key space and rank 0's listening
+ * address as the store gave it (unique among live communicators, and the
+ * same on every rank). Not the store's host as each rank was told it:
+ * ranks may spell one host differently (Kubeflow gives the master pod
+ * MASTER_ADDR=localhost and the others its service name). */
 static uint64_t hello_id(const ddpc_comm *c) {
     const ddpc_peer *p0 = &c->peers[0];
     return ddpc__fnv1a(c->prefix, strlen(c->prefix)) ^ ((uint64_t)c->store_port << 48) ^
-           ddpc__fnv1a(c->store_host, strlen(c->store_host)) ^
            (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
 }
 

@@ -190,18 +190,19 @@ TEST_T(sched_pet_variables_are_options, 60) {
  * ddpc-run's one-node 1 x 4 model bit for bit.
  *
  * The operator gives the master pod MASTER_ADDR=localhost and the worker
- * pod the master's service name; here both pods say 127.0.0.1, the
- * loopback stand-in for the service. */
+ * pod the master's service name; here the worker pod says 127.0.0.1, the
+ * loopback stand-in for the service: the ranks spell the store's host
+ * differently and must still meet. */
 TEST_T(sched_pytorchjob_two_pods_train_one_nodes_model, 180) {
     need_data();
     int port = t_free_port_pair();
     char pod[2][512];
     for (int r = 0; r < 2; r++)
         snprintf(pod[r], sizeof pod[r],
-                 "PYTHONUNBUFFERED=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d "
-                 "PET_MASTER_ADDR=127.0.0.1 PET_MASTER_PORT=%d WORLD_SIZE=2 RANK=%d "
+                 "PYTHONUNBUFFERED=0 MASTER_ADDR=%s MASTER_PORT=%d "
+                 "PET_MASTER_ADDR=%s PET_MASTER_PORT=%d WORLD_SIZE=2 RANK=%d "
                  "PET_NNODES=2 PET_NPROC_PER_NODE=2 PET_NODE_RANK=%d",
-                 port, port, r, r);
+                 r ? "127.0.0.1" : "localhost", port, r ? "127.0.0.1" : "localhost", port, r, r);
     /* the same container command in both pods: no launcher option */
     two_nodes_train_1x4((const char *[]){ pod[0], pod[1] }, (const char *[]){ "", "" },
                         "PyTorchJob");
