@@ -296,9 +296,8 @@ static ddpc_status setup(trainer *t) {
     /* threads: --threads, else nn's choice (DDPC_THREADS, else CPUs / ranks on this node) */
     if (o->threads) ddpc_nn_set_threads(o->threads);
     int threads = ddpc_nn_threads();
-    long local = 1;
-    if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE))
-        DDPC_CHECK(ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &local));
+    long local =
+        t->comm ? ddpc_comm_local_size(t->comm) : 1; /* ranks on this host, by any launcher */
     /* a loader thread pays where a CPU is left over for it; where the ranks'
      * BLAS threads take every CPU it only takes turns with them (a context
      * switch or two a batch, and a preempted rank the others wait for) */

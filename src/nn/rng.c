@@ -48,17 +48,19 @@ void ddpc_nn_set_threads(int n) {
     DDPC_INFO(NN, "OpenBLAS threads: %d", n);
 }
 
-/* DDPC_THREADS, else the CPUs shared among LOCAL_WORLD_SIZE ranks (a value
- * out of range is logged and the default taken: this cannot fail). */
+/* DDPC_THREADS, else the CPUs shared among LOCAL_WORLD_SIZE (or mpirun's
+ * OMPI_COMM_WORLD_LOCAL_SIZE) ranks (a value out of range is logged and
+ * the default taken: this cannot fail). */
 static void choose_threads(void) {
     long n = 0, local = 1;
     if (ddpc__env_isset(DDPC_ENV_THREADS) && ddpc__env_long(DDPC_ENV_THREADS, &n) != DDPC_OK) {
         DDPC_WARN(NN, "%s; choosing the BLAS threads by CPUs", ddpc_last_error());
         n = 0;
     }
-    if (!n && ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
-        ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &local) != DDPC_OK)
-        local = 1;
+    /* the ranks on this node: torchrun's count, else mpirun's */
+    ddpc_env_id id = ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) ? DDPC_ENV_LOCAL_WORLD_SIZE
+                                                                : DDPC_ENV_OMPI_LOCAL_SIZE;
+    if (!n && ddpc__env_isset(id) && ddpc__env_long(id, &local) != DDPC_OK) local = 1;
     ddpc_nn_set_threads(n ? (int)n : ddpc_nn_default_threads((int)local));
 }
 
