@@ -341,8 +341,8 @@ static ddpc_status host_layout(ddpc_comm *c) {
 }
 
 /* Logs the host layout at INFO, on rank 0 (the others know the same):
- * "host layout: 2 hosts, 2-2 ranks each; host 0 'a': ranks 0,1; host 1
- * 'b': ranks 2,3". */
+ * "host layout: 3 hosts, 1-2 ranks each; host 0 'a': ranks 0-1; host 1
+ * 'b': ranks 2-3; host 2 'c': ranks 4". */
 static void log_hosts(const ddpc_comm *c) {
     if (!ddpc__log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->rank != 0) return;
     int *ranks = malloc(sizeof *ranks * (size_t)c->size);
@@ -356,8 +356,9 @@ static void log_hosts(const ddpc_comm *c) {
         for (int r = 0; r < c->size; r++) k += c->host_of[r] == h;
         if (k < least) least = k;
     }
-    ddpc__sb_printf(&b, "host layout: %d host%s, %d-%d ranks each", c->nhosts,
-                    c->nhosts == 1 ? "" : "s", least, c->max_local);
+    ddpc__sb_printf(&b, "host layout: %d host%s, ", c->nhosts, c->nhosts == 1 ? "" : "s");
+    if (least < c->max_local) ddpc__sb_printf(&b, "%d-", least);
+    ddpc__sb_printf(&b, "%d rank%s each", c->max_local, c->max_local == 1 ? "" : "s");
     for (int h = 0; h < c->nhosts && h < 64; h++) {
         int k = 0;
         for (int r = 0; r < c->size; r++)
