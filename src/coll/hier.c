@@ -34,7 +34,9 @@ int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count) {
     if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER &&
         k != DDPC_K_BROADCAST)
         return 0;
-    if (k != DDPC_K_ALLREDUCE && c->nhosts * c->max_local != c->size) return 0;
+    if ((k == DDPC_K_REDUCE_SCATTER || k == DDPC_K_ALLGATHER) &&
+        c->nhosts * c->max_local != c->size)
+        return 0;
     if (c->algo == DDPC_ALGO_HIER) return 1;
     return c->algo == DDPC_ALGO_AUTO && c->max_local >= 2;
 }
@@ -256,9 +258,11 @@ ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, siz
 }
 
 /*
- * Broadcast on hosts of L ranks each, from root (local rank l0 of host h0):
- * small messages: a binomial tree along column l0 from host h0, then one
- * inside every host from its local rank l0; large ones (HCCL's shape):
+ * Broadcast from root (local rank l0 of host h0). Small messages, or hosts
+ * with different rank counts: from host h0 to a leader on every host (its
+ * local rank l0 where it has one, else 0), then inside every host from its
+ * leader, as binomial trees (small) or pipelined chains (large). Large
+ * messages on hosts of L ranks each (HCCL's shape):
  *   1. root scatters the vector over its host, cut as ddpc__blocks does
  *      (local rank l gets slice l);
  *   2. each slice goes along its column from host h0 as a pipelined chain,
@@ -280,11 +284,21 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
     ddpc_group hg = host_group(c, &hl);
     ddpc_status s = DDPC_OK;
     ddpc_req *q = NULL;
-    if (nbytes <= DDPC_SMALL_BYTES) {
-        for (int h = 0; h < c->nhosts; h++) hl.group[h] = hl.ranks[hl.hoff[h] + l0];
-        ddpc_group col = { c->nhosts, c->host, hl.group };
-        if (c->local_rank == l0) s = ddpc__tree_bcast(e, &col, recv, nbytes, h0);
-        if (s == DDPC_OK) s = ddpc__tree_bcast(e, &hg, recv, nbytes, l0);
+    if (nbytes <= DDPC_SMALL_BYTES || c->nhosts * c->max_local != c->size) {
+        /* each host's leader: local rank l0 where the host has one, else 0 */
+        int lead = l0 < hg.n ? l0 : 0;
+        for (int h = 0; h < c->nhosts; h++) {
+            int Lh = hl.hoff[h + 1] - hl.hoff[h];
+            hl.group[h] = hl.ranks[hl.hoff[h] + (l0 < Lh ? l0 : 0)];
+        }
+        ddpc_group leaders = { c->nhosts, c->host, hl.group };
+        int small = nbytes <= DDPC_SMALL_BYTES;
+        if (c->local_rank == lead)
+            s = small ? ddpc__tree_bcast(e, &leaders, recv, nbytes, h0)
+                      : ddpc__chain_bcast(e, &leaders, recv, nbytes, h0);
+        if (s == DDPC_OK)
+            s = small ? ddpc__tree_bcast(e, &hg, recv, nbytes, lead)
+                      : ddpc__chain_bcast(e, &hg, recv, nbytes, lead);
         goto out;
     }
     int L = hg.n;
