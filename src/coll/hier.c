@@ -1,11 +1,14 @@
 /*
- * hier.c — hierarchical allreduce for a communicator that spans several
- * hosts (the host layout is bootstrap.c's: c->host_of, c->local_of). The
- * intra-host steps run among the ranks of one host (shared memory, where
- * the pair has it), the inter-host steps among one rank per host; every
- * step is one of the building blocks of coll.h run over a ddpc_group.
+ * hier.c — hierarchical allreduce, reduce-scatter, allgather and broadcast
+ * for a communicator that spans several hosts (the host layout is
+ * bootstrap.c's: c->host_of, c->local_of); dispatch.c calls them where
+ * ddpc__hier_wanted says so. The intra-host steps run among the ranks of
+ * one host (shared memory, where the pair has it), the inter-host steps
+ * among one rank per host; every step is one of the building blocks of
+ * coll.h run over a ddpc_group. Reduce-scatter, allgather and broadcast
+ * are described above their functions, allreduce here.
  *
- * Large messages (HCCL's and NCCL's shape):
+ * Allreduce, large messages (HCCL's and NCCL's shape):
  *   1. intra-host reduce-scatter (ring): host h cuts the vector into L_h
  *      blocks as ddpc__blocks does; local rank l ends with block l reduced
  *      over its host;
