@@ -9,8 +9,9 @@
 # network benchmarking). Every link is shaped in both directions with tc tbf
 # to RATE (default 1gbit): egress of the host on its own end, ingress on the
 # bridge's end. (Rate only: this kernel has no netem, so no added delay.)
-# RANKS ranks per host (default 2) run build/bin/ddpc-bench allreduce,
-# float32 sum, at 8 B, 1 MiB and 64 MiB, under DDPC_ALGO=flat and
+# RANKS ranks per host (default 2) run build/bin/ddpc-bench COLL (default
+# allreduce; also reduce-scatter, allgather, broadcast), float32 sum, at
+# 8 B, 1 MiB and 64 MiB, under DDPC_ALGO=flat and
 # DDPC_ALGO=hier, interleaved, ROUNDS times (default 3). Each namespace is a
 # host to ddpc (its host id includes the network namespace), so ranks of one
 # host share memory and ranks of two talk TCP over the shaped links.
@@ -24,6 +25,7 @@ ROUNDS=${1:-3}
 HOSTS=${HOSTS:-2}
 RANKS=${RANKS:-2}
 RATE=${RATE:-1gbit}
+COLL=${COLL:-allreduce}
 ITERS=${ITERS:-10}
 BIN=${DDPC_BIN:-build/bin}
 OUT=${OUT:-build/bench/cluster}
@@ -91,7 +93,7 @@ run() {
             if [ $r = 0 ]; then dst=$file; else dst=$file.rank$r; fi
             ip netns exec "ddpc-cl$h" env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$l \
                 LOCAL_WORLD_SIZE=$RANKS GROUP_RANK=$h MASTER_ADDR=198.18.0.1 MASTER_PORT=$PORT \
-                DDPC_ALGO="$algo" timeout "$TIMEOUT" "$BIN/ddpc-bench" allreduce -b "$size" \
+                DDPC_ALGO="$algo" timeout "$TIMEOUT" "$BIN/ddpc-bench" "$COLL" -b "$size" \
                 -e "$size" -n "$ITERS" -w 2 -d float32 -o sum > "$dst" 2>&1 &
             pids="$pids $!"
             l=$((l + 1))
@@ -119,9 +121,10 @@ while [ $i -le "$ROUNDS" ]; do
     i=$((i + 1))
 done
 
-python3 - "$OUT" "$ROUNDS" "$HOSTS" "$RANKS" "$RATE" <<'EOF'
+python3 - "$OUT" "$ROUNDS" "$HOSTS" "$RANKS" "$RATE" "$COLL" <<'EOF'
 import statistics, sys
-out, rounds, hosts, ranks, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+out, rounds, hosts, ranks, rate, coll = sys.argv[1:3] + sys.argv[3:7]
+rounds = int(rounds)
 med = {}
 for algo in ("flat", "hier"):
     for size in ("8", "1M", "64M"):
@@ -134,7 +137,7 @@ for algo in ("flat", "hier"):
                         sys.exit(f"{algo} {size} round {i}: {f[8]} wrong values")
                     rows.append((float(f[5]), float(f[7])))
         med[algo, size] = (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows))
-print(f"{hosts} hosts x {ranks} ranks, links {rate} (tbf, each way), float32 sum allreduce, "
+print(f"{hosts} hosts x {ranks} ranks, links {rate} (tbf, each way), float32 sum {coll}, "
       f"medians of {rounds} interleaved rounds")
 print("| size | flat us | flat busbw GB/s | hier us | hier busbw GB/s | time hier/flat | busbw hier/flat |")
 print("|---:|---:|---:|---:|---:|---:|---:|")

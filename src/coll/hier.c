@@ -195,29 +195,22 @@ ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, siz
 typedef struct columns {
     layout hl;
     ddpc_group hg, cg; /* this rank's host and column */
-    char *st;          /* [size blocks] the staged parts (owned) */
+    char *st;          /* [nbufs x size blocks] staging: the communicator's scratch,
+                        * kept between calls (no page faults on every call) */
 } columns;
 
-static ddpc_status columns_make(ddpc_exec *e, columns *cl, size_t block_bytes) {
+static ddpc_status columns_make(ddpc_exec *e, columns *cl, size_t block_bytes, int nbufs) {
     ddpc_comm *c = e->c;
     memset(cl, 0, sizeof *cl);
+    size_t n = block_bytes * (size_t)c->size * (size_t)nbufs;
+    cl->st = ddpc__scratch(c, n);
+    if (!cl->st) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for %zu bytes of staging", n);
     DDPC_CHECK(layout_make(e, &cl->hl));
     cl->hg = host_group(c, &cl->hl);
     for (int h = 0; h < c->nhosts; h++)
         cl->hl.group[h] = cl->hl.ranks[cl->hl.hoff[h] + c->local_rank];
     cl->cg = (ddpc_group){ c->nhosts, c->host, cl->hl.group };
-    cl->st = malloc(block_bytes * (size_t)c->size + 1);
-    if (!cl->st) {
-        layout_free(&cl->hl);
-        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for %zu bytes of staging",
-                          block_bytes * (size_t)c->size);
-    }
     return DDPC_OK;
-}
-
-static void columns_free(columns *cl) {
-    free(cl->st);
-    layout_free(&cl->hl);
 }
 
 /* The staging slot of rank r's block: part local_of[r], place host_of[r]. */
@@ -225,21 +218,29 @@ static size_t slot_of(const ddpc_comm *c, int r) {
     return (size_t)c->local_of[r] * (size_t)c->nhosts + (size_t)c->host_of[r];
 }
 
+/* (Both rings run out of place, so that neither takes the scratch the
+ * staging lives in.) */
 ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                       ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     size_t es = ddpc_dtype_size(t), bb = count * es, part = (size_t)c->nhosts * count;
     columns cl;
-    DDPC_CHECK(columns_make(e, &cl, bb));
+    DDPC_CHECK(columns_make(e, &cl, bb, 2));
     DDPC_TRACE(COLL, "rank %d: hierarchical reduce-scatter of %zu elements over %d hosts", c->rank,
                count, c->nhosts);
+    char *in = cl.st, *host = cl.st + (size_t)c->size * bb; /* staged input; host partials */
     for (int r = 0; r < c->size; r++)
-        memcpy(cl.st + slot_of(c, r) * bb, (const char *)send + (size_t)r * bb, bb);
-    char *mine = cl.st + (size_t)c->local_rank * part * es;
-    ddpc_status s = group_ring(e, &cl.hg, cl.st, cl.st, part, t, op, 1, 1);
-    if (s == DDPC_OK) s = group_ring(e, &cl.cg, mine, mine, count, t, op, 1, 1);
-    if (s == DDPC_OK) memmove(recv, mine + (size_t)c->host * bb, bb);
-    columns_free(&cl);
+        memcpy(in + slot_of(c, r) * bb, (const char *)send + (size_t)r * bb, bb);
+    size_t mine = (size_t)c->local_rank * part * es;
+    ddpc_status s = DDPC_OK;
+    if (cl.hg.n > 1)
+        s = group_ring(e, &cl.hg, in, host, part, t, op, 1, 1);
+    else
+        memcpy(host, in, (size_t)c->size * bb);
+    /* part `mine` of in is free again: the column's result lands there */
+    if (s == DDPC_OK) s = group_ring(e, &cl.cg, host + mine, in + mine, count, t, op, 1, 1);
+    if (s == DDPC_OK) memmove(recv, in + mine + (size_t)c->host * bb, bb);
+    layout_free(&cl.hl);
     return s;
 }
 
@@ -247,7 +248,7 @@ ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, siz
     ddpc_comm *c = e->c;
     size_t part = (size_t)c->nhosts * nbytes;
     columns cl;
-    DDPC_CHECK(columns_make(e, &cl, nbytes));
+    DDPC_CHECK(columns_make(e, &cl, nbytes, 1));
     DDPC_TRACE(COLL, "rank %d: hierarchical allgather of %zu bytes over %d hosts", c->rank, nbytes,
                c->nhosts);
     char *mine = cl.st + (size_t)c->local_rank * part;
@@ -256,7 +257,7 @@ ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, siz
     if (s == DDPC_OK) s = group_ring(e, &cl.hg, cl.st, cl.st, part, DDPC_UINT8, DDPC_SUM, 0, 1);
     for (int r = 0; s == DDPC_OK && r < c->size; r++)
         memcpy((char *)recv + (size_t)r * nbytes, cl.st + slot_of(c, r) * nbytes, nbytes);
-    columns_free(&cl);
+    layout_free(&cl.hl);
     return s;
 }
 
