@@ -22,8 +22,9 @@
 #include "comm/comm.h"
 
 /* Runs one operation on the calling thread (dispatch.c): chooses the
- * algorithm (hierarchical or flat, then each family its own) and executes it. The exec's fingerprint is filled in. api.c
- * hands it to the communicator's queue with every operation (ddpc_args.run). */
+ * algorithm (hierarchical or flat, then each family its own) and executes
+ * it. The exec's fingerprint is filled in. api.c hands it to the
+ * communicator's queue with every operation (ddpc_args.run). */
 ddpc_status ddpc__run(ddpc_exec *e);
 
 /* Messages up to this many bytes use the latency algorithms (recursive

@@ -435,7 +435,7 @@ static void run_checks(rank_ctx *x) {
             uint64_t n = SIZES[si];
             if (n > 5000 && TYPES[ti] != HCCL_DATA_TYPE_FP32 && TYPES[ti] != HCCL_DATA_TYPE_BFP16 &&
                 TYPES[ti] != HCCL_DATA_TYPE_INT8)
-                continue; /* the largest size for three types only: the rest adds time, not coverage */
+                continue; /* the largest size for three types only: more adds time, not coverage */
             check_allreduce(x, ti, n);
             check_rooted(x, ti, n);
             check_gathers(x, ti, n);
