@@ -188,3 +188,38 @@ TEST_T(coll_w3_auto_shm4kstream, 150) {
     setenv("DDPC_SHM_COPY", "stream", 1);
     run_job(3, "auto", 145, matrix_job);
 }
+
+/* ------------------------------------------------------------ many ranks */
+
+/* 16 and 32 ranks on this machine's few cores: every collective x dtype x
+ * op at counts 0, 1, 7, 4097 and world-1 (no 1<<20: a smaller matrix than
+ * at 8), the root moving with each call; 64 KiB rings keep the /dev/shm
+ * segments small (32 ranks: 496 pairs). */
+static void many_ranks_job(ctx *x, const job *j) {
+    static const size_t base[] = { 0, 1, 7, 4097 };
+    size_t counts[5];
+    int nc = 0;
+    for (int i = 0; i < 4; i++) counts[nc++] = base[i];
+    counts[nc++] = (size_t)x->world - 1;
+    long idx = 0;
+    for (int coll = 0; coll < C_NCOLL; coll++)
+        for (int t = 0; t < DDPC_DTYPE_COUNT; t++)
+            for (int op = 0; op < (is_reducing(coll) ? DDPC_OP_COUNT : 1); op++) {
+                if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue;
+                for (int ci = 0; ci < nc; ci++) {
+                    combo k = { coll,       (ddpc_dtype)t,           (ddpc_op)op,
+                                counts[ci], (int)(idx++ % x->world), 0 };
+                    run_one(x, &k);
+                }
+            }
+}
+
+TEST_T(coll_w16_many_ranks, 300) {
+    setenv("DDPC_SHM_BYTES", "65536", 1);
+    run_job(16, "auto", 295, many_ranks_job);
+}
+
+TEST_T(coll_w32_many_ranks, 400) {
+    setenv("DDPC_SHM_BYTES", "65536", 1);
+    run_job(32, "auto", 395, many_ranks_job);
+}

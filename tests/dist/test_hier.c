@@ -185,6 +185,7 @@ HIER_TEST(hier_2x1_auto, "01", auto, 90)
 HIER_TEST(hier_2x2_flat, "0011", flat, 120)
 HIER_TEST(hier_2x2_ring, "0011", ring, 120)
 HIER_TEST(hier_1x3, "000", hier, 90)
+HIER_TEST(hier_4x4_auto, "0000111122223333", auto, 400)
 
 TEST_T(hier_2x2_tcp, 120) {
     setenv("DDPC_SHM", "0", 1);
