@@ -1,6 +1,6 @@
 /*
  * server.c — the store's server: one thread, non-blocking sockets
- * multiplexed with poll(), a hash table of keys.
+ * multiplexed with poll(), over the keys' hash table (table.c).
  *
  * Two protocols share one table: ddpc's own (framed, with a handshake,
  * server-side timeouts and error replies) and PyTorch's c10d TCPStore,
@@ -36,108 +36,7 @@
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "store/proto.h"
-
-/* ------------------------------------------------------------ the table */
-
-typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    char *key; /* owned, klen bytes (not NUL-terminated on the wire) */
-    uint32_t klen;
-    unsigned char *val; /* owned, vlen bytes (+1 NUL so integers parse) */
-    size_t vlen;
-} entry;
-
-typedef struct table {
-    entry **b; /* nb buckets */
-    size_t nb;
-    size_t n; /* number of keys */
-} table;
-
-static entry *tab_find(const table *t, const char *k, uint32_t kn) {
-    if (!t->nb) return NULL;
-    uint64_t h = ddpc__fnv1a(k, kn);
-    for (entry *e = t->b[h % t->nb]; e; e = e->next)
-        if (e->hash == h && e->klen == kn && memcmp(e->key, k, kn) == 0) return e;
-    return NULL;
-}
-
-/* Grows the bucket array when the load passes 1; keeps the old one when
- * memory is short (chains just get longer). */
-static void tab_grow(table *t) {
-    size_t nb = t->nb ? t->nb * 2 : 64;
-    entry **b = calloc(nb, sizeof *b);
-    if (!b) return;
-    for (size_t i = 0; i < t->nb; i++)
-        for (entry *e = t->b[i], *nx; e; e = nx) {
-            nx = e->next;
-            e->next = b[e->hash % nb];
-            b[e->hash % nb] = e;
-        }
-    free(t->b);
-    t->b = b;
-    t->nb = nb;
-}
-
-/* Sets key to a copy of val; 0 on success, -1 when out of memory (the old
- * value, if any, is kept). */
-static int tab_set(table *t, const char *k, uint32_t kn, const void *val, size_t vn) {
-    unsigned char *v = malloc(vn + 1);
-    if (!v) return -1;
-    if (vn) memcpy(v, val, vn);
-    v[vn] = 0;
-    entry *e = tab_find(t, k, kn);
-    if (e) {
-        free(e->val);
-        e->val = v;
-        e->vlen = vn;
-        return 0;
-    }
-    if (t->n >= t->nb) tab_grow(t);
-    if (!t->nb || !(e = calloc(1, sizeof *e)) || !(e->key = malloc(kn ? kn : 1))) {
-        free(e);
-        free(v);
-        return -1;
-    }
-    memcpy(e->key, k, kn);
-    e->klen = kn;
-    e->hash = ddpc__fnv1a(k, kn);
-    e->val = v;
-    e->vlen = vn;
-    e->next = t->b[e->hash % t->nb];
-    t->b[e->hash % t->nb] = e;
-    t->n++;
-    return 0;
-}
-
-static int tab_del(table *t, const char *k, uint32_t kn) {
-    if (!t->nb) return 0;
-    uint64_t h = ddpc__fnv1a(k, kn);
-    for (entry **pp = &t->b[h % t->nb]; *pp; pp = &(*pp)->next) {
-        entry *e = *pp;
-        if (e->hash == h && e->klen == kn && memcmp(e->key, k, kn) == 0) {
-            *pp = e->next;
-            free(e->key);
-            free(e->val);
-            free(e);
-            t->n--;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void tab_free(table *t) {
-    for (size_t i = 0; i < t->nb; i++)
-        for (entry *e = t->b[i], *nx; e; e = nx) {
-            nx = e->next;
-            free(e->key);
-            free(e->val);
-            free(e);
-        }
-    free(t->b);
-    memset(t, 0, sizeof *t);
-}
+#include "store/table.h"
 
 /* ------------------------------------------------------- connections */
 
@@ -172,7 +71,7 @@ struct ddpc_store_server {
     pthread_t thread;
     conn **conns; /* nconns live connections */
     int nconns, cap;
-    table tab;
+    ddpc__table tab;
     int dirty;           /* a key was set since waiters were last checked */
     double accept_pause; /* accept paused until then (fd limit reached) */
 };
@@ -302,7 +201,7 @@ static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req 
     for (uint32_t i = 0; i < q->nkeys; i++) {
         uint32_t kn;
         const char *k = ddpc__store_req_key(q, &p, &kn);
-        if (tab_find(&s->tab, k, kn)) continue;
+        if (ddpc__tab_find(&s->tab, k, kn)) continue;
         if (names) ddpc__sb_printf(names, "%s'%.*s'", missing ? ", " : "", (int)kn, k);
         missing++;
     }
@@ -315,7 +214,7 @@ static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req 
 static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
     const store_req *q = &c->wq;
     if (q->op == OP_GET) {
-        entry *e = tab_find(&s->tab, q->key, q->klen);
+        ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
         if (e)
             reply(c, RS_OK, e->val, e->vlen);
         else if (now >= c->deadline)
@@ -370,7 +269,7 @@ static int op_wait(struct ddpc_store_server *s, conn *c, const store_req *q) {
  * the connection. */
 static int op_get(struct ddpc_store_server *s, conn *c, const store_req *q) {
     if (q->proto == PROTO_DDPC) return op_wait(s, c, q);
-    entry *e = tab_find(&s->tab, q->key, q->klen);
+    ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
     if (!e) {
         fail_conn(c, "get: key '%.*s' does not exist", KSHOW(q));
         return 1;
@@ -380,7 +279,7 @@ static int op_get(struct ddpc_store_server *s, conn *c, const store_req *q) {
 }
 
 static int op_set(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    if (tab_set(&s->tab, q->key, q->klen, q->v1, q->n1) != 0) {
+    if (ddpc__tab_set(&s->tab, q->key, q->klen, q->v1, q->n1) != 0) {
         refuse(c, "set: server out of memory");
         return 1;
     }
@@ -392,7 +291,7 @@ static int op_set(struct ddpc_store_server *s, conn *c, const store_req *q) {
 /* The value, absent meaning 0, plus delta, stored as decimal text. */
 static int op_add(struct ddpc_store_server *s, conn *c, const store_req *q) {
     int64_t cur_v = 0, res;
-    entry *e = tab_find(&s->tab, q->key, q->klen);
+    ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
     if (e && parse_int(e->val, e->vlen, &cur_v) != 0) {
         refuse(c, "add: the value of key '%.*s' is not an integer", KSHOW(q));
         return 1;
@@ -404,7 +303,7 @@ static int op_add(struct ddpc_store_server *s, conn *c, const store_req *q) {
     }
     char num[24];
     int len = snprintf(num, sizeof num, "%" PRId64, res);
-    if (tab_set(&s->tab, q->key, q->klen, num, (size_t)len) != 0) {
+    if (ddpc__tab_set(&s->tab, q->key, q->klen, num, (size_t)len) != 0) {
         refuse(c, "add: server out of memory");
         return 1;
     }
@@ -416,18 +315,18 @@ static int op_add(struct ddpc_store_server *s, conn *c, const store_req *q) {
 /* torch's TCPStore: absent and expected empty -> set; absent and expected
  * non-empty -> answer expected; present -> swap if equal. */
 static int op_cas(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    entry *e = tab_find(&s->tab, q->key, q->klen);
+    ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
     if (!e && q->n1) {
         answer(c, q->v1, q->n1, 1);
         return 1;
     }
     if (!e || (e->vlen == q->n1 && memcmp(e->val, q->v1, q->n1) == 0)) {
-        if (tab_set(&s->tab, q->key, q->klen, q->v2, q->n2) != 0) {
+        if (ddpc__tab_set(&s->tab, q->key, q->klen, q->v2, q->n2) != 0) {
             refuse(c, "compare_set: server out of memory");
             return 1;
         }
         s->dirty = 1;
-        e = tab_find(&s->tab, q->key, q->klen);
+        e = ddpc__tab_find(&s->tab, q->key, q->klen);
     }
     answer(c, e->val, e->vlen, 1);
     return 1;
@@ -442,7 +341,7 @@ static int op_check(struct ddpc_store_server *s, conn *c, const store_req *q) {
 }
 
 static int op_delete(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    int del = tab_del(&s->tab, q->key, q->klen);
+    int del = ddpc__tab_del(&s->tab, q->key, q->klen);
     if (c->proto == PROTO_TORCH) {
         answer_i64(c, del);
     } else {
@@ -846,7 +745,7 @@ void ddpc_store_server_destroy(ddpc_store_server *s) {
     pthread_join(s->thread, NULL);
     for (int i = 0; i < s->nconns; i++) conn_free(s->conns[i]);
     free(s->conns);
-    tab_free(&s->tab);
+    ddpc__tab_free(&s->tab);
     close(s->wake_fd);
     close(s->lfd);
     DDPC_TRACE(STORE, "store server on port %d stopped", s->port);
