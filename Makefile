@@ -13,7 +13,10 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden \
            -Werror=implicit-function-declaration \
            -fPIC -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lm -lpthread -lrt
+# rank table files (src/comm/ranktable.c) are parsed with cJSON (libcjson-dev);
+# without it ddpc says so when given one
+CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
+LDLIBS  += $(PKG_LIBS) $(CJSON_LIBS) -lm -lpthread -lrt
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SAN)
@@ -21,6 +24,7 @@ endif
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+$(BUILD)/obj/src/comm/ranktable.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOLS     := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 EX_SRC    := $(sort $(wildcard examples/*.c))
@@ -195,7 +199,7 @@ install: lib tools
 	install -m 644 $(BUILD)/libddpc.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libddpc.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) -lm -lpthread -lrt|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) $(CJSON_LIBS) -lm -lpthread -lrt|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
 	@if [ -f $(TORCH_PKG)/_C.so ]; then d=$(DESTDIR)$(TORCH_SITE)/ddpc_torch; install -d $$d && \
 	  install -m 644 $(TORCH_PKG)/__init__.py $$d/ && install -m 755 $(TORCH_PKG)/_C.so $$d/ && \
 	  echo "installed the torch backend: $$d"; else echo "not installing ddpc_torch: not built (make torch)"; fi
@@ -231,9 +235,6 @@ HCCL_LIBS  := $(BUILD)/libhccl.so $(BUILD)/libhccl.a $(BUILD)/libascendcl.so $(B
 HCCL_PROG_DEPS = $(HCCL_HDRS) $(ACL_HDRS) examples/hccl/hccl_values.h $(BUILD)/libhccl.so
 HCCL_PROGS := $(patsubst tests/hccl/%.c,$(BUILD)/bin/%,$(sort $(wildcard tests/hccl/*.c)))
 MPICC      ?= $(shell command -v mpicc 2>/dev/null)
-# rank tables are parsed with cJSON (libcjson-dev); without it libhccl says so
-CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
-$(BUILD)/obj/bridges/hccl/hccl_ranktable.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 HCCL_MPI   := $(if $(MPICC),$(BUILD)/bin/hccl_check_mpi)
 HCCL_SAN   := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer)
 # how HCCL programs build: HCCL + ACL only; the rpath finds the libraries
@@ -255,7 +256,7 @@ $(BUILD)/libascendcl.a: $(ACL_OBJ)
 # libhccl.so finds libddpc.so and libascendcl.so beside itself ($ORIGIN)
 $(BUILD)/libhccl.so: $(HCCL_OBJ) $(BUILD)/libddpc.so $(BUILD)/libascendcl.so
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(HCCL_OBJ) -L$(BUILD) -lddpc -lascendcl \
-	  -Wl,-rpath,'$$ORIGIN' $(CJSON_LIBS) -lpthread
+	  -Wl,-rpath,'$$ORIGIN' -lpthread
 $(BUILD)/libhccl.a: $(HCCL_OBJ)
 	rm -f $@ && ar rcs $@ $^
 

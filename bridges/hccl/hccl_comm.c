@@ -160,8 +160,9 @@ typedef struct root_body {
     uint32_t reserved;
     ddpc_unique_id id; /* ddpc_get_unique_id's */
 } root_body;
-#define ROOT_MAGIC   "ddpcHCCL"
-#define ROOT_VERSION 1u
+#define ROOT_MAGIC          "ddpcHCCL"
+#define HCCL_ROOT_PORT_BASE 60000 /* HCCL_IF_BASE_PORT's default */
+#define ROOT_VERSION        1u
 _Static_assert(sizeof(root_body) <= HCCL_ROOT_INFO_BYTES, "root info too small");
 
 HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
@@ -170,7 +171,11 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
     memset(&b, 0, sizeof b);
     memcpy(b.magic, ROOT_MAGIC, sizeof b.magic);
     b.version = ROOT_VERSION;
-    ddpc_status s = ddpc_get_unique_id(&b.id);
+    /* the root's store listens as HCCL's does: on one of the 32 ports from
+     * HCCL_IF_BASE_PORT, else from 60000 (HCCL_HOST_SOCKET_PORT_RANGE wins) */
+    ddpc_comm_options opt = ddpc_comm_options_default();
+    opt.id_port_base = HCCL_ROOT_PORT_BASE;
+    ddpc_status s = ddpc_get_unique_id(&b.id, &opt);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "HcclGetRootInfo: %s (%s)", ddpc_status_str(s),
                           ddpc_last_error());
@@ -206,7 +211,7 @@ static HcclResult init_from_id(uint32_t n, const ddpc_unique_id *id, uint32_t ra
                                const char *name, const HcclCommConfig *config, const char *what,
                                HcclComm *comm) {
     ddpc_comm *c = NULL;
-    ddpc_status s = ddpc_comm_create_rank(&c, (int)n, id, (int)rank);
+    ddpc_status s = ddpc_comm_create_rank(&c, (int)n, id, (int)rank, NULL);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n,
                           ddpc_status_str(s), ddpc_last_error());
@@ -275,7 +280,7 @@ HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) {
                                   devices[i]);
     }
     ddpc_unique_id id;
-    ddpc_status s = ddpc_get_unique_id(&id);
+    ddpc_status s = ddpc_get_unique_id(&id, NULL);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "HcclCommInitAll: %s (%s)", ddpc_status_str(s),
                           ddpc_last_error());
@@ -335,7 +340,7 @@ static int free_port(void) {
 
 static ddpc_status invite(hccl_comm *hc, sub_invite *inv) {
     memset(inv, 0, sizeof *inv);
-    if (!hc->addrs) return ddpc_get_unique_id(&inv->id);
+    if (!hc->addrs) return ddpc_get_unique_id(&inv->id, NULL);
     int port = free_port();
     if (!port) return DDPC_ERR_SYSTEM;
     snprintf(inv->url, sizeof inv->url, "tcp://%s:%d", hc->addrs[hc->rank].host, port);

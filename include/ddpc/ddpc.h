@@ -112,22 +112,15 @@ typedef struct ddpc_comm ddpc_comm;
  * OpenMPI's (OMPI_COMM_WORLD_*) and Slurm's (SLURM_PROCID, SLURM_NTASKS, ...)
  * variables are read instead. When DDPC_STORE_ADDR/DDPC_STORE_PORT name a
  * store hosted by a launcher, it is used; otherwise rank 0 hosts the store at
- * MASTER_ADDR:MASTER_PORT. A bad variable is DDPC_ERR_ENV naming it.
+ * MASTER_ADDR:MASTER_PORT. When RANK_TABLE_FILE names a rank table, the
+ * size is the table's and the rank RANK_ID (else RANK, ...); rank 0 hosts
+ * the store as ddpc_comm_create_rank_table says, unless a launcher hosts
+ * one. A bad variable is DDPC_ERR_ENV naming it.
  */
 DDPC_API ddpc_status ddpc_comm_create_env(ddpc_comm **out);
 
 /* From "tcp://host:port" (rank 0 hosts the store there), a rank and a size. */
 DDPC_API ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size);
-
-/* A unique id, as ncclGetUniqueId / HcclGetRootInfo: rank 0 creates it (and
- * starts hosting a store), hands the bytes to the other ranks by any means,
- * and every rank calls ddpc_comm_create_rank with it. */
-typedef struct ddpc_unique_id {
-    char internal[128];
-} ddpc_unique_id;
-DDPC_API ddpc_status ddpc_get_unique_id(ddpc_unique_id *out);
-DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id,
-                                           int rank);
 
 /* Settings a caller may give a communicator instead of the environment's. */
 typedef struct ddpc_comm_options {
@@ -140,9 +133,25 @@ typedef struct ddpc_comm_options {
      * thread of their own to wait on every operation: one thread hand-off
      * less per call. Operations nobody waits for then do not progress. */
     int progress_thread;
+    /* ddpc_get_unique_id: where the id's store listens when neither
+     * HCCL_HOST_SOCKET_PORT_RANGE nor HCCL_IF_BASE_PORT is set. > 0: a free
+     * port of the 32 from this base, local rank i trying base + i first
+     * (libhccl gives HCCL's 60000); <= 0: any free port. */
+    int id_port_base;
 } ddpc_comm_options;
 /* Options that take everything from the environment (each field -1). */
 DDPC_API ddpc_comm_options ddpc_comm_options_default(void);
+
+/* A unique id, as ncclGetUniqueId / HcclGetRootInfo: rank 0 creates it (and
+ * starts hosting a store), hands the bytes to the other ranks by any means,
+ * and every rank calls ddpc_comm_create_rank with it. opt may be NULL (the
+ * defaults) in both. */
+typedef struct ddpc_unique_id {
+    char internal[128];
+} ddpc_unique_id;
+DDPC_API ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt);
+DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id,
+                                           int rank, const ddpc_comm_options *opt);
 
 /* From a key-value store the caller already has (store.h:
  * ddpc_store_create_ops wraps any store, e.g. PyTorch's c10d Store; a
@@ -154,6 +163,48 @@ DDPC_API ddpc_comm_options ddpc_comm_options_default(void);
 typedef struct ddpc_store ddpc_store;
 DDPC_API ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
                                             const ddpc_comm_options *opt);
+
+/*
+ * A rank table file: HCCL's JSON description of a job (what RANK_TABLE_FILE
+ * names and HcclCommInitClusterInfo reads), version "1.0" or "1.2":
+ *
+ *   {"version": "1.0", "status": "completed", "server_count": "2",
+ *    "server_list": [{"server_id": "node0", "host_ip": "10.0.0.1",
+ *                     "device": [{"device_id": "0", "rank_id": "0"}, ...]}, ...]}
+ *
+ * Every value is a string; server_count, host_ip and device_ip are
+ * optional; rank_ids are 0..n-1, each once, contiguous on each server. A
+ * table that breaks any of this is DDPC_ERR_IO with a text that starts as
+ * HCCL's EI0004 and names the field ("EI0004: the rank table t.json is
+ * invalid: server_list[0].device[1].rank_id: rank 0 is listed twice"); a
+ * file that is not there is DDPC_ERR_NOT_FOUND, one that cannot be read
+ * DDPC_ERR_SYSTEM. A ddpc built without libcjson reads none
+ * (DDPC_ERR_INVALID_ARG, saying so).
+ */
+typedef struct ddpc_rank_table ddpc_rank_table;
+DDPC_API ddpc_status ddpc_rank_table_load(const char *path, ddpc_rank_table **out);
+DDPC_API void ddpc_rank_table_destroy(ddpc_rank_table *t);      /* NULL is harmless */
+DDPC_API int ddpc_rank_table_size(const ddpc_rank_table *t);    /* ranks */
+DDPC_API int ddpc_rank_table_servers(const ddpc_rank_table *t); /* servers */
+/* One server of a table, as the file lists them (strings borrowed from t). */
+typedef struct ddpc_rank_table_server {
+    const char *server_id;
+    const char *host;       /* its address: host_ip, else server_id */
+    int first_rank, nranks; /* its ranks: first_rank .. first_rank + nranks - 1 */
+} ddpc_rank_table_server;
+/* Server s (0 .. servers-1) of t; DDPC_ERR_INVALID_ARG when there is none. */
+DDPC_API ddpc_status ddpc_rank_table_get_server(const ddpc_rank_table *t, int s,
+                                                ddpc_rank_table_server *out);
+/* The server and the device_id of rank r; -1 when t has no rank r. */
+DDPC_API int ddpc_rank_table_server_of(const ddpc_rank_table *t, int rank);
+DDPC_API int ddpc_rank_table_device(const ddpc_rank_table *t, int rank);
+
+/* Rank `rank` of t's communicator (t is borrowed for the call): rank 0
+ * hosts the store at its server's address on DDPC_RANK_TABLE_PORT (60000),
+ * every rank meets the others there. ddpc_comm_create_env does this when
+ * RANK_TABLE_FILE is set. opt may be NULL. */
+DDPC_API ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *t,
+                                                 int rank, const ddpc_comm_options *opt);
 
 DDPC_API int ddpc_comm_rank(const ddpc_comm *c);
 DDPC_API int ddpc_comm_size(const ddpc_comm *c);

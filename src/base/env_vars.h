@@ -25,8 +25,20 @@
     X(SOCKET_IFNAME, "DDPC_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", STR, NULL, 0, 0,                  \
       "interfaces by name: eth,enp prefixes; ^eth excludes a prefix; =eth0 exact; ^=eth0 "         \
       "excludes exact")                                                                            \
-    X(IF_BASE_PORT, "DDPC_IF_BASE_PORT", "HCCL_IF_BASE_PORT", INT, "0", 0, 65535,                  \
-      "first port data sockets listen on (0 = any free port)")                                     \
+    X(IF_BASE_PORT, "DDPC_IF_BASE_PORT", NULL, INT, "0", 0, 65535,                                 \
+      "first port data sockets listen on, the first free of 1024 from there (0 = any free port); " \
+      "HCCL_HOST_SOCKET_PORT_RANGE wins when set")                                                 \
+    X(HCCL_IF_BASE_PORT, "HCCL_IF_BASE_PORT", NULL, INT, NULL, 1024, 65520,                        \
+      "first of the 32 ports where a root info's rendezvous store listens (HcclGetRootInfo, "      \
+      "ddpc_get_unique_id): local rank (device) i tries base + i first, then the rest; unset: "    \
+      "60000 for HcclGetRootInfo, any free port for ddpc_get_unique_id")                           \
+    X(HCCL_HOST_SOCKET_PORT_RANGE, "HCCL_HOST_SOCKET_PORT_RANGE", NULL, STR, NULL, 0, 0,           \
+      "ports listening sockets take, as HCCL writes them (60000-60050; 56000,56005-56010; auto = " \
+      "any free port): the data listeners and a root info's store; wins over HCCL_IF_BASE_PORT "   \
+      "and DDPC_IF_BASE_PORT")                                                                     \
+    X(HCCL_SOCKET_FAMILY, "HCCL_SOCKET_FAMILY", NULL, STR, NULL, 0, 0,                             \
+      "AF_INET or AF_INET6: the address family of the address chosen by HCCL_SOCKET_IFNAME or "    \
+      "by the route to the store (unset: IPv4 first); HCCL_IF_IP must be of it")                   \
     X(CONNECT_TIMEOUT, "DDPC_CONNECT_TIMEOUT", "HCCL_CONNECT_TIMEOUT", REAL, "120", 0.001, 1e7,    \
       "seconds allowed for rendezvous and connection set-up")                                      \
     X(TIMEOUT, "DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", REAL, "1836", 0, 1e7,                          \
@@ -85,6 +97,11 @@
     X(RESTART_COUNT, "TORCHELASTIC_RESTART_COUNT", NULL, INT, "0", 0, 1L << 30,                    \
       "how many times the launcher restarted the workers (torchrun, ddpc-run); each attempt "      \
       "rendezvouses under its own keys")                                                           \
+    X(RANK_TABLE_FILE, "RANK_TABLE_FILE", NULL, STR, NULL, 0, 0,                                   \
+      "a rank table (HCCL's JSON, version 1.0 or 1.2): ddpc_comm_create_env takes the world size " \
+      "from it and this rank from RANK_ID (else RANK); ddpc-run starts this server's ranks of it") \
+    X(RANK_ID, "RANK_ID", NULL, INT, NULL, 0, (1 << 20) - 1,                                       \
+      "this process's rank in RANK_TABLE_FILE, as HCCL's scripts set it (else RANK)")              \
     X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                        \
       "global rank, read when RANK is unset (mpirun)")                                             \
     X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                              \
@@ -114,8 +131,9 @@
       "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / "  \
       "LOCAL_WORLD_SIZE)")                                                                         \
     X(RANK_TABLE_PORT, "DDPC_RANK_TABLE_PORT", NULL, INT, "60000", 1, 65535,                       \
-      "port on which rank 0 of a communicator made from a rank table (HcclCommInitClusterInfo) "   \
-      "hosts the rendezvous store, at its server's host_ip, else server_id")                       \
+      "port on which rank 0 of a communicator made from a rank table (RANK_TABLE_FILE, "           \
+      "HcclCommInitClusterInfo) hosts the rendezvous store, at its server's host_ip, else "        \
+      "server_id")                                                                                 \
     X(HCCL_ENTRY_LOG, "HCCL_ENTRY_LOG_ENABLE", NULL, INT, "0", 0, 1,                               \
       "1: libhccl prints a line on stderr as each HCCL operation is queued (name, communicator, "  \
       "rank, count, type, root)")                                                                  \
@@ -125,11 +143,6 @@
     X(HCCL_ALGO, "HCCL_ALGO", NULL, STR, NULL, 0, 0,                                               \
       "accepted; no effect on CPUs: its per-level NPU algorithms do not apply (DDPC_ALGO chooses " \
       "ddpc's)")                                                                                   \
-    X(HCCL_SOCKET_FAMILY, "HCCL_SOCKET_FAMILY", NULL, STR, NULL, 0, 0,                             \
-      "accepted (AF_INET, AF_INET6); no effect yet: the address family follows HCCL_IF_IP or the " \
-      "chosen interface")                                                                          \
-    X(HCCL_HOST_SOCKET_PORT_RANGE, "HCCL_HOST_SOCKET_PORT_RANGE", NULL, STR, NULL, 0, 0,           \
-      "accepted; no effect yet: data sockets listen from HCCL_IF_BASE_PORT")                       \
     X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                      \
       "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                    \
     X(HCCL_WHITELIST_FILE, "HCCL_WHITELIST_FILE", NULL, STR, NULL, 0, 0,                           \

@@ -75,6 +75,29 @@ ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd, 
     return ddpc__sock_listen_try(host, port, backlog, fd, bound_port, NULL);
 }
 
+ddpc_status ddpc__sock_listen_ports(const char *host, const ddpc_ports *ports, int backlog, int *fd,
+                                    int *bound_port) {
+    if (!ports || ports->n == 0) return ddpc__sock_listen(host, 0, backlog, fd, bound_port);
+    long total = 0;
+    for (int i = 0; i < ports->n; i++) total += ports->hi[i] - ports->lo[i] + 1;
+    for (long k = 0; k < total; k++) { /* at most 65535 binds */
+        long at = (ports->first + k) % total;
+        int i = 0;
+        while (at > ports->hi[i] - ports->lo[i]) at -= ports->hi[i] - ports->lo[i] + 1, i++;
+        int in_use = 0;
+        ddpc_status s =
+            ddpc__sock_listen_try(host, ports->lo[i] + (int)at, backlog, fd, bound_port, &in_use);
+        if (s == DDPC_OK || !in_use) return s;
+    }
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < ports->n && used + 16 < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d-%d", i ? "," : "",
+                                 ports->lo[i], ports->hi[i]);
+    return ddpc__err(DDPC_ERR_SYSTEM, "no free port on %s among %s (%s): every one is taken",
+                     host && *host ? host : "*", list, ports->why);
+}
+
 ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *fd, int *bound_port,
                                   int *in_use) {
     if (in_use) *in_use = 0;

@@ -105,15 +105,15 @@ static void choose_spin(ddpc_comm *c) {
 
 /* ------------------------------------------------------------ 2. listen */
 
-/* Listens on c->ip (from DDPC_IF_BASE_PORT on, else any port) when there
- * are peers; *port is where (0 for a communicator of one). */
+/* Listens on c->ip (on a port ports.c allows) when there are peers; *port
+ * is where (0 for a communicator of one). */
 static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port) {
-    long base_port;
+    ddpc_ports ports;
     *lis = NULL;
     *port = 0;
-    DDPC_CHECK(ddpc__env_long(DDPC_ENV_IF_BASE_PORT, &base_port));
+    DDPC_CHECK(ddpc__ports_data(&ports));
     if (c->size == 1) return DDPC_OK;
-    ddpc_status s = tcp->listen(c->ip, (int)base_port, lis, port);
+    ddpc_status s = tcp->listen(c->ip, &ports, lis, port);
     if (s != DDPC_OK)
         return ddpc__err_wrap(s, "rank %d: cannot listen for peers on %s", c->rank, c->ip);
     return DDPC_OK;

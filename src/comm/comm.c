@@ -20,6 +20,7 @@
 #include "base/util.h"
 #include "comm/comm.h"
 #include "ddpc/store.h"
+#include "store/server.h"
 
 /* A store server shared by a communicator and the ones split from it. */
 struct ddpc_srv_ref {
@@ -84,6 +85,13 @@ static ddpc_status read_settings(ddpc_comm *c) {
         return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, flat, hier, ring, rhd, tree",
                          src, algo);
     return DDPC_OK;
+}
+
+/* What opt (may be NULL) says instead of the environment. */
+static void apply_options(ddpc_comm *c, const ddpc_comm_options *opt) {
+    if (opt && opt->connect_timeout_s > 0) c->connect_timeout = opt->connect_timeout_s;
+    if (opt && opt->exec_timeout_s >= 0) c->exec_timeout = opt->exec_timeout_s;
+    if (opt && opt->progress_thread == 0) c->no_thread = 1;
 }
 
 static ddpc_comm *comm_alloc(int rank, int size) {
@@ -171,12 +179,13 @@ static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, 
 
 ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
                               ddpc_srv_ref *srv, const char *prefix, const char *who,
-                              ddpc_comm **out) {
+                              const ddpc_comm_options *opt, ddpc_comm **out) {
     *out = NULL;
     ddpc_comm *c = comm_alloc(rank, size);
     if (!c) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
     ddpc_status s;
     DDPC_CHECK_GOTO(read_settings(c), s, fail);
+    apply_options(c, opt);
     snprintf(c->store_host, sizeof c->store_host, "%s", host);
     c->store_port = port;
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
@@ -199,9 +208,7 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
     if (!c) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for a communicator of %d ranks", size);
     ddpc_status s;
     DDPC_CHECK_GOTO(read_settings(c), s, fail);
-    if (opt && opt->connect_timeout_s > 0) c->connect_timeout = opt->connect_timeout_s;
-    if (opt && opt->exec_timeout_s >= 0) c->exec_timeout = opt->exec_timeout_s;
-    if (opt && opt->progress_thread == 0) c->no_thread = 1;
+    apply_options(c, opt);
     snprintf(c->store_host, sizeof c->store_host, "%s", ddpc_store_addr(st));
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
     c->ext_store = st;
@@ -220,7 +227,9 @@ fail:
 /* ------------------------------------------------------------ creation */
 
 ddpc_comm_options ddpc_comm_options_default(void) {
-    ddpc_comm_options o = { .connect_timeout_s = -1, .exec_timeout_s = -1, .progress_thread = -1 };
+    ddpc_comm_options o = {
+        .connect_timeout_s = -1, .exec_timeout_s = -1, .progress_thread = -1, .id_port_base = -1
+    };
     return o;
 }
 
@@ -275,28 +284,68 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
     *out = NULL;
     long rank, size, port, restart;
     int which = 0;
-    DDPC_CHECK(job_rank(&rank, &size, &which));
-    if (which == 0) DDPC_CHECK(check_local(size));
+    ddpc_rank_table *table = NULL;
+    if (ddpc__env_isset(DDPC_ENV_RANK_TABLE_FILE)) {
+        DDPC_CHECK(ddpc__rank_table_env(&table, &rank));
+        size = ddpc_rank_table_size(table);
+    } else {
+        DDPC_CHECK(job_rank(&rank, &size, &which));
+        if (which == 0) DDPC_CHECK(check_local(size));
+    }
     char prefix[256], who[512];
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
     const char *src;
     const char *host = ddpc__env(DDPC_ENV_MASTER_ADDR, &src);
-    if (!host || !*host) return ddpc__err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
-    DDPC_CHECK(ddpc__env_long(DDPC_ENV_MASTER_PORT, &port));
-    snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
     /* torchrun's contract: its agent (or ddpc-run) hosts the store there,
      * and each restart is a new attempt whose keys must not meet the last's */
     const char *agent = ddpc__env(DDPC_ENV_USE_AGENT_STORE, NULL);
-    if (agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"))) {
+    int use_agent =
+        agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"));
+    if (table && !use_agent) { /* rank 0 hosts the store as the table says */
+        ddpc_status s = ddpc_comm_create_rank_table(out, table, (int)rank, NULL);
+        ddpc_rank_table_destroy(table);
+        return s;
+    }
+    ddpc_rank_table_destroy(table);
+    if (!host || !*host) return ddpc__err(DDPC_ERR_ENV, "MASTER_ADDR is empty");
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_MASTER_PORT, &port));
+    snprintf(who, sizeof who, "MASTER_ADDR=%s MASTER_PORT=%ld", host, port);
+    if (use_agent) {
         DDPC_CHECK(ddpc__env_long(DDPC_ENV_RESTART_COUNT, &restart));
         snprintf(prefix, sizeof prefix, "ddpc/attempt_%ld/comm%d/", restart, k);
         DDPC_INFO(INIT, "store: %s (the launcher's agent store), keys under ddpc/attempt_%ld/", who,
                   restart);
-        return ddpc__comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, out);
+        return ddpc__comm_create((int)rank, (int)size, host, (int)port, 0, NULL, prefix, who, NULL,
+                                 out);
     }
     snprintf(prefix, sizeof prefix, "ddpc/comm%d/", k);
     DDPC_INFO(INIT, "store: %s (MASTER_ADDR from %s; rank 0 hosts it)", who, src);
-    return ddpc__comm_create((int)rank, (int)size, host, (int)port, 1, NULL, prefix, who, out);
+    return ddpc__comm_create((int)rank, (int)size, host, (int)port, 1, NULL, prefix, who, NULL,
+                             out);
+}
+
+ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *t, int rank,
+                                        const ddpc_comm_options *opt) {
+    if (!out || !t)
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_comm_create_rank_table: out and t must be non-NULL");
+    *out = NULL;
+    int n = ddpc_rank_table_size(t);
+    if (rank < 0 || rank >= n)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "rank %d is not in the rank table %s (ranks 0..%d)",
+                         rank, ddpc__rank_table_path(t), n - 1);
+    long port;
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_RANK_TABLE_PORT, &port));
+    ddpc_rank_table_server root;
+    DDPC_CHECK(ddpc_rank_table_get_server(t, ddpc_rank_table_server_of(t, 0), &root));
+    char prefix[64], who[512];
+    int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
+    snprintf(prefix, sizeof prefix, "ddpc/table%d/", k);
+    snprintf(who, sizeof who,
+             "the rank table %s: rank 0's server %s at %s, DDPC_RANK_TABLE_PORT=%ld",
+             ddpc__rank_table_path(t), root.server_id, root.host, port);
+    DDPC_INFO(INIT, "store: %s (rank 0 hosts it)", who);
+    return ddpc__comm_create(rank, n, root.host, (int)port, 1, NULL, prefix, who, opt, out);
 }
 
 /* Splits "tcp://host:port" or "tcp://[v6]:port". */
@@ -345,7 +394,7 @@ ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
     snprintf(prefix, sizeof prefix, "ddpc/url%d/", k);
     snprintf(who, sizeof who, "%s", url);
-    return ddpc__comm_create(rank, size, host, port, 1, NULL, prefix, who, out);
+    return ddpc__comm_create(rank, size, host, port, 1, NULL, prefix, who, NULL, out);
 }
 
 /* The unique id's layout inside ddpc_unique_id.internal. */
@@ -375,7 +424,7 @@ ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, in
     return ddpc__comm_create_store(rank, size, st, "", opt, out);
 }
 
-ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
+ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt) {
     _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal),
                    "unique id too big");
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
@@ -385,7 +434,9 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     DDPC_CHECK(
         ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
     ddpc_store_server *srv = NULL;
-    DDPC_CHECK(ddpc_store_server_create(ip, 0, &srv));
+    ddpc_ports ports;
+    DDPC_CHECK(ddpc__ports_id(opt ? opt->id_port_base : -1, &ports));
+    DDPC_CHECK(ddpc__store_server_create_ports(ip, 0, &ports, &srv));
     uid_body b;
     memset(&b, 0, sizeof b);
     b.magic = UID_MAGIC;
@@ -414,7 +465,8 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank) {
+ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank,
+                                  const ddpc_comm_options *opt) {
     if (!out || !id)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_rank: out and id must be non-NULL");
@@ -436,7 +488,7 @@ ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_i
     char prefix[64], who[160];
     snprintf(prefix, sizeof prefix, "ddpc/uid%016" PRIx64 "/", b.nonce);
     snprintf(who, sizeof who, "the unique id's store %s:%d", b.host, b.port);
-    ddpc_status s = ddpc__comm_create(rank, size, b.host, b.port, 0, srv, prefix, who, out);
+    ddpc_status s = ddpc__comm_create(rank, size, b.host, b.port, 0, srv, prefix, who, opt, out);
     srv_release(srv); /* the communicator holds its own reference */
     return s;
 }

@@ -268,10 +268,10 @@ void ddpc__queue_stop(ddpc_comm *c);
 /* Creates a communicator whose store is at host:port under key prefix
  * (comm.c). host_store: rank 0 starts the server there (unless srv is
  * given, which is then shared). who names the variables the address came
- * from, for error texts. */
+ * from, for error texts. opt (may be NULL) overrides the environment. */
 ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
                               ddpc_srv_ref *srv, const char *prefix, const char *who,
-                              ddpc_comm **out);
+                              const ddpc_comm_options *opt, ddpc_comm **out);
 /* Creates a communicator that meets its peers through st, the caller's
  * store (borrowed; kept in ext_store for splits), under prefix. opt (may be
  * NULL) overrides the environment's timeouts. The address to listen on
@@ -288,6 +288,26 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
  * every peer, its local group and its spin settings. */
 ddpc_status ddpc__bootstrap_addr(ddpc_comm *c, const char *host, int port, const char *who);
 ddpc_status ddpc__bootstrap_store(ddpc_comm *c, ddpc_store *st);
+
+/* ------------------------------------------------------------ ports, rank tables */
+
+/* HCCL_HOST_SOCKET_PORT_RANGE's syntax ("60000-60050", "56000,56005-56010",
+ * "auto") into p; DDPC_ERR_ENV naming name and the bad item (ports.c). */
+ddpc_status ddpc__ports_parse(const char *name, const char *spec, ddpc_ports *p);
+/* The ports of the data listeners: HCCL_HOST_SOCKET_PORT_RANGE, else
+ * DDPC_IF_BASE_PORT's 1024, else any. */
+ddpc_status ddpc__ports_data(ddpc_ports *p);
+/* The ports of a unique id's store: HCCL_HOST_SOCKET_PORT_RANGE, else the
+ * 32 from HCCL_IF_BASE_PORT, else from dflt_base (> 0), else any; the local
+ * rank's port first. */
+ddpc_status ddpc__ports_id(int dflt_base, ddpc_ports *p);
+
+/* ddpc_comm_create_env's part when RANK_TABLE_FILE is set (ranktable.c):
+ * the table, and this rank from RANK_ID, else RANK, OMPI_COMM_WORLD_RANK or
+ * SLURM_PROCID; a WORLD_SIZE that disagrees with the table is an error. */
+ddpc_status ddpc__rank_table_env(ddpc_rank_table **t, long *rank);
+/* The file t was read from. */
+const char *ddpc__rank_table_path(const ddpc_rank_table *t);
 
 /* Picks the address to listen on (DDPC_IF_IP, DDPC_SOCKET_IFNAME, else the
  * route towards peer_host) into ip/ifname (src/comm/iface.c). */

@@ -6,8 +6,9 @@
  * with HCCL's syntax, the first matching interface's IPv4 address, else its
  * IPv6 one (link-local IPv6 skipped); else the address of the interface that
  * routes towards the store's host (a connected UDP socket's local address,
- * which sends nothing). A variable that matches nothing is an error, never a
- * silent fallback. The choice is logged at INFO (NET).
+ * which sends nothing). HCCL_SOCKET_FAMILY (AF_INET, AF_INET6) restricts
+ * each of these to its address family. A variable that matches nothing is
+ * an error, never a silent fallback. The choice is logged at INFO (NET).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -109,12 +110,33 @@ static int canon_ip(const char *s, char *out, size_t len) {
     return 0;
 }
 
-static ddpc_status by_ip(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifname, size_t iflen) {
+/* HCCL_SOCKET_FAMILY as AF_INET or AF_INET6; AF_UNSPEC when unset. */
+static ddpc_status family(int *fam) {
+    const char *v = ddpc__env(DDPC_ENV_HCCL_SOCKET_FAMILY, NULL);
+    *fam = AF_UNSPEC;
+    if (!v || !*v) return DDPC_OK;
+    if (strcmp(v, "AF_INET") == 0)
+        *fam = AF_INET;
+    else if (strcmp(v, "AF_INET6") == 0)
+        *fam = AF_INET6;
+    else
+        return ddpc__err(DDPC_ERR_ENV, "HCCL_SOCKET_FAMILY='%s' is not AF_INET or AF_INET6", v);
+    return DDPC_OK;
+}
+
+static const char *fam_name(int fam) { return fam == AF_INET ? "AF_INET" : "AF_INET6"; }
+
+static ddpc_status by_ip(struct ifaddrs *ifs, int fam, char *ip, size_t iplen, char *ifname,
+                         size_t iflen) {
     const char *src;
     const char *v = ddpc__env(DDPC_ENV_IF_IP, &src);
     char canon[INET6_ADDRSTRLEN];
     if (!canon_ip(v, canon, sizeof canon))
         return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not an IPv4 or IPv6 address", src, v);
+    int v6 = strchr(canon, ':') != NULL;
+    if (fam != AF_UNSPEC && v6 != (fam == AF_INET6))
+        return ddpc__err(DDPC_ERR_ENV, "%s=%s is an IPv%d address but HCCL_SOCKET_FAMILY=%s", src,
+                         v, v6 ? 6 : 4, fam_name(fam));
     if (!iface_of(ifs, canon, ifname, iflen)) {
         char names[512];
         list_ifaces(ifs, names, sizeof names);
@@ -127,7 +149,7 @@ static ddpc_status by_ip(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifna
     return DDPC_OK;
 }
 
-static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *ifname,
+static ddpc_status by_name(struct ifaddrs *ifs, int fam, char *ip, size_t iplen, char *ifname,
                            size_t iflen) {
     const char *src;
     const char *spec = ddpc__env(DDPC_ENV_SOCKET_IFNAME, &src);
@@ -135,9 +157,10 @@ static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *if
         return ddpc__err(DDPC_ERR_ENV, "%s='%s' names no interface", src, spec);
     /* first pass IPv4, second pass IPv6 (not link-local) */
     for (int pass = 0; pass < 2; pass++) {
-        int fam = pass == 0 ? AF_INET : AF_INET6;
+        int want = pass == 0 ? AF_INET : AF_INET6;
+        if (fam != AF_UNSPEC && want != fam) continue; /* HCCL_SOCKET_FAMILY */
         for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != fam) continue;
+            if (!i->ifa_addr || i->ifa_addr->sa_family != want) continue;
             if (!(i->ifa_flags & IFF_UP)) continue;
             if (is_link_local6(i->ifa_addr)) continue;
             if (!ddpc__ifname_match(spec, i->ifa_name)) continue;
@@ -150,21 +173,26 @@ static ddpc_status by_name(struct ifaddrs *ifs, char *ip, size_t iplen, char *if
     char names[512];
     list_ifaces(ifs, names, sizeof names);
     return ddpc__err(DDPC_ERR_NOT_FOUND,
-                     "%s=%s matches no interface that is up with an address (interfaces: %s)", src,
-                     spec, names);
+                     "%s=%s matches no interface that is up with an %saddress (interfaces: %s)",
+                     src, spec,
+                     fam == AF_UNSPEC ? ""
+                     : fam == AF_INET ? "IPv4 (HCCL_SOCKET_FAMILY=AF_INET) "
+                                      : "IPv6 (HCCL_SOCKET_FAMILY=AF_INET6) ",
+                     names);
 }
 
-static ddpc_status by_route(struct ifaddrs *ifs, const char *peer_host, char *ip, size_t iplen,
-                            char *ifname, size_t iflen) {
+static ddpc_status by_route(struct ifaddrs *ifs, int fam, const char *peer_host, char *ip,
+                            size_t iplen, char *ifname, size_t iflen) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
+    hints.ai_family = fam;
     hints.ai_socktype = SOCK_DGRAM;
     int rc = getaddrinfo(peer_host, "9", &hints, &res);
     if (rc != 0)
         return ddpc__err(DDPC_ERR_NOT_FOUND,
-                         "cannot resolve '%s' to find the interface towards it: %s", peer_host,
-                         gai_strerror(rc));
+                         "cannot resolve '%s'%s%s to find the interface towards it: %s", peer_host,
+                         fam == AF_UNSPEC ? "" : " as HCCL_SOCKET_FAMILY=",
+                         fam == AF_UNSPEC ? "" : fam_name(fam), gai_strerror(rc));
     ddpc_status s = DDPC_ERR_NOT_FOUND;
     int last = 0;
     for (struct addrinfo *ai = res; ai && s != DDPC_OK; ai = ai->ai_next) {
@@ -195,13 +223,16 @@ ddpc_status ddpc__choose_ip(const char *peer_host, char *ip, size_t iplen, char 
                             size_t iflen) {
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) != 0) return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "getifaddrs");
-    ddpc_status s;
-    if (ddpc__env_isset(DDPC_ENV_IF_IP))
-        s = by_ip(ifs, ip, iplen, ifname, iflen);
+    int fam;
+    ddpc_status s = family(&fam);
+    if (s != DDPC_OK)
+        ;
+    else if (ddpc__env_isset(DDPC_ENV_IF_IP))
+        s = by_ip(ifs, fam, ip, iplen, ifname, iflen);
     else if (ddpc__env_isset(DDPC_ENV_SOCKET_IFNAME))
-        s = by_name(ifs, ip, iplen, ifname, iflen);
+        s = by_name(ifs, fam, ip, iplen, ifname, iflen);
     else
-        s = by_route(ifs, peer_host, ip, iplen, ifname, iflen);
+        s = by_route(ifs, fam, peer_host, ip, iplen, ifname, iflen);
     freeifaddrs(ifs);
     return s;
 }

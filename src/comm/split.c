@@ -90,11 +90,12 @@ static ddpc_status create_child(ddpc_comm *c, int color, int newrank, int n, uin
     char prefix[320], who[320];
     snprintf(prefix, sizeof prefix, "%.200ssplit%" PRIu64 "/c%d/", c->prefix, nsplit, color);
     snprintf(who, sizeof who, "the store %s:%d", c->store_host, c->store_port);
-    if (c->ext_store) {
-        ddpc_comm_options opt = { c->connect_timeout, c->exec_timeout, !c->no_thread };
-        return ddpc__comm_create_store(newrank, n, c->ext_store, prefix, &opt, child);
-    }
-    return ddpc__comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who,
+    ddpc_comm_options opt = ddpc_comm_options_default(); /* the parent's settings */
+    opt.connect_timeout_s = c->connect_timeout;
+    opt.exec_timeout_s = c->exec_timeout;
+    opt.progress_thread = !c->no_thread;
+    if (c->ext_store) return ddpc__comm_create_store(newrank, n, c->ext_store, prefix, &opt, child);
+    return ddpc__comm_create(newrank, n, c->store_host, c->store_port, 0, c->srv, prefix, who, &opt,
                              child);
 }
 

@@ -36,6 +36,7 @@
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "store/proto.h"
+#include "store/server.h"
 #include "store/table.h"
 
 /* ------------------------------------------------------- connections */
@@ -700,12 +701,18 @@ static void *server_main(void *arg) {
 }
 
 ddpc_status ddpc_store_server_create(const char *host, int port, ddpc_store_server **out) {
+    return ddpc__store_server_create_ports(host, port, NULL, out);
+}
+
+ddpc_status ddpc__store_server_create_ports(const char *host, int port, const ddpc_ports *ports,
+                                            ddpc_store_server **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_server_create: out is NULL");
     *out = NULL;
     struct ddpc_store_server *s = calloc(1, sizeof *s);
     if (!s) return ddpc__err(DDPC_ERR_NOMEM, "store server: out of memory");
     s->lfd = s->wake_fd = -1;
-    ddpc_status st = ddpc__sock_listen(host, port, 1024, &s->lfd, &s->port);
+    ddpc_status st = ports ? ddpc__sock_listen_ports(host, ports, 1024, &s->lfd, &s->port)
+                           : ddpc__sock_listen(host, port, 1024, &s->lfd, &s->port);
     if (st != DDPC_OK) {
         free(s);
         return ddpc__err_wrap(st, "store server");

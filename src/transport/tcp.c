@@ -66,26 +66,11 @@ static ddpc_status wrap_fd(int fd, ddpc_conn **out) {
     return DDPC_OK;
 }
 
-/* Listens on ip, trying [base_port, base_port+1023] when base_port > 0. */
-static ddpc_status tcp_listen(const char *ip, int base_port, ddpc_listener **out, int *port) {
+/* Listens on ip, on the first free port of ports. */
+static ddpc_status tcp_listen(const char *ip, const ddpc_ports *ports, ddpc_listener **out,
+                              int *port) {
     int fd = -1;
-    ddpc_status s;
-    if (base_port > 0) {
-        int last = base_port + 1023 > 65535 ? 65535 : base_port + 1023;
-        s = DDPC_ERR_SYSTEM;
-        for (int p = base_port; p <= last; p++) {
-            int in_use = 0;
-            s = ddpc__sock_listen_try(ip, p, 1024, &fd, port, &in_use);
-            if (s == DDPC_OK) break;
-            if (!in_use) return s;
-        }
-        if (s != DDPC_OK)
-            return ddpc__err(DDPC_ERR_SYSTEM,
-                             "no free port on %s in [%d, %d] (DDPC_IF_BASE_PORT=%d)", ip, base_port,
-                             last, base_port);
-    } else {
-        DDPC_CHECK(ddpc__sock_listen(ip, 0, 1024, &fd, port));
-    }
+    DDPC_CHECK(ddpc__sock_listen_ports(ip, ports, 1024, &fd, port));
     /* accepted sockets inherit the listener's buffer sizes */
     ddpc__sock_tune(fd, sockbuf_bytes());
     ddpc_listener *l = malloc(sizeof *l);

@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 
 #include "base/base.h"
+#include "base/sock.h"
 
 typedef struct ddpc_conn ddpc_conn;         /* one connection to one peer */
 typedef struct ddpc_listener ddpc_listener; /* where peers connect to us */
@@ -52,10 +53,10 @@ void ddpc__xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen);
 typedef struct ddpc_transport {
     const char *name;
     /* Listen, accept, connect: NULL where connections are made otherwise
-     * (shm). Listens on ip (numeric IPv4 or IPv6). base_port > 0: the first free
-     * port in [base_port, base_port + 1023]; 0: any free port. *port gets
-     * the bound port. */
-    ddpc_status (*listen)(const char *ip, int base_port, ddpc_listener **out, int *port);
+     * (shm). Listens on ip (numeric IPv4 or IPv6), on the first free port
+     * of ports (NULL or none: any free port; base/sock.h). *port gets the
+     * bound port. */
+    ddpc_status (*listen)(const char *ip, const ddpc_ports *ports, ddpc_listener **out, int *port);
     /* Accepts one connection before deadline; abort_fd readable = ABORTED. */
     ddpc_status (*accept)(ddpc_listener *l, double deadline, int abort_fd, ddpc_conn **out);
     /* Connects to ip:port, retrying until deadline. */
