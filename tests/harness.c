@@ -290,6 +290,13 @@ const char *t_tmp_path(const char *name) {
     return b;
 }
 
+const char *t_tmp_write(const char *name, const char *text) {
+    const char *p = t_tmp_path(name);
+    FILE *f = fopen(p, "w");
+    CHECK_MSG(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", p);
+    return p;
+}
+
 void t_tmp_remove(void) {
     if (!tmp_made) return;
     DIR *d = opendir(tmp_dir);

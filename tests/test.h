@@ -114,6 +114,8 @@ double t_slow(void);
 const char *t_tmp_dir(void);
 const char *t_tmp_path(const char *name);
 void t_tmp_remove(void);
+/* Writes text as the file name of the scratch directory; returns its path. */
+const char *t_tmp_write(const char *name, const char *text);
 /* Two test "hosts": network namespaces a and b joined by a veth pair, at
  * 198.18.<subnet>.1 and .2 (the range reserved for network benchmarking),
  * loopback up in each. Skips the test, saying why, when not root or when

@@ -34,16 +34,6 @@ static const char two_servers[] =
 
 static char g_table[4096];
 
-/* Writes text as a rank table in the scratch directory; returns its path. */
-static const char *write_table(const char *name, const char *text) {
-    const char *p = t_tmp_path(name);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    fputs(text, f);
-    fclose(f);
-    return p;
-}
-
 /* A rank started as HCCL's scripts start one: RANK_TABLE_FILE and RANK_ID
  * (odd ranks: RANK, the fallback), nothing else of the job. */
 static void table_body(int rank, int world, void *arg) {
@@ -64,7 +54,7 @@ static void table_body(int rank, int world, void *arg) {
 }
 
 static void run_table(const char *text, int world) {
-    snprintf(g_table, sizeof g_table, "%s", write_table("table.json", text));
+    snprintf(g_table, sizeof g_table, "%s", t_tmp_write("table.json", text));
     g_port = t_free_port();
     t_run_ranks(world, 40, table_body, NULL);
     t_tmp_remove();
@@ -76,7 +66,7 @@ TEST_T(rank_table_two_servers_v12, 60) { run_table(two_servers, 4); }
 /* What the table object says of the two servers. */
 TEST_T(rank_table_queries, 30) {
     ddpc_rank_table *t = NULL;
-    CHECK_OK(ddpc_rank_table_load(write_table("t.json", two_servers), &t));
+    CHECK_OK(ddpc_rank_table_load(t_tmp_write("t.json", two_servers), &t));
     CHECK_EQ(ddpc_rank_table_size(t), 4);
     CHECK_EQ(ddpc_rank_table_servers(t), 2);
     ddpc_rank_table_server s;
@@ -156,7 +146,7 @@ TEST_T(rank_table_errors_name_the_field, 30) {
           "server_list[0].device[].rank_id: the ranks of one server must be contiguous" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *p = write_table("bad.json", cases[i].text);
+        const char *p = t_tmp_write("bad.json", cases[i].text);
         ddpc_rank_table *t = (ddpc_rank_table *)1;
         ddpc_status s = ddpc_rank_table_load(p, &t);
         CHECK_MSG(s == DDPC_ERR_IO && t == NULL, "case %zu: %s (%s)", i, ddpc_status_str(s),
@@ -177,7 +167,7 @@ TEST_T(rank_table_errors_name_the_field, 30) {
 /* The environment's mistakes, each one line naming the variable. */
 TEST_T(rank_table_env_errors, 30) {
     clear_env();
-    setenv("RANK_TABLE_FILE", write_table("t.json", one_server), 1);
+    setenv("RANK_TABLE_FILE", t_tmp_write("t.json", one_server), 1);
     bad_env(DDPC_ERR_ENV, "is set but RANK_ID is not");
     setenv("RANK_ID", "3", 1);
     bad_env(DDPC_ERR_ENV, "RANK_ID=3 is not a rank of RANK_TABLE_FILE=");
@@ -189,7 +179,7 @@ TEST_T(rank_table_env_errors, 30) {
     unsetenv("WORLD_SIZE");
     setenv("RANK_TABLE_FILE", t_tmp_path("absent.json"), 1);
     bad_env(DDPC_ERR_NOT_FOUND, "cannot be opened");
-    setenv("RANK_TABLE_FILE", write_table("bad.json", "{"), 1);
+    setenv("RANK_TABLE_FILE", t_tmp_write("bad.json", "{"), 1);
     bad_env(DDPC_ERR_IO, "EI0004");
     unsetenv("RANK_TABLE_FILE");
     unsetenv("RANK_ID");
@@ -307,26 +297,16 @@ TEST_T(hccl_host_socket_port_range_parse, 30) {
  * each finds its port in its INFO log. */
 static void range_body(int rank, int world, void *arg) {
     const int *ports = arg; /* 3 ports */
-    char spec[64], path[64];
+    char spec[64];
     snprintf(spec, sizeof spec, "%d,%d-%d", ports[0], ports[1], ports[2]);
     setenv("HCCL_HOST_SOCKET_PORT_RANGE", spec, 1);
     setenv("DDPC_DEBUG", "INFO", 1);
     setenv("DDPC_DEBUG_SUBSYS", "INIT", 1);
-    snprintf(path, sizeof path, "/tmp/ddpc-test-range-%d-%d.log", (int)getppid(), rank);
-    int saved = dup(2);
-    CHECK(saved >= 0 && freopen(path, "w", stderr) != NULL);
+    log_to_file("range", rank);
     ddpc_comm *c = env_comm(rank, world);
     sum_check(c, world * (world - 1) / 2);
     CHECK_OK(ddpc_comm_destroy(c));
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char buf[16384];
-    FILE *f = fopen(path, "r");
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    unlink(path);
+    const char *buf = slurp_log("range", rank);
     const char *at = strstr(buf, "listening on 127.0.0.1:");
     CHECK_MSG(at, "no 'listening on' in the log: %s", buf);
     int port = atoi(at + strlen("listening on 127.0.0.1:"));
@@ -413,10 +393,10 @@ static void v6_body(int rank, int world, void *arg) {
 TEST_T(hccl_socket_family_ipv6_comm, 30) {
     char ip[64], ifn[64];
     clear_env();
-    setenv("DDPC_IF_IP", "::1", 1);
-    if (ddpc__choose_ip("::1", ip, sizeof ip, ifn, sizeof ifn) != DDPC_OK)
-        SKIP("no ::1 here: %s", ddpc_last_error());
-    unsetenv("DDPC_IF_IP");
+    setenv("HCCL_SOCKET_FAMILY", "AF_INET6", 1);
+    setenv("HCCL_SOCKET_IFNAME", "=lo", 1);
+    ddpc_status s = ddpc__choose_ip("127.0.0.1", ip, sizeof ip, ifn, sizeof ifn);
+    if (s != DDPC_OK) SKIP("lo has no IPv6 address here: %s", ddpc_last_error());
     g_port = t_free_port();
     t_run_ranks(2, 25, v6_body, NULL);
 }

@@ -91,18 +91,8 @@ TEST_T(hccl_mismatch_reported_on_every_rank, 60) {
     "\"server_list\": [{\"server_id\": \"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV( \
         "1", "1") "]}]}"
 
-/* Writes text as a rank table in the scratch directory; returns its path. */
-static const char *table(const char *name, const char *text) {
-    const char *p = t_tmp_path(name);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    fputs(text, f);
-    fclose(f);
-    return p;
-}
-
 static void under_rank_table(int n, const char *text) {
-    const char *p = table("rank_table.json", text);
+    const char *p = t_tmp_write("rank_table.json", text);
     int rc = run(
         120, "DDPC_RANK_TABLE_PORT=%d %s --standalone --nproc-per-node=%d %s --rank-table %s 2>&1",
         t_free_port(), bin("ddpc-run"), n, bin("hccl_check"), p);
@@ -155,7 +145,7 @@ static void two_hosts(const char *tag, int subnet, const char *env_a, const char
 
 /* A rank table naming two real hosts' addresses. */
 TEST_T(hccl_rank_table_two_hosts, 150) {
-    const char *p = table(
+    const char *p = t_tmp_write(
         "rank_table.json",
         HEAD("1.0",
              "completed") "\"server_count\": \"2\", \"server_list\": ["
@@ -220,7 +210,7 @@ TEST_T(hccl_rank_table_errors_name_the_field, 60) {
           "server_list[0].device[].rank_id: the ranks of one server must be contiguous" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *p = table("bad.json", cases[i].text);
+        const char *p = t_tmp_write("bad.json", cases[i].text);
         int rc = run(20, "RANK=0 %s --rank-table %s 2>&1", bin("hccl_check"), p);
         CHECK_MSG(rc == 3, "case %zu: exit %d: %s", i, rc, out);
         CHECK_MSG(strstr(out, "HcclCommInitClusterInfo = 1 ") &&
@@ -233,7 +223,7 @@ TEST_T(hccl_rank_table_errors_name_the_field, 60) {
     CHECK_CONTAINS(out, "HcclCommInitClusterInfo = 10 ");
     CHECK_CONTAINS(out, "cannot be opened");
     CHECK_EQ(run(20, "RANK=5 %s --rank-table %s 2>&1", bin("hccl_check"),
-                 table("good.json", HEAD("1.0", "completed") ONE_SERVER)),
+                 t_tmp_write("good.json", HEAD("1.0", "completed") ONE_SERVER)),
              3);
     CHECK_CONTAINS(out, "rank 5 is not in the rank table");
     t_tmp_remove();
