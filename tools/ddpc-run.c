@@ -274,6 +274,7 @@ static void free_job(job *J) {
     free(J->hb_seen);
     free(J->envp);
     free(J->exec_argv);
+    ddpc_rank_table_destroy(J->o->table);
     if (J->sfd >= 0) close(J->sfd);
 }
 

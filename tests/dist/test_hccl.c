@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -226,6 +227,141 @@ TEST_T(hccl_rank_table_errors_name_the_field, 60) {
                  t_tmp_write("good.json", HEAD("1.0", "completed") ONE_SERVER)),
              3);
     CHECK_CONTAINS(out, "rank 5 is not in the rank table");
+    t_tmp_remove();
+}
+
+/* ------------------------------------------------------------ ddpc-run from a rank table */
+
+/* Two loopback "servers" of uneven size: 127.0.0.1 ranks 0-1, 127.0.0.2
+ * ranks 2-4 (version 1.2, host_ip given). */
+#define TWO_LOOPBACK                                                                          \
+    HEAD("1.2", "completed")                                                                  \
+    "\"server_count\": \"2\", \"server_list\": [{\"server_id\": \"127.0.0.1\", \"host_ip\": " \
+    "\"127.0.0.1\", \"device\": [" DEV("0", "0") ", " DEV(                                    \
+        "1", "1") "]}, {\"server_id\": "                                                      \
+                  "\"127.0.0.2\", \"host_ip\": \"127.0.0.2\", \"device\": [" DEV(             \
+                      "0", "2") ", " DEV("1", "3") ", " DEV("2", "4") "]}]}"
+
+/* Wants every rank's hccl_check line and ddpc-bench's clean table. */
+static void table_job_ok(int n, const char *what) {
+    ranks_ok(n, "rank table");
+    CHECK_MSG(strstr(out, "# Out of bounds values : 0 OK"), "%s: ddpc-bench failed: %s", what, out);
+}
+
+/* The programs a rank-table job runs here: an HCCL one (HcclCommInitClusterInfo
+ * with the table and RANK_ID ddpc-run gives it) and a ddpc one
+ * (ddpc_comm_create_env: RANK_TABLE_FILE, RANK_ID, the launcher's store). */
+static const char *table_progs(char *buf, size_t len) {
+    char text[8192];
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n%s --rank-table \"$RANK_TABLE_FILE\" && test \"$RANK_ID\" = \"$RANK\" "
+             "&& exec %s allreduce -b 8 -e 64K -f 64\n",
+             bin("hccl_check"), bin("ddpc-bench"));
+    const char *p = t_tmp_write("progs.sh", text);
+    CHECK(chmod(p, 0755) == 0);
+    snprintf(buf, len, "%s", p);
+    return buf;
+}
+
+/* One server, the launcher finding itself by this machine's 127.0.0.1;
+ * --rank-table, then RANK_TABLE_FILE in its environment. */
+TEST_T(hccl_ddpc_run_rank_table_one_server, 150) {
+    const char *p = t_tmp_write("rank_table.json", HEAD("1.0", "completed") ONE_SERVER);
+    char progs[8192];
+    table_progs(progs, sizeof progs);
+    int rc = run(120, "DDPC_RANK_TABLE_PORT=%d %s --rank-table %s --master-port %d %s 2>&1",
+                 t_free_port(), bin("ddpc-run"), p, t_free_port(), progs);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    CHECK_CONTAINS(out, "server 0 of 1 (127.0.0.1), ranks 0-1 of 2");
+    table_job_ok(2, "--rank-table");
+    rc = run(120, "RANK_TABLE_FILE=%s DDPC_RANK_TABLE_PORT=%d %s --master-port %d %s 2>&1", p,
+             t_free_port(), bin("ddpc-run"), t_free_port(), progs);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    table_job_ok(2, "RANK_TABLE_FILE");
+    t_tmp_remove();
+}
+
+/* Two loopback servers of 2 and 3 ranks, a launcher each: the first finds
+ * itself (127.0.0.1 is this machine's), the second is --node-rank 1. */
+TEST_T(hccl_ddpc_run_rank_table_two_servers, 150) {
+    const char *p = t_tmp_write("rank_table.json", TWO_LOOPBACK), *blog = t_tmp_path("b.log");
+    char progs[8192];
+    table_progs(progs, sizeof progs);
+    int port = t_free_port_pair();
+    int rc =
+        run(120,
+            "export DDPC_RANK_TABLE_PORT=%d; %s --rank-table %s --node-rank 1 --master-port %d "
+            "%s > %s 2>&1 & %s --rank-table %s --master-port %d %s 2>&1; a=$?; wait $! || "
+            "a=$((a+100)); cat %s; exit $a",
+            port + 1, bin("ddpc-run"), p, port, progs, blog, bin("ddpc-run"), p, port, progs, blog);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    CHECK_CONTAINS(out, "server 0 of 2 (127.0.0.1), ranks 0-1 of 5");
+    CHECK_CONTAINS(out, "server 1 of 2 (127.0.0.2), ranks 2-4 of 5");
+    table_job_ok(5, "two servers");
+    t_tmp_remove();
+}
+
+/* In a network namespace whose loopback also has 127.0.0.2, each launcher
+ * finds its server by HCCL_IF_IP (and its workers listen there); without
+ * it both addresses are this machine's, which is refused. */
+TEST_T(hccl_ddpc_run_rank_table_by_hccl_if_ip, 150) {
+    char a[32], b[32];
+    t_netns_pair("T", 23, a, b);
+    char setup[128];
+    snprintf(setup, sizeof setup, "ip -n %s addr add 127.0.0.2/8 dev lo", a);
+    CHECK_EQ(run(10, "%s 2>&1", setup), 0);
+    const char *p = t_tmp_write("rank_table.json", TWO_LOOPBACK), *blog = t_tmp_path("b.log");
+    char progs[8192];
+    table_progs(progs, sizeof progs);
+    int rc = run(120,
+                 "export DDPC_RANK_TABLE_PORT=29601; ip netns exec %s sh -c 'HCCL_IF_IP=127.0.0.2 "
+                 "%s --rank-table %s --master-port 29600 %s' > %s 2>&1 & ip netns exec %s sh -c "
+                 "'HCCL_IF_IP=127.0.0.1 %s --rank-table %s --master-port 29600 %s' 2>&1; a=$?; "
+                 "wait $! || a=$((a+100)); cat %s; exit $a",
+                 a, bin("ddpc-run"), p, progs, blog, a, bin("ddpc-run"), p, progs, blog);
+    static char saved[sizeof out];
+    snprintf(saved, sizeof saved, "%s", out);
+    int rc2 = run(20, "ip netns exec %s %s --rank-table %s true 2>&1", a, bin("ddpc-run"), p);
+    static char saved2[4096];
+    snprintf(saved2, sizeof saved2, "%.4000s", out);
+    t_netns_del(a, b);
+    snprintf(out, sizeof out, "%s", saved);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    CHECK_CONTAINS(out, "server 1 of 2 (127.0.0.2), ranks 2-4 of 5");
+    table_job_ok(5, "by HCCL_IF_IP");
+    CHECK_MSG(rc2 == 2 && strstr(saved2, "is 2 servers of the rank table"), "exit %d: %s", rc2,
+              saved2);
+    t_tmp_remove();
+}
+
+/* What ddpc-run refuses, exit 2 and one line saying why. */
+TEST_T(hccl_ddpc_run_rank_table_errors, 60) {
+    const char *p = t_tmp_write("rank_table.json", TWO_LOOPBACK);
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        { "--node-rank 2", "--node-rank=2: the rank table" },
+        { "--nproc-per-node 2", "--rank-table gives the nodes and their workers" },
+        { "--standalone", "--rank-table gives the nodes and their workers" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run(20, "%s --rank-table %s %s true 2>&1", bin("ddpc-run"), p, cases[i].args);
+        CHECK_MSG(rc == 2 && strstr(out, cases[i].want), "%s: exit %d: %s", cases[i].args, rc, out);
+    }
+    int rc = run(20, "HCCL_IF_IP=10.9.9.9 %s --rank-table %s true 2>&1", bin("ddpc-run"), p);
+    CHECK_MSG(rc == 2 && strstr(out, "HCCL_IF_IP=10.9.9.9 is no server of the rank table"),
+              "exit %d: %s", rc, out);
+    rc = run(20, "%s --rank-table %s true 2>&1", bin("ddpc-run"),
+             t_tmp_write("other.json", HEAD("1.0", "completed") "\"server_list\": [{\"server_id\": "
+                                                                "\"198.18.99.1\", \"device\": "
+                                                                "[" DEV("0", "0") "]}]}"));
+    CHECK_MSG(rc == 2 && strstr(out, "is no server of the rank table"), "exit %d: %s", rc, out);
+    rc = run(
+        20, "%s --rank-table %s true 2>&1", bin("ddpc-run"),
+        t_tmp_write("bad.json", HEAD("1.0", "completed") "\"server_list\": [{\"device\": []}]}"));
+    CHECK_MSG(rc == 2 && strstr(out, "EI0004: the rank table") &&
+                  strstr(out, "server_list[0].server_id: missing"),
+              "exit %d: %s", rc, out);
     t_tmp_remove();
 }
 

@@ -47,6 +47,12 @@ static void usage(FILE *f) {
         "  --master-addr=HOST     host of node 0 (default 127.0.0.1)\n"
         "  --master-port=PORT     port of the job's store on node 0 (default 29500)\n"
         "  --standalone           one node on free ports (ignores --master-*)\n"
+        "  --rank-table=FILE      HCCL's rank table (also RANK_TABLE_FILE when no\n"
+        "                         --nproc-per-node/--nnodes is given): a node per server,\n"
+        "                         this one found by --node-rank, else HCCL_IF_IP, else\n"
+        "                         this machine's addresses and name; its workers are the\n"
+        "                         server's ranks, told RANK_ID, RANK_SIZE, DEVICE_ID and\n"
+        "                         RANK_TABLE_FILE too; node 0 is the file's first server\n"
         "  --max-restarts=K       restart all workers on all nodes up to K times (default 0)\n"
         "  --monitor-interval=S   seconds between heartbeats and checks of other nodes\n"
         "                         (default 1)\n"
@@ -158,7 +164,17 @@ static void set_defaults(opts *o) {
 
 /* One option: what it sets in o. seen collects SEEN_* bits. */
 typedef void setter(opts *o, const char *name, const char *val, int *seen);
-enum { SEEN_REDIRECTS = 1, SEEN_TEE = 2, SEEN_NODE_RANK = 4, SEEN_C10D = 8 };
+enum {
+    SEEN_REDIRECTS = 1,
+    SEEN_TEE = 2,
+    SEEN_NODE_RANK = 4,
+    SEEN_C10D = 8,
+    SEEN_LAYOUT = 16, /* --nproc-per-node, --nnodes or --standalone */
+    SEEN_MASTER = 32  /* --master-addr or --rdzv-endpoint */
+};
+
+/* --rank-table FILE (else RANK_TABLE_FILE, when no layout is given). */
+static const char *rank_table_opt;
 
 static void set_help(opts *o, const char *name, const char *val, int *seen) {
     usage(stdout);
@@ -172,6 +188,12 @@ static void set_env(opts *o, const char *name, const char *val, int *seen) {
 
 static void set_standalone(opts *o, const char *name, const char *val, int *seen) {
     o->standalone = 1;
+    *seen |= SEEN_LAYOUT;
+}
+
+static void set_rank_table(opts *o, const char *name, const char *val, int *seen) {
+    if (!*val) die_usage("--rank-table needs a file");
+    rank_table_opt = val;
 }
 static void set_no_python(opts *o, const char *name, const char *val, int *seen) {
     o->no_python = 1;
@@ -179,6 +201,7 @@ static void set_no_python(opts *o, const char *name, const char *val, int *seen)
 static void set_module(opts *o, const char *name, const char *val, int *seen) { o->module = 1; }
 
 static void set_nproc(opts *o, const char *name, const char *val, int *seen) {
+    *seen |= SEEN_LAYOUT;
     if (!strcmp(val, "auto") || !strcmp(val, "cpu")) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->nproc = n > 0 ? (int)(n < MAX_NPROC ? n : MAX_NPROC) : 1;
@@ -190,6 +213,7 @@ static void set_nproc(opts *o, const char *name, const char *val, int *seen) {
 }
 
 static void set_nnodes(opts *o, const char *name, const char *val, int *seen) {
+    *seen |= SEEN_LAYOUT;
     const char *colon = strchr(val, ':');
     if (!colon) {
         o->nnodes = (int)parse_int_opt(name, val, 1, 65536);
@@ -221,6 +245,7 @@ static void set_rdzv_endpoint(opts *o, const char *name, const char *val, int *s
     if (hl == 0 || hl >= sizeof o->master_addr)
         die_usage("--rdzv-endpoint='%s' is not HOST[:PORT]", val);
     snprintf(o->master_addr, sizeof o->master_addr, "%.*s", (int)hl, val);
+    *seen |= SEEN_MASTER;
     o->rdzv_port = colon ? (int)parse_int_opt(name, colon + 1, 1, 65535) : 0;
 }
 
@@ -233,6 +258,7 @@ static void set_master_addr(opts *o, const char *name, const char *val, int *see
     if (!*val || strlen(val) >= sizeof o->master_addr)
         die_usage("--master-addr='%s' is not a host", val);
     snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
+    *seen |= SEEN_MASTER;
 }
 
 static void set_master_port(opts *o, const char *name, const char *val, int *seen) {
@@ -389,6 +415,7 @@ static const struct option_row {
     { "no-python", 0, 1, set_no_python },
     { "module", 0, 1, set_module },
     { "nproc-per-node", 1, 1, set_nproc },
+    { "rank-table", 1, 0, set_rank_table },
     { "nnodes", 1, 1, set_nnodes },
     { "node-rank", 1, 1, set_node_rank },
     { "master-addr", 1, 1, set_master_addr },
@@ -495,6 +522,20 @@ static void finish_options(opts *o, int seen) {
                   "not get their ranks as they join; give each node its --node-rank "
                   "(PET_NODE_RANK), 0 on the node at --rdzv-endpoint",
                   o->nnodes);
+    /* a rank table lays the job out: one node per server */
+    const char *table = rank_table_opt;
+    if (!table && !(seen & SEEN_LAYOUT) && getenv("RANK_TABLE_FILE") && *getenv("RANK_TABLE_FILE"))
+        table = getenv("RANK_TABLE_FILE");
+    if (table && (seen & SEEN_LAYOUT))
+        die_usage("--rank-table gives the nodes and their workers: drop --nproc-per-node, "
+                  "--nnodes and --standalone");
+    if (table && run_rank_table(o, table, (seen & SEEN_NODE_RANK) ? o->node_rank : -1,
+                                (seen & SEEN_MASTER) != 0) != 0)
+        exit(EXIT_USAGE);
+    if (!table) {
+        o->rank_base = o->node_rank * o->nproc;
+        o->world = o->nnodes * o->nproc;
+    }
     if (o->node_rank >= o->nnodes)
         die_usage("--node-rank=%d is out of range for --nnodes=%d (0..%d)", o->node_rank, o->nnodes,
                   o->nnodes - 1);

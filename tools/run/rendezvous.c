@@ -132,8 +132,12 @@ static int register_node(job *J) {
     opts *o = J->o;
     char want[128], me[320], *got = NULL;
     int rc = -1, c;
-    snprintf(want, sizeof want, "nnodes=%d nproc_per_node=%d max_restarts=%d", o->nnodes, o->nproc,
-             o->max_restarts);
+    if (o->table) /* the nodes' worker counts may differ: the table's size is the check */
+        snprintf(want, sizeof want, "nnodes=%d rank_table_ranks=%d max_restarts=%d", o->nnodes,
+                 o->world, o->max_restarts);
+    else
+        snprintf(want, sizeof want, "nnodes=%d nproc_per_node=%d max_restarts=%d", o->nnodes,
+                 o->nproc, o->max_restarts);
     if ((c = claim(J, key(J, "config"), want, &got)) != 0) {
         if (c > 0)
             say("refusing to join: run id '%s' at %s:%d belongs to a job with %s, and this "

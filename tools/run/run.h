@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "ddpc/ddpc.h"
 #include "ddpc/store.h"
 
 #define MAX_NPROC     1024
@@ -54,13 +55,31 @@ typedef struct opts {
     int log_any; /* log_dir given */
     char run_id[129];
     int no_python, module;
-    char **argv; /* PROGRAM ARGS..., NULL-terminated (borrowed from main) */
+    char **argv;   /* PROGRAM ARGS..., NULL-terminated (borrowed from main) */
+    int rank_base; /* global rank of this node's local rank 0 */
+    int world;     /* ranks in the job */
+    /* --rank-table / RANK_TABLE_FILE: the table (owned) and its absolute path */
+    ddpc_rank_table *table;
+    char table_path[PATH_MAX];
 } opts;
 
 /* Fills o from the command line, over the options' PET_ variables, over
  * srun's step (one task per node), over the defaults; exits 2 with a
  * message on bad usage, 0 after --help or --env. */
 void run_parse_args(int argc, char **argv, opts *o);
+
+/* ------------------------------------------------------------ ranktable.c */
+
+/* Lays the job out as the rank table at path says (HCCL's file, what
+ * RANK_TABLE_FILE names): one node per server, this node the server given
+ * by node_rank (>= 0), else the one whose host_ip or server_id is
+ * HCCL_IF_IP, else one of this machine's addresses or its hostname; its
+ * ranks and their number from the table; node 0's host the job store's
+ * unless master_given. 0, or -1 with the reason said. */
+int run_rank_table(opts *o, const char *path, int node_rank, int master_given);
+/* Worker rank r's extra variables in a rank-table job (RANK_TABLE_FILE,
+ * RANK_ID, RANK_SIZE, DEVICE_ID): fills mine from m on; returns the new m. */
+int run_rank_table_env(const opts *o, int rank, char **mine, int m);
 
 /* ------------------------------------------------------------ console.c */
 

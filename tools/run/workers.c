@@ -215,10 +215,17 @@ static const char *const our_vars[] = { "RANK",
                                         "TORCHELASTIC_ERROR_FILE",
                                         NULL };
 
-static int is_our_var(const char *entry) {
-    for (int i = 0; our_vars[i]; i++) {
-        size_t n = strlen(our_vars[i]);
-        if (!strncmp(entry, our_vars[i], n) && entry[n] == '=') return 1;
+/* ... and in a rank-table job (run_rank_table_env). */
+static const char *const table_vars[] = { "RANK_TABLE_FILE", "RANK_ID", "RANK_SIZE", "DEVICE_ID",
+                                          NULL };
+
+static int is_our_var(const opts *o, const char *entry) {
+    for (int t = 0; t < 2; t++) {
+        const char *const *vars = t ? table_vars : our_vars;
+        for (int i = 0; vars[i] && (!t || o->table); i++) {
+            size_t n = strlen(vars[i]);
+            if (!strncmp(entry, vars[i], n) && entry[n] == '=') return 1;
+        }
     }
     return 0;
 }
@@ -229,7 +236,7 @@ int build_base_env(job *J) {
     J->envp = calloc((size_t)n + 40, sizeof *J->envp);
     if (!J->envp) return -1;
     for (int i = 0; i < n; i++)
-        if (!is_our_var(environ[i])) J->envp[J->envn++] = environ[i];
+        if (!is_our_var(J->o, environ[i])) J->envp[J->envn++] = environ[i];
     if (J->o->nproc > 1) {
         int told = 0;
         if (!getenv("OMP_NUM_THREADS")) {
@@ -254,7 +261,7 @@ void workers_reset(job *J) {
     for (int i = 0; i < o->nproc; i++) {
         worker *w = &J->w[i];
         w->local_rank = i;
-        w->rank = o->node_rank * o->nproc + i;
+        w->rank = o->rank_base + i;
         w->alive = 0;
         w->out.fd = w->err.fd = -1;
         w->out.log_fd = w->err.log_fd = -1;
@@ -265,7 +272,7 @@ void workers_reset(job *J) {
  * memory); returns how many. */
 static int worker_env(job *J, worker *w, char *mine[24]) {
     opts *o = J->o;
-    int world = o->nnodes * o->nproc, m = 0;
+    int world = o->world, m = 0;
     mine[m++] = xasprintf("RANK=%d", w->rank);
     mine[m++] = xasprintf("LOCAL_RANK=%d", w->local_rank);
     mine[m++] = xasprintf("WORLD_SIZE=%d", world);
@@ -283,7 +290,7 @@ static int worker_env(job *J, worker *w, char *mine[24]) {
     mine[m++] = xasprintf("TORCHELASTIC_USE_AGENT_STORE=True");
     /* rank 0 draws its progress bar for our terminal (as tqdm under torchrun) */
     if (J->progress_env && w->rank == 0) mine[m++] = xasprintf("DDPC_PROGRESS=1");
-    return m;
+    return run_rank_table_env(o, w->rank, mine, m);
 }
 
 /* The forked child: its own process group, default signals, the pipes as
