@@ -266,6 +266,38 @@ TEST_T(hccl_if_base_port, 30) {
     CHECK_CONTAINS(ddpc_last_error(), "HCCL_IF_BASE_PORT='80'");
 }
 
+/* ddpc_comm_create_rank's options: rank 0's exec timeout of 0.5 s (the
+ * environment says 20) ends a wait for a rank that never comes. */
+static void uid_opt_body(int rank, int world, void *arg) {
+    const ddpc_unique_id *id = arg;
+    setenv("DDPC_TIMEOUT", "20", 1);
+    ddpc_comm_options o = ddpc_comm_options_default();
+    o.connect_timeout_s = 20;
+    o.exec_timeout_s = rank == 0 ? 0.5 : -1;
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_create_rank(&c, world, id, rank, &o));
+    if (rank == 0) {
+        int32_t v = 1;
+        double t0 = ddpc__now();
+        CHECK_STATUS(ddpc_allreduce(c, &v, &v, 1, DDPC_INT32, DDPC_SUM), DDPC_ERR_TIMEOUT);
+        CHECK_MSG(ddpc__now() - t0 < 10, "the 0.5 s option did not hold: %.1f s", ddpc__now() - t0);
+    } else {
+        ddpc__sleep(2.0); /* never calls the allreduce */
+    }
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(unique_id_create_rank_options, 60) {
+    clear_env();
+    ddpc_unique_id *id =
+        mmap(NULL, sizeof *id, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(id != MAP_FAILED);
+    CHECK_OK(ddpc_get_unique_id(id, NULL));
+    int st[2];
+    t_run_ranks_status(2, 40, uid_opt_body, id, st);
+    CHECK_MSG(st[0] == 0, "rank 0: status %d", st[0]);
+}
+
 TEST_T(hccl_host_socket_port_range_parse, 30) {
     ddpc_ports p;
     CHECK_OK(ddpc__ports_parse("X", "60000-60050", &p));

@@ -365,6 +365,55 @@ TEST_T(hccl_ddpc_run_rank_table_errors, 60) {
     t_tmp_remove();
 }
 
+/* ------------------------------------------------------------ HCCL's ports */
+
+/* The port rank 0's root info store took, from its INFO log: the first
+ * store of a line of rank 0's (ddpc-run's own has no prefix). -1: none. */
+static int root_port(void) {
+    static const char mark[] = "store server listening on 127.0.0.1:";
+    for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *at = strstr(l, mark), *eol = strchr(l, '\n');
+        if (!strncmp(l, "[0]: ", 5) && at && (!eol || at < eol)) return atoi(at + strlen(mark));
+    }
+    return -1;
+}
+
+/* HcclGetRootInfo's store: one of HCCL_IF_BASE_PORT's 32 ports (60000's
+ * when unset; HCCL_HOST_SOCKET_PORT_RANGE wins), the base refused outside
+ * [1024, 65520]. */
+TEST_T(hccl_root_info_ports, 150) {
+    static const struct {
+        const char *env;
+        int lo, hi;
+    } cases[] = {
+        { "", 60000, 60031 },
+        { "HCCL_IF_BASE_PORT=%d", 0, 31 },
+        { "HCCL_IF_BASE_PORT=60000 HCCL_HOST_SOCKET_PORT_RANGE=%d-%d", 0, 9 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int base = t_free_port_pair(), lo = cases[i].lo + (i ? base : 0);
+        char env[128];
+        snprintf(env, sizeof env, cases[i].env, base, base + 9); /* every listener's */
+        int rc =
+            run(120,
+                "%s DDPC_DEBUG=INFO DDPC_DEBUG_SUBSYS=STORE %s --standalone --nproc-per-node=2 "
+                "%s %s 2>&1",
+                env, bin("ddpc-run"), bin("hccl_check"), t_tmp_path("root_info"));
+        CHECK_MSG(rc == 0, "%s: exit %d: %s", env, rc, out);
+        ranks_ok(2, "root info through a file");
+        int port = root_port(), hi = cases[i].hi + (i ? base : 0);
+        CHECK_MSG(port >= lo && port <= hi, "%s: the root info's store is on %d, not in %d-%d: %s",
+                  env, port, lo, hi, out);
+        t_tmp_remove(); /* the next case's ranks must not read this root info */
+    }
+    int rc = run(60, "HCCL_IF_BASE_PORT=65521 %s --standalone --nproc-per-node=2 %s %s 2>&1",
+                 bin("ddpc-run"), bin("hccl_check"), t_tmp_path("root_info"));
+    CHECK_MSG(rc != 0 && strstr(out, "HcclGetRootInfo(&id) = 1:") &&
+                  strstr(out, "HCCL_IF_BASE_PORT='65521' is not an integer in [1024, 65520]"),
+              "exit %d: %s", rc, out);
+    t_tmp_remove();
+}
+
 /* ------------------------------------------------------------ benchmark */
 
 /* HCCL's benchmark command line and table, every row checked: "success". */
