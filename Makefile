@@ -216,7 +216,7 @@ clean:
 # and rebuild them all after any library change)
 .SECONDARY:
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/obj/%.d,$(TOOL_SRC) $(EX_SRC))
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(RUN_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/obj/%.d,$(TOOL_SRC) $(EX_SRC))
 
 # ---------------------------------------------------------------- HCCL on CPUs
 # bridges/hccl: HCCL's C API (include/hccl/) as libhccl and the host-side

@@ -102,6 +102,9 @@
       "from it and this rank from RANK_ID (else RANK); ddpc-run starts this server's ranks of it") \
     X(RANK_ID, "RANK_ID", NULL, INT, NULL, 0, (1 << 20) - 1,                                       \
       "this process's rank in RANK_TABLE_FILE, as HCCL's scripts set it (else RANK)")              \
+    X(RANK_SIZE, "RANK_SIZE", NULL, INT, NULL, 1, 1 << 20,                                         \
+      "ranks in RANK_TABLE_FILE, as HCCL's scripts set it: a value that disagrees with the table " \
+      "is an error")                                                                               \
     X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                        \
       "global rank, read when RANK is unset (mpirun)")                                             \
     X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20,                              \

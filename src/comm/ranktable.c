@@ -318,10 +318,14 @@ ddpc_status ddpc__rank_table_env(ddpc_rank_table **t, long *rank) {
     if (*rank >= n)
         s = ddpc__err(DDPC_ERR_ENV, "%s=%ld is not a rank of RANK_TABLE_FILE=%s (ranks 0..%ld)",
                       ddpc__env_name(ids[i]), *rank, path, n - 1);
-    else if (ddpc__env_isset(DDPC_ENV_WORLD_SIZE) &&
-             ddpc__env_long(DDPC_ENV_WORLD_SIZE, &ws) == DDPC_OK && ws != n)
-        s = ddpc__err(DDPC_ERR_ENV, "WORLD_SIZE=%ld but RANK_TABLE_FILE=%s has %ld ranks", ws, path,
-                      n);
+    for (int k = 0; k < 2 && s == DDPC_OK; k++) { /* the sizes a launcher may have set */
+        ddpc_env_id id = k ? DDPC_ENV_RANK_SIZE : DDPC_ENV_WORLD_SIZE;
+        if (!ddpc__env_isset(id)) continue;
+        s = ddpc__env_long(id, &ws);
+        if (s == DDPC_OK && ws != n)
+            s = ddpc__err(DDPC_ERR_ENV, "%s=%ld but RANK_TABLE_FILE=%s has %ld ranks",
+                          ddpc__env_name(id), ws, path, n);
+    }
     if (s != DDPC_OK) {
         ddpc_rank_table_destroy(*t);
         *t = NULL;

@@ -176,7 +176,11 @@ TEST_T(rank_table_env_errors, 30) {
     setenv("RANK_ID", "1", 1);
     setenv("WORLD_SIZE", "4", 1);
     bad_env(DDPC_ERR_ENV, "WORLD_SIZE=4 but RANK_TABLE_FILE=");
+    setenv("WORLD_SIZE", "3", 1);
+    setenv("RANK_SIZE", "2", 1);
+    bad_env(DDPC_ERR_ENV, "RANK_SIZE=2 but RANK_TABLE_FILE=");
     unsetenv("WORLD_SIZE");
+    unsetenv("RANK_SIZE");
     setenv("RANK_TABLE_FILE", t_tmp_path("absent.json"), 1);
     bad_env(DDPC_ERR_NOT_FOUND, "cannot be opened");
     setenv("RANK_TABLE_FILE", t_tmp_write("bad.json", "{"), 1);
