@@ -16,12 +16,15 @@
  * Exit status: 0 on success, 1 when training fails, 2 for a bad option.
  */
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -43,8 +46,9 @@ typedef struct options {
     int lr_set, wd_set;
     uint64_t seed;
     int log_every;          /* batches between "Epoch | Batch | Loss" lines; 0 = none */
-    const char *checkpoint; /* written atomically at each epoch end */
-    const char *resume;     /* read before training */
+    const char *checkpoint; /* written atomically at start and at each epoch end */
+    const char *resume;     /* read before training (NULL with resume_auto) */
+    int resume_auto;        /* --resume auto: from --checkpoint whenever it exists */
     const char *metrics;    /* one JSON line per epoch */
     int threads;            /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
     int prefetch;           /* batches the loader keeps ready; -1 = by spare CPUs */
@@ -70,8 +74,13 @@ static void usage(FILE *f) {
         "  --seed N            model init, shuffling and dropout (default 0)\n"
         "  --log-every N       print 'Epoch: E | Batch: B | Loss: L' every N batches (default 100; "
         "0 off)\n"
-        "  --checkpoint FILE   safetensors checkpoint written at each epoch end (atomically)\n"
+        "  --checkpoint FILE   safetensors checkpoint written at start and at each epoch end\n"
+        "                      (atomically); a restarted attempt (TORCHELASTIC_RESTART_COUNT >= "
+        "1,\n"
+        "                      set by ddpc-run --max-restarts and torchrun) continues from it\n"
         "  --resume FILE       continue from a checkpoint (model, optimizer, epoch, step)\n"
+        "  --resume auto       continue from --checkpoint FILE whenever it exists, first attempt\n"
+        "                      too (torchrun's recipe); else start from epoch 0\n"
         "  --metrics FILE      append one JSON line per epoch (rank 0: loss, accuracy, samples/s,\n"
         "                      seconds per step phase: data, forward, backward, sync, step)\n"
         "  --threads N         OpenBLAS threads (default DDPC_THREADS, else CPUs / local ranks)\n"
@@ -158,7 +167,8 @@ SETTER(set_weight_decay, (p->wd = opt_float(name, val, 0, 1e6), p->o->wd_set = 1
 SETTER(set_seed, p->o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX))
 SETTER(set_log_every, p->o->log_every = (int)opt_long(name, val, 0, 1 << 30))
 SETTER(set_checkpoint, p->o->checkpoint = val)
-SETTER(set_resume, p->o->resume = val)
+SETTER(set_resume,
+       (p->o->resume_auto = !strcmp(val, "auto"), p->o->resume = p->o->resume_auto ? NULL : val))
 SETTER(set_metrics, p->o->metrics = val)
 SETTER(set_threads, p->o->threads = (int)opt_long(name, val, 1, 1024))
 SETTER(set_prefetch, p->o->prefetch = (int)opt_long(name, val, 0, 64))
@@ -263,6 +273,8 @@ static void parse_options(int argc, char **argv, options *o) {
         bad_option("--momentum is for --optimizer sgd");
     if (p.nesterov && p.kind != DDPC_OPTIM_SGD) bad_option("--nesterov is for --optimizer sgd");
     if (p.nesterov && p.momentum == 0) bad_option("--nesterov needs --momentum > 0");
+    if (o->resume_auto && !o->checkpoint)
+        bad_option("--resume auto continues from --checkpoint FILE, and there is none");
     o->opt.momentum = p.momentum;
     o->opt.nesterov = p.nesterov;
 }
@@ -281,14 +293,155 @@ typedef struct trainer {
     int prefetch; /* batches the loaders keep ready (0: inline) */
     ddpc_model *m;
     ddpc_optim *opt;
-    uint64_t start_epoch; /* epochs already done (from --resume) */
+    uint64_t start_epoch; /* epochs already done (from a checkpoint) */
     uint64_t step;        /* optimizer steps done */
     FILE *metrics;
+    long restart;          /* TORCHELASTIC_RESTART_COUNT: attempts before this one */
+    int resumed_own;       /* continued from --checkpoint (not from --resume FILE) */
+    ddpc_ckpt_meta loaded; /* rank 0: what the checkpoint it continued from said */
 } trainer;
 
 /* Sums v[0..n) over all ranks, in place. With one process: unchanged. */
 static ddpc_status reduce_sums(trainer *t, double *v, int n) {
     return t->ddp ? ddpc_ddp_allreduce_sum(t->ddp, v, n) : DDPC_OK;
+}
+
+/* ------------------------------------------------------------ resuming */
+
+/*
+ * Where training continues from. A restarted attempt (ddpc-run
+ * --max-restarts or torchrun set TORCHELASTIC_RESTART_COUNT >= 1) is the
+ * same job with the same flags, so it continues from --checkpoint FILE when
+ * that exists, as torchrun's recipe does ("load the snapshot if there is
+ * one"): nothing changes between attempts. --resume auto does so on the
+ * first attempt too; --resume FILE starts from FILE (a restart still
+ * prefers --checkpoint, which by then holds the newer state).
+ *
+ * Rank 0 alone reads the file and hands the others what DDP does not
+ * (epoch, step, the optimizer's steps and state, the dropout RNG); DDP then
+ * broadcasts its parameters. So every rank continues from the same epoch of
+ * the same file, and only rank 0's host needs it. A checkpoint is renamed
+ * into place complete (safetensors.c), so a kill during a save leaves the
+ * previous one, never half of one.
+ */
+
+/* Removes PATH.tmp.PID files (a save's temporary, ddpc__st_write) whose
+ * process is gone: left by a kill during a save. */
+static void remove_stale_temps(const char *path) {
+    char pat[4096];
+    if ((size_t)snprintf(pat, sizeof pat, "%s.tmp.*", path) >= sizeof pat) return;
+    glob_t g;
+    if (glob(pat, GLOB_NOSORT, NULL, &g) != 0) return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *tail = g.gl_pathv[i] + strlen(pat) - 1;
+        char *end;
+        long pid = strtol(tail, &end, 10);
+        if (end == tail || *end || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still run */
+        if (unlink(g.gl_pathv[i]) == 0)
+            DDPC_INFO(NN, "removed %s, a checkpoint save cut short", g.gl_pathv[i]);
+    }
+    globfree(&g);
+}
+
+/* Rank 0: the file to continue from (NULL: none) and whether it is
+ * --checkpoint's; says on one line what this attempt does. */
+static const char *resume_source(trainer *t, int *own) {
+    const options *o = &t->o;
+    int have = o->checkpoint && access(o->checkpoint, F_OK) == 0;
+    *own = have && (t->restart > 0 || o->resume_auto);
+    if (*own) return o->checkpoint;
+    if (t->restart > 0 && !o->resume)
+        printf("restart %ld: %s%s%s, so training starts again from epoch 0\n", t->restart,
+               o->checkpoint ? "no checkpoint " : "no --checkpoint FILE",
+               o->checkpoint ? o->checkpoint : "", o->checkpoint ? " yet" : "");
+    else if (o->resume_auto)
+        printf("--resume auto: no checkpoint %s yet, so training starts from epoch 0\n",
+               o->checkpoint);
+    return o->resume;
+}
+
+/* What rank 0 hands the others after reading a checkpoint. */
+enum { RH_STATE, RH_EPOCH, RH_STEP, RH_OSTEPS, RH_RNG, RH_N = RH_RNG + 4 };
+enum { RS_NONE, RS_LOADED, RS_FAILED };
+
+/* Rank 0 reads the checkpoint (if any); every rank takes its state. */
+static ddpc_status resume(trainer *t) {
+    uint64_t h[RH_N] = { RS_NONE };
+    ddpc_status s = DDPC_OK;
+    const char *path = NULL;
+    if (t->rank == 0) {
+        int own;
+        if (t->o.checkpoint) remove_stale_temps(t->o.checkpoint);
+        path = resume_source(t, &own);
+        if (path) {
+            s = ddpc_checkpoint_load(path, t->m, t->opt, &t->loaded);
+            h[RH_STATE] = s == DDPC_OK ? RS_LOADED : RS_FAILED;
+            t->resumed_own = own && s == DDPC_OK;
+        }
+        if (s == DDPC_OK && path) {
+            h[RH_EPOCH] = t->loaded.epoch;
+            h[RH_STEP] = t->loaded.step;
+            h[RH_OSTEPS] = ddpc_optim_steps(t->opt);
+            for (int i = 0; i < 4; i++) h[RH_RNG + i] = ddpc_model_rng(t->m)->s[i];
+        }
+    }
+    if (t->comm) DDPC_CHECK(ddpc_broadcast(t->comm, h, h, RH_N, DDPC_UINT64, 0));
+    if (s != DDPC_OK) return s;
+    if (h[RH_STATE] == RS_FAILED)
+        return ddpc__err(DDPC_ERR_IO, "rank 0 could not read the checkpoint to continue from "
+                                      "(its error says why)");
+    if (h[RH_STATE] == RS_NONE) return DDPC_OK;
+    t->start_epoch = h[RH_EPOCH];
+    t->step = h[RH_STEP];
+    if (t->rank != 0) {
+        ddpc_optim_set_steps(t->opt, h[RH_OSTEPS]);
+        for (int i = 0; i < 4; i++) ddpc_model_rng(t->m)->s[i] = h[RH_RNG + i];
+    }
+    size_t n;
+    ddpc_model_param_block(t->m, &n);
+    for (int j = 0; t->comm && j < ddpc_optim_num_state(t->opt); j++)
+        DDPC_CHECK(ddpc_broadcast(t->comm, ddpc_optim_state(t->opt, j, NULL),
+                                  ddpc_optim_state(t->opt, j, NULL), n, DDPC_FLOAT32, 0));
+    if (t->rank == 0) {
+        printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done", path, t->start_epoch,
+               t->step);
+        if (t->restart > 0) printf(" (restart %ld of the job)", t->restart);
+        putchar('\n');
+    }
+    return DDPC_OK;
+}
+
+/* Rank 0, continuing from --checkpoint: the metrics log loses the lines of
+ * epochs after the checkpoint's (an attempt killed after logging an epoch
+ * but before saving it), so that each epoch is logged once. */
+static ddpc_status trim_metrics(trainer *t) {
+    const char *path = t->o.metrics;
+    if (!path || !t->resumed_own || !t->loaded.metrics_kept) return DDPC_OK;
+    struct stat st;
+    if (stat(path, &st) != 0 || (uint64_t)st.st_size <= t->loaded.metrics_bytes) return DDPC_OK;
+    if (truncate(path, (off_t)t->loaded.metrics_bytes) != 0)
+        return ddpc__err_errno(DDPC_ERR_IO, errno,
+                               "--metrics %s: cannot cut it back to %" PRIu64
+                               " bytes (the checkpoint's epochs)",
+                               path, t->loaded.metrics_bytes);
+    printf("metrics %s: dropped %" PRIu64 " bytes logged after the checkpoint's epoch\n", path,
+           (uint64_t)st.st_size - t->loaded.metrics_bytes);
+    return DDPC_OK;
+}
+
+/* Rank 0 saves the checkpoint of `epochs` epochs done, with where the
+ * metrics log ends. */
+static ddpc_status save_checkpoint(trainer *t, uint64_t epochs) {
+    ddpc_ckpt_meta meta = { epochs, t->step, 0, 0 };
+    if (t->metrics) {
+        long end = ftell(t->metrics);
+        if (end < 0)
+            return ddpc__err_errno(DDPC_ERR_IO, errno, "--metrics %s: ftell", t->o.metrics);
+        meta.metrics_bytes = (uint64_t)end;
+        meta.metrics_kept = 1;
+    }
+    return ddpc_checkpoint_save(t->o.checkpoint, t->m, t->opt, &meta);
 }
 
 static ddpc_status setup(trainer *t) {
@@ -328,22 +481,19 @@ static ddpc_status setup(trainer *t) {
     DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, &lo, &t->test));
     DDPC_CHECK(ddpc_model_create_preset(o->model, o->seed, &t->m));
     DDPC_CHECK(ddpc_optim_create(t->m, &o->opt, &t->opt));
-    if (o->resume) {
-        ddpc_ckpt_meta meta;
-        DDPC_CHECK(ddpc_checkpoint_load(o->resume, t->m, t->opt, &meta));
-        t->start_epoch = meta.epoch;
-        t->step = meta.step;
-        if (t->rank == 0)
-            printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done\n", o->resume,
-                   meta.epoch, meta.step);
-    }
-    /* every rank loaded the same checkpoint; DDP makes rank 0's parameters everyone's */
+    DDPC_CHECK(resume(t));
+    /* DDP makes rank 0's parameters (the checkpoint's) everyone's */
     if (t->comm) DDPC_CHECK(ddpc_ddp_create(t->comm, t->m, &o->ddp, &t->ddp));
     if (o->metrics && t->rank == 0) {
+        DDPC_CHECK(trim_metrics(t));
         t->metrics = fopen(o->metrics, "a");
-        if (!t->metrics)
+        if (!t->metrics || fseek(t->metrics, 0, SEEK_END) != 0)
             return ddpc__err_errno(DDPC_ERR_IO, errno, "cannot open --metrics %s", o->metrics);
     }
+    /* what a restart continues from, from the start: a file left by an
+     * earlier job under this name is never taken for this one's */
+    if (o->checkpoint && t->rank == 0 && !t->resumed_own)
+        DDPC_CHECK(save_checkpoint(t, t->start_epoch));
     if (t->rank == 0) {
         const ddpc_optim_options *op = &o->opt;
         printf("model %s: %s\n", o->model, ddpc_model_describe(t->m));
@@ -547,10 +697,7 @@ static ddpc_status run(trainer *t) {
                         t->step, o->model, t->world, phs);
                 fflush(t->metrics);
             }
-            if (o->checkpoint) {
-                ddpc_ckpt_meta meta = { epoch + 1, t->step };
-                DDPC_CHECK(ddpc_checkpoint_save(o->checkpoint, t->m, t->opt, &meta));
-            }
+            if (o->checkpoint) DDPC_CHECK(save_checkpoint(t, epoch + 1));
         }
     }
     return DDPC_OK;
@@ -571,10 +718,18 @@ int main(int argc, char **argv) {
             t.world = ddpc_comm_size(t.comm);
         }
     }
+    if (s == DDPC_OK) s = ddpc__env_long(DDPC_ENV_RESTART_COUNT, &t.restart);
     if (s == DDPC_OK) s = setup(&t);
     if (s == DDPC_OK) s = run(&t);
-    if (s != DDPC_OK)
+    if (s != DDPC_OK) {
         fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
+        fflush(stderr);
+        /* the peers learn at once that this rank failed (not that it left
+         * early); a rank that failed only because a peer did ends a moment
+         * later, so that the launcher names the first failure's cause */
+        if (t.comm && s != DDPC_ERR_PEER_LOST) ddpc_comm_abort(t.comm);
+        if (t.comm && s == DDPC_ERR_PEER_LOST) ddpc__sleep(0.5);
+    }
     teardown(&t);
     ddpc_status d = ddpc_comm_destroy(t.comm);
     if (s == DDPC_OK && d != DDPC_OK) {

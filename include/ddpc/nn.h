@@ -311,13 +311,19 @@ DDPC_API void ddpc_optim_set_steps(ddpc_optim *o, uint64_t steps);
  * Tensors: the model's parameters under their names; the optimizer's state
  * as "optim.<param>.<state>" (e.g. "optim.0.weight.momentum"). Metadata:
  * "format" "ddpc", "epoch", "step", "optim" (kind), "optim.steps",
- * "rng" (the dropout RNG), plus the caller's extra pairs.
+ * "rng" (the dropout RNG), "metrics_bytes" (when metrics_kept).
  * PyTorch reads the weights with safetensors.torch.load_file, or with json,
  * struct and torch.frombuffer where safetensors is not installed.
  */
 typedef struct ddpc_ckpt_meta {
     uint64_t epoch; /* epochs completed */
     uint64_t step;  /* optimizer steps completed (trainer's count) */
+    /* metrics_kept: the trainer keeps a metrics log, whose first
+     * metrics_bytes bytes hold this checkpoint's epochs (ddpc-train cuts the
+     * log back to them when a restart resumes here, so each epoch is
+     * logged once) */
+    uint64_t metrics_bytes;
+    int metrics_kept;
 } ddpc_ckpt_meta;
 
 /* Writes path atomically (a temporary file in the same directory, fsync,

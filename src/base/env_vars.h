@@ -133,6 +133,9 @@
     X(THREADS, "DDPC_THREADS", NULL, INT, NULL, 1, 1024,                                           \
       "OpenBLAS threads per process for ddpc-train (default: the CPUs this process may run on / "  \
       "LOCAL_WORLD_SIZE)")                                                                         \
+    X(CKPT_DELAY_MS, "DDPC_CKPT_DELAY_MS", NULL, INT, "0", 0, 600000,                              \
+      "test hook: milliseconds a checkpoint save pauses halfway through writing its temporary "    \
+      "file, so that a test's kill lands inside the write")                                        \
     X(RANK_TABLE_PORT, "DDPC_RANK_TABLE_PORT", NULL, INT, "60000", 1, 65535,                       \
       "port on which rank 0 of a communicator made from a rank table (RANK_TABLE_FILE, "           \
       "HcclCommInitClusterInfo) hosts the rendezvous store, at its server's host_ip, else "        \

@@ -7,7 +7,8 @@
  * A checkpoint holds each parameter under its state_dict name ("0.weight"),
  * then each optimizer state block per parameter ("optim.0.weight.momentum"),
  * all float32; its __metadata__ holds format, epoch, step, the dropout
- * RNG's state and the optimizer's kind, steps and learning rate.
+ * RNG's state, the optimizer's kind, steps and learning rate, and the
+ * trainer's metrics_bytes where it keeps a metrics log.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -109,19 +110,24 @@ ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const dd
     snprintf(epoch, sizeof epoch, "%" PRIu64, meta ? meta->epoch : 0);
     snprintf(step, sizeof step, "%" PRIu64, meta ? meta->step : 0);
     rng_hex(&m->rng, rng);
-    const char *kv[14] = { "format", "ddpc", "epoch", epoch, "step", step, "rng", rng };
+    const char *kv[16] = { "format", "ddpc", "epoch", epoch, "step", step, "rng", rng };
     int nmeta = 4;
+    char mbytes[24];
+    snprintf(mbytes, sizeof mbytes, "%" PRIu64, meta ? meta->metrics_bytes : 0);
+    if (meta && meta->metrics_kept) {
+        kv[2 * nmeta] = "metrics_bytes";
+        kv[2 * nmeta + 1] = mbytes;
+        nmeta++;
+    }
     if (o) {
         const ddpc_optim_options *op = ddpc_optim_get_options(o);
         snprintf(steps, sizeof steps, "%" PRIu64, ddpc_optim_steps(o));
         snprintf(lr, sizeof lr, "%.9g", (double)op->lr);
-        kv[8] = "optim";
-        kv[9] = ddpc_optim_kind_name(op->kind);
-        kv[10] = "optim.steps";
-        kv[11] = steps;
-        kv[12] = "optim.lr";
-        kv[13] = lr;
-        nmeta = 7;
+        const char *more[6] = { "optim",       ddpc_optim_kind_name(op->kind),
+                                "optim.steps", steps,
+                                "optim.lr",    lr };
+        memcpy(kv + 2 * nmeta, more, sizeof more);
+        nmeta += 3;
     }
     s = ddpc__st_write(path, kv, nmeta, out, nt);
 done:
@@ -263,8 +269,10 @@ ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *op
     if ((s = match_tensors(path, &f, ts, nt, 1, osteps, used)) != DDPC_OK) goto done;
     if ((s = check_all_used(path, &f, used, m, optim, okind)) != DDPC_OK) goto done;
     /* 3. */
-    ddpc_ckpt_meta mt = { 0, 0 };
+    ddpc_ckpt_meta mt = { 0, 0, 0, 0 };
     if ((s = parse_u64_meta(path, &f, "epoch", &mt.epoch)) != DDPC_OK) goto done;
+    if ((s = parse_u64_meta(path, &f, "metrics_bytes", &mt.metrics_bytes)) != DDPC_OK) goto done;
+    mt.metrics_kept = ddpc__st_meta(&f, "metrics_bytes") != NULL;
     if ((s = parse_u64_meta(path, &f, "step", &mt.step)) != DDPC_OK) goto done;
     ddpc_rng rng = m->rng;
     const char *rh = ddpc__st_meta(&f, "rng");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/env.h"
 #include "base/strbuf.h"
 
 #define MAX_HEADER (100u << 20) /* the reference implementation's limit */
@@ -619,7 +620,14 @@ static ddpc_status write_file(const char *tmp, const ddpc__strbuf *h, const ddpc
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     ddpc_status s = write_all(fd, len8, 8, tmp);
     if (s == DDPC_OK) s = write_all(fd, h->p, h->len, tmp);
-    for (int i = 0; i < nt && s == DDPC_OK; i++) s = write_floats(fd, ts[i].data, ts[i].numel, tmp);
+    long delay_ms = 0; /* a test hook: a pause halfway, for a kill to land inside the write */
+    if (ddpc__env_isset(DDPC_ENV_CKPT_DELAY_MS) &&
+        ddpc__env_long(DDPC_ENV_CKPT_DELAY_MS, &delay_ms) != DDPC_OK)
+        s = ddpc__err_wrap(DDPC_ERR_ENV, "checkpoint save");
+    for (int i = 0; i < nt && s == DDPC_OK; i++) {
+        if (i == nt / 2 && delay_ms > 0) ddpc__sleep((double)delay_ms / 1000);
+        s = write_floats(fd, ts[i].data, ts[i].numel, tmp);
+    }
     if (s == DDPC_OK && fsync(fd) != 0)
         s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: fsync %s", tmp);
     if (close(fd) != 0 && s == DDPC_OK)
@@ -661,6 +669,8 @@ ddpc_status ddpc__st_write(const char *path, const char *const *meta, int nmeta,
         s = ddpc__err_errno(DDPC_ERR_IO, errno, "checkpoint save: rename %s to %s", tmp.p, path);
     if (s != DDPC_OK) {
         unlink(tmp.p);
+        s = ddpc__err_wrap(s, "checkpoint %s not written (the file there, if any, is unchanged)",
+                           path);
         goto done;
     }
     sync_dir(path);
