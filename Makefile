@@ -3,7 +3,9 @@ CC      ?= cc
 PREFIX  ?= /usr/local
 SAN     ?=
 OPT     ?= -O2
-BUILD   ?= build$(if $(SAN),/san-$(SAN))
+comma   := ,
+# (no comma in the path: -Wl,-rpath-link,DIR would split it)
+BUILD   ?= build$(if $(SAN),/san-$(subst $(comma),-,$(SAN)))
 
 PKGS      := openblas zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -35,7 +37,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests torch torch-module test check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
+.PHONY: all lib tools examples tests torch torch-module test check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
 all: lib tools examples tests
 
 help:
@@ -44,6 +46,7 @@ help:
 	@echo "make test T=name  run the tests whose name contains 'name' (T=\"a b\": either)"
 	@echo "make $(BUILD)/tests/unit/test_base   build one test binary; run it with a filter as argument"
 	@echo "make SAN=address  (or undefined, thread) a sanitizer build in build/san-SAN/"
+	@echo "make check-asan   every test under address,undefined (T= filters too)"
 	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
 	@echo "make torch        the torch.distributed backend 'ddpc': $(BUILD)/python/ddpc_torch"
@@ -122,14 +125,18 @@ $(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp $(HEADERS) $(BUILD)/libdd
 test: all torch
 	DDPC_BIN=$(abspath $(BUILD)/bin) scripts/run-tests.sh $(TEST_BIN) -- $(T)
 
+# The suite under AddressSanitizer + UndefinedBehaviorSanitizer alone (CI
+# runs this one).
+check-asan:
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(MAKE) SAN=address,undefined test
+
 # The suite under AddressSanitizer + UndefinedBehaviorSanitizer (leaks
 # included), then under ThreadSanitizer; any report fails the run. OpenBLAS
 # runs one thread under ThreadSanitizer: its own threads are not instrumented,
 # so the waits that order their writes before sgemm returns are invisible to
 # it (a conv2d reading what an OpenBLAS thread had zeroed was reported).
-check-san:
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(MAKE) SAN=address,undefined test
+check-san: check-asan
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" OPENBLAS_NUM_THREADS=1 $(MAKE) SAN=thread test
 
 # The suite under valgrind's memcheck: the test binaries and every program
