@@ -271,15 +271,29 @@ TEST_T(hccl_if_base_port, 30) {
 }
 
 /* ddpc_comm_create_rank's options: rank 0's exec timeout of 0.5 s (the
- * environment says 20) ends a wait for a rank that never comes. */
+ * environment says 20) ends a wait for a rank that never comes. Rank 0
+ * makes the id (its store must run in a rank, not in the test) and hands
+ * it over in shared memory. */
+typedef struct shared_id {
+    ddpc_unique_id id;
+    int ready; /* atomic */
+} shared_id;
+
 static void uid_opt_body(int rank, int world, void *arg) {
-    const ddpc_unique_id *id = arg;
+    shared_id *sh = arg;
     setenv("DDPC_TIMEOUT", "20", 1);
+    if (rank == 0) {
+        CHECK_OK(ddpc_get_unique_id(&sh->id, NULL));
+        __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
+    }
+    for (int k = 0; k < 2000 && !__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE); k++)
+        ddpc__sleep(0.01); /* at most 20 s */
+    CHECK(__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE));
     ddpc_comm_options o = ddpc_comm_options_default();
     o.connect_timeout_s = 20;
     o.exec_timeout_s = rank == 0 ? 0.5 : -1;
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_rank(&c, world, id, rank, &o));
+    CHECK_OK(ddpc_comm_create_rank(&c, world, &sh->id, rank, &o));
     if (rank == 0) {
         int32_t v = 1;
         double t0 = ddpc__now();
@@ -293,12 +307,12 @@ static void uid_opt_body(int rank, int world, void *arg) {
 
 TEST_T(unique_id_create_rank_options, 60) {
     clear_env();
-    ddpc_unique_id *id =
-        mmap(NULL, sizeof *id, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(id != MAP_FAILED);
-    CHECK_OK(ddpc_get_unique_id(id, NULL));
+    shared_id *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
     int st[2];
-    t_run_ranks_status(2, 40, uid_opt_body, id, st);
+    t_run_ranks_status(2, 40, uid_opt_body, sh, st);
     CHECK_MSG(st[0] == 0, "rank 0: status %d", st[0]);
 }
 
