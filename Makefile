@@ -80,6 +80,12 @@ $(BUILD)/bin/ddpc-run: $(BUILD)/obj/tools/ddpc-run.o $(RUN_OBJ) $(BUILD)/libddpc
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(RUN_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
 
+# ddpc-trace: --merge reads Chrome trace files with cJSON (libcjson-dev), when there is one
+$(BUILD)/obj/tools/ddpc-trace.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
+$(BUILD)/bin/ddpc-trace: $(BUILD)/obj/tools/ddpc-trace.o $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS) $(CJSON_LIBS)
+
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)

@@ -21,6 +21,7 @@
  * The parts live in tools/run/ (run.h lists them); this file holds main
  * and the loop that runs one generation of workers.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -175,6 +176,7 @@ static void watch_workers(job *J, gen_state *g) {
     publish_outcome(J, &mine, &g->oc);
     outcome_clear(&mine);
     g->decided = 1;
+    ask_for_records(J);
     stop_workers(J);
 }
 
@@ -278,6 +280,31 @@ static void free_job(job *J) {
     if (J->sfd >= 0) close(J->sfd);
 }
 
+/* Where the workers' flight records of the generation are (DDPC_TRACE_DIR,
+ * beside the logs), when they wrote any: said with the command that
+ * explains them. */
+static void trace_hint(job *J) {
+    const char *mine = getenv("DDPC_TRACE_DIR");
+    char dir[PATH_MAX + 200];
+    if (mine && *mine)
+        snprintf(dir, sizeof dir, "%s", mine);
+    else if (J->o->log_any)
+        snprintf(dir, sizeof dir, "%s/%s/attempt_%d", J->o->log_dir, J->o->run_id, J->gen);
+    else
+        return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += !strncmp(e->d_name, "flight-", 7) && strstr(e->d_name, ".txt") &&
+             !strstr(e->d_name, ".tmp");
+    closedir(d);
+    if (n)
+        say("%d rank%s wrote a flight record in %s: `ddpc-trace %s` says where each stopped", n,
+            n > 1 ? "s" : "", dir, dir);
+}
+
 /* Runs generations until one succeeds, one fails for good, or the restarts
  * are spent. Returns the exit code. */
 static int run_job(job *J) {
@@ -298,6 +325,7 @@ static int run_job(job *J) {
         if (restartable || !J->got_signal)
             say("job failed%s. %s", restartable && o->max_restarts ? " after all restarts" : "",
                 outcome_text(&oc));
+        trace_hint(J);
         rc = outcome_exit_code(J, &oc);
     }
     outcome_clear(&oc);

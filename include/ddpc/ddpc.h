@@ -244,7 +244,9 @@ DDPC_API const char *ddpc_comm_last_error(const ddpc_comm *c);
 typedef struct ddpc_work ddpc_work;
 
 /* Waits until w completes or timeout_s passes (timeout_s < 0: the
- * communicator's exec timeout). Returns the operation's status. */
+ * communicator's exec timeout, plus DDPC_STALL_SETTLE and a second, so that
+ * a stalled operation's own error, naming the silent rank, is the one
+ * returned). Returns the operation's status. */
 DDPC_API ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s);
 /* *done = 1 when w has completed (then returns its status), 0 otherwise. */
 DDPC_API ddpc_status ddpc_work_test(ddpc_work *w, int *done);

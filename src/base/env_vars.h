@@ -43,6 +43,16 @@
       "seconds allowed for rendezvous and connection set-up")                                      \
     X(TIMEOUT, "DDPC_TIMEOUT", "HCCL_EXEC_TIMEOUT", REAL, "1836", 0, 1e7,                          \
       "seconds one collective may wait on its peers (0 = no limit)")                               \
+    X(STALL_SETTLE, "DDPC_STALL_SETTLE", NULL, REAL, NULL, 0, 3600,                                \
+      "seconds a rank that timed out (DDPC_TIMEOUT) spends collecting its peers' notices before "  \
+      "naming the silent rank, so that every rank names the same one (default: a tenth of "        \
+      "DDPC_TIMEOUT, between 0.2 and 2)")                                                          \
+    X(TRACE_BUFFER, "DDPC_TRACE_BUFFER", NULL, INT, "2000", 0, 1 << 24,                            \
+      "operations each communicator's flight recorder keeps (0: no recorder)")                     \
+    X(TRACE_DIR, "DDPC_TRACE_DIR", NULL, STR, NULL, 0, 0,                                          \
+      "directory where each rank writes its flight recorder (flight-RANK.txt) on a timeout, a "    \
+      "lost peer, an abort or SIGUSR1; read by ddpc-trace (default: none; ddpc-run sets it to "    \
+      "its --log-dir's attempt directory)")                                                        \
     X(BUFFSIZE, "DDPC_BUFFSIZE", "HCCL_BUFFSIZE", INT, "200", 1, 1 << 20,                          \
       "accepted for HCCL compatibility; no effect: the TCP path sends from and receives into the " \
       "user buffers, with no staging buffer")                                                      \

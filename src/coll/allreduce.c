@@ -231,6 +231,11 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
     int algo = c->algo;
     if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_FLAT || algo == DDPC_ALGO_HIER)
         algo = small_msg(nbytes, count, c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
+    if (!e->algo) /* for the flight recorder (hier.c names its own) */
+        e->algo = algo == DDPC_ALGO_RING              ? "ring"
+                  : algo == DDPC_ALGO_TREE            ? "tree"
+                  : small_msg(nbytes, count, c->size) ? "rhd"
+                                                      : "halving-doubling";
     /* the ring and halving-doubling finish (AVG: divide) each block as it
      * completes; the others finish the whole vector at the end */
     ddpc_status s;

@@ -42,7 +42,7 @@ static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, s
                       const char *what) {
     if (async && !w) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = { k, send, recv, count, t, op, root, NULL, ddpc__run };
+    ddpc_args a = { k, send, recv, count, t, op, root, NULL, ddpc__run, 0 };
     return ddpc__submit(c, &a, async ? w : NULL);
 }
 
@@ -221,7 +221,7 @@ static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendc
     memcpy(vec + 2 * n, recvcounts, sizeof *vec * (size_t)n);
     memcpy(vec + 3 * n, rdispls, sizeof *vec * (size_t)n);
     if (async) *w = NULL;
-    ddpc_args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run };
+    ddpc_args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run, 0 };
     return ddpc__submit(c, &a, async ? w : NULL); /* owns vec from here */
 }
 ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,

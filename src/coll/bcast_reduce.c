@@ -143,6 +143,7 @@ ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t n
     int algo = c->algo;
     if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
         algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
+    if (!e->algo) e->algo = algo == DDPC_ALGO_TREE ? "tree" : "chain";
     if (algo == DDPC_ALGO_TREE) return ddpc__tree_bcast(e, NULL, recv, nbytes, root);
     return ddpc__chain_bcast(e, NULL, recv, nbytes, root);
 }
@@ -159,6 +160,7 @@ ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t coun
     int algo = c->algo;
     if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
         algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
+    if (!e->algo) e->algo = algo == DDPC_ALGO_TREE ? "tree" : "chain";
     if (algo == DDPC_ALGO_RING) return chain_reduce(e, send, recv, count, t, op, root);
     /* the root accumulates in recv; the others in scratch */
     size_t al = (nbytes + 63) & ~(size_t)63;

@@ -17,23 +17,23 @@ static int is_half(ddpc_dtype t) { return t == DDPC_FLOAT16 || t == DDPC_BFLOAT1
  * the flat one. */
 static ddpc_status allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
                              ddpc_op op) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_ALLREDUCE, count))
+    if (ddpc__hier_wanted(e->c, DDPC_K_ALLREDUCE, count) && (e->algo = "hier"))
         return ddpc__hier_allreduce(e, send, recv, count, t, op);
     return ddpc__allreduce(e, send, recv, count, t, op);
 }
 static ddpc_status reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                   ddpc_dtype t, ddpc_op op) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_REDUCE_SCATTER, count))
+    if (ddpc__hier_wanted(e->c, DDPC_K_REDUCE_SCATTER, count) && (e->algo = "hier"))
         return ddpc__hier_reduce_scatter(e, send, recv, count, t, op);
     return ddpc__reduce_scatter(e, send, recv, count, t, op);
 }
 static ddpc_status allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_ALLGATHER, nbytes))
+    if (ddpc__hier_wanted(e->c, DDPC_K_ALLGATHER, nbytes) && (e->algo = "hier"))
         return ddpc__hier_allgather(e, send, recv, nbytes);
     return ddpc__allgather(e, send, recv, nbytes);
 }
 static ddpc_status broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_BROADCAST, nbytes))
+    if (ddpc__hier_wanted(e->c, DDPC_K_BROADCAST, nbytes) && (e->algo = "hier"))
         return ddpc__hier_broadcast(e, send, recv, nbytes, root);
     return ddpc__broadcast(e, send, recv, nbytes, root);
 }

@@ -131,6 +131,7 @@ static void comm_free(ddpc_comm *c) {
     free(c->p2p_recvd);
     free(c->host_of);
     free(c->scratch);
+    ddpc__rec_fini(c);
     if (c->abort_fd >= 0) close(c->abort_fd);
     srv_release(c->srv);
     pthread_mutex_destroy(&c->mu);
@@ -186,6 +187,7 @@ ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, in
     ddpc_status s;
     DDPC_CHECK_GOTO(read_settings(c), s, fail);
     apply_options(c, opt);
+    DDPC_CHECK_GOTO(ddpc__rec_init(c), s, fail);
     snprintf(c->store_host, sizeof c->store_host, "%s", host);
     c->store_port = port;
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
@@ -209,6 +211,7 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
     ddpc_status s;
     DDPC_CHECK_GOTO(read_settings(c), s, fail);
     apply_options(c, opt);
+    DDPC_CHECK_GOTO(ddpc__rec_init(c), s, fail);
     snprintf(c->store_host, sizeof c->store_host, "%s", ddpc_store_addr(st));
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
     c->ext_store = st;
@@ -520,6 +523,9 @@ ddpc_status ddpc_comm_abort(ddpc_comm *c) {
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    char why[96];
+    snprintf(why, sizeof why, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
+    ddpc__rec_dump(why);
     return DDPC_OK;
 }
 

@@ -53,8 +53,10 @@ enum {
     DDPC_F_DATA = 0,  /* payload of the operation */
     DDPC_F_CHECK = 1, /* fingerprint-only message (rooted collectives) */
     DDPC_F_BYE = 2,   /* the sender destroyed its communicator cleanly */
-    DDPC_F_FAIL = 3,  /* the sender failed: nbytes = its status, rsvd = the rank it lost
-                       * or disagreed with; the fingerprint is the sender's call */
+    DDPC_F_FAIL = 3,  /* the sender failed: nbytes = its status, rsvd = the rank it lost,
+                       * disagreed with or found silent; the fingerprint is the sender's call */
+    DDPC_F_WAIT = 4,  /* the sender timed out waiting on rank rsvd and collects its peers'
+                       * notices before naming the silent rank (progress.c, settle) */
 };
 
 typedef struct ddpc_hdr {
@@ -88,6 +90,7 @@ typedef struct ddpc_args {
                   * entries each) in one block owned by the operation; else NULL */
     ddpc_run_fn run; /* executes it (a send or receive that waits in the queue
                       * is run by the queue's own batching instead) */
+    uint64_t rec;    /* its flight-recorder entry once queued (recorder.c), else 0 */
 } ddpc_args;
 
 /* One posted send or receive of a message to or from one peer. Lives in the
@@ -116,6 +119,9 @@ typedef struct ddpc_peer {
     int port;
     int shm;        /* the peer's DDPC_SHM, as published */
     long shm_bytes; /* the peer's DDPC_SHM_BYTES */
+    double last_rx; /* ddpc__now() when bytes last came from it (0: never) */
+    int noted;      /* it sent a DDPC_F_WAIT notice: no longer driven or watched */
+    int waits_on;   /* the rank its notice says it waits on */
 } ddpc_peer;
 
 struct ddpc_work;
@@ -182,6 +188,11 @@ struct ddpc_comm {
     /* last error, for ddpc_comm_last_error */
     pthread_mutex_t err_mu;
     char last_err[1024];
+
+    /* flight recorder (recorder.c): the last operations; NULL when
+     * DDPC_TRACE_BUFFER=0 */
+    struct ddpc_rec *rec;
+    double settle_s; /* DDPC_STALL_SETTLE: seconds a timed-out rank collects notices */
 };
 
 /* DDPC_ALGO: auto chooses per call (hierarchical across hosts where some
@@ -200,12 +211,16 @@ enum {
 typedef struct ddpc_exec {
     ddpc_comm *c;
     ddpc_args a;
-    ddpc_hdr fp;     /* header template: kind, dtype, op, root, seq, count */
-    double deadline; /* absolute */
-    int lost;        /* the rank whose loss failed this operation, or -1 */
-    int culprit;     /* the rank whose call differed from this one's, or -1 */
-    double nap;      /* > 0: a blocking progress sleeps at most this long (s)
+    ddpc_hdr fp;         /* header template: kind, dtype, op, root, seq, count */
+    double deadline;     /* absolute */
+    int lost;            /* the rank whose loss failed this operation, or -1 */
+    int culprit;         /* the rank whose call differed from this one's, or -1 */
+    double nap;          /* > 0: a blocking progress sleeps at most this long (s)
                       * and returns, so its caller can look at the queue */
+    const char *algo;    /* the algorithm chosen (static text, for the recorder), or NULL */
+    uint64_t rec;        /* its flight-recorder entry, or 0 */
+    double settle_until; /* > 0: timed out; collecting peers' notices until then */
+    int waits_on;        /* while settling: the peer this rank waits on, or -1 */
 } ddpc_exec;
 
 /* ------------------------------------------------------------ progress */
@@ -250,6 +265,37 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len);
 /* Scratch memory of at least nbytes owned by c (valid until the next call);
  * NULL on out of memory. */
 void *ddpc__scratch(ddpc_comm *c, size_t nbytes);
+
+/* ------------------------------------------------------------ recorder */
+
+/* The flight recorder (recorder.c): each communicator keeps its last
+ * DDPC_TRACE_BUFFER operations (sequence number, op, dtype, count, root or
+ * peer, algorithm, queued/start/end times, state) in a ring, and writes
+ * them, with every communicator of the process, to DDPC_TRACE_DIR/
+ * flight-<rank>.txt on a timeout, a lost peer, an abort, or SIGUSR1. */
+typedef enum {
+    DDPC_REC_QUEUED = 1,
+    DDPC_REC_RUNNING,
+    DDPC_REC_DONE,
+    DDPC_REC_FAILED
+} ddpc_rec_state;
+
+/* Creates c->rec (DDPC_TRACE_BUFFER entries; none when 0) and registers c
+ * for dumps; reads DDPC_TRACE_DIR. Errors only for bad settings. */
+ddpc_status ddpc__rec_init(ddpc_comm *c);
+/* Unregisters c and frees its recorder (destroy; harmless when none). */
+void ddpc__rec_fini(ddpc_comm *c);
+/* a was queued: a new entry, its id returned (0 when not recording). */
+uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc_args *a);
+/* e starts executing (its entry from the queue, else a new one). */
+void ddpc__rec_start(ddpc_exec *e);
+/* e ended with status s. */
+void ddpc__rec_end(ddpc_exec *e, ddpc_status s);
+/* Writes every registered communicator's record to the trace directory
+ * (when one is set), saying why; not from a signal handler. */
+void ddpc__rec_dump(const char *why);
+/* "allreduce" for a kind. */
+const char *ddpc__kind_name(int kind);
 
 /* ------------------------------------------------------------ queue */
 

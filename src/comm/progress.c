@@ -47,8 +47,12 @@ static const char *const kind_names[DDPC_K_COUNT] = {
     [DDPC_K_RECV] = "send/recv",
 };
 
+const char *ddpc__kind_name(int kind) {
+    return kind > 0 && kind < DDPC_K_COUNT ? kind_names[kind] : "?";
+}
+
 void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
-    const char *k = h->kind > 0 && h->kind < DDPC_K_COUNT ? kind_names[h->kind] : "?";
+    const char *k = ddpc__kind_name(h->kind);
     const char *t = ddpc_dtype_name((ddpc_dtype)h->dtype);
     const char *o = ddpc_op_name((ddpc_op)h->op);
     unsigned long long n = (unsigned long long)h->count;
@@ -70,6 +74,9 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
 
 static int is_aborted(ddpc_comm *c) { return __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE); }
 
+static void send_notes(ddpc_exec *e, const ddpc_hdr *note, int close);
+static ddpc_status notice(ddpc_exec *e, int peer, const ddpc_hdr *h);
+
 ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     ddpc_comm *c = e->c;
     char what[640], desc[160], full[1024];
@@ -85,20 +92,31 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
         hint = "set DDPC_DEBUG=TRACE to log every collective on every rank";
     snprintf(full, sizeof full, "rank %d: %s #%" PRIu64 " failed: %s (%s)", c->rank, desc,
              e->fp.seq, what, hint);
-    if (c->failed == DDPC_OK) c->failed = s;
+    int first = c->failed == DDPC_OK;
+    if (first) c->failed = s;
     pthread_mutex_lock(&c->err_mu);
     snprintf(c->last_err, sizeof c->last_err, "%s", full);
     pthread_mutex_unlock(&c->err_mu);
     DDPC_WARN(COLL, "%s", full);
-    /* tell every peer why, at a message boundary of its stream, so ranks
-     * that only see this one close can name the rank really lost: a message
-     * half sent is finished first (a peer reads on while its operation
-     * lasts; a full shared-memory ring is the usual case), all of it within
-     * a quarter of a second so that a peer that does not read costs little */
     ddpc_hdr note = e->fp;
     note.flags = DDPC_F_FAIL;
     note.nbytes = (uint64_t)s;
     note.rsvd = (uint32_t)(s == DDPC_ERR_MISMATCH ? e->culprit : e->lost);
+    send_notes(e, &note, 1);
+    ddpc__rec_end(e, s);
+    if (first) ddpc__rec_dump(full);
+    return ddpc__err(s, "%s", full);
+}
+
+/* Tells every peer note, at a message boundary of its stream, so ranks
+ * that only see this one close can name the rank really lost: a message
+ * half sent is finished first (a peer reads on while its operation lasts;
+ * a full shared-memory ring is the usual case), all of it within a quarter
+ * of a second so that a peer that does not read costs little. Every posted
+ * send is dropped; with close set, the receives too and every connection
+ * is shut down. */
+static void send_notes(ddpc_exec *e, const ddpc_hdr *note, int close) {
+    ddpc_comm *c = e->c;
     double note_by = ddpc__deadline_in(0.25);
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
@@ -116,11 +134,12 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
             }
         }
         if (pe->conn && p != e->lost && at_boundary)
-            pe->tp->send_full(pe->conn, &note, sizeof note, note_by, c->abort_fd);
-        pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
+            pe->tp->send_full(pe->conn, note, sizeof *note, note_by, c->abort_fd);
+        pe->sq = pe->sq_tail = NULL;
+        if (!close) continue;
+        pe->rq = pe->rq_tail = NULL;
         if (pe->conn) pe->tp->shutdown(pe->conn);
     }
-    return ddpc__err(s, "%s", full);
 }
 
 void *ddpc__scratch(ddpc_comm *c, size_t nbytes) {
@@ -235,6 +254,13 @@ static ddpc_status peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h) {
             "(%d) %s as operation #%llu",
             who, peer, e->c->rank, mine, (unsigned long long)e->fp.seq);
     }
+    if (st == DDPC_ERR_TIMEOUT && who >= 0 && who < e->c->size && who != e->c->rank) {
+        e->lost = who;
+        return ddpc__fail(e, DDPC_ERR_TIMEOUT,
+                          "rank %d is silent: rank %d timed out (DDPC_TIMEOUT) in its operation "
+                          "#%llu and found it so",
+                          who, peer, (unsigned long long)h->seq);
+    }
     if (st == DDPC_ERR_ABORTED)
         return ddpc__fail(e, DDPC_ERR_PEER_LOST, "lost rank %d: it aborted its communicator", peer);
     return ddpc__fail(e, DDPC_ERR_PEER_LOST, "lost rank %d: it failed (%s) and gave up", peer,
@@ -250,6 +276,7 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
                           "rank %d sent a message without ddpc's magic (0x%08x): corrupt stream",
                           r->peer, (unsigned)h->magic);
     if (h->flags == DDPC_F_FAIL) return peer_failed(e, r->peer, h);
+    if (h->flags == DDPC_F_WAIT) return notice(e, r->peer, h);
     if (h->flags == DDPC_F_BYE) {
         ddpc__describe(w, mine, sizeof mine);
         return ddpc__fail(
@@ -289,7 +316,7 @@ static void closed_peers(ddpc_comm *c, int skip, char *buf, size_t len) {
     size_t used = 0;
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
-        if (p == skip || !pe->conn || pe->bye) continue;
+        if (p == skip || !pe->conn || pe->bye || pe->noted) continue;
         int fd = pe->tp->poll_fd(pe->conn);
         if (fd < 0) continue;
         struct pollfd pf = { fd, POLLIN, 0 };
@@ -318,6 +345,8 @@ static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) 
         if (pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) == DDPC_OK && got >= sizeof h &&
             h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL)
             return peer_failed(e, peer, &h);
+        if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_WAIT)
+            return notice(e, peer, &h);
     }
     e->lost = peer;
     char more[256];
@@ -337,6 +366,7 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
         ddpc_req *r;
+        if (pe->noted) continue;
         while ((r = pe->sq) != NULL) {
             size_t mv = 0;
             ddpc_status s = pe->tp->send(pe->conn, &r->x, &mv);
@@ -353,10 +383,13 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
             if (mv) {
                 *moved = 1;
                 pe->rx_future = 0;
+                double now = ddpc__now(); /* read by the recorder's dump */
+                __atomic_store(&pe->last_rx, &now, __ATOMIC_RELAXED);
             }
             if (!r->checked && r->x.done >= sizeof(ddpc_hdr)) {
                 r->checked = 1;
                 DDPC_CHECK(check_hdr(e, r));
+                if (pe->noted) break; /* it was a notice (r is dropped) */
             }
             if (s != DDPC_OK) return lost(e, p, s, "receiving from");
             if (r->x.done < r->x.total) break;
@@ -368,21 +401,154 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
     return DDPC_OK;
 }
 
-static ddpc_status timed_out(ddpc_exec *e) {
-    ddpc_comm *c = e->c;
-    char who[256] = "";
-    size_t used = 0;
+/* ------------------------------------------------------------ stalls
+ *
+ * A timed-out rank knows whom it waits on, not whether that peer is the
+ * silent one or only waits in turn (in a ring, one frozen rank stalls
+ * everyone). So it does not fail at once: it tells every peer "timed out,
+ * waiting on W" (a DDPC_F_WAIT notice) and collects theirs for
+ * DDPC_STALL_SETTLE seconds; a rank that receives a notice first joins in
+ * with its own. Then it follows the chain of waits from its own: the first
+ * rank on it that sent no notice is the silent one (frozen, cut off, or
+ * not calling the collective), and every rank names that same rank. */
+
+/* The peer e's rank waits on: the first with a posted receive (no data from
+ * it), else the first with a posted send (it does not read); -1 when none.
+ * *reading: whether it is a receive. */
+static int waited_peer(ddpc_comm *c, int *reading) {
+    *reading = 0;
+    for (int p = 0; p < c->size; p++)
+        if (c->peers[p].rq && !c->peers[p].noted) {
+            *reading = 1;
+            return p;
+        }
+    for (int p = 0; p < c->size; p++)
+        if (c->peers[p].sq && !c->peers[p].noted) return p;
+    return -1;
+}
+
+/* "host:port" (IPv6 in brackets) of rank p as published. */
+static void addr_of(const ddpc_comm *c, int p, char *buf, size_t len) {
+    const char *ip = p == c->rank ? c->ip : c->peers[p].ip;
+    int port = c->peers[p].port;
+    snprintf(buf, len, strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip[0] ? ip : "?", port);
+}
+
+/* Every connected peer has sent its notice (or said goodbye). */
+static int all_noted(const ddpc_comm *c) {
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
-        if (!pe->sq && !pe->rq) continue;
-        int n = snprintf(who + used, sizeof who - used, "%s%d (%s)", used ? ", " : "", p,
-                         pe->rq ? "no data from it" : "it does not read");
-        if (n < 0 || (size_t)n >= sizeof who - used) break;
-        used += (size_t)n;
+        const ddpc_peer *pe = &c->peers[p];
+        if (p != c->rank && pe->conn && !pe->noted && !pe->bye) return 0;
     }
+    return 1;
+}
+
+/* The settle is over: names the silent rank at the end of the chain of
+ * waits, in HCCL's link-error terms (the local and the remote rank with
+ * their addresses), and fails e with DDPC_ERR_TIMEOUT. */
+static ddpc_status conclude(ddpc_exec *e) {
+    ddpc_comm *c = e->c;
+    char chain[256], mine[80], theirs[80], since[64] = "";
+    size_t used = (size_t)snprintf(chain, sizeof chain, "%d", c->rank);
+    int cur = e->waits_on, hops = 0;
+    while (cur >= 0 && cur != c->rank && c->peers[cur].noted && hops++ < c->size) {
+        int n = snprintf(chain + used, sizeof chain - used, " -> %d", cur);
+        if (n > 0 && (size_t)n < sizeof chain - used) used += (size_t)n;
+        cur = c->peers[cur].waits_on;
+    }
+    int silent = cur >= 0 && cur != c->rank && cur < c->size && !c->peers[cur].noted ? cur : -1;
+    if (silent >= 0) {
+        int n = snprintf(chain + used, sizeof chain - used, " -> %d", silent);
+        if (n > 0 && (size_t)n < sizeof chain - used) used += (size_t)n;
+    }
+    double timeout = c->exec_timeout;
+    if (cur == c->rank && hops > 0) { /* the others waited on this rank: it was stopped */
+        e->lost = e->waits_on;
+        return ddpc__fail(e, DDPC_ERR_TIMEOUT,
+                          "timed out after %g s (DDPC_TIMEOUT): the peers timed out waiting on "
+                          "this rank (wait chain %s -> %d): it was stopped, descheduled or "
+                          "slower than DDPC_TIMEOUT",
+                          timeout, chain, c->rank);
+    }
+    if (silent < 0) {
+        e->lost = e->waits_on;
+        if (e->waits_on < 0)
+            return ddpc__fail(e, DDPC_ERR_TIMEOUT,
+                              "timed out after %g s (DDPC_TIMEOUT) with nothing posted to wait on",
+                              timeout);
+        return ddpc__fail(e, DDPC_ERR_TIMEOUT,
+                          "timed out after %g s (DDPC_TIMEOUT) waiting on rank %d, and every rank "
+                          "on the chain of waits said it waits too (%s): ranks that wait on each "
+                          "other, or a collective one of them never issued",
+                          timeout, e->waits_on, chain);
+    }
+    e->lost = silent;
+    addr_of(c, c->rank, mine, sizeof mine);
+    addr_of(c, silent, theirs, sizeof theirs);
+    if (c->peers[silent].last_rx > 0)
+        snprintf(since, sizeof since, "; last data from it %.1f s ago",
+                 ddpc__now() - c->peers[silent].last_rx);
+    else
+        snprintf(since, sizeof since, "; no data from it in this communicator");
+    DDPC_WARN(COLL, "_________________________LINK_ERROR_INFO___________________________");
+    DDPC_WARN(COLL, "| dest_ip(user_rank) | dest_port | src_ip(user_rank) | src_port | MyRole | "
+                    "Status |");
+    DDPC_WARN(COLL, "| %s(%d) | %d | %s(%d) | %d | %s | time out |", c->peers[silent].ip, silent,
+              c->peers[silent].port, c->ip, c->rank, c->peers[c->rank].port,
+              silent == e->waits_on ? "waiter" : "bystander");
     return ddpc__fail(e, DDPC_ERR_TIMEOUT,
-                      "timed out after %g s (DDPC_TIMEOUT) waiting for rank %s", c->exec_timeout,
-                      who[0] ? who : "?");
+                      "timed out after %g s (DDPC_TIMEOUT): rank %d is silent (wait chain %s%s); "
+                      "link: local rank %d %s, remote rank %d %s, status time out",
+                      timeout, silent, chain, since, c->rank, mine, silent, theirs);
+}
+
+/* Starts the settle: tells every peer that this rank timed out waiting on
+ * waits_on, then collects notices until all peers sent one or
+ * DDPC_STALL_SETTLE has passed (the deadline of e becomes the settle's). */
+static ddpc_status settle(ddpc_exec *e, int waits_on) {
+    ddpc_comm *c = e->c;
+    e->settle_until = ddpc__deadline_in(c->settle_s > 0 ? c->settle_s : 1e-3);
+    e->deadline = e->settle_until;
+    e->waits_on = waits_on;
+    ddpc_hdr note = e->fp;
+    note.flags = DDPC_F_WAIT;
+    note.nbytes = 0;
+    note.rsvd = (uint32_t)waits_on;
+    send_notes(e, &note, 0);
+    DDPC_INFO(COLL,
+              "rank %d: #%" PRIu64 " timed out waiting on rank %d; collecting notices for %g s",
+              c->rank, e->fp.seq, waits_on, c->settle_s);
+    while (!all_noted(c) && !ddpc__expired(e->settle_until)) DDPC_CHECK(ddpc__progress(e, 1));
+    return conclude(e);
+}
+
+/* A peer's DDPC_F_WAIT notice: it timed out waiting on the rank in h->rsvd.
+ * Recorded (the peer is no longer driven or watched); a rank not settling
+ * yet starts to. */
+static ddpc_status notice(ddpc_exec *e, int peer, const ddpc_hdr *h) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[peer];
+    int reading, waits_on = waited_peer(c, &reading);
+    pe->noted = 1;
+    pe->waits_on = (int32_t)h->rsvd;
+    pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
+    DDPC_INFO(COLL, "rank %d: rank %d timed out in #%" PRIu64 " waiting on rank %d", c->rank, peer,
+              h->seq, pe->waits_on);
+    if (e->settle_until > 0) return DDPC_OK;
+    if (waits_on < 0) waits_on = peer; /* nothing else pending: the op waits on it */
+    return settle(e, waits_on);
+}
+
+/* The deadline passed: with more than two ranks, settle first; once the
+ * settle is over too, conclude. */
+static ddpc_status timed_out(ddpc_exec *e) {
+    if (e->settle_until > 0) return conclude(e);
+    int reading, w = waited_peer(e->c, &reading);
+    if (e->c->size <= 2 || w < 0) {
+        e->waits_on = w;
+        return conclude(e);
+    }
+    return settle(e, w);
 }
 
 /* Looks at an idle connection that poll() reported: lost, goodbye, or data
@@ -400,6 +566,8 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
     }
     if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE)
         pe->bye = 1;
+    else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_WAIT)
+        return notice(e, p, &h);
     else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL &&
              !(e->fp.kind != DDPC_K_SEND && h.kind != DDPC_K_SEND && h.seq > e->fp.seq))
         return peer_failed(e, p, &h);
@@ -495,7 +663,7 @@ static void pollset_fill(ddpc_comm *c, pollset *ps) {
     ps->pidx[n++] = -1;
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
-        if (!pe->conn) continue;
+        if (!pe->conn || pe->noted) continue;
         short ev = 0;
         if (pe->rq) ev |= POLLIN;
         if (pe->sq) ev |= POLLOUT;

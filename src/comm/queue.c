@@ -69,6 +69,8 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     e->deadline = ddpc__deadline_in(c->exec_timeout);
     e->lost = -1;
     e->culprit = -1;
+    e->waits_on = -1;
+    ddpc__rec_start(e);
     if (ddpc__log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
         char d[160];
         ddpc__describe(&e->fp, d, sizeof d);
@@ -81,7 +83,9 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
 static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
     ddpc_exec e;
     DDPC_CHECK(exec_init(c, a, &e));
-    return a->run(&e);
+    ddpc_status s = a->run(&e);
+    ddpc__rec_end(&e, s);
+    return s;
 }
 
 /* A work handle for a, held by the caller and the queue (two references);
@@ -92,7 +96,9 @@ static struct ddpc_work *work_new(ddpc_comm *c, const ddpc_args *a) {
     w->c = c;
     w->a = *a;
     w->refs = 2;
-    w->timeout = c->exec_timeout;
+    /* wait(-1) outlasts the operation's own deadline and the settle after
+     * it, so that the operation's error (naming the silent rank) wins */
+    w->timeout = c->exec_timeout > 0 ? c->exec_timeout + c->settle_s + 1.0 : 0;
     w->spin_s = c->spin_s;
     w->no_thread = c->no_thread;
     pthread_mutex_init(&w->mu, NULL);
@@ -183,6 +189,7 @@ static void batch_take(ddpc_comm *c, p2p_batch *bt) {
 }
 
 static void item_complete(p2p_batch *bt, p2p_item *it, ddpc_status s) {
+    ddpc__rec_end(&it->e, s);
     it->done = 1;
     bt->left--;
     work_complete(it->w, s);
@@ -355,6 +362,7 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wo
         }
         c->thread_started = 1;
     }
+    w->a.rec = ddpc__rec_queued(c, a);
     if (c->qtail)
         c->qtail->next = w;
     else

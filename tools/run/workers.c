@@ -288,6 +288,9 @@ static int worker_env(job *J, worker *w, char *mine[24]) {
     mine[m++] = xasprintf("TORCHELASTIC_MAX_RESTARTS=%d", o->max_restarts);
     mine[m++] = xasprintf("TORCHELASTIC_RUN_ID=%s", o->run_id);
     mine[m++] = xasprintf("TORCHELASTIC_USE_AGENT_STORE=True");
+    /* the flight recorders write beside the logs (unless the user chose) */
+    if (o->log_any && !getenv("DDPC_TRACE_DIR"))
+        mine[m++] = xasprintf("DDPC_TRACE_DIR=%s/%s/attempt_%d", o->log_dir, o->run_id, J->gen);
     /* rank 0 draws its progress bar for our terminal (as tqdm under torchrun) */
     if (J->progress_env && w->rank == 0) mine[m++] = xasprintf("DDPC_PROGRESS=1");
     return run_rank_table_env(o, w->rank, mine, m);
@@ -363,6 +366,13 @@ void signal_workers(job *J, int sig) {
 }
 
 /* SIGTERM to every live worker now, SIGKILL after the grace period. */
+void ask_for_records(job *J) {
+    if (!J->o->log_any || getenv("DDPC_TRACE_DIR") || !J->alive) return;
+    for (int i = 0; i < J->o->nproc; i++) /* the worker only, not its group */
+        if (J->w[i].alive) kill(J->w[i].pid, SIGUSR1);
+    ddpc__sleep(0.5); /* a record is a few hundred KB at most */
+}
+
 void stop_workers(job *J) {
     if (J->kill_at) return;
     signal_workers(J, SIGTERM);
