@@ -11,6 +11,7 @@
 
 #include "../fuzz/fuzz_ckpt.c"
 #include "../fuzz/fuzz_idx.c"
+#include "../fuzz/fuzz_ranktable.c"
 #include "../fuzz/fuzz_store.c"
 #include "../fuzz/fuzz_util.c"
 
@@ -79,3 +80,4 @@ static void replay(const char *name, target_fn fn, int mutations) {
 TEST(fuzz_corpus_idx) { replay("idx", fuzz_idx, 300); }
 TEST(fuzz_corpus_ckpt) { replay("ckpt", fuzz_ckpt, 500); }
 TEST(fuzz_corpus_store) { replay("store", fuzz_store, 100); }
+TEST(fuzz_corpus_ranktable) { replay("ranktable", fuzz_ranktable, 300); }
