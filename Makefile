@@ -165,11 +165,10 @@ check-valgrind: all
 # Coverage-guided fuzzing (clang's libFuzzer, with AddressSanitizer and
 # UndefinedBehaviorSanitizer) of the parsers that read what others wrote:
 # IDX files, safetensors checkpoints, the store's wire protocol, HCCL's rank
-# tables. Each target
-# in tests/fuzz/ runs FUZZ_SECS seconds from tests/fuzz/corpus/NAME; new
-# inputs go to build/fuzz/corpus/NAME, and a fault's input to
-# build/fuzz/crash-* (add it to the corpus once fixed: `make test` replays
-# the corpus).
+# tables. Each target in tests/fuzz/ runs FUZZ_SECS seconds from
+# tests/fuzz/corpus/NAME; new inputs go to build/fuzz/corpus/NAME, and a
+# fault's input to build/fuzz/crash-* (add it to the corpus once fixed:
+# `make test` replays the corpus).
 FUZZ_TARGETS := idx ckpt store ranktable
 FUZZ_SECS ?= 60
 FUZZ_CC ?= clang
