@@ -115,6 +115,11 @@ DDPC_API int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
 DDPC_API int ddpc_ddp_overlaps(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */
 DDPC_API void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count);
+/* When bucket b's allreduce of the last round was issued and completed
+ * (seconds on CLOCK_MONOTONIC; 0 when it was not, e.g. under no_sync), for a
+ * timeline: with overlap, completed is when the progress thread finished
+ * it, not when backward's end waited for it. */
+DDPC_API void ddpc_ddp_bucket_times(const ddpc_ddp *d, int b, double *issued, double *done);
 
 /* Removes the hooks from the model and frees everything. NULL is harmless. */
 DDPC_API void ddpc_ddp_destroy(ddpc_ddp *d);

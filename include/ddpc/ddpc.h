@@ -252,6 +252,11 @@ DDPC_API ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s);
 DDPC_API ddpc_status ddpc_work_test(ddpc_work *w, int *done);
 /* Frees w; waits for it first if it is still running. NULL is harmless. */
 DDPC_API void ddpc_work_destroy(ddpc_work *w);
+/* When w was queued, began executing and completed (seconds on
+ * CLOCK_MONOTONIC), e.g. for a timeline; started and completed are 0 until
+ * it has completed. Any pointer may be NULL. */
+DDPC_API ddpc_status ddpc_work_times(ddpc_work *w, double *queued, double *started,
+                                     double *completed);
 
 DDPC_API ddpc_status ddpc_allreduce(ddpc_comm *c, const void *send, void *recv, size_t count,
                                     ddpc_dtype t, ddpc_op op);

@@ -221,6 +221,22 @@ DDPC_API void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h);
 /* The hooks installed now (all NULL when none), e.g. to wrap them. */
 DDPC_API ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m);
 
+/* One layer's forward or backward as it ran, for a timeline (ddpc-train
+ * --trace). Times are seconds on CLOCK_MONOTONIC. hook_t0..hook_t1 is the
+ * span the layer's grad_ready hooks took within t0..t1 (both 0 when none
+ * fired): DDP's work, not the layer's own. */
+typedef struct ddpc_layer_event {
+    int layer;        /* index in the stack, input layer excluded */
+    const char *kind; /* "linear", "conv2d", "relu", "maxpool2d", "flatten", "dropout" */
+    int backward;     /* 0: forward */
+    double t0, t1;
+    double hook_t0, hook_t1;
+} ddpc_layer_event;
+typedef void (*ddpc_layer_timer_fn)(void *ctx, const ddpc_layer_event *ev);
+/* Calls fn after each layer's forward and backward (NULL: no more; the
+ * default, which costs nothing). */
+DDPC_API void ddpc_model_set_layer_timer(ddpc_model *m, ddpc_layer_timer_fn fn, void *ctx);
+
 /* The dropout RNG's state, for checkpoints. */
 DDPC_API ddpc_rng *ddpc_model_rng(ddpc_model *m);
 

@@ -27,10 +27,11 @@ struct ddpc_work {
     int done;
     int started; /* taken off the queue (under c->mu) */
     ddpc_status st;
-    double timeout; /* the comm's exec timeout, for wait(-1) */
-    double spin_s;  /* the comm's spin before a wait sleeps */
-    int no_thread;  /* the comm has no progress thread: waiters run the queue */
-    int refs;       /* atomic: the caller's and the queue's */
+    double timeout;                     /* the comm's exec timeout, for wait(-1) */
+    double spin_s;                      /* the comm's spin before a wait sleeps */
+    int no_thread;                      /* the comm has no progress thread: waiters run the queue */
+    int refs;                           /* atomic: the caller's and the queue's */
+    double t_queued, t_started, t_done; /* ddpc__now(); t_done under mu */
     char err[1024];
     struct ddpc_work *next;
 };
@@ -96,6 +97,7 @@ static struct ddpc_work *work_new(ddpc_comm *c, const ddpc_args *a) {
     w->c = c;
     w->a = *a;
     w->refs = 2;
+    w->t_queued = ddpc__now();
     /* wait(-1) outlasts the operation's own deadline and the settle after
      * it, so that the operation's error (naming the silent rank) wins */
     w->timeout = c->exec_timeout > 0 ? c->exec_timeout + c->settle_s + 1.0 : 0;
@@ -119,6 +121,7 @@ static void work_release(struct ddpc_work *w) {
 
 static void work_complete(struct ddpc_work *w, ddpc_status st) {
     pthread_mutex_lock(&w->mu);
+    w->t_done = ddpc__now();
     w->st = st;
     if (st != DDPC_OK) snprintf(w->err, sizeof w->err, "%s", ddpc_last_error());
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
@@ -182,6 +185,7 @@ static void batch_take(ddpc_comm *c, p2p_batch *bt) {
         c->qhead = w->next;
         if (!c->qhead) c->qtail = NULL;
         w->started = 1;
+        w->t_started = ddpc__now();
         it->w = w;
         bt->it[bt->n++] = it;
         bt->left++;
@@ -283,6 +287,7 @@ static void run_head(ddpc_comm *c) {
     c->qhead = w->next;
     if (!c->qhead) c->qtail = NULL;
     w->started = 1;
+    w->t_started = ddpc__now();
     c->busy = 1;
     pthread_mutex_unlock(&c->mu);
     ddpc_status st = execute(c, &w->a);
@@ -418,6 +423,16 @@ int ddpc_work_source(ddpc_work *w) {
     int src = w->done ? w->a.root : -1;
     pthread_mutex_unlock(&w->mu);
     return src;
+}
+
+ddpc_status ddpc_work_times(ddpc_work *w, double *queued, double *started, double *completed) {
+    if (!w) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_work_times: work is NULL");
+    pthread_mutex_lock(&w->mu); /* t_started is written before done is set under mu */
+    if (queued) *queued = w->t_queued;
+    if (started) *started = w->done ? w->t_started : 0;
+    if (completed) *completed = w->done ? w->t_done : 0;
+    pthread_mutex_unlock(&w->mu);
+    return DDPC_OK;
 }
 
 ddpc_status ddpc_work_test(ddpc_work *w, int *done) {

@@ -14,12 +14,13 @@
 #include "ddpc/ddp.h"
 
 typedef struct bucket {
-    size_t first, count; /* range of the gradient block */
-    int nparams;         /* parameters in this bucket */
-    int pending;         /* parameters whose gradient is not final yet */
-    int ready;           /* every gradient is final */
-    ddpc_work *work;     /* the allreduce in flight, or NULL */
-    uint16_t *packed;    /* (count) compressed gradients, when compressing */
+    size_t first, count;     /* range of the gradient block */
+    int nparams;             /* parameters in this bucket */
+    int pending;             /* parameters whose gradient is not final yet */
+    int ready;               /* every gradient is final */
+    ddpc_work *work;         /* the allreduce in flight, or NULL */
+    uint16_t *packed;        /* (count) compressed gradients, when compressing */
+    double t_issued, t_done; /* this round's allreduce (ddpc__now()); 0 = not yet */
 } bucket;
 
 struct ddpc_ddp {
@@ -104,7 +105,12 @@ static ddpc_status issue(ddpc_ddp *d, int b, int now) {
         buf = bk->packed;
         ddpc__from_float32(bk->packed, g, bk->count, t);
     }
-    if (now) return ddpc_allreduce(d->comm, buf, buf, bk->count, t, op);
+    bk->t_issued = ddpc__now();
+    if (now) {
+        ddpc_status s = ddpc_allreduce(d->comm, buf, buf, bk->count, t, op);
+        bk->t_done = ddpc__now();
+        return s;
+    }
     return ddpc_allreduce_async(d->comm, buf, buf, bk->count, t, op, &bk->work);
 }
 
@@ -142,6 +148,7 @@ static void start_round(ddpc_ddp *d) {
     for (int b = 0; b < d->nbuckets; b++) {
         d->buckets[b].pending = d->buckets[b].nparams;
         d->buckets[b].ready = 0;
+        d->buckets[b].t_issued = d->buckets[b].t_done = 0;
     }
     d->next_issue = 0;
     d->in_round = 1;
@@ -339,6 +346,7 @@ static ddpc_status sync_round(ddpc_ddp *d) {
         bucket *bk = &d->buckets[b];
         if (!bk->work) continue;
         ddpc_status w = ddpc_work_wait(bk->work, -1);
+        ddpc_work_times(bk->work, NULL, NULL, &bk->t_done);
         ddpc_work_destroy(bk->work);
         bk->work = NULL;
         if (s == DDPC_OK) s = w;
@@ -396,6 +404,11 @@ int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d) {
     int n = 0;
     for (int b = 0; b < d->nbuckets; b++) n += d->buckets[b].work != NULL;
     return n;
+}
+
+void ddpc_ddp_bucket_times(const ddpc_ddp *d, int b, double *issued, double *done) {
+    *issued = d->buckets[b].t_issued;
+    *done = d->buckets[b].t_done;
 }
 
 void ddpc_ddp_bucket_range(const ddpc_ddp *d, int b, size_t *first, size_t *count) {

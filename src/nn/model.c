@@ -596,6 +596,33 @@ int ddpc_model_correct(const ddpc_model *m) { return m ? m->correct : 0; }
 
 ddpc_rng *ddpc_model_rng(ddpc_model *m) { return m ? &m->rng : NULL; }
 
+void ddpc_model_set_layer_timer(ddpc_model *m, ddpc_layer_timer_fn fn, void *ctx) {
+    if (!m) return;
+    m->timer = fn;
+    m->timer_ctx = ctx;
+}
+
+static const char *layer_kind_name(layer_kind k) {
+    switch (k) {
+    case LAYER_LINEAR: return "linear";
+    case LAYER_CONV2D: return "conv2d";
+    case LAYER_RELU: return "relu";
+    case LAYER_MAXPOOL2D: return "maxpool2d";
+    case LAYER_FLATTEN: return "flatten";
+    case LAYER_DROPOUT: return "dropout";
+    }
+    return "?";
+}
+
+/* Tells the layer timer that layer i ran from t0 until now. */
+static void timed(ddpc_model *m, int i, int backward, double t0) {
+    ddpc_layer_event ev = {
+        i, layer_kind_name(m->layers[i].kind), backward, t0, ddpc__now(), m->hook_t0, m->hook_t1
+    };
+    m->hook_t0 = m->hook_t1 = 0;
+    m->timer(m->timer_ctx, &ev);
+}
+
 /*
  * Runs each layer on the previous one's output; remembers each layer's
  * input and output for backward.
@@ -610,6 +637,7 @@ ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float
     const float *cur = x;
     for (int i = 0; i < m->nlayers; i++) {
         nn_layer *L = &m->layers[i];
+        double t0 = m->timer ? ddpc__now() : 0;
         L->in = cur;
         switch (L->kind) {
         case LAYER_LINEAR: ddpc__nn_linear_forward(m, L, cur, L->buf, B); break;
@@ -621,6 +649,7 @@ ddpc_status ddpc_model_forward(ddpc_model *m, const float *x, int B, const float
         }
         L->out = L->kind == LAYER_FLATTEN ? cur : L->buf;
         cur = L->out;
+        if (m->timer) timed(m, i, 0, t0);
     }
     m->B = B;
     if (out) *out = cur;
@@ -647,6 +676,7 @@ ddpc_status ddpc_model_backward(ddpc_model *m) {
         nn_layer *L = &m->layers[i];
         if (!L->need_dx && !L->has_params) break; /* nothing below needs a gradient */
         float *dx = L->need_dx ? L->dbuf : NULL;
+        double t0 = m->timer ? ddpc__now() : 0;
         switch (L->kind) {
         case LAYER_LINEAR: ddpc__nn_linear_backward(m, L, L->in, g, dx, B); break;
         case LAYER_CONV2D: ddpc__nn_conv2d_backward(m, L, g, dx, B); break;
@@ -655,6 +685,7 @@ ddpc_status ddpc_model_backward(ddpc_model *m) {
         case LAYER_DROPOUT: ddpc__nn_dropout_backward(L, g, dx, B); break;
         case LAYER_FLATTEN: dx = (float *)g; break; /* same memory, another shape */
         }
+        if (m->timer) timed(m, i, 1, t0);
         if (!dx) break;
         g = dx;
     }

@@ -74,6 +74,9 @@ struct ddpc_model {
     int correct;   /* rows the last loss found right */
     ddpc_model_hooks hooks;
     char desc[1024];
+    ddpc_layer_timer_fn timer; /* ddpc_model_set_layer_timer, or NULL */
+    void *timer_ctx;
+    double hook_t0, hook_t1; /* with a timer: the span of this layer's hooks */
 };
 
 /* Kernels (layers.c). x (B, in_n), y (B, out_n); g = d loss / d y (B, out_n);
@@ -117,7 +120,10 @@ void ddpc__nn_sgd_plain(float *w, const float *g, size_t n, float lr, float wd);
 
 /* Fires the grad_ready hook for parameter index i (i < 0: nothing). */
 static inline void ddpc__nn_fire(ddpc_model *m, int i) {
-    if (i >= 0 && m->hooks.grad_ready) m->hooks.grad_ready(m->hooks.ctx, i);
+    if (i < 0 || !m->hooks.grad_ready) return;
+    if (m->timer && m->hook_t0 == 0) m->hook_t0 = ddpc__now();
+    m->hooks.grad_ready(m->hooks.ctx, i);
+    if (m->timer) m->hook_t1 = ddpc__now();
 }
 
 #endif /* DDPC_NN_IMPL_H */
