@@ -94,6 +94,12 @@ $(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
 
+# test_timeline reads the trace's JSON with cJSON (skips without it)
+$(BUILD)/obj/tests/dist/test_timeline.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
+$(BUILD)/tests/dist/test_timeline: $(BUILD)/obj/tests/dist/test_timeline.o $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a $(LDLIBS) $(CJSON_LIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a $(LDLIBS)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -50,6 +51,7 @@ typedef struct options {
     const char *resume;     /* read before training (NULL with resume_auto) */
     int resume_auto;        /* --resume auto: from --checkpoint whenever it exists */
     const char *metrics;    /* one JSON line per epoch */
+    const char *trace;      /* Chrome trace-event timeline, one file per rank */
     int threads;            /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
     int prefetch;           /* batches the loader keeps ready; -1 = by spare CPUs */
     long max_batches;       /* training batches per epoch; 0 = all */
@@ -102,6 +104,12 @@ static void usage(FILE *f) {
         "                      runs (on), or by backward's thread (off); auto: off where all "
         "ranks\n"
         "                      share this host and its CPUs (default auto)\n"
+        "  --trace FILE        a timeline of the training steps as Chrome trace-event JSON: data,\n"
+        "                      forward and backward per layer, each DDP bucket's allreduce from\n"
+        "                      issue to completion, sync, optimizer step. With several processes\n"
+        "                      rank R writes FILE with {rank} replaced by R, else FILE.rankR\n"
+        "                      (before a .json); `ddpc-trace --merge OUT FILE...` joins them for\n"
+        "                      Perfetto or chrome://tracing\n"
         "Under ddpc-run (or torchrun, mpirun, srun) each process trains its shard with DDP.\n"
         "  --help\n");
 }
@@ -170,6 +178,7 @@ SETTER(set_checkpoint, p->o->checkpoint = val)
 SETTER(set_resume,
        (p->o->resume_auto = !strcmp(val, "auto"), p->o->resume = p->o->resume_auto ? NULL : val))
 SETTER(set_metrics, p->o->metrics = val)
+SETTER(set_trace, p->o->trace = val)
 SETTER(set_threads, p->o->threads = (int)opt_long(name, val, 1, 1024))
 SETTER(set_prefetch, p->o->prefetch = (int)opt_long(name, val, 0, 64))
 SETTER(set_max_batches, p->o->max_batches = opt_long(name, val, 0, 1L << 40))
@@ -229,6 +238,7 @@ static const struct {
     { "--first-bucket-mb", 1, set_first_bucket_mb },
     { "--overlap", 1, set_overlap },
     { "--compress", 1, set_compress },
+    { "--trace", 1, set_trace },
 };
 
 static void defaults(options *o) {
@@ -299,6 +309,7 @@ typedef struct trainer {
     long restart;          /* TORCHELASTIC_RESTART_COUNT: attempts before this one */
     int resumed_own;       /* continued from --checkpoint (not from --resume FILE) */
     ddpc_ckpt_meta loaded; /* rank 0: what the checkpoint it continued from said */
+    struct timeline *tl;   /* --trace, or NULL */
 } trainer;
 
 /* Sums v[0..n) over all ranks, in place. With one process: unchanged. */
@@ -562,6 +573,120 @@ static int show_bar(const trainer *t) {
     return isatty(2);
 }
 
+/* ------------------------------------------------------------ timeline (--trace) */
+
+/* A Chrome trace-event file (the JSON Object Format): complete ("X") events
+ * with microsecond wall-clock times, so that ranks' files merge into one
+ * timeline (ddpc-trace --merge); process = rank, thread 0 = the training
+ * thread, thread 1 = DDP's bucket allreduces from issue to completion. */
+typedef struct timeline {
+    FILE *f;
+    char path[4096];
+    int rank;
+    double off_us; /* wall-clock microseconds minus ddpc__now()'s */
+    long events;
+} timeline;
+
+/* rank r's file for --trace FILE: {rank} replaced, else FILE.rankR(.json). */
+static void trace_path(const char *file, int rank, int world, char *out, size_t len) {
+    const char *at = strstr(file, "{rank}");
+    const char *ext = strrchr(file, '.');
+    if (at)
+        snprintf(out, len, "%.*s%d%s", (int)(at - file), file, rank, at + 6);
+    else if (world == 1)
+        snprintf(out, len, "%s", file);
+    else if (ext && !strcmp(ext, ".json"))
+        snprintf(out, len, "%.*s.rank%d.json", (int)(ext - file), file, rank);
+    else
+        snprintf(out, len, "%s.rank%d", file, rank);
+}
+
+static void tl_event(timeline *tl, const char *name, const char *cat, int tid, double t0,
+                     double t1) {
+    if (!tl || t0 <= 0 || t1 < t0) return;
+    fprintf(tl->f,
+            ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+            "\"ts\": %.3f, \"dur\": %.3f}",
+            name, cat, tl->rank, tid, t0 * 1e6 + tl->off_us, (t1 - t0) * 1e6);
+    tl->events++;
+}
+
+static ddpc_status tl_open(trainer *t) {
+    timeline *tl = calloc(1, sizeof *tl);
+    if (!tl) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for --trace");
+    t->tl = tl;
+    trace_path(t->o.trace, t->rank, t->world, tl->path, sizeof tl->path);
+    tl->f = fopen(tl->path, "w");
+    if (!tl->f) return ddpc__err_errno(DDPC_ERR_IO, errno, "cannot open --trace %s", tl->path);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    tl->off_us = ((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - ddpc__now()) * 1e6;
+    tl->rank = t->rank;
+    fprintf(tl->f,
+            "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n"
+            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": "
+            "{\"name\": \"rank %d\"}},\n"
+            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": "
+            "{\"name\": \"training\"}},\n"
+            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 1, \"args\": "
+            "{\"name\": \"DDP bucket allreduce\"}}",
+            t->rank, t->rank, t->rank, t->rank);
+    return DDPC_OK;
+}
+
+static ddpc_status tl_close(trainer *t) {
+    timeline *tl = t->tl;
+    if (!tl) return DDPC_OK;
+    t->tl = NULL;
+    ddpc_status s = DDPC_OK;
+    if (tl->f) {
+        fputs("\n]}\n", tl->f);
+        int bad = ferror(tl->f);
+        if (fclose(tl->f) != 0 || bad)
+            s = ddpc__err(DDPC_ERR_IO, "cannot write --trace %s", tl->path);
+    }
+    free(tl);
+    return s;
+}
+
+/* The model's layer timer: forward and backward of each layer; a backward
+ * is split around its grad_ready hooks (DDP's work there is the bucket's). */
+static void tl_layer(void *ctx, const ddpc_layer_event *ev) {
+    timeline *tl = ctx;
+    char name[64];
+    snprintf(name, sizeof name, "%s %s%d", ev->backward ? "backward" : "forward", ev->kind,
+             ev->layer);
+    const char *cat = ev->backward ? "backward" : "forward";
+    if (ev->hook_t0 > 0 && ev->hook_t1 >= ev->hook_t0) {
+        tl_event(tl, name, cat, 0, ev->t0, ev->hook_t0);
+        tl_event(tl, "grad ready (DDP hook)", "hook", 0, ev->hook_t0, ev->hook_t1);
+        tl_event(tl, name, cat, 0, ev->hook_t1, ev->t1);
+    } else {
+        tl_event(tl, name, cat, 0, ev->t0, ev->t1);
+    }
+}
+
+/* One training step's events: c0 data c1 forward c2 backward c3 step c4;
+ * sync is the end of backward's wait for the buckets. */
+static void tl_step(trainer *t, uint64_t step, double c0, double c1, double c3, double sync,
+                    double c4) {
+    timeline *tl = t->tl;
+    char name[64];
+    snprintf(name, sizeof name, "train step %" PRIu64, step);
+    tl_event(tl, name, "step", 0, c0, c4);
+    tl_event(tl, "data", "data", 0, c0, c1);
+    if (t->ddp) tl_event(tl, "sync (wait for buckets)", "sync", 0, c3 - sync, c3);
+    tl_event(tl, "optimizer step", "step", 0, c3, c4);
+    for (int b = 0; t->ddp && b < ddpc_ddp_num_buckets(t->ddp); b++) {
+        double issued, done;
+        size_t first, count;
+        ddpc_ddp_bucket_times(t->ddp, b, &issued, &done);
+        ddpc_ddp_bucket_range(t->ddp, b, &first, &count);
+        snprintf(name, sizeof name, "allreduce bucket %d (%zu floats)", b, count);
+        tl_event(tl, name, "allreduce", 1, issued, done);
+    }
+}
+
 /*
  * One training epoch: for each batch, zero_grad, forward, loss, backward
  * (which under DDP returns with averaged gradients), step. Accumulates the
@@ -578,6 +703,7 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     if (o->max_batches && (size_t)o->max_batches < total) total = (size_t)o->max_batches;
     int bar = show_bar(t);
     double t0 = ddpc__now(), last_bar = 0;
+    if (t->tl) ddpc_model_set_layer_timer(t->m, tl_layer, t->tl); /* off in evaluation */
     for (size_t bi = 0; bi < total; bi++) {
         const ddpc_batch *b;
         double c0 = ddpc__now();
@@ -599,6 +725,7 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
         ph->s[PH_BACKWARD] += c3 - c2 - sync; /* the wait for the buckets as backward ends */
         ph->s[PH_SYNC] += sync;
         ph->s[PH_STEP] += c4 - c3;
+        if (t->tl) tl_step(t, t->step, c0, c1, c3, sync, c4);
         t->step++;
         if (!isfinite(loss))
             return ddpc__err(DDPC_ERR_INVALID_ARG,
@@ -620,6 +747,7 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
         }
     }
     *secs = ddpc__now() - t0;
+    ddpc_model_set_layer_timer(t->m, NULL, NULL);
     if (bar) fputc('\n', stderr);
     return DDPC_OK;
 }
@@ -720,7 +848,10 @@ int main(int argc, char **argv) {
     }
     if (s == DDPC_OK) s = ddpc__env_long(DDPC_ENV_RESTART_COUNT, &t.restart);
     if (s == DDPC_OK) s = setup(&t);
+    if (s == DDPC_OK && t.o.trace) s = tl_open(&t);
     if (s == DDPC_OK) s = run(&t);
+    ddpc_status ts = tl_close(&t);
+    if (s == DDPC_OK) s = ts;
     if (s != DDPC_OK) {
         fprintf(stderr, "ddpc-train: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
         fflush(stderr);

@@ -516,7 +516,8 @@ ddpc_status ddpc_comm_abort(ddpc_comm *c) {
     for (int p = 0; p < c->size; p++)
         if (c->peers[p].conn) c->peers[p].tp->shutdown(c->peers[p].conn);
     pthread_mutex_lock(&c->err_mu);
-    if (!c->last_err[0])
+    int first = !c->last_err[0]; /* a failure before wrote the record already */
+    if (first)
         snprintf(c->last_err, sizeof c->last_err,
                  "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
     pthread_mutex_unlock(&c->err_mu);
@@ -525,7 +526,7 @@ ddpc_status ddpc_comm_abort(ddpc_comm *c) {
     pthread_mutex_unlock(&c->mu);
     char why[96];
     snprintf(why, sizeof why, "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
-    ddpc__rec_dump(why);
+    if (first) ddpc__rec_dump(why);
     return DDPC_OK;
 }
 
