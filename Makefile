@@ -90,6 +90,15 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
 
+# The soak benchmark (bench/soak.c: random collectives, every result checked
+# by the collective tests' checker, a rank killed and the job restarted),
+# built with the tools but not installed
+SOAK := $(BUILD)/bin/ddpc-soak
+tools: $(SOAK)
+$(SOAK): $(BUILD)/obj/bench/soak.o $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
+
 $(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
@@ -235,7 +244,7 @@ clean:
 # and rebuild them all after any library change)
 .SECONDARY:
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(RUN_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/obj/%.d,$(TOOL_SRC) $(EX_SRC))
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/obj/bench/soak.d $(RUN_OBJ:.o=.d) $(patsubst %.c,$(BUILD)/obj/%.d,$(TOOL_SRC) $(EX_SRC))
 
 # ---------------------------------------------------------------- HCCL on CPUs
 # bridges/hccl: HCCL's C API (include/hccl/) as libhccl and the host-side

@@ -397,7 +397,11 @@ int reap(job *J) {
             kill(-pid, SIGKILL); /* whatever it left running in its group */
             int failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
             DDPC_TRACE(RUN, "rank %d (pid %d) ended: status 0x%x", w->rank, (int)pid, st);
-            if (failed && first_fail < 0) first_fail = i;
+            /* of the failures reaped together, one killed by a signal comes
+             * first: the others' exits are most often their answer to it */
+            if (failed &&
+                (first_fail < 0 || (WIFSIGNALED(st) && !WIFSIGNALED(J->w[first_fail].status))))
+                first_fail = i;
         }
     }
     return first_fail;
