@@ -15,8 +15,8 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden \
            -Werror=implicit-function-declaration \
            -fPIC -pthread -Iinclude -Isrc -Itests $(PKG_CFLAGS)
-# rank table files (src/comm/ranktable.c) are parsed with cJSON (libcjson-dev);
-# without it ddpc says so when given one
+# cJSON (libcjson-dev) reads rank table files (src/comm/ranktable.c) and
+# HCCL's whitelist (src/base/auth.c); without it ddpc says so when given one
 CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
 LDLIBS  += $(PKG_LIBS) $(CJSON_LIBS) -lm -lpthread -lrt
 ifneq ($(SAN),)
@@ -26,7 +26,7 @@ endif
 
 LIB_SRC   := $(sort $(wildcard src/*/*.c))
 LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
-$(BUILD)/obj/src/comm/ranktable.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
+$(BUILD)/obj/src/comm/ranktable.o $(BUILD)/obj/src/base/auth.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOLS     := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 EX_SRC    := $(sort $(wildcard examples/*.c))

@@ -351,7 +351,9 @@ int main(int argc, char **argv) {
         J.progress_env = !ddpc__env_isset(DDPC_ENV_PROGRESS);
     }
     int rc = 1;
-    if (build_exec_argv(&J) != 0 || setup_signals(&J) != 0 || alloc_job(&J) != 0) goto done;
+    if (build_exec_argv(&J) != 0 || job_token(&J) != 0 || setup_signals(&J) != 0 ||
+        alloc_job(&J) != 0)
+        goto done;
     rc = run_job(&J);
     signal_workers(&J, SIGKILL);
     reap(&J);

@@ -79,6 +79,7 @@ HcclResult hccl__result(ddpc_status s) {
     case DDPC_ERR_MISMATCH: return HCCL_E_PARA; /* HCCL's check of parameters across ranks */
     case DDPC_ERR_ABORTED: return HCCL_E_UNAVAIL;
     case DDPC_ERR_PROTOCOL: return HCCL_E_TCP_TRANSFER;
+    case DDPC_ERR_DENIED: return HCCL_E_TCP_TRANSFER; /* a connection refused our job token */
     case DDPC_ERR_NOT_FOUND: return HCCL_E_NOT_FOUND;
     case DDPC_ERR_IO: return HCCL_E_OPEN_FILE_FAILURE;
     default: return HCCL_E_INTERNAL;

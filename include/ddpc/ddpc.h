@@ -49,6 +49,7 @@ typedef enum ddpc_status {
     DDPC_ERR_NOT_FOUND,   /* a key, file, interface or address that does not exist */
     DDPC_ERR_IO,          /* a file could not be read or written, or is malformed */
     DDPC_ERR_INTERNAL,    /* a bug in ddpc: please report it */
+    DDPC_ERR_DENIED,      /* a peer refused this process's job token (DDPC_JOB_TOKEN) */
     DDPC_STATUS_COUNT
 } ddpc_status;
 

@@ -191,6 +191,11 @@ void ddpc__env_log_effective(unsigned subsys) {
         const char *src;
         const char *val = ddpc__env((ddpc_env_id)i, &src);
         if (strncmp(ddpc__env_table[i].name, "DDPC_", 5) != 0) continue;
+        if (i == DDPC_ENV_JOB_TOKEN && val) { /* a secret: its length only */
+            ddpc__log(DDPC_LOG_INFO, subsys, "%s=(set, %zu characters) (%s)",
+                      ddpc__env_table[i].name, strlen(val), src);
+            continue;
+        }
         ddpc__log(DDPC_LOG_INFO, subsys, "%s=%s (%s)", ddpc__env_table[i].name,
                   val ? val : "(unset)", src);
     }

@@ -83,6 +83,21 @@
       "up to 256 retries first only pause the core (fewer after waits they did not end), the "     \
       "rest "                                                                                      \
       "yield it; else 50, each retry yielding")                                                    \
+    X(JOB_TOKEN, "DDPC_JOB_TOKEN", NULL, STR, NULL, 0, 0,                                          \
+      "the job's secret (at least 16 characters, the same for every process of the job): every "   \
+      "connection to the store and between ranks proves it knows it (HMAC-SHA256 "                 \
+      "challenge-response) before anything else is accepted; unset: no authentication. ddpc-run "  \
+      "generates one for a single-node job (docs/SECURITY.md)")                                    \
+    X(AUTH_TIMEOUT, "DDPC_AUTH_TIMEOUT", NULL, REAL, "10", 0.001, 1e7,                             \
+      "seconds a new connection may take to prove the job token (or to send its store "            \
+      "handshake) before the listener closes it")                                                  \
+    X(STORE_TORCH, "DDPC_STORE_TORCH", NULL, INT, "0", 0, 1,                                       \
+      "1: a store server with a job token also serves PyTorch TCPStore clients, which cannot "     \
+      "authenticate (anyone who reaches the port can then read and write its keys); 0: it "        \
+      "refuses them. Without a token they are always served")                                      \
+    X(STORE_ANY_ADDR, "DDPC_STORE_ANY_ADDR", NULL, INT, "0", 0, 1,                                 \
+      "1: a store server listens on every address of its host, as torch's TCPStore does; 0: "      \
+      "only on the address it is given (MASTER_ADDR's, --master-addr's)")                          \
     X(STORE_TIMEOUT, "DDPC_STORE_TIMEOUT", NULL, REAL, "300", 0.001, 1e7,                          \
       "seconds a store request may take beyond its own wait before the client gives up")           \
     X(STORE_PROTOCOL, "DDPC_STORE_PROTOCOL", NULL, STR, "auto", 0, 0,                              \
@@ -160,9 +175,12 @@
       "accepted; no effect on CPUs: its per-level NPU algorithms do not apply (DDPC_ALGO chooses " \
       "ddpc's)")                                                                                   \
     X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                      \
-      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                    \
+      "0: every listener (the store's, the ranks' data listeners) accepts connections only from "  \
+      "the addresses in HCCL_WHITELIST_FILE, closing others with a warning; 1 (HCCL's default): "  \
+      "no whitelist")                                                                              \
     X(HCCL_WHITELIST_FILE, "HCCL_WHITELIST_FILE", NULL, STR, NULL, 0, 0,                           \
-      "accepted; no effect on CPUs: no whitelist of peer addresses is checked")                    \
+      "the whitelist HCCL_WHITELIST_DISABLE=0 enforces: JSON {\"host_ip\": [\"10.0.0.1\", ...]} "  \
+      "(IPv4 or IPv6; list every host of the job, the store's included)")                          \
     X(HOST_ID, "DDPC_HOST_ID", NULL, STR, NULL, 0, 0,                                              \
       "this rank's host identity (up to 127 characters; spaces become _): ranks with the same "    \
       "one form a host, share memory and take the intra-host steps of hierarchical collectives "   \

@@ -21,6 +21,7 @@ static const char *const status_msgs[DDPC_STATUS_COUNT] = {
     [DDPC_ERR_NOT_FOUND] = "not found",
     [DDPC_ERR_IO] = "file input/output error",
     [DDPC_ERR_INTERNAL] = "internal error (a bug in ddpc)",
+    [DDPC_ERR_DENIED] = "refused: not a member of the job",
 };
 
 const char *ddpc_status_str(ddpc_status s) {

@@ -16,7 +16,10 @@
  *   4. connect to every lower rank, accept every higher one (a full mesh:
  *      any algorithm can talk to any peer, and every rank sees a dead peer's
  *      sockets close); each connection opens with a hello {magic, version,
- *      communicator id, rank} (connect_lower, accept_higher);
+ *      communicator id, rank} (connect_lower, accept_higher), after the job
+ *      token's handshake when DDPC_JOB_TOKEN is set (tcp.c). A connection
+ *      that fails either is closed with a warning naming its address and
+ *      the rank goes on accepting until DDPC_CONNECT_TIMEOUT (hello_ok);
  *   5. ranks with the same host id (DDPC_HOST_ID, else host_id below) form
  *      a host; the hosts, each rank's host and local rank are the host
  *      layout (host_layout, logged at INFO); a
@@ -32,7 +35,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/auth.h"
 #include "base/env.h"
+#include "base/sock.h"
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "comm/comm.h"
@@ -279,25 +284,55 @@ static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
                      miss, c->connect_timeout);
 }
 
-/* Accepts every higher rank on lis, each known by its hello. */
+/* Reads conn's hello into *h, before deadline or DDPC_AUTH_TIMEOUT from
+ * now, whichever is first; 1 when it comes from a higher rank of this
+ * communicator not yet connected. Else warns, naming the sender's address
+ * and what was wrong, and returns 0: the caller closes conn and goes on
+ * accepting, so that a stray connection does not break the bootstrap (one
+ * without the job token never gets this far: tcp.c refuses it). */
+static int hello_ok(ddpc_comm *c, ddpc_conn *conn, uint64_t uid, double deadline, hello *h) {
+    double auth_s = 10, dl = deadline;
+    if (ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &auth_s) == DDPC_OK && ddpc__now() + auth_s < dl)
+        dl = ddpc__now() + auth_s;
+    ddpc_status s = tcp->recv_full(conn, h, sizeof *h, dl, c->abort_fd);
+    char why[160] = "";
+    if (s == DDPC_ERR_ABORTED) return 0;
+    if (s != DDPC_OK)
+        snprintf(why, sizeof why, "no hello (%s)", ddpc_last_error());
+    else if (h->magic == DDPC_AUTH_MAGIC)
+        snprintf(why, sizeof why,
+                 "it sent a job token's handshake, but DDPC_JOB_TOKEN is unset here");
+    else if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION || h->uid != uid ||
+             h->rank <= c->rank || h->rank >= c->size || c->peers[h->rank].conn)
+        snprintf(why, sizeof why,
+                 "unexpected hello (magic 0x%x version %u rank %d, %s communicator)", h->magic,
+                 h->version, h->rank, h->uid == uid ? "this" : "another");
+    if (!why[0]) return 1;
+    char addr[64] = "?";
+    int port = 0;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(tcp->poll_fd(conn), (struct sockaddr *)&ss, &sl) == 0)
+        ddpc__sock_addr_str((struct sockaddr *)&ss, addr, sizeof addr, &port);
+    DDPC_WARN(NET, "rank %d: closed a connection from %s:%d on the data port: %s", c->rank, addr,
+              port, why);
+    return 0;
+}
+
+/* Accepts every higher rank on lis, each known by its hello; connections
+ * that are not one are closed and warned about, and accepting goes on. */
 static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, uint64_t uid, double deadline) {
-    for (int k = c->rank + 1; k < c->size; k++) {
+    for (int k = c->rank + 1; k < c->size;) {
         ddpc_conn *conn = NULL;
         ddpc_status s = tcp->accept(lis, deadline, c->abort_fd, &conn);
         if (s != DDPC_OK) return never_connected(c, s);
         hello h;
-        s = tcp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
-        if (s == DDPC_OK && (h.magic != HELLO_MAGIC || h.version != HELLO_VERSION || h.uid != uid ||
-                             h.rank <= c->rank || h.rank >= c->size || c->peers[h.rank].conn))
-            s = ddpc__err(
-                DDPC_ERR_PROTOCOL,
-                "rank %d: unexpected hello (magic 0x%x version %u rank %d) on the data port",
-                c->rank, h.magic, h.version, h.rank);
-        if (s != DDPC_OK) {
+        if (!hello_ok(c, conn, uid, deadline, &h)) {
             tcp->close(conn);
-            return s;
+            continue;
         }
         c->peers[h.rank].conn = conn;
+        k++;
     }
     return DDPC_OK;
 }

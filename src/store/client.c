@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "base/auth.h"
 #include "base/base.h"
 #include "base/env.h"
 #include "base/sock.h"
@@ -178,6 +179,25 @@ static ddpc_status open_conn(ddpc_store *st, double deadline, double timeout_s) 
 
 static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n);
 
+/* With a job token (DDPC_JOB_TOKEN), proves it to the server on st->fd and
+ * checks the server's proof (auth.h); nothing to do without one. A server
+ * that closes on it may be PyTorch's TCPStore, which cannot authenticate:
+ * DDPC_ERR_PEER_LOST lets "auto" fall back to its protocol, warned. */
+static ddpc_status prove_token(ddpc_store *st, double deadline) {
+    const char *token = NULL;
+    DDPC_CHECK(ddpc__auth_token(&token));
+    if (!token) return DDPC_OK;
+    char peer[320];
+    snprintf(peer, sizeof peer, "the store at %s", st->addr);
+    ddpc_status s = ddpc__auth_client(st->fd, token, DDPC_AUTH_STORE, deadline, -1, peer);
+    if (s == DDPC_ERR_PEER_LOST)
+        DDPC_WARN(STORE,
+                  "%s; if it is PyTorch's TCPStore, it cannot check DDPC_JOB_TOKEN: this store "
+                  "connection is not authenticated (connections between ranks still are)",
+                  ddpc_last_error());
+    return s;
+}
+
 ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, ddpc_store **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_create_tcp: out is NULL");
     *out = NULL;
@@ -210,7 +230,8 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
     double hs_deadline = ddpc__now() + (left > 1 ? (left < op_timeout ? left : op_timeout) : 1);
     st->proto = strcmp(want, "torch") ? PROTO_DDPC : PROTO_TORCH;
     if (s == DDPC_OK && st->proto == PROTO_DDPC) {
-        s = ddpc_handshake(st, hs_deadline);
+        s = prove_token(st, hs_deadline);
+        if (s == DDPC_OK) s = ddpc_handshake(st, hs_deadline);
         if (s == DDPC_ERR_PEER_LOST && !strcmp(want, "auto")) {
             /* closed on our handshake: perhaps a PyTorch TCPStore; ask it in its protocol */
             DDPC_TRACE(STORE, "store at %s closed on ddpc's handshake; trying TCPStore's protocol",

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/auth.h"
 #include "base/env.h"
 #include "base/sock.h"
 #include "transport/transport.h"
@@ -23,8 +24,23 @@ struct ddpc_conn {
     int fd;
 };
 
+/* A connection accepted but still proving the job token (auth.h). */
+typedef struct pending {
+    int fd;
+    double deadline; /* closed when it has not proved it by then */
+    char peer[72];   /* "addr:port", for warnings */
+    ddpc__auth_srv a;
+} pending;
+
+#define MAX_PENDING 64 /* a listener's connections still authenticating */
+
 struct ddpc_listener {
     int fd;
+    int port;
+    char *token;   /* DDPC_JOB_TOKEN when listening (owned); NULL: no authentication */
+    double auth_s; /* DDPC_AUTH_TIMEOUT */
+    int npend;
+    pending pend[MAX_PENDING];
 };
 
 void ddpc__xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
@@ -73,31 +89,160 @@ static ddpc_status tcp_listen(const char *ip, const ddpc_ports *ports, ddpc_list
     DDPC_CHECK(ddpc__sock_listen_ports(ip, ports, 1024, &fd, port));
     /* accepted sockets inherit the listener's buffer sizes */
     ddpc__sock_tune(fd, sockbuf_bytes());
-    ddpc_listener *l = malloc(sizeof *l);
-    if (!l) {
+    const char *token = NULL;
+    ddpc_listener *l = NULL;
+    ddpc_status s = ddpc__sock_set_nonblock(fd, 1); /* accept_new takes what waits, never more */
+    if (s == DDPC_OK) s = ddpc__whitelist_load();
+    if (s == DDPC_OK) s = ddpc__auth_token(&token);
+    if (s == DDPC_OK && !(l = calloc(1, sizeof *l)))
+        s = ddpc__err(DDPC_ERR_NOMEM, "tcp: out of memory for a listener");
+    if (s == DDPC_OK && token && !(l->token = strdup(token)))
+        s = ddpc__err(DDPC_ERR_NOMEM, "tcp: out of memory for a listener");
+    if (s == DDPC_OK) s = ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &l->auth_s);
+    if (s != DDPC_OK) {
         close(fd);
-        return ddpc__err(DDPC_ERR_NOMEM, "tcp: out of memory for a listener");
+        if (l) free(l->token);
+        free(l);
+        return s;
     }
     l->fd = fd;
+    l->port = *port;
     *out = l;
     return DDPC_OK;
 }
 
+/* Closes pending connection i of l, saying why at WARN (NULL: silently). */
+static void drop_pending(ddpc_listener *l, int i, const char *why) {
+    if (why)
+        DDPC_WARN(NET, "data port %d: refused the connection from %s: %s", l->port, l->pend[i].peer,
+                  why);
+    close(l->pend[i].fd);
+    l->pend[i] = l->pend[--l->npend];
+}
+
+/* Reads what pending connection i has sent and answers it. 1: it proved
+ * the token (its verdict sent; *fd is it, removed from the set); 0: not
+ * yet; -1: dropped. */
+static int step_pending(ddpc_listener *l, int i, int *fd) {
+    pending *p = &l->pend[i];
+    for (int rounds = 0; rounds < 4; rounds++) {
+        size_t need = ddpc__auth_srv_need(&p->a);
+        ssize_t n = recv(p->fd, p->a.in + p->a.have, need, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n <= 0) {
+            drop_pending(l, i, "it closed the connection during the job token's handshake");
+            return -1;
+        }
+        p->a.have += (size_t)n;
+        unsigned char out[DDPC_AUTH_CHALLENGE];
+        size_t olen = 0;
+        char why[256];
+        int r = ddpc__auth_srv_step(&p->a, l->token, out, &olen, why, sizeof why);
+        if (olen && ddpc__sock_write_full(p->fd, out, olen, p->deadline, -1) != DDPC_OK && r >= 0)
+            r = -1, snprintf(why, sizeof why, "cannot answer it: %s", ddpc_last_error());
+        if (r < 0) {
+            drop_pending(l, i, why);
+            return -1;
+        }
+        if (r == 2) {
+            *fd = p->fd;
+            l->pend[i] = l->pend[--l->npend];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Accepts what waits on l's socket: a connection from outside the
+ * whitelist is closed (warned); without a token the first one is returned
+ * in *fd (1); with one, each joins the pending set (the oldest dropped
+ * when it is full). */
+static int accept_new(ddpc_listener *l, int *fd) {
+    for (int k = 0; k < 16; k++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int c = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) return 0;
+        char what[32];
+        snprintf(what, sizeof what, "data port %d", l->port);
+        if (!ddpc__admit_addr(what, (struct sockaddr *)&ss)) {
+            close(c);
+            continue;
+        }
+        if (!l->token) {
+            *fd = c;
+            return 1;
+        }
+        if (l->npend == MAX_PENDING) drop_pending(l, 0, "too many connections authenticating");
+        pending *p = &l->pend[l->npend++];
+        int port = 0;
+        char host[64];
+        ddpc__sock_addr_str((struct sockaddr *)&ss, host, sizeof host, &port);
+        snprintf(p->peer, sizeof p->peer, "%s:%d", host, port);
+        p->fd = c;
+        p->deadline = ddpc__now() + l->auth_s;
+        ddpc__auth_srv_init(&p->a, DDPC_AUTH_DATA);
+    }
+    return 0;
+}
+
+/* Returns the next connection that passes the whitelist and, with a job
+ * token, proves it; the others are closed with a warning naming their
+ * address and the job goes on. Connections authenticate side by side, so
+ * one that stalls holds up nobody, for at most DDPC_AUTH_TIMEOUT. */
 static ddpc_status tcp_accept(ddpc_listener *l, double deadline, int abort_fd, ddpc_conn **out) {
-    int fd;
-    DDPC_CHECK(ddpc__sock_accept(l->fd, deadline, abort_fd, &fd));
-    return wrap_fd(fd, out);
+    for (;;) {
+        struct pollfd pf[MAX_PENDING + 2];
+        double next = deadline, now = ddpc__now();
+        for (int i = l->npend - 1; i >= 0; i--)
+            if (now >= l->pend[i].deadline) {
+                char why[96];
+                snprintf(why, sizeof why,
+                         "it did not prove the job token within DDPC_AUTH_TIMEOUT=%g s", l->auth_s);
+                drop_pending(l, i, why);
+            }
+        int fd = -1;
+        for (int i = l->npend - 1; i >= 0; i--)
+            if (step_pending(l, i, &fd) > 0) return wrap_fd(fd, out);
+        pf[0] = (struct pollfd){ l->fd, POLLIN, 0 };
+        pf[1] = (struct pollfd){ abort_fd, POLLIN, 0 };
+        for (int i = 0; i < l->npend; i++) {
+            pf[i + 2] = (struct pollfd){ l->pend[i].fd, POLLIN, 0 };
+            if (l->pend[i].deadline < next) next = l->pend[i].deadline;
+        }
+        if (ddpc__expired(deadline))
+            return ddpc__err(DDPC_ERR_TIMEOUT, "timed out waiting for a connection");
+        int n = poll(pf, (nfds_t)l->npend + 2, ddpc__deadline_ms(next, 1000));
+        if (n < 0 && errno != EINTR) return ddpc__err_errno(DDPC_ERR_SYSTEM, errno, "poll");
+        if (n > 0 && abort_fd >= 0 && (pf[1].revents & POLLIN))
+            return ddpc__err(DDPC_ERR_ABORTED, "aborted while waiting for a connection");
+        if (n > 0 && (pf[0].revents & POLLIN) && accept_new(l, &fd)) return wrap_fd(fd, out);
+    }
 }
 
 static ddpc_status tcp_connect(const char *ip, int port, double deadline, ddpc_conn **out) {
     int fd;
+    const char *token = NULL;
+    DDPC_CHECK(ddpc__auth_token(&token));
     DDPC_CHECK(ddpc__sock_connect(ip, port, deadline, &fd));
+    if (token) {
+        char peer[96];
+        snprintf(peer, sizeof peer, "the peer at %s:%d", ip, port);
+        ddpc_status s = ddpc__auth_client(fd, token, DDPC_AUTH_DATA, deadline, -1, peer);
+        if (s != DDPC_OK) {
+            close(fd);
+            return s;
+        }
+    }
     return wrap_fd(fd, out);
 }
 
 static void tcp_close_listener(ddpc_listener *l) {
     if (!l) return;
+    while (l->npend) drop_pending(l, l->npend - 1, NULL);
     close(l->fd);
+    free(l->token);
     free(l);
 }
 

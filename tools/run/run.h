@@ -226,6 +226,14 @@ int outcome_exit_code(const job *J, const run_outcome *oc);
 
 /* "run/<run-id>/" + the formatted rest (a static buffer). */
 char *key(job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Who may join the job's store and connections (docs/SECURITY.md): for a
+ * single-node job without DDPC_JOB_TOKEN, generates one (32 random bytes,
+ * in hex) into this process's environment, which the store and the
+ * workers inherit; for a Python program (.py, -m, or a program named
+ * python*: torch.distributed's TCPStore client cannot prove a token) sets
+ * DDPC_STORE_TORCH=1 unless it is set.
+ * Call before the workers' environment is built. 0 or -1 (said why). */
+int job_token(job *J);
 /* Connects to (node 0: hosts) the store, checks the job's configuration
  * against a job already using this run id, claims this node's rank and
  * waits for every node. 0 or an exit code. */
