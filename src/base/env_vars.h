@@ -94,7 +94,7 @@
     X(STORE_TORCH, "DDPC_STORE_TORCH", NULL, INT, "0", 0, 1,                                       \
       "1: a store server with a job token also serves PyTorch TCPStore clients, which cannot "     \
       "authenticate (anyone who reaches the port can then read and write its keys); 0: it "        \
-      "refuses them. Without a token they are always served")                                      \
+      "refuses them. Without a token they are always served. ddpc-run sets 1 unless set")          \
     X(STORE_ANY_ADDR, "DDPC_STORE_ANY_ADDR", NULL, INT, "0", 0, 1,                                 \
       "1: a store server listens on every address of its host, as torch's TCPStore does; 0: "      \
       "only on the address it is given (MASTER_ADDR's, --master-addr's)")                          \

@@ -26,19 +26,10 @@
 #include "base/env.h"
 #include "run.h"
 
-/* Whether the workers run Python: a .py or -m (build_exec_argv put the
- * interpreter first), or a program named python* (`ddpc-run python3 x.py`). */
-static int runs_python(const job *J) {
-    const char *base = strrchr(J->o->argv[0], '/');
-    base = base ? base + 1 : J->o->argv[0];
-    return J->exec_argv[0] != J->o->argv[0] || !strncmp(base, "python", 6);
-}
-
 int job_token(job *J) {
     opts *o = J->o;
-    int py = runs_python(J);
-    if (py && !ddpc__env_isset(DDPC_ENV_STORE_TORCH))
-        setenv("DDPC_STORE_TORCH", "1", 1); /* torch.distributed speaks TCPStore */
+    if (!ddpc__env_isset(DDPC_ENV_STORE_TORCH))
+        setenv("DDPC_STORE_TORCH", "1", 1); /* torch.distributed's clients cannot prove a token */
     if (ddpc__env_isset(DDPC_ENV_JOB_TOKEN) || o->nnodes != 1) return 0;
     unsigned char b[32];
     char hex[65];
@@ -48,12 +39,9 @@ int job_token(job *J) {
     }
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", b[i]);
     setenv("DDPC_JOB_TOKEN", hex, 1);
-    DDPC_INFO(RUN,
-              "generated a job token for this single-node job (DDPC_JOB_TOKEN, given to the "
-              "workers)%s",
-              py ? "; the store serves PyTorch TCPStore clients "
-                   "unproved (DDPC_STORE_TORCH=1)"
-                 : "");
+    DDPC_INFO(RUN, "generated a job token for this single-node job (DDPC_JOB_TOKEN, given to the "
+                   "workers); the store serves PyTorch TCPStore clients without it unless "
+                   "DDPC_STORE_TORCH=0");
     return 0;
 }
 

@@ -229,10 +229,10 @@ char *key(job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Who may join the job's store and connections (docs/SECURITY.md): for a
  * single-node job without DDPC_JOB_TOKEN, generates one (32 random bytes,
  * in hex) into this process's environment, which the store and the
- * workers inherit; for a Python program (.py, -m, or a program named
- * python*: torch.distributed's TCPStore client cannot prove a token) sets
- * DDPC_STORE_TORCH=1 unless it is set.
- * Call before the workers' environment is built. 0 or -1 (said why). */
+ * workers inherit; sets DDPC_STORE_TORCH=1 unless it is set, since any
+ * worker may be a PyTorch program whose TCPStore client cannot prove a
+ * token. Call before the workers' environment is built. 0 or -1 (said
+ * why). */
 int job_token(job *J);
 /* Connects to (node 0: hosts) the store, checks the job's configuration
  * against a job already using this run id, claims this node's rank and
