@@ -561,3 +561,34 @@ TEST(auth_ddpc_run_makes_a_token) {
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_CONTAINS(out, "tok=" TOKEN);
 }
+
+/* Two nodes (two ddpc-runs on loopback), the token set on both: the
+ * launchers and their 4 workers authenticate and the job's allreduces
+ * check out; a node whose token differs is refused at once, saying why,
+ * and the other gives up within its join timeout. */
+TEST_T(auth_two_nodes_share_a_token, 120) {
+    char out[1 << 16];
+    int p = t_free_port_pair();
+    const char *node =
+        "DDPC_JOB_TOKEN=%s DDPC_CONNECT_TIMEOUT=%s %s --nnodes=2 --node-rank=%d "
+        "--nproc-per-node=2 --master-port=%d %s allreduce -b 4K -e 64K -n 2 -w 1 2>&1";
+    char n1[1024], n0[1024];
+    snprintf(n1, sizeof n1, node, TOKEN, "60", t_bin("ddpc-run"), 1, p, t_bin("ddpc-bench"));
+    snprintf(n0, sizeof n0, node, TOKEN, "60", t_bin("ddpc-run"), 0, p, t_bin("ddpc-bench"));
+    int rc =
+        t_run_cmdf(90, out, sizeof out, "%s & %s; r0=$?; wait $!; echo \"rc0=$r0 rc1=$?\"", n1, n0);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_MSG(strstr(out, "rc0=0 rc1=0") != NULL, "a node failed: %s", out);
+    CHECK_CONTAINS(out, "Out of bounds values : 0 OK");
+    /* node 1 has another token */
+    p = t_free_port_pair();
+    snprintf(n1, sizeof n1, node, WRONG, "5", t_bin("ddpc-run"), 1, p, t_bin("ddpc-bench"));
+    snprintf(n0, sizeof n0, node, TOKEN, "5", t_bin("ddpc-run"), 0, p, t_bin("ddpc-bench"));
+    double t0 = ddpc__now();
+    rc = t_run_cmdf(90, out, sizeof out,
+                    "%s & sleep 0.5; %s; r1=$?; wait $!; echo \"rc0=$? rc1=$r1\"", n0, n1);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_MSG(strstr(out, "rc0=0") == NULL && strstr(out, "rc1=0") == NULL, "%s", out);
+    CHECK_CONTAINS(out, "does not know this job's token");
+    CHECK(ddpc__now() - t0 < 60 * t_slow());
+}
