@@ -362,12 +362,12 @@ static int cmp_str(const void *a, const void *b) {
 
 static int explain_all(int argc, char **argv) {
     char *files[MAX_FILES];
-    int nf = 0;
+    int nf = 0; /* every path malloc'd */
     for (int i = 0; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st) != 0) die("cannot read %s: %s", argv[i], strerror(errno));
         if (!S_ISDIR(st.st_mode)) {
-            if (nf < MAX_FILES) files[nf++] = argv[i];
+            if (nf < MAX_FILES && !(files[nf++] = strdup(argv[i]))) die("out of memory");
             continue;
         }
         DIR *d = opendir(argv[i]);
@@ -397,6 +397,12 @@ static int explain_all(int argc, char **argv) {
     }
     printf("%d flight record%s.\n", nf, nf > 1 ? "s" : "");
     for (int k = 0; k < nids; k++) explain(ids[k]);
+    for (int i = 0; i < nf; i++) free(files[i]);
+    for (int i = 0; i < nrecs; i++) {
+        free(recs[i].ops);
+        free(recs[i].peers);
+    }
+    free(recs);
     return 0;
 }
 
@@ -427,8 +433,8 @@ static int merge(const char *out, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         char *txt = read_all(argv[i]);
         cJSON *doc = cJSON_Parse(txt);
-        free(txt);
         if (!doc) die("%s is not JSON (near '%.20s')", argv[i], cJSON_GetErrorPtr());
+        free(txt); /* the error pointer above points into it */
         cJSON *ev = cJSON_IsArray(doc) ? doc : cJSON_GetObjectItem(doc, "traceEvents");
         if (!cJSON_IsArray(ev))
             die("%s has no traceEvents array: not a Chrome trace-event file", argv[i]);

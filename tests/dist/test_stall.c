@@ -95,13 +95,13 @@ static void sigstop_body(int rank, int world, void *arg) {
             char out[8192];
             int rc = t_run_cmdf(20 * t_slow(), out, sizeof out, "%s %s", t_bin("ddpc-trace"),
                                 t_tmp_dir());
+            kill(g_pids[2], SIGCONT); /* first: a failed check below must not leave it stopped */
             CHECK_MSG(rc == 0, "ddpc-trace exit %d: %s", rc, out);
             fprintf(stderr, "ddpc-trace says:\n%s", out);
             CHECK_CONTAINS(out, "4 ranks");
             CHECK_CONTAINS(out, "rank 2 left no record");
             CHECK_CONTAINS(out, "Silent: rank 2 (named by ranks 0, 1, 3)");
             CHECK_CONTAINS(out, "allreduce(count=1048576, float32, sum)");
-            kill(g_pids[2], SIGCONT);
         }
         free(x);
         CHECK_OK(ddpc_comm_destroy(c));
