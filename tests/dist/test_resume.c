@@ -183,6 +183,14 @@ static void killed_in_save(int world, const char *args, int epoch, int writer) {
     if (writer) {
         CHECK_CONTAINS(out, "partial "); /* a half-written file was there to be loaded */
         CHECK_CONTAINS(out, want);
+        /* the epochs saved were trained once; the one whose save was cut, twice */
+        for (int e = 0; e < epoch; e++) {
+            char line[32];
+            snprintf(line, sizeof line, "[0]: epoch %d: ", e);
+            int n = 0;
+            for (const char *p = out; (p = strstr(p, line)); p++) n++;
+            CHECK_MSG(n == (e < epoch - 1 ? 1 : 2), "'%s' %d times: %s", line, n, out);
+        }
     } else {
         CHECK_CONTAINS(out, "resumed from ");
     }
