@@ -87,7 +87,7 @@
       "the job's secret (at least 16 characters, the same for every process of the job): every "   \
       "connection to the store and between ranks proves it knows it (HMAC-SHA256 "                 \
       "challenge-response) before anything else is accepted; unset: no authentication. ddpc-run "  \
-      "generates one for a single-node job (docs/SECURITY.md)")                                    \
+      "generates one for a single-node job unless it is set (empty: none) (docs/SECURITY.md)")     \
     X(AUTH_TIMEOUT, "DDPC_AUTH_TIMEOUT", NULL, REAL, "10", 0.001, 1e7,                             \
       "seconds a new connection may take to prove the job token (or to send its store "            \
       "handshake) before the listener closes it")                                                  \

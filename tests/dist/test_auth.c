@@ -560,6 +560,13 @@ TEST(auth_ddpc_run_makes_a_token) {
                     t_bin("ddpc-run"), p);
     CHECK_MSG(rc == 0, "%s", out);
     CHECK_CONTAINS(out, "tok=" TOKEN);
+    /* set empty: none is made */
+    rc = t_run_cmdf(60, out, sizeof out,
+                    "DDPC_JOB_TOKEN= %s --nproc-per-node=1 --master-port=%d sh -c "
+                    "'echo \"tok=[$DDPC_JOB_TOKEN]\"' 2>&1",
+                    t_bin("ddpc-run"), p);
+    CHECK_MSG(rc == 0, "%s", out);
+    CHECK_CONTAINS(out, "tok=[]");
 }
 
 /* Two nodes (two ddpc-runs on loopback), the token set on both: the

@@ -30,7 +30,8 @@ int job_token(job *J) {
     opts *o = J->o;
     if (!ddpc__env_isset(DDPC_ENV_STORE_TORCH))
         setenv("DDPC_STORE_TORCH", "1", 1); /* torch.distributed's clients cannot prove a token */
-    if (ddpc__env_isset(DDPC_ENV_JOB_TOKEN) || o->nnodes != 1) return 0;
+    /* set, even empty (the way to turn it off), or several nodes: the user's */
+    if (getenv("DDPC_JOB_TOKEN") || o->nnodes != 1) return 0;
     unsigned char b[32];
     char hex[65];
     if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {

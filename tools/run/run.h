@@ -227,7 +227,8 @@ int outcome_exit_code(const job *J, const run_outcome *oc);
 /* "run/<run-id>/" + the formatted rest (a static buffer). */
 char *key(job *J, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Who may join the job's store and connections (docs/SECURITY.md): for a
- * single-node job without DDPC_JOB_TOKEN, generates one (32 random bytes,
+ * single-node job without DDPC_JOB_TOKEN (set empty: none is made, and
+ * connections are not authenticated), generates one (32 random bytes,
  * in hex) into this process's environment, which the store and the
  * workers inherit; sets DDPC_STORE_TORCH=1 unless it is set, since any
  * worker may be a PyTorch program whose TCPStore client cannot prove a
