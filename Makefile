@@ -51,7 +51,7 @@ help:
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
 	@echo "make torch        the torch.distributed backend 'ddpc': $(BUILD)/python/ddpc_torch"
 	@echo "make hccl         HCCL's C API on CPUs: $(BUILD)/libhccl.so, libascendcl.so, HCCL's test programs"
-	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint and store parsers (FUZZ_SECS each)"
+	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint, store, rank-table and handshake parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
 	@echo "make headers-check  compile every public header on its own"
 	@echo "make format       clang-format every C file; make format-check fails on any difference"
@@ -180,11 +180,11 @@ check-valgrind: all
 # Coverage-guided fuzzing (clang's libFuzzer, with AddressSanitizer and
 # UndefinedBehaviorSanitizer) of the parsers that read what others wrote:
 # IDX files, safetensors checkpoints, the store's wire protocol, HCCL's rank
-# tables. Each target in tests/fuzz/ runs FUZZ_SECS seconds from
+# tables, the job token's handshake. Each target in tests/fuzz/ runs FUZZ_SECS seconds from
 # tests/fuzz/corpus/NAME; new inputs go to build/fuzz/corpus/NAME, and a
 # fault's input to build/fuzz/crash-* (add it to the corpus once fixed:
 # `make test` replays the corpus).
-FUZZ_TARGETS := idx ckpt store ranktable
+FUZZ_TARGETS := idx ckpt store ranktable auth
 FUZZ_SECS ?= 60
 FUZZ_CC ?= clang
 FUZZ_SAN := address,undefined

@@ -9,6 +9,7 @@
 
 #include "test.h"
 
+#include "../fuzz/fuzz_auth.c"
 #include "../fuzz/fuzz_ckpt.c"
 #include "../fuzz/fuzz_idx.c"
 #include "../fuzz/fuzz_ranktable.c"
@@ -81,3 +82,4 @@ TEST(fuzz_corpus_idx) { replay("idx", fuzz_idx, 300); }
 TEST(fuzz_corpus_ckpt) { replay("ckpt", fuzz_ckpt, 500); }
 TEST(fuzz_corpus_store) { replay("store", fuzz_store, 100); }
 TEST(fuzz_corpus_ranktable) { replay("ranktable", fuzz_ranktable, 300); }
+TEST(fuzz_corpus_auth) { replay("auth", fuzz_auth, 2000); }
