@@ -71,10 +71,13 @@
     X(SHM_BYTES, "DDPC_SHM_BYTES", NULL, INT, "1048576", 4096, 1L << 30,                           \
       "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: " \
       "28 pairs, 56 rings); every rank must set the same")                                         \
-    X(ALGO, "DDPC_ALGO", NULL, STR, "auto", 0, 0,                                                  \
+    X(ALGO, "DDPC_ALGO", "HCCL_ALGO", STR, "auto", 0, 0,                                           \
       "collective algorithm: auto (hierarchical allreduce across hosts where a host has several "  \
       "ranks), flat (never hierarchical), hier (hierarchical whenever there are several hosts), "  \
-      "ring, rhd (recursive halving/doubling), tree")                                              \
+      "ring, rhd (recursive halving/doubling), tree; or HCCL_ALGO's syntax: "                      \
+      "level0:NA;level1:ring is hier with a ring across hosts, level1:H-D_R hier with "            \
+      "recursive halving-doubling across hosts (allreduce's step); its other algorithms, "         \
+      "levels and operations do not map (a WARN names each, left to auto)")                        \
     X(CHUNK, "DDPC_CHUNK", NULL, INT, "262144", 4096, 1L << 30,                                    \
       "bytes per pipelined chunk of ring algorithms")                                              \
     X(SPIN_US, "DDPC_SPIN_US", NULL, INT, NULL, 0, 10000000,                                       \
@@ -171,9 +174,6 @@
     X(HCCL_DETERMINISTIC, "HCCL_DETERMINISTIC", NULL, STR, "false", 0, 0,                          \
       "accepted (true, false, strict); ddpc reduces in a fixed order, so libhccl's results are "   \
       "always deterministic")                                                                      \
-    X(HCCL_ALGO, "HCCL_ALGO", NULL, STR, NULL, 0, 0,                                               \
-      "accepted; no effect on CPUs: its per-level NPU algorithms do not apply (DDPC_ALGO chooses " \
-      "ddpc's)")                                                                                   \
     X(HCCL_WHITELIST_DISABLE, "HCCL_WHITELIST_DISABLE", NULL, INT, "1", 0, 1,                      \
       "0: every listener (the store's, the ranks' data listeners) accepts connections only from "  \
       "the addresses in HCCL_WHITELIST_FILE, closing others with a warning; 1 (HCCL's default): "  \

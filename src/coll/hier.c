@@ -13,7 +13,8 @@
  *      blocks as ddpc__blocks does; local rank l ends with block l reduced
  *      over its host;
  *   2. inter-host allreduce of each block, every local rank carrying its
- *      own block at once, so all of a host's connections are busy. Hosts
+ *      own block at once, so all of a host's connections are busy (a ring,
+ *      or recursive halving-doubling where HCCL_ALGO's level1:H-D_R asks). Hosts
  *      with different rank counts cut the vector differently: the cuts of
  *      all hosts together split it into segments, and a segment is reduced
  *      among its owners (the rank holding it on each host) in increasing
@@ -137,7 +138,7 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
         }
         ddpc_group xg = { c->nhosts, c->host, hl->group };
         char *seg = (char *)recv + a * es;
-        DDPC_CHECK(ddpc__group_allreduce(e, &xg, seg, seg, b - a, t, op, DDPC_ALGO_AUTO));
+        DDPC_CHECK(ddpc__group_allreduce(e, &xg, seg, seg, b - a, t, op, c->algo_inter));
         a = b;
     }
     /* 3. this rank's block is final */

@@ -69,21 +69,10 @@ static ddpc_status read_settings(ddpc_comm *c) {
         return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src,
                          copy);
     const char *src, *algo = ddpc__env(DDPC_ENV_ALGO, &src);
-    if (!algo || !strcmp(algo, "auto"))
-        c->algo = DDPC_ALGO_AUTO;
-    else if (!strcmp(algo, "ring"))
-        c->algo = DDPC_ALGO_RING;
-    else if (!strcmp(algo, "rhd"))
-        c->algo = DDPC_ALGO_RHD;
-    else if (!strcmp(algo, "tree"))
-        c->algo = DDPC_ALGO_TREE;
-    else if (!strcmp(algo, "flat"))
-        c->algo = DDPC_ALGO_FLAT;
-    else if (!strcmp(algo, "hier"))
-        c->algo = DDPC_ALGO_HIER;
-    else
-        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, flat, hier, ring, rhd, tree",
-                         src, algo);
+    ddpc_algo_choice ac;
+    DDPC_CHECK(ddpc__algo_parse(src, algo, &ac));
+    c->algo = ac.algo;
+    c->algo_inter = ac.inter;
     return DDPC_OK;
 }
 

@@ -145,6 +145,7 @@ struct ddpc_comm {
     double connect_timeout; /* s */
     double exec_timeout;    /* s; 0 = no limit */
     int algo;               /* DDPC_ALGO_* */
+    int algo_inter;         /* hierarchical allreduce's inter-host step: AUTO, RING, RHD */
     size_t chunk;           /* bytes per pipelined chunk */
     double spin_s;          /* seconds to spin before sleeping in poll */
     int busy_polls;         /* most retries without yielding the core first (choose_spin) */
@@ -206,6 +207,19 @@ enum {
     DDPC_ALGO_FLAT,
     DDPC_ALGO_HIER
 };
+
+/* What DDPC_ALGO (or its alias HCCL_ALGO) asks for: algo (DDPC_ALGO_*),
+ * and the algorithm of the hierarchical allreduce's inter-host step
+ * (AUTO, RING or RHD: HCCL_ALGO's level1). */
+typedef struct ddpc_algo_choice {
+    int algo, inter;
+} ddpc_algo_choice;
+
+/* algo.c: parses value v of variable var (named in errors and warnings)
+ * in ddpc's words or HCCL_ALGO's syntax; what does not map is a WARN and
+ * left to auto, what is malformed DDPC_ERR_ENV naming it. NULL or "" is
+ * auto. */
+ddpc_status ddpc__algo_parse(const char *var, const char *v, ddpc_algo_choice *out);
 
 /* One operation being executed: fingerprint, deadline, and its status. */
 typedef struct ddpc_exec {

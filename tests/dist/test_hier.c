@@ -10,7 +10,7 @@
  *     (coll_check.h) on layouts 2x2, 3 hosts of {1,2,3} and {3,2,1}, 2x4,
  *     4x2, interleaved hosts, {3,1}, 2x1, 1x3 and DDPC_SHM=0
  *     (reduce-scatter and allgather are hierarchical where every host has
- *     as many ranks);
+ *     as many ranks); HCCL_ALGO's level1:H-D_R and level1:ring;
  *   - the other collectives still right under hier and flat;
  *   - auto picks the hierarchical algorithms where the communicator spans
  *     several hosts and some host has several ranks (TRACE log), flat and
@@ -58,8 +58,8 @@ static void make_job(hjob *hj, const char *layout, const char *algo, coll_body b
         for (int r = 0; r < hj->world; r++) k += hj->host[r] == h;
         if (k > most) most = k;
     }
-    hj->want_hier =
-        hj->nhosts >= 2 && (!strcmp(algo, "hier") || (!strcmp(algo, "auto") && most >= 2));
+    int hier = !strcmp(algo, "hier") || strstr(algo, "level1:ring") || strstr(algo, "level1:H-D_R");
+    hj->want_hier = hj->nhosts >= 2 && (hier || (!strcmp(algo, "auto") && most >= 2));
     hj->want_cols = hj->want_hier && hj->nhosts * most == hj->world;
     hj->j = (job){ t_free_port(), algo, NULL, body };
 }
@@ -186,6 +186,14 @@ HIER_TEST(hier_2x2_flat, "0011", flat, 120)
 HIER_TEST(hier_2x2_ring, "0011", ring, 120)
 HIER_TEST(hier_1x3, "000", hier, 90)
 HIER_TEST(hier_4x4_auto, "0000111122223333", auto, 400)
+
+/* HCCL_ALGO's syntax in DDPC_ALGO (test_algo.c checks the alias):
+ * hierarchical, the inter-host step of allreduce recursive halving-doubling
+ * (3 hosts: the fold to 2) or a ring. */
+TEST_T(hier_3h_123_hccl_hd_r, 200) {
+    run_layout("011222", "level0:NA;level1:H-D_R", 195, hier_body);
+}
+TEST_T(hier_4x2_hccl_ring, 300) { run_layout("00112233", "level0:NA;level1:ring", 295, hier_body); }
 
 TEST_T(hier_2x2_tcp, 120) {
     setenv("DDPC_SHM", "0", 1);
