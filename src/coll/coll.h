@@ -116,8 +116,7 @@ ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo);
 
 /* Whether collective k of count elements runs hierarchically on c (hier.c:
- * DDPC_ALGO and the host layout; reduce-scatter and allgather need the
- * same number of ranks on every host), and the algorithms, with
+ * DDPC_ALGO and the host layout), and the algorithms, with
  * the contracts of ddpc__allreduce, ddpc__reduce_scatter, ddpc__allgather
  * and ddpc__broadcast. */
 int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count);

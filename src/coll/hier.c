@@ -38,9 +38,6 @@ int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count) {
     if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER &&
         k != DDPC_K_BROADCAST)
         return 0;
-    if ((k == DDPC_K_REDUCE_SCATTER || k == DDPC_K_ALLGATHER) &&
-        c->nhosts * c->max_local != c->size)
-        return 0;
     if (c->algo == DDPC_ALGO_HIER) return 1;
     return c->algo == DDPC_ALGO_AUTO && c->max_local >= 2;
 }
@@ -87,14 +84,20 @@ static int block_of(size_t count, int L, size_t x, size_t *end) {
 
 /* A ring over g: reduce-scatter (reduce = 1; member m ends with block m of
  * recv reduced over g, reading send) or allgather (every block of recv
- * from its member). Blocks: count elements each (equal), else count cut
- * into g->n blocks as ddpc__blocks does. */
+ * from its member). Blocks: count cut into g->n blocks as ddpc__blocks
+ * does, or where blk is given, block m is elements [blk[m], blk[m] +
+ * blk[n + m]) (n = g->n; blocks may be empty). */
 static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
-                              size_t count, ddpc_dtype t, ddpc_op op, int reduce, int equal) {
+                              size_t count, ddpc_dtype t, ddpc_op op, int reduce,
+                              const size_t *blk) {
     int L = g->n, l = g->me, ns = L - 1;
     ddpc_ring rg;
     if (L == 1) return DDPC_OK;
-    DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, equal));
+    DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, 0));
+    if (blk) {
+        rg.boff = blk;
+        rg.bcnt = blk + L;
+    }
     rg.nred = reduce ? ns : 0;
     rg.esize = ddpc_dtype_size(t);
     rg.t = t;
@@ -122,7 +125,7 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
     ddpc_group hg = host_group(c, hl);
     /* 1. intra-host reduce-scatter */
     if (hg.n > 1)
-        DDPC_CHECK(group_ring(e, &hg, send, recv, count, t, op, 1, 0));
+        DDPC_CHECK(group_ring(e, &hg, send, recv, count, t, op, 1, NULL));
     else if (recv != send)
         memmove(recv, send, count * es);
     /* 2. inter-host allreduce of this rank's block, segment by segment */
@@ -144,7 +147,7 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
     /* 3. this rank's block is final */
     ddpc__reduce_finish((char *)recv + lo * es, hi - lo, t, op, c->size);
     /* 4. intra-host allgather */
-    DDPC_CHECK(group_ring(e, &hg, recv, recv, count, t, op, 0, 0));
+    DDPC_CHECK(group_ring(e, &hg, recv, recv, count, t, op, 0, NULL));
     return DDPC_OK;
 }
 
@@ -182,86 +185,176 @@ ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, siz
 }
 
 /*
- * Reduce-scatter and allgather on hosts of L ranks each (H hosts). Column l
- * is local rank l of every host, one per host in host order; the blocks
- * of the ranks of column l are staged together as its part (H blocks, the
- * one of host h at h), parts in column order, so that each step is a ring
- * over equal blocks:
- *   reduce-scatter: 1. intra-host reduce-scatter of the parts: local rank
- *   l gets part l reduced over its host; 2. reduce-scatter of part l over
- *   column l: this rank gets its own block reduced over all hosts;
- *   allgather: 1. allgather of this rank's block over its column (part l);
- *   2. intra-host allgather of the parts; 3. each block to its rank's place.
+ * Reduce-scatter and allgather on any host layout (H hosts, host h with
+ * L_h ranks, M = the most on one host). Column l is every host's rank of
+ * local index l mod L_h, one per host in host order: on a host with as
+ * many ranks as the most that is its rank l; a host with fewer lends one
+ * rank to several columns. Column l carries the blocks of the ranks of
+ * local index l (one per host that has one). Each host stages the blocks
+ * in its own order: part j (what its local rank j handles) holds the
+ * columns l = j, j + L_h, ... (its "sub-parts"), each sub-part the blocks
+ * of its column's ranks in host order. Then
+ *   reduce-scatter: 1. intra-host ring reduce-scatter of the parts: local
+ *   rank j gets part j reduced over its host; 2. for each column l it
+ *   serves, in increasing l, a ring reduce-scatter over the column (a
+ *   member without a rank of index l takes an empty block): every rank
+ *   gets its own block reduced over all hosts;
+ *   allgather: 1. for each column l served, a ring allgather over the
+ *   column; 2. intra-host ring allgather of the parts; 3. each block to its
+ *   rank's place.
+ * Every rank takes its columns in increasing order, so the lowest column
+ * not yet done always has all its members at it: no wait cycle. Where
+ * every host has M ranks this is one ring per step, as HCCL does.
  */
 typedef struct columns {
     layout hl;
-    ddpc_group hg, cg; /* this rank's host and column */
+    ddpc_group hg, cg; /* this rank's host; the column being run */
+    int m;             /* the most ranks on one host */
+    size_t *soff;      /* [m] where sub-part l starts on this host, in blocks */
+    size_t *pblk;      /* [2 L_h] the parts (offset, count) in elements */
+    size_t *cblk;      /* [2 H] the column's blocks (offset, count) in elements */
     char *st;          /* [nbufs x size blocks] staging: the communicator's scratch,
                         * kept between calls (no page faults on every call) */
 } columns;
 
-static ddpc_status columns_make(ddpc_exec *e, columns *cl, size_t block_bytes, int nbufs) {
+static void columns_free(columns *cl) {
+    free(cl->soff);
+    layout_free(&cl->hl);
+}
+
+/* count: elements per block. */
+static ddpc_status columns_make(ddpc_exec *e, columns *cl, size_t count, size_t block_bytes,
+                                int nbufs) {
     ddpc_comm *c = e->c;
+    int nh = c->nhosts, L = c->local_size;
     memset(cl, 0, sizeof *cl);
     size_t n = block_bytes * (size_t)c->size * (size_t)nbufs;
     cl->st = ddpc__scratch(c, n);
     if (!cl->st) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for %zu bytes of staging", n);
     DDPC_CHECK(layout_make(e, &cl->hl));
+    cl->m = c->max_local;
+    cl->soff = malloc(sizeof(size_t) * ((size_t)cl->m + 2 * (size_t)L + 2 * (size_t)nh));
+    if (!cl->soff) {
+        layout_free(&cl->hl);
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the column plan");
+    }
+    cl->pblk = cl->soff + cl->m;
+    cl->cblk = cl->pblk + 2 * L;
     cl->hg = host_group(c, &cl->hl);
-    for (int h = 0; h < c->nhosts; h++)
-        cl->hl.group[h] = cl->hl.ranks[cl->hl.hoff[h] + c->local_rank];
-    cl->cg = (ddpc_group){ c->nhosts, c->host, cl->hl.group };
+    /* parts in order; in part j its columns j, j + L, ... */
+    size_t at = 0;
+    for (int j = 0; j < L; j++) {
+        cl->pblk[j] = at * count;
+        for (int l = j; l < cl->m; l += L) {
+            cl->soff[l] = at;
+            for (int h = 0; h < nh; h++) at += cl->hl.hoff[h + 1] - cl->hl.hoff[h] > l;
+        }
+        cl->pblk[L + j] = at * count - cl->pblk[j];
+    }
     return DDPC_OK;
 }
 
-/* The staging slot of rank r's block: part local_of[r], place host_of[r]. */
-static size_t slot_of(const ddpc_comm *c, int r) {
-    return (size_t)c->local_of[r] * (size_t)c->nhosts + (size_t)c->host_of[r];
+/* Makes cl->cg column l (this rank must serve it) and cl->cblk its blocks:
+ * member h's is its host's rank of index l, at its place among the
+ * column's ranks, or empty. */
+static void column(const ddpc_comm *c, columns *cl, int l, size_t count) {
+    int nh = c->nhosts;
+    size_t pos = 0;
+    for (int h = 0; h < nh; h++) {
+        int Lh = cl->hl.hoff[h + 1] - cl->hl.hoff[h];
+        cl->hl.group[h] = cl->hl.ranks[cl->hl.hoff[h] + l % Lh];
+        cl->cblk[h] = pos * count;
+        cl->cblk[nh + h] = Lh > l ? count : 0;
+        pos += Lh > l;
+    }
+    cl->cg = (ddpc_group){ nh, c->host, cl->hl.group };
 }
 
-/* (Both rings run out of place, so that neither takes the scratch the
- * staging lives in.) */
+/* Calls fn(r, slot, ctx) for every rank r with the staging slot (in blocks)
+ * of its block on this host. */
+static void for_slots(const ddpc_comm *c, const columns *cl, void (*fn)(int, size_t, void *),
+                      void *ctx) {
+    for (int l = 0; l < cl->m; l++) {
+        size_t pos = 0;
+        for (int h = 0; h < c->nhosts; h++)
+            if (cl->hl.hoff[h + 1] - cl->hl.hoff[h] > l)
+                fn(cl->hl.ranks[cl->hl.hoff[h] + l], cl->soff[l] + pos++, ctx);
+    }
+}
+
+/* A copy between rank r's place in a user buffer and its staging slot. */
+typedef struct slot_copy {
+    char *user, *st;
+    size_t bb;
+    int in; /* 1: user -> staging; 0: staging -> user */
+} slot_copy;
+
+static void copy_slot(int r, size_t slot, void *ctx) {
+    const slot_copy *k = ctx;
+    char *u = k->user + (size_t)r * k->bb, *s = k->st + slot * k->bb;
+    if (k->in)
+        memcpy(s, u, k->bb);
+    else
+        memcpy(u, s, k->bb);
+}
+
+/* (Both steps' rings run out of place, so that neither takes the scratch
+ * the staging lives in.) */
 ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                       ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
-    size_t es = ddpc_dtype_size(t), bb = count * es, part = (size_t)c->nhosts * count;
+    size_t es = ddpc_dtype_size(t), bb = count * es;
     columns cl;
-    DDPC_CHECK(columns_make(e, &cl, bb, 2));
+    DDPC_CHECK(columns_make(e, &cl, count, bb, 2));
     DDPC_TRACE(COLL, "rank %d: hierarchical reduce-scatter of %zu elements over %d hosts", c->rank,
                count, c->nhosts);
     char *in = cl.st, *host = cl.st + (size_t)c->size * bb; /* staged input; host partials */
-    for (int r = 0; r < c->size; r++)
-        memcpy(in + slot_of(c, r) * bb, (const char *)send + (size_t)r * bb, bb);
-    size_t mine = (size_t)c->local_rank * part * es;
+    slot_copy k = { (char *)send, in, bb, 1 };
+    for_slots(c, &cl, copy_slot, &k);
     ddpc_status s = DDPC_OK;
+    /* 1. the parts over the host */
     if (cl.hg.n > 1)
-        s = group_ring(e, &cl.hg, in, host, part, t, op, 1, 1);
+        s = group_ring(e, &cl.hg, in, host, 0, t, op, 1, cl.pblk);
     else
         memcpy(host, in, (size_t)c->size * bb);
-    /* part `mine` of in is free again: the column's result lands there */
-    if (s == DDPC_OK) s = group_ring(e, &cl.cg, host + mine, in + mine, count, t, op, 1, 1);
-    if (s == DDPC_OK) memmove(recv, in + mine + (size_t)c->host * bb, bb);
-    layout_free(&cl.hl);
+    /* 2. the columns this rank serves; in is free again: their results land there */
+    for (int l = c->local_rank; s == DDPC_OK && l < cl.m; l += cl.hg.n) {
+        column(c, &cl, l, count);
+        size_t off = cl.soff[l] * bb;
+        s = group_ring(e, &cl.cg, host + off, in + off, 0, t, op, 1, cl.cblk);
+    }
+    if (s == DDPC_OK) {
+        column(c, &cl, c->local_rank, count); /* this rank's place in its own column */
+        memmove(recv, in + cl.soff[c->local_rank] * bb + cl.cblk[c->host] * es, bb);
+    }
+    columns_free(&cl);
     return s;
 }
 
 ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
     ddpc_comm *c = e->c;
-    size_t part = (size_t)c->nhosts * nbytes;
     columns cl;
-    DDPC_CHECK(columns_make(e, &cl, nbytes, 1));
+    DDPC_CHECK(columns_make(e, &cl, nbytes, nbytes, 1));
     DDPC_TRACE(COLL, "rank %d: hierarchical allgather of %zu bytes over %d hosts", c->rank, nbytes,
                c->nhosts);
-    char *mine = cl.st + (size_t)c->local_rank * part;
-    memcpy(mine + (size_t)c->host * nbytes, send, nbytes);
-    ddpc_status s = group_ring(e, &cl.cg, mine, mine, nbytes, DDPC_UINT8, DDPC_SUM, 0, 1);
-    if (s == DDPC_OK) s = group_ring(e, &cl.hg, cl.st, cl.st, part, DDPC_UINT8, DDPC_SUM, 0, 1);
-    for (int r = 0; s == DDPC_OK && r < c->size; r++)
-        memcpy((char *)recv + (size_t)r * nbytes, cl.st + slot_of(c, r) * nbytes, nbytes);
-    layout_free(&cl.hl);
+    column(c, &cl, c->local_rank, nbytes);
+    memcpy(cl.st + cl.soff[c->local_rank] * nbytes + cl.cblk[c->host], send, nbytes);
+    ddpc_status s = DDPC_OK;
+    /* 1. the columns this rank serves */
+    for (int l = c->local_rank; s == DDPC_OK && l < cl.m; l += cl.hg.n) {
+        column(c, &cl, l, nbytes);
+        char *sub = cl.st + cl.soff[l] * nbytes;
+        s = group_ring(e, &cl.cg, sub, sub, 0, DDPC_UINT8, DDPC_SUM, 0, cl.cblk);
+    }
+    /* 2. the parts over the host; 3. every block to its place */
+    if (s == DDPC_OK) s = group_ring(e, &cl.hg, cl.st, cl.st, 0, DDPC_UINT8, DDPC_SUM, 0, cl.pblk);
+    if (s == DDPC_OK) {
+        slot_copy k = { recv, cl.st, nbytes, 0 };
+        for_slots(c, &cl, copy_slot, &k);
+    }
+    columns_free(&cl);
     return s;
 }
-
 /*
  * Broadcast from root (local rank l0 of host h0). Small messages, or hosts
  * with different rank counts: from host h0 to a leader on every host (its
@@ -334,7 +427,7 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
         s = ddpc__chain_bcast(e, &col, b + boff[hg.me], bcnt[hg.me], h0);
     free(boff);
     /* 3. the slices inside every host */
-    if (s == DDPC_OK) s = group_ring(e, &hg, recv, recv, nbytes, DDPC_UINT8, DDPC_SUM, 0, 0);
+    if (s == DDPC_OK) s = group_ring(e, &hg, recv, recv, nbytes, DDPC_UINT8, DDPC_SUM, 0, NULL);
 out:
     free(q);
     layout_free(&hl);
