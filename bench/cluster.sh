@@ -1,148 +1,131 @@
 #!/bin/sh
-# cluster.sh — an emulated cluster on this machine: flat vs hierarchical
-# allreduce across "hosts" joined by links with a real rate limit.
+# cluster.sh — an emulated cluster on this machine: ddpc's flat and
+# hierarchical collectives beside OpenMPI and gloo, across "hosts" joined by
+# links with a real rate limit.
 #
 #   bench/cluster.sh [ROUNDS]        (as root, from the repository root, after `make`)
 #
-# Builds HOSTS network namespaces (ddpc-cl<i>, default 2), each with one
-# veth to a bridge (ddpc-clbr) at 198.18.0.<i+1>/24 (the range reserved for
-# network benchmarking). Every link is shaped in both directions with tc tbf
-# to RATE (default 1gbit): egress of the host on its own end, ingress on the
-# bridge's end. (Rate only: this kernel has no netem, so no added delay.)
-# RANKS ranks per host (default 2) run build/bin/ddpc-bench COLL (default
-# allreduce; also reduce-scatter, allgather, broadcast), float32 sum, at
-# 8 B, 1 MiB and 64 MiB, under DDPC_ALGO=flat and
-# DDPC_ALGO=hier, interleaved, ROUNDS times (default 3). Each namespace is a
-# host to ddpc (its host id includes the network namespace), so ranks of one
-# host share memory and ranks of two talk TCP over the shaped links.
-# Prints per size the median over rounds of each one's time and bus
-# bandwidth and hier/flat. Raw tables go to $OUT (default
-# build/bench/cluster/). Everything is torn down on exit, whatever happens;
-# without root it says so and exits 0.
+# The hosts are bench/cluster_lib.sh's: network namespaces on a bridge in
+# 198.18.0.0/24, every link shaped in both directions with tc tbf to RATE
+# (default 1gbit; rate only, this kernel has no netem). One topology of
+# max(LAYOUTS) hosts serves every layout (default "2x2 4x2": hosts x ranks
+# per host, on the first hosts). Per layout, size (8 B, 1 MiB, 64 MiB;
+# SIZES=) and round (ROUNDS, default 3), float32 sum COLL (default
+# allreduce), ITERS timed calls (default 10) after 2 warm-ups, each of
+# TOOLS (default "flat hier mpi gloo"), interleaved:
+#   flat, hier  build/bin/ddpc-bench under DDPC_ALGO=flat / hier (ranks of a
+#               host share memory, hosts talk TCP)
+#   mpi         OpenMPI's MPI_Allreduce (bench/mpi_allreduce.c) over TCP
+#               (--mca btl tcp,self), one orted per namespace started by
+#               mpirun as on a real cluster (cl_mpirun; allreduce only)
+#   gloo        torch.distributed on gloo (bench/gloo_allreduce.py,
+#               /usr/bin/python3), GLOO_SOCKET_IFNAME=eth0 (allreduce only)
+# Every tool prints nccl-tests' table (time: median over iterations of the
+# maximum over ranks; busbw = algbw * 2(n-1)/n) and checks its results.
+# Prints per layout and size the median over rounds of each tool's time and
+# bus bandwidth, hier's busbw as a share of the link rate, and hier's
+# speed-up over flat, mpi and gloo (their time / hier's). Raw tables go to
+# $OUT (default build/bench/cluster/); with RESUME=1 a run whose table is
+# already there (from an interrupted run of the same settings) is not run
+# again. Without root it says so and exits 0.
 set -eu
 
 ROUNDS=${1:-3}
-HOSTS=${HOSTS:-2}
-RANKS=${RANKS:-2}
-RATE=${RATE:-1gbit}
+LAYOUTS=${LAYOUTS:-"2x2 4x2"}
+SIZES=${SIZES:-"8 1M 64M"}
+TOOLS=${TOOLS:-"flat hier mpi gloo"}
 COLL=${COLL:-allreduce}
 ITERS=${ITERS:-10}
-BIN=${DDPC_BIN:-build/bin}
 OUT=${OUT:-build/bench/cluster}
-TIMEOUT=${TIMEOUT:-600}
-PORT=${PORT:-29731}
-BR=ddpc-clbr
+PY=/usr/bin/python3
+HOSTS=0
+for lay in $LAYOUTS; do [ "${lay%x*}" -gt $HOSTS ] && HOSTS=${lay%x*}; done
+. bench/cluster_lib.sh
 
-if [ "$(id -u)" != 0 ]; then
-    echo "cluster.sh: skipped: needs root (network namespaces, a bridge, tc)"
-    exit 0
-fi
 [ -x "$BIN/ddpc-bench" ] || { echo "cluster.sh: $BIN/ddpc-bench is not built (run make)" >&2; exit 1; }
+case " $TOOLS " in
+*" mpi "* | *" gloo "*)
+    [ "$COLL" = allreduce ] || { echo "cluster.sh: mpi and gloo run allreduce only (TOOLS=\"flat hier\" for $COLL)" >&2; exit 2; }
+    ;;
+esac
 mkdir -p "$OUT"
+case " $TOOLS " in *" mpi "*)
+    command -v mpicc > /dev/null || { echo "cluster.sh: no mpicc (DDPC_SETUP_PEERS=1 bash scripts/setup.sh)" >&2; exit 1; }
+    mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c ;;
+esac
+case " $TOOLS " in *" gloo "*)
+    $PY -c 'import torch' 2> /dev/null || { echo "cluster.sh: $PY has no torch (DDPC_SETUP_PEERS=1 bash scripts/setup.sh)" >&2; exit 1; } ;;
+esac
+[ "${RESUME:-0}" = 1 ] || rm -f "$OUT"/*.txt
+cl_up
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2> /dev/null || echo '?')" >> "$OUT/info.txt"
 
-teardown() {
-    i=0
-    while [ $i -lt "$HOSTS" ]; do
-        ip netns pids "ddpc-cl$i" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-        ip netns del "ddpc-cl$i" 2>/dev/null || true
-        ip link del "ddpc-clv$i" 2>/dev/null || true
-        i=$((i + 1))
-    done
-    ip link del "$BR" 2>/dev/null || true
-}
-trap teardown EXIT
-trap 'exit 130' INT TERM HUP
-teardown
-
-# tbf on dev (in namespace ns, or the root one when ns is empty): RATE, a
-# burst of 1 ms at that rate (at least 64 KiB) and room for 20 ms of queue.
-shape() {
-    ns=$1 dev=$2
-    cmd="tc qdisc add dev $dev root tbf rate $RATE burst 256kb latency 20ms"
-    if [ -n "$ns" ]; then ip netns exec "$ns" $cmd; else $cmd; fi
-}
-
-ip link add "$BR" type bridge
-ip link set "$BR" up
-i=0
-while [ $i -lt "$HOSTS" ]; do
-    ns=ddpc-cl$i
-    ip netns add "$ns"
-    ip link add "ddpc-clv$i" type veth peer name eth0 netns "$ns"
-    ip link set "ddpc-clv$i" master "$BR" up
-    ip netns exec "$ns" ip addr add "198.18.0.$((i + 1))/24" dev eth0
-    ip netns exec "$ns" ip link set eth0 up
-    ip netns exec "$ns" ip link set lo up
-    shape "$ns" eth0
-    shape "" "ddpc-clv$i"
-    i=$((i + 1))
-done
-echo "cluster.sh: $HOSTS hosts x $RANKS ranks, links $RATE each way (tbf)" >&2
-
-# run ALGO SIZE FILE: one ddpc-bench job on every host; rank 0's table to FILE.
+# run TOOL H R SIZE FILE
 run() {
-    algo=$1 size=$2 file=$3
-    world=$((HOSTS * RANKS))
-    PORT=$((PORT + 1))
-    pids=
-    h=0
-    while [ $h -lt "$HOSTS" ]; do
-        l=0
-        while [ $l -lt "$RANKS" ]; do
-            r=$((h * RANKS + l))
-            if [ $r = 0 ]; then dst=$file; else dst=$file.rank$r; fi
-            ip netns exec "ddpc-cl$h" env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$l \
-                LOCAL_WORLD_SIZE=$RANKS GROUP_RANK=$h MASTER_ADDR=198.18.0.1 MASTER_PORT=$PORT \
-                DDPC_ALGO="$algo" timeout "$TIMEOUT" "$BIN/ddpc-bench" "$COLL" -b "$size" \
-                -e "$size" -n "$ITERS" -w 2 -d float32 -o sum > "$dst" 2>&1 &
-            pids="$pids $!"
-            l=$((l + 1))
-        done
-        h=$((h + 1))
-    done
-    fail=0
-    for pid in $pids; do wait "$pid" || fail=1; done
-    if [ $fail != 0 ]; then
-        echo "cluster.sh: $algo at $size B failed:" >&2
-        cat "$file"* >&2
-        exit 1
-    fi
-    rm -f "$file".rank*
+    tool=$1 h_n=$2 r_n=$3 size=$4 file=$5
+    args="-b $size -e $size -n $ITERS -w 2"
+    case $tool in
+    flat | hier) cl_run "$file" "$h_n" "$r_n" env DDPC_ALGO=$tool "$BIN/ddpc-bench" "$COLL" $args -d float32 -o sum ;;
+    mpi) cl_mpirun "$file" "$h_n" "$r_n" "$OUT/mpi_allreduce" $args ;;
+    gloo) cl_run "$file" "$h_n" "$r_n" env OMP_NUM_THREADS=1 $PY bench/gloo_allreduce.py $args ;;
+    *) echo "cluster.sh: unknown tool $tool (flat, hier, mpi, gloo)" >&2; exit 2 ;;
+    esac
 }
 
 i=1
 while [ $i -le "$ROUNDS" ]; do
-    for size in 8 1M 64M; do
-        for algo in flat hier; do
-            echo "round $i/$ROUNDS: $algo $size" >&2
-            run "$algo" "$size" "$OUT/$algo.$size.$i.txt"
+    for lay in $LAYOUTS; do
+        for size in $SIZES; do
+            for tool in $TOOLS; do
+                f=$OUT/$lay.$tool.$size.$i.txt
+                if [ "${RESUME:-0}" = 1 ] && grep -q '^ *[0-9]' "$f" 2> /dev/null; then continue; fi
+                echo "round $i/$ROUNDS: $lay $tool $size" >&2
+                run "$tool" "${lay%x*}" "${lay#*x}" "$size" "$OUT/$lay.$tool.$size.$i.txt"
+            done
         done
     done
     i=$((i + 1))
 done
 
-python3 - "$OUT" "$ROUNDS" "$HOSTS" "$RANKS" "$RATE" "$COLL" <<'EOF'
-import statistics, sys
-out, rounds, hosts, ranks, rate, coll = sys.argv[1:3] + sys.argv[3:7]
-rounds = int(rounds)
-med = {}
-for algo in ("flat", "hier"):
-    for size in ("8", "1M", "64M"):
-        rows = []
-        for i in range(1, rounds + 1):
-            for line in open(f"{out}/{algo}.{size}.{i}.txt"):
-                f = line.split()
-                if len(f) == 9 and f[0].isdigit():
-                    if f[8] != "0":
-                        sys.exit(f"{algo} {size} round {i}: {f[8]} wrong values")
-                    rows.append((float(f[5]), float(f[7])))
-        med[algo, size] = (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows))
-print(f"{hosts} hosts x {ranks} ranks, links {rate} (tbf, each way), float32 sum {coll}, "
-      f"medians of {rounds} interleaved rounds")
-print("| size | flat us | flat busbw GB/s | hier us | hier busbw GB/s | time hier/flat | busbw hier/flat |")
-print("|---:|---:|---:|---:|---:|---:|---:|")
-for size, name in (("8", "8 B"), ("1M", "1 MiB"), ("64M", "64 MiB")):
-    (ft, fb), (ht, hb) = med["flat", size], med["hier", size]
-    print(f"| {name} | {ft:.1f} | {fb:.3f} | {ht:.1f} | {hb:.3f} | {ht / ft:.2f} | "
-          f"{hb / fb if fb else 0:.2f} |")
+echo "# $(date -u +%FT%TZ) done, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
+cat "$OUT/info.txt"
+$PY - "$OUT" "$ROUNDS" "$LAYOUTS" "$SIZES" "$TOOLS" "$RATE" "$COLL" <<'EOF'
+import re, statistics, sys
+out, rounds, layouts, sizes, tools, rate, coll = sys.argv[1:8]
+rounds, layouts, sizes, tools = int(rounds), layouts.split(), sizes.split(), tools.split()
+m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate.lower())
+link = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8e9 if m else 0  # GB/s
+def med(lay, tool, size):
+    rows = []
+    for i in range(1, rounds + 1):
+        for line in open(f"{out}/{lay}.{tool}.{size}.{i}.txt"):
+            f = line.split()
+            if len(f) == 9 and f[0].isdigit():
+                if f[8] != "0":
+                    sys.exit(f"{lay} {tool} {size} round {i}: {f[8]} wrong values")
+                rows.append((float(f[5]), float(f[7])))
+    if not rows:
+        sys.exit(f"{lay} {tool} {size}: no result rows")
+    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+names = {"flat": "ddpc flat", "hier": "ddpc hier", "mpi": "OpenMPI TCP", "gloo": "gloo"}
+print(f"links {rate} (tbf, each way), float32 sum {coll}, medians of {rounds} interleaved rounds;"
+      " speed-up = the other's time / hier's")
+print("| layout | size | " + " | ".join(f"{names[t]} time, busbw" for t in tools) +
+      (" | hier busbw / link" if "hier" in tools and link else "") +
+      "".join(f" | hier vs {names[t]}" for t in tools if t != "hier" and "hier" in tools) + " |")
+print("|---|---:|" + "---:|" * (len(tools) + ("hier" in tools and bool(link)) +
+                                (len(tools) - 1 if "hier" in tools else 0)))
+def fmt_t(us):
+    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} us"
+for lay in layouts:
+    for size in sizes:
+        r = {t: med(lay, t, size) for t in tools}
+        label = size[:-1] + " " + size[-1] + "iB" if size[-1] in "KMG" else size + " B"
+        row = f"| {lay.replace('x', ' x ')} | {label} | "
+        row += " | ".join(f"{fmt_t(r[t][0])}, {r[t][1]:.3f} GB/s" for t in tools)
+        if "hier" in tools:
+            if link:
+                row += f" | {100 * r['hier'][1] / link:.0f}%"
+            row += "".join(f" | {r[t][0] / r['hier'][0]:.2f}x" for t in tools if t != "hier")
+        print(row + " |")
 EOF
