@@ -220,6 +220,37 @@ ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
     return ring_allreduce(e, g, send, recv, count, t, op, 0);
 }
 
+/*
+ * The flat ring's order: rank order, unless the communicator spans hosts
+ * whose ranks are not numbered host by host (e.g. a cyclic placement);
+ * then the ranks sorted by host (and local rank) into *g, with ord[size]
+ * for its members, so that the ring crosses each host boundary once each
+ * way instead of at every hop. Returns g, or NULL for rank order (also
+ * when ord cannot be had: the ring is right either way).
+ */
+static const ddpc_group *host_ordered(const ddpc_comm *c, ddpc_group *g, int **ord) {
+    *ord = NULL;
+    if (!c->host_of || c->nhosts < 2) return NULL;
+    int breaks = 0;
+    for (int r = 0; r < c->size; r++) breaks += c->host_of[r] != c->host_of[(r + 1) % c->size];
+    if (breaks <= c->nhosts) return NULL; /* every host's ranks are together already */
+    int *o = malloc(sizeof(int) * ((size_t)c->size + (size_t)c->nhosts + 1));
+    if (!o) return NULL;
+    int *start = o + c->size;
+    memset(start, 0, sizeof(int) * ((size_t)c->nhosts + 1));
+    for (int r = 0; r < c->size; r++) start[c->host_of[r] + 1]++;
+    for (int h = 0; h < c->nhosts; h++) start[h + 1] += start[h];
+    for (int r = 0; r < c->size; r++) {
+        int at = start[c->host_of[r]] + c->local_of[r];
+        o[at] = r;
+        if (r == c->rank) g->me = at;
+    }
+    g->n = c->size;
+    g->ranks = o;
+    *ord = o;
+    return g;
+}
+
 ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
                             ddpc_op op) {
     ddpc_comm *c = e->c;
@@ -240,7 +271,15 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
      * completes; the others finish the whole vector at the end */
     ddpc_status s;
     switch (algo) {
-    case DDPC_ALGO_RING: return ring_allreduce(e, NULL, send, recv, count, t, op, 1);
+    case DDPC_ALGO_RING: {
+        ddpc_group hg;
+        int *ord;
+        const ddpc_group *g = host_ordered(c, &hg, &ord);
+        if (g) DDPC_TRACE(COLL, "rank %d: flat ring in host order (member %d)", c->rank, g->me);
+        s = ring_allreduce(e, g, send, recv, count, t, op, 1);
+        free(ord);
+        return s;
+    }
     case DDPC_ALGO_TREE: s = tree_allreduce(e, send, recv, count, t, op); break;
     default:
         /* latency-bound: whole vectors (log2 n rounds); bandwidth-bound:

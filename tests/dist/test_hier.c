@@ -10,11 +10,13 @@
  *     (coll_check.h) on layouts 2x2, 3 hosts of {1,2,3} and {3,2,1}, 2x4,
  *     4x2, interleaved hosts, {3,1}, {1,3,2,2} (a host of one between
  *     larger ones), 2x1, 1x3 and DDPC_SHM=0, all four hierarchical on
- *     every layout; HCCL_ALGO's level1:H-D_R and level1:ring;
+ *     every layout; HCCL_ALGO's level1:H-D_R and level1:ring; flat on
+ *     interleaved hosts, where the flat ring runs in host order;
  *   - the other collectives still right under hier and flat;
  *   - auto picks the hierarchical algorithms where the communicator spans
  *     several hosts and some host has several ranks (TRACE log), flat and
- *     one rank per host do not.
+ *     one rank per host do not; flat on interleaved hosts orders its ring
+ *     by host.
  * Ranks are forked processes with a deadline (coll_check.h's run_job);
  * 8 ranks may share 2 cores.
  */
@@ -30,7 +32,9 @@ typedef struct hjob {
     job j; /* first: the body gets it back from coll_check.h's job pointer */
     int world, nhosts;
     int host[MAXW];
-    int want_hier; /* what ddpc__hier_wanted must say for a non-empty allreduce */
+    int want_hier;      /* what ddpc__hier_wanted must say for a non-empty allreduce */
+    int want_host_ring; /* the flat ring must run in host order (not hierarchical, and
+                         * some host's ranks not together in rank order) */
 } hjob;
 
 /* ------------------------------------------------------------ layout */
@@ -58,6 +62,9 @@ static void make_job(hjob *hj, const char *layout, const char *algo, coll_body b
     }
     int hier = !strcmp(algo, "hier") || strstr(algo, "level1:ring") || strstr(algo, "level1:H-D_R");
     hj->want_hier = hj->nhosts >= 2 && (hier || (!strcmp(algo, "auto") && most >= 2));
+    int breaks = 0;
+    for (int r = 0; r < hj->world; r++) breaks += hj->host[r] != hj->host[(r + 1) % hj->world];
+    hj->want_host_ring = hj->nhosts >= 2 && !hj->want_hier && breaks > hj->nhosts;
     hj->j = (job){ t_free_port(), algo, NULL, body };
 }
 
@@ -176,6 +183,7 @@ HIER_TEST(hier_2x4_auto, "00001111", auto, 300)
 HIER_TEST(hier_4x2, "00112233", hier, 300)
 HIER_TEST(hier_4x2_auto, "00112233", auto, 300)
 HIER_TEST(hier_interleaved, "010101", hier, 200)
+HIER_TEST(hier_interleaved_flat, "010101", flat, 200)
 HIER_TEST(hier_3_1, "0001", hier, 120)
 HIER_TEST(hier_4h_1322, "01112233", hier, 300)
 HIER_TEST(hier_2x1, "01", hier, 90)
@@ -262,6 +270,10 @@ static void choice_rank(int rank, int world, void *arg) {
         CHECK_MSG(!strstr(buf, "hierarchical allreduce") && !strstr(buf, "hierarchical broadcast"),
                   "ran hierarchically: %s", buf);
     }
+    if (hj->want_host_ring)
+        CHECK_CONTAINS(buf, "flat ring in host order");
+    else
+        CHECK_MSG(!strstr(buf, "flat ring in host order"), "host-ordered ring: %s", buf);
     if (hj->want_hier) {
         CHECK_CONTAINS(buf, "hierarchical reduce-scatter of 3 elements");
         CHECK_CONTAINS(buf, "hierarchical allgather of 12 bytes");
@@ -283,3 +295,5 @@ TEST(hier_auto_picks_hier_3h) { run_choice("011222", "auto"); }
 TEST(hier_auto_flat_one_per_host) { run_choice("012", "auto"); }
 TEST(hier_auto_flat_one_host) { run_choice("0000", "auto"); }
 TEST(hier_flat_forced) { run_choice("0011", "flat"); }
+/* Hosts interleaved in rank order: the flat ring goes host by host. */
+TEST(hier_flat_interleaved_host_order) { run_choice("010101", "flat"); }
