@@ -18,7 +18,6 @@ sizes (1, 25, 100 MiB), with the fitted link and with a what-if link
 """
 import math
 import os
-import statistics
 import sys
 
 MiB = 1 << 20
@@ -31,7 +30,9 @@ def parse_size(s):
 
 
 def load(d):
-    """{(layout, coll, algo, size_bytes): median seconds over rounds}"""
+    """{(layout, coll, algo, size_bytes): seconds, the least over rounds of
+    ddpc-bench's median over iterations: on a machine shared with other work
+    the least disturbed round is the closest to what the links cost}"""
     runs = {}
     for name in os.listdir(d):
         parts = name.split(".")
@@ -44,7 +45,7 @@ def load(d):
                 if f[8] != "0":
                     sys.exit(f"costmodel: {name}: {f[8]} wrong values")
                 runs.setdefault((lay, coll, algo, size), []).append(float(f[5]) * 1e-6)
-    return {k: statistics.median(v) for k, v in runs.items()}
+    return {k: min(v) for k, v in runs.items()}
 
 
 def solve(rows):
@@ -197,8 +198,9 @@ def main():
       f"{info.get('cpus', '?')} CPUs shared with other work (load average "
       f"{info.get('load', '?')} at the start, {info.get('load_end', '?')} at the end), "
       f"links {info.get('rate', '?')} each way (tc tbf; no netem on this kernel, so no added "
-      f"delay: alpha is what veth, the bridge and TCP give), medians of "
-      f"{info.get('rounds', '?')} interleaved rounds of {info.get('iters', '?')} timed calls.\n")
+      f"delay: alpha is what veth, the bridge and TCP give). Each figure is the least over "
+      f"{info.get('rounds', '?')} interleaved rounds of ddpc-bench's median over "
+      f"{info.get('iters', '?')} timed calls: the round least disturbed by the other work.\n")
     w("## The model\n")
     w("A message of n bytes between two ranks costs alpha + n beta; reducing n bytes costs "
       "n gamma (Hockney's model, with gamma as in HCCL's algorithm pages). Between hosts "
@@ -254,7 +256,8 @@ def main():
             (sum(x * y for x, y in zip(a, [P['alpha'], P['beta']])) / t) for a, t in inter)) +
       ".\n")
     w("## The model beside measured allreduce\n")
-    w("float32 sum, ddpc-bench under DDPC_ALGO=flat and hier, in the same run as the fit.\n")
+    w("float32 sum, ddpc-bench under DDPC_ALGO=flat and hier, in the same run as the fit "
+      "(least over the rounds, as above).\n")
     w("| layout | size | flat measured | flat model | hier measured | hier model | "
       "hier/flat measured | model |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|")
