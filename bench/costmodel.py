@@ -18,6 +18,7 @@ sizes (1, 25, 100 MiB), with the fitted link and with a what-if link
 """
 import math
 import os
+import statistics
 import sys
 
 MiB = 1 << 20
@@ -48,13 +49,13 @@ def load(d):
     return {k: min(v) for k, v in runs.items()}
 
 
-def solve(rows):
-    """Least squares x for sum over rows (a . x - t)^2 / t^2."""
+def solve_abs(rows):
+    """Least squares x for sum over rows (a . x - t)^2."""
     k = len(rows[0][0])
     ata = [[0.0] * k for _ in range(k)]
     atb = [0.0] * k
     for a, t in rows:
-        w = 1.0 / (t * t)
+        w = 1.0
         for i in range(k):
             atb[i] += w * a[i] * t
             for j in range(k):
@@ -159,23 +160,35 @@ def fmt_t(t):
 
 
 def fit(m):
-    intra = []
-    for (lay, coll, algo, S), t in m.items():
-        if lay == "1x2" and coll in ("allgather", "reduce-scatter"):
-            intra.append(([1.0, S / 2, S / 2 if coll == "reduce-scatter" else 0.0], t))
-    if len(intra) < 3:
-        sys.exit("costmodel: too few 1x2 runs to fit alpha_l, beta_l, gamma")
-    al, bl, g = solve(intra)
-    inter = []
-    for (lay, coll, algo, S), t in m.items():
-        if lay in ("2x1", "4x1") and coll in ("allgather", "reduce-scatter"):
-            n = int(lay[0])
-            t2 = t - ((n - 1) / n * S * g if coll == "reduce-scatter" else 0)
-            inter.append(([float(n - 1), (n - 1) / n * S], t2))
-    if len(inter) < 2:
-        sys.exit("costmodel: too few 2x1/4x1 runs to fit alpha, beta")
-    a, b = solve(inter)
-    return {"alpha": a, "beta": b, "alpha_l": al, "beta_l": bl, "gamma": g}, intra, inter
+    """Each parameter from the runs where it dominates, taking the least
+    (this machine's other work only ever adds time): beta from ring
+    allgather of 32 MiB on 2 and 4 hosts x 1 rank, the least time per byte
+    on the link ((n-1)/n S); alpha from allgather of 4 KiB, the least time
+    per step less its beta term; beta_l and alpha_l the same way on 1 host x
+    2 ranks; gamma from reduce-scatter minus allgather of 32 MiB on 1 x 2
+    (the same bytes moved, reduced once more), per byte reduced."""
+    def t(lay, coll, S):
+        v = m.get((lay, coll, "flat", S))
+        if v is None:
+            sys.exit(f"costmodel: no {lay} {coll} run of {S} bytes")
+        return v
+    big, small = 32 * MiB, 4 << 10
+    lays = (("2x1", 2), ("4x1", 4))
+    b = min(t(lay, "allgather", big) / ((n - 1) / n * big) for lay, n in lays)
+    a = min(t(lay, "allgather", small) / (n - 1) - small / n * b for lay, n in lays)
+    bl = t("1x2", "allgather", big) / (big / 2)
+    al = t("1x2", "allgather", small) - small / 2 * bl
+    g = max(0.0, (t("1x2", "reduce-scatter", big) - t("1x2", "allgather", big)) / (big / 2))
+    P = {"alpha": a, "beta": b, "alpha_l": al, "beta_l": bl, "gamma": g}
+    res = []
+    for (lay, coll, algo, S), v in sorted(m.items()):
+        if coll not in ("allgather", "reduce-scatter") or lay not in ("1x2", "2x1", "4x1"):
+            continue
+        n = int(lay[0]) * int(lay[2])
+        A, B = (al, bl) if lay == "1x2" else (a, b)
+        G = g if coll == "reduce-scatter" else 0.0
+        res.append((lay, coll, S, ((n - 1) * A + (n - 1) / n * S * (B + G)) / v))
+    return P, res
 
 
 def main():
@@ -184,7 +197,7 @@ def main():
     d = sys.argv[1]
     info = dict(line.rstrip("\n").split(" ", 1) for line in open(os.path.join(d, "info")))
     m = load(d)
-    P, intra, inter = fit(m)
+    P, res = fit(m)
     L = int(os.environ.get("RANKS_PER_HOST", "8"))
     wg, wus = float(os.environ.get("WHATIF_GBIT", "100")), float(os.environ.get("WHATIF_US", "10"))
     out = []
@@ -239,22 +252,22 @@ def main():
     w("## Fitted parameters\n")
     w("| parameter | value | from |")
     w("|---|---|---|")
-    w(f"| alpha (link) | {P['alpha'] * 1e6:.1f} us | ring allgather and reduce-scatter on 2 and "
-      f"4 hosts x 1 rank, 4 KiB .. 32 MiB ({len(inter)} medians) |")
-    w(f"| beta (link) | {P['beta'] * 1e9:.3f} ns/B = {1 / P['beta'] / 1e9:.3f} GB/s | the same |")
-    w(f"| alpha_l (shared memory) | {P['alpha_l'] * 1e6:.1f} us | allgather and reduce-scatter "
-      f"on 1 host x 2 ranks ({len(intra)} medians) |")
-    w(f"| beta_l | {P['beta_l'] * 1e9:.3f} ns/B = {1 / P['beta_l'] / 1e9:.2f} GB/s | the same |")
-    w(f"| gamma (float32 sum) | {P['gamma'] * 1e9:.3f} ns/B = {1 / P['gamma'] / 1e9:.2f} GB/s "
-      "| reduce-scatter minus allgather, the same runs |" if P["gamma"] > 0 else
-      f"| gamma (float32 sum) | {P['gamma'] * 1e9:.3f} ns/B (lost in the noise) | the same |")
+    w(f"| alpha (link) | {P['alpha'] * 1e6:.1f} us | ring allgather of 4 KiB on 2 and 4 hosts x "
+      "1 rank: the least time per step, less its beta term |")
+    w(f"| beta (link) | {P['beta'] * 1e9:.3f} ns/B = {1 / P['beta'] / 1e9:.3f} GB/s | ring "
+      "allgather of 32 MiB on 2 and 4 hosts x 1 rank: the least time per byte on the link |")
+    w(f"| alpha_l (shared memory) | {P['alpha_l'] * 1e6:.1f} us | allgather of 4 KiB on 1 host x "
+      "2 ranks |")
+    w(f"| beta_l | {P['beta_l'] * 1e9:.3f} ns/B = {1 / P['beta_l'] / 1e9:.2f} GB/s | allgather "
+      "of 32 MiB on 1 host x 2 ranks |")
+    w(f"| gamma (float32 sum) | {P['gamma'] * 1e9:.3f} ns/B"
+      + (f" = {1 / P['gamma'] / 1e9:.2f} GB/s" if P["gamma"] > 0 else " (below the noise)") +
+      " | reduce-scatter minus allgather of 32 MiB on 1 host x 2 ranks, per byte reduced |")
     w("")
-    w("Fit residuals (model / measured) of the runs fitted: " + ", ".join(
-        f"{r:.2f}" for r in sorted(
-            (sum(x * y for x, y in zip(a, [P['alpha_l'], P['beta_l'], P['gamma']])) / t)
-            for a, t in intra) + sorted(
-            (sum(x * y for x, y in zip(a, [P['alpha'], P['beta']])) / t) for a, t in inter)) +
-      ".\n")
+    w("Each parameter comes from the runs where it dominates, the least over the rounds, "
+      "since other work only adds time. The model against every fit run (model / measured; "
+      "below 1 where the machine's load slowed the run): " +
+      ", ".join(f"{lay} {coll} {S >> 10} KiB {r:.2f}" for lay, coll, S, r in res) + ".\n")
     w("## The model beside measured allreduce\n")
     w("float32 sum, ddpc-bench under DDPC_ALGO=flat and hier, in the same run as the fit "
       "(least over the rounds, as above).\n")
