@@ -34,6 +34,13 @@ static int warned;
 static const char *const hccl_known[] = { "ring", "H-D_R", "NHR",      "NHR_V1",
                                           "NB",   "AHC",   "pipeline", "pairwise" };
 
+/* Whether v is one of the n names. */
+static int one_of(const char *v, const char *const *names, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) return 1;
+    return 0;
+}
+
 /* Copies [s, e) into buf (NUL-terminated, truncated to cap). */
 static const char *span(char *buf, size_t cap, const char *s, const char *e) {
     size_t n = (size_t)(e - s);
@@ -66,10 +73,7 @@ static ddpc_status hccl_group(const char *var, const char *s, const char *e, int
                           "(ring and trees over shared memory); ignored",
                           var, op, val);
         } else if (ln == 6 && !strncmp(s, "level1", 6)) {
-            int known = 0;
-            for (size_t i = 0; i < sizeof hccl_known / sizeof *hccl_known; i++)
-                known |= !strcmp(val, hccl_known[i]);
-            if (!known)
+            if (!one_of(val, hccl_known, sizeof hccl_known / sizeof *hccl_known))
                 return ddpc__err(DDPC_ERR_ENV,
                                  "%s: level1:%s is not one of HCCL's algorithms (ring, H-D_R, NHR, "
                                  "NHR_V1, NB, AHC, pipeline, pairwise)",
@@ -116,10 +120,7 @@ static ddpc_status hccl_parse(const char *var, const char *v, ddpc_algo_choice *
                              "allreduce=level0:NA;level1:ring/alltoall=...)",
                              var, span(op, sizeof op, s, slash));
         span(op, sizeof op, s, eq);
-        int known = 0;
-        for (size_t i = 0; i < sizeof hccl_ops / sizeof *hccl_ops; i++)
-            known |= !strcmp(op, hccl_ops[i]);
-        if (!known)
+        if (!one_of(op, hccl_ops, sizeof hccl_ops / sizeof *hccl_ops))
             return ddpc__err(DDPC_ERR_ENV,
                              "%s: '%s' is not one of HCCL's operations (allgather, reducescatter, "
                              "allreduce, broadcast, reduce, scatter, alltoall)",
