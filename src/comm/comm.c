@@ -113,6 +113,7 @@ static ddpc_comm *comm_alloc(int rank, int size) {
 /* Frees c without any goodbye (bootstrap failures, and the end of destroy). */
 static void comm_free(ddpc_comm *c) {
     if (!c) return;
+    ddpc__rec_fini(c); /* first: a dump on another thread reads the peers */
     for (int i = 0; i < c->size; i++)
         if (c->peers[i].conn) c->peers[i].tp->close(c->peers[i].conn);
     free(c->peers);
@@ -120,7 +121,6 @@ static void comm_free(ddpc_comm *c) {
     free(c->p2p_recvd);
     free(c->host_of);
     free(c->scratch);
-    ddpc__rec_fini(c);
     if (c->abort_fd >= 0) close(c->abort_fd);
     srv_release(c->srv);
     pthread_mutex_destroy(&c->mu);
@@ -186,6 +186,7 @@ ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, in
     DDPC_CHECK_GOTO(ddpc__choose_ip(host, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s,
                     fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_addr(c, host, port, who), s, fail);
+    ddpc__rec_register(c);
     *out = c;
     return DDPC_OK;
 fail:
@@ -210,6 +211,7 @@ ddpc_status ddpc__comm_create_store(int rank, int size, ddpc_store *st, const ch
     DDPC_CHECK_GOTO(ddpc__choose_ip(route, c->ip, sizeof c->ip, c->ifname, sizeof c->ifname), s,
                     fail);
     DDPC_CHECK_GOTO(ddpc__bootstrap_store(c, st), s, fail);
+    ddpc__rec_register(c);
     *out = c;
     return DDPC_OK;
 fail:

@@ -294,9 +294,12 @@ typedef enum {
     DDPC_REC_FAILED
 } ddpc_rec_state;
 
-/* Creates c->rec (DDPC_TRACE_BUFFER entries; none when 0) and registers c
- * for dumps; reads DDPC_TRACE_DIR. Errors only for bad settings. */
+/* Creates c->rec (DDPC_TRACE_BUFFER entries; none when 0) and reads
+ * DDPC_STALL_SETTLE. Errors only for bad settings. */
 ddpc_status ddpc__rec_init(ddpc_comm *c);
+/* c is made (its peers' addresses known): its record is written from now
+ * on; reads DDPC_TRACE_DIR and installs the SIGUSR1 handler once. */
+void ddpc__rec_register(ddpc_comm *c);
 /* Unregisters c and frees its recorder (destroy; harmless when none). */
 void ddpc__rec_fini(ddpc_comm *c);
 /* a was queued: a new entry, its id returned (0 when not recording). */

@@ -19,7 +19,7 @@
  *   process rank=R pid=P host=H time=WALL reason=TEXT...
  *   comm id=PREFIX rank=r size=n addr=IP:PORT recorded=N
  *   error TEXT...                                  (the last error, if any)
- *   peer rank=p addr=IP:PORT transport=tcp last_rx=WALL   (0: never)
+ *   peer rank=p addr=IP:PORT last_rx=WALL         (0: never heard from)
  *   op id=I seq=S kind=K dtype=T count=C op=O root=R algo=A state=X
  *      status=ST queued=WALL start=WALL end=WALL       (one line; 0: not yet)
  *   end
@@ -149,6 +149,12 @@ ddpc_status ddpc__rec_init(ddpc_comm *c) {
     r->ring = ring;
     r->cap = (size_t)cap;
     c->rec = r;
+    return DDPC_OK;
+}
+
+void ddpc__rec_register(ddpc_comm *c) {
+    struct ddpc_rec *r = c->rec;
+    if (!r) return;
     pthread_mutex_lock(&reg_mu);
     if (!trace_dir_read) {
         trace_dir_read = 1;
@@ -159,7 +165,6 @@ ddpc_status ddpc__rec_init(ddpc_comm *c) {
     reg_head = r;
     if (trace_dir[0]) install_signal();
     pthread_mutex_unlock(&reg_mu);
-    return DDPC_OK;
 }
 
 void ddpc__rec_fini(ddpc_comm *c) {
@@ -285,8 +290,7 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
         ddpc_peer *pe = &c->peers[p];
         double rx;
         __atomic_load(&pe->last_rx, &rx, __ATOMIC_RELAXED);
-        fprintf(f, "peer rank=%d addr=%s:%d transport=%s last_rx=%.6f\n", p,
-                pe->ip[0] ? pe->ip : "?", pe->port, pe->conn ? pe->tp->name : "none",
+        fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ip[0] ? pe->ip : "?", pe->port,
                 rx > 0 ? rx + off : 0.0);
     }
     uint64_t first = r->next_id > r->cap ? r->next_id - r->cap + 1 : 1;
