@@ -277,6 +277,13 @@ TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
     CHECK_CONTAINS(out, "[1]: rank 1 got TERM");
     CHECK_CONTAINS(out, "[3]: rank 3 got TERM");
 
+    /* with --log-dir too: SIGUSR1 (flight records) goes only to a worker
+     * that catches it, so a shell still gets its SIGTERM */
+    rc = run(20, "FAIL_RANK=1 %s --standalone --nproc-per-node=2 --log-dir=%s/logs --tee=3 %s", R(),
+             d, sc);
+    CHECK_MSG(rc == 3, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "[0]: rank 0 got TERM");
+
     /* killed by a signal: named, exit 128+N */
     rc = run(20, "FAIL_RANK=1 FAIL_SIG=SEGV %s --standalone --nproc-per-node=2 %s", R(), sc);
     CHECK_MSG(rc == 128 + SIGSEGV, "rc=%d: %s", rc, out);

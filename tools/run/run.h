@@ -165,8 +165,9 @@ void stream_read(job *J, worker *w, stream *s);
 void workers_close_streams(job *J);
 void signal_workers(job *J, int sig);
 /* A worker failed: the others, which ddpc-run gave a DDPC_TRACE_DIR (its
- * --log-dir), are asked for their flight records (SIGUSR1, which ddpc's
- * recorder handles) and given half a second to write them. */
+ * --log-dir), are asked for their flight records (SIGUSR1, sent only to a
+ * worker that catches it, as ddpc's recorder does; another program keeps
+ * its plain SIGTERM) and given half a second to write them. */
 void ask_for_records(job *J);
 /* SIGTERM to every live worker now, SIGKILL after the grace period. */
 void stop_workers(job *J);

@@ -366,11 +366,27 @@ void signal_workers(job *J, int sig) {
 }
 
 /* SIGTERM to every live worker now, SIGKILL after the grace period. */
+/* Whether process pid catches SIGUSR1 (its SigCgt mask in /proc): ddpc's
+ * recorder does; a program that does not would be killed by it. */
+static int catches_sigusr1(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long mask = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+    fclose(f);
+    return found && (mask >> (SIGUSR1 - 1) & 1);
+}
+
 void ask_for_records(job *J) {
     if (!J->o->log_any || getenv("DDPC_TRACE_DIR") || !J->alive) return;
+    int asked = 0;
     for (int i = 0; i < J->o->nproc; i++) /* the worker only, not its group */
-        if (J->w[i].alive) kill(J->w[i].pid, SIGUSR1);
-    ddpc__sleep(0.5); /* a record is a few hundred KB at most */
+        if (J->w[i].alive && catches_sigusr1(J->w[i].pid) && kill(J->w[i].pid, SIGUSR1) == 0)
+            asked++;
+    if (asked) ddpc__sleep(0.5); /* a record is a few hundred KB at most */
 }
 
 void stop_workers(job *J) {
