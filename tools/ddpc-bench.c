@@ -26,13 +26,24 @@
  * for float sums, products, max and min; one unit in the last place for
  * avg); #wrong sums the mismatches over the ranks, and any makes the exit
  * status 1. Bad usage: one line naming the option, exit status 2.
+ *
+ *   ddpc-bench bootstrap
+ *
+ * Times the communicator's creation instead: rank 0 prints how long the
+ * ranks took from the first one entering ddpc_comm_create_env to the last
+ * one leaving it (and from the last one entering), then the first
+ * allreduce, broadcast and barrier after it (where connections are made
+ * lazily, these make them), and each rank's open descriptors and sockets
+ * after them (least and most over the ranks). bench/bootstrap.sh runs it.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/env.h"
 #include "ddpc/ddpc.h"
@@ -53,6 +64,7 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f, "usage: ddpc-bench COLLECTIVE [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
                "                  [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1]\n"
+               "       ddpc-bench bootstrap   (times the communicator's creation)\n"
                "  COLLECTIVE  allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall\n"
                "  -b MINBYTES smallest size, with K/M/G suffixes (default 8)\n"
                "  -e MAXBYTES largest size (default 64M)\n"
@@ -479,7 +491,83 @@ static int alloc_buffers(bench *b, double **times) {
     return 1;
 }
 
+/* ------------------------------------------------------------ bootstrap */
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* one clock for every rank of the machine */
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* This process's open descriptors, and how many of them are sockets. */
+static void count_fds(double *fds, double *socks) {
+    *fds = *socks = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return;
+    int self = dirfd(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == self) continue;
+        char path[300], to[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, to, sizeof to - 1);
+        to[n > 0 ? n : 0] = '\0';
+        *fds += 1;
+        *socks += strncmp(to, "socket:", 7) == 0;
+    }
+    closedir(d);
+}
+
+/* ddpc-bench bootstrap (see the top of the file). */
+static int bench_bootstrap(int argc, char **argv) {
+    if (argc > 2) bad_usage("bootstrap takes no options ('%s')%s", argv[2], "");
+    double t_in = wall_s();
+    ddpc_comm *c;
+    ddpc_status s = ddpc_comm_create_env(&c);
+    double t_out = wall_s();
+    if (s != DDPC_OK) {
+        fprintf(stderr, "ddpc-bench: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
+        return 1;
+    }
+    /* times relative to a base every rank shares: doubles keep microseconds */
+    double base = floor(t_in / 1000) * 1000;
+    enum { IN_FIRST, IN_LAST, OUT_LAST, T_AR, T_BC, T_BAR, FDS, SOCKS, NV };
+    double v[NV], mx[NV], mn[NV], x = 1;
+    v[IN_FIRST] = -(t_in - base);
+    v[IN_LAST] = t_in - base;
+    v[OUT_LAST] = t_out - base;
+    double t0 = now_s();
+    if (s == DDPC_OK) s = ddpc_allreduce(c, &x, &x, 1, DDPC_FLOAT64, DDPC_SUM);
+    v[T_AR] = now_s() - t0;
+    t0 = now_s();
+    if (s == DDPC_OK) s = ddpc_broadcast(c, &x, &x, 1, DDPC_FLOAT64, 0);
+    v[T_BC] = now_s() - t0;
+    t0 = now_s();
+    if (s == DDPC_OK) s = ddpc_barrier(c);
+    v[T_BAR] = now_s() - t0;
+    count_fds(&v[FDS], &v[SOCKS]);
+    if (s == DDPC_OK) s = ddpc_allreduce(c, v, mx, NV, DDPC_FLOAT64, DDPC_MAX);
+    if (s == DDPC_OK) s = ddpc_allreduce(c, v, mn, NV, DDPC_FLOAT64, DDPC_MIN);
+    int n = ddpc_comm_size(c), wrong = s == DDPC_OK && x != n;
+    if (s == DDPC_OK && ddpc_comm_rank(c) == 0) {
+        printf("bootstrap: %d ranks ready in %.3f s (first entering to last leaving "
+               "ddpc_comm_create_env; %.3f s after the last entered)\n",
+               n, mx[OUT_LAST] + mx[IN_FIRST], mx[OUT_LAST] - mx[IN_LAST]);
+        printf("first calls: allreduce %.3f ms, broadcast %.3f ms, barrier %.3f ms (slowest "
+               "rank)\n",
+               mx[T_AR] * 1e3, mx[T_BC] * 1e3, mx[T_BAR] * 1e3);
+        printf("per rank after them: %.0f-%.0f descriptors open, %.0f-%.0f of them sockets\n",
+               mn[FDS], mx[FDS], mn[SOCKS], mx[SOCKS]);
+        if (wrong) printf("# allreduce gave %g, not %d: FAILED\n", x, n);
+    }
+    if (s != DDPC_OK)
+        fprintf(stderr, "ddpc-bench: %s: %s\n", ddpc_status_str(s), ddpc_last_error());
+    ddpc_status d = ddpc_comm_destroy(c);
+    if (d != DDPC_OK) fprintf(stderr, "ddpc-bench: destroy: %s\n", ddpc_last_error());
+    return s != DDPC_OK || d != DDPC_OK || wrong;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "bootstrap")) return bench_bootstrap(argc, argv);
     opts o;
     parse_args(argc, argv, &o);
     bench b = { .o = &o };

@@ -71,6 +71,11 @@
     X(SHM_BYTES, "DDPC_SHM_BYTES", NULL, INT, "1048576", 4096, 1L << 30,                           \
       "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: " \
       "28 pairs, 56 rings); every rank must set the same")                                         \
+    X(LAZY_CONNECT, "DDPC_LAZY_CONNECT", NULL, STR, "auto", 0, 0,                                  \
+      "1: a pair of ranks connects the first time an operation needs it (a rank holds only the "   \
+      "connections its collectives use); 0: every pair at creation (a full mesh: every rank sees " \
+      "any peer die, and names a silent one); auto: 1 above 16 ranks, else 0. Rank 0's applies "   \
+      "to the communicator")                                                                       \
     X(ALGO, "DDPC_ALGO", "HCCL_ALGO", STR, "auto", 0, 0,                                           \
       "collective algorithm: auto (hierarchical allreduce across hosts where a host has several "  \
       "ranks), flat (never hierarchical), hier (hierarchical whenever there are several hosts), "  \

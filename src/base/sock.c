@@ -213,6 +213,11 @@ ddpc_status ddpc__sock_accept(int lfd, double deadline, int abort_fd, int *fd) {
 }
 
 ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int *fd) {
+    return ddpc__sock_connect_to(host, port, deadline, 0, fd);
+}
+
+ddpc_status ddpc__sock_connect_to(const char *host, int port, double deadline, int listening,
+                                  int *fd) {
     double backoff = 0.005;
     int last_err = 0;
     for (;;) {
@@ -252,6 +257,9 @@ ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int 
             close(s);
         }
         freeaddrinfo(res);
+        if (listening && last_err == ECONNREFUSED)
+            return ddpc__err_errno(DDPC_ERR_PEER_LOST, last_err,
+                                   "nothing listens at %s:%d any more", host, port);
         if (ddpc__expired(deadline))
             return ddpc__err_errno(DDPC_ERR_TIMEOUT, last_err, "cannot connect to %s:%d", host,
                                    port);

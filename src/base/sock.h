@@ -42,6 +42,11 @@ ddpc_status ddpc__sock_accept(int lfd, double deadline, int abort_fd, int *fd);
 /* Connects to host:port, retrying refused / unreachable attempts with
  * backoff until deadline. The error names host:port and the last errno. */
 ddpc_status ddpc__sock_connect(const char *host, int port, double deadline, int *fd);
+/* As ddpc__sock_connect; listening = 1: the peer is known to have been
+ * listening there, so a refusal (nothing listens any more) is
+ * DDPC_ERR_PEER_LOST at once instead of being retried. */
+ddpc_status ddpc__sock_connect_to(const char *host, int port, double deadline, int listening,
+                                  int *fd);
 
 /* Reads / writes exactly len bytes before deadline. EOF or reset is
  * DDPC_ERR_PEER_LOST; the deadline passing is DDPC_ERR_TIMEOUT. Works on

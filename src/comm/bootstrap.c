@@ -9,26 +9,29 @@
  *   2. listen on the chosen address (listen_for_peers; the choice is
  *      iface.c's);
  *   3. publish "peer/<rank>" = {size, host id, address, port, DDPC_SHM,
- *      DDPC_SHM_BYTES, machine} under the communicator's key prefix
- *      (publish), wait for every rank's entry, bounded by
+ *      DDPC_SHM_BYTES, machine, DDPC_LAZY_CONNECT} under the communicator's
+ *      key prefix (publish); rank 0 waits for every rank's entry, bounded by
  *      DDPC_CONNECT_TIMEOUT, the error listing the ranks that never came
- *      (wait_entries), and read them (read_entries);
- *   4. connect to every lower rank, accept every higher one (a full mesh:
- *      any algorithm can talk to any peer, and every rank sees a dead peer's
- *      sockets close); each connection opens with a hello {magic, version,
- *      communicator id, rank} (connect_lower, accept_higher), after the job
- *      token's handshake when DDPC_JOB_TOKEN is set (tcp.c). A connection
- *      that fails either is closed with a warning naming its address and
- *      the rank goes on accepting until DDPC_CONNECT_TIMEOUT (hello_ok);
- *   5. ranks with the same host id (DDPC_HOST_ID, else host_id below) form
+ *      (wait_entries), reads them and publishes them all as one value,
+ *      "peers", which every other rank reads in one request (a store round
+ *      trip per rank and entry made 64 ranks wait on 8,000 requests);
+ *   4. ranks with the same host id (DDPC_HOST_ID, else host_id below) form
  *      a host; the hosts, each rank's host and local rank are the host
- *      layout (host_layout, logged at INFO); a
- *      pair in it whose ranks both publish DDPC_SHM=1 and the same
- *      DDPC_SHM_BYTES upgrades its connection to shared memory (setup_shm,
- *      transport.h: ddpc__shm_offer), the TCP socket staying as its doorbell.
- *      Both ends decide from the same published entries, so they always
- *      agree; where shared memory cannot be had, the pair stays on TCP with
- *      a warning.
+ *      layout (host_layout, logged at INFO); a pair in it whose ranks both
+ *      publish DDPC_SHM=1 and the same DDPC_SHM_BYTES is to talk over
+ *      shared memory (shm_pair); both ends decide from the same published
+ *      entries, so they always agree;
+ *   5. connections, in the mode rank 0 published (DDPC_LAZY_CONNECT; auto:
+ *      lazy above 16 ranks): lazy keeps the listener open and makes each
+ *      pair's connection when an operation first needs it (link.c); eager
+ *      connects to every lower rank and accepts every higher one (a full
+ *      mesh; every rank sees a dead peer's sockets close), each connection
+ *      opening with a hello (link.c) after the job token's handshake when
+ *      DDPC_JOB_TOKEN is set (tcp.c), a connection that fails either closed
+ *      with a warning naming its address; then it upgrades the shared-memory
+ *      pairs (setup_shm, transport.h: ddpc__shm_offer), the TCP socket
+ *      staying as its doorbell. Where shared memory cannot be had, the pair
+ *      stays on TCP with a warning.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,15 +45,6 @@
 #include "base/util.h"
 #include "comm/comm.h"
 #include "ddpc/store.h"
-
-#define HELLO_MAGIC   0x48504444u /* "DDPH" */
-#define HELLO_VERSION 1u
-
-typedef struct hello {
-    uint32_t magic, version;
-    uint64_t uid;
-    int32_t rank, size;
-} hello;
 
 static const ddpc_transport *const tcp = &ddpc__transport_tcp;
 
@@ -131,8 +125,8 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
 static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     char val[512], key[64];
     const ddpc_peer *me = &c->peers[c->rank];
-    snprintf(val, sizeof val, "v3 %d %d %s %s %d %ld %llx", c->size, port, c->ip, me->host, c->shm,
-             c->shm_bytes, (unsigned long long)me->machine);
+    snprintf(val, sizeof val, "v4 %d %d %s %s %d %ld %llx %d", c->size, port, c->ip, me->host,
+             c->shm, c->shm_bytes, (unsigned long long)me->machine, c->lazy);
     snprintf(key, sizeof key, "peer/%d", c->rank);
     void *actual = NULL;
     size_t alen = 0;
@@ -193,8 +187,28 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
     return s;
 }
 
-/* Reads every rank's entry into c->peers. */
-static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys, int *store_gone) {
+/* Parses rank r's entry txt into c->peers[r] (rank 0's also gives the
+ * communicator's connection mode). */
+static ddpc_status parse_entry(ddpc_comm *c, int r, const char *txt) {
+    ddpc_peer *pe = &c->peers[r];
+    int psize = 0, lazy = 0;
+    unsigned long long machine = 0;
+    if (sscanf(txt, "v4 %d %d %63s %127s %d %ld %llx %d", &psize, &pe->port, pe->ip, pe->host,
+               &pe->shm, &pe->shm_bytes, &machine, &lazy) != 8)
+        return ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%.200s'", r, txt);
+    if (psize != c->size)
+        return ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
+                         psize, c->rank, c->size);
+    pe->machine = machine;
+    if (r == 0) c->lazy = lazy;
+    return DDPC_OK;
+}
+
+/* Rank 0: reads every rank's entry into c->peers and, one a line, into
+ * *table (malloc'd) for the others. */
+static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys, char **table,
+                                size_t *tlen, int *store_gone) {
+    ddpc__strbuf b = DDPC_STRBUF_HEAP;
     ddpc_status s = DDPC_OK;
     for (int r = 0; r < c->size && s == DDPC_OK; r++) {
         void *v = NULL;
@@ -205,21 +219,67 @@ static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
         char txt[512];
         snprintf(txt, sizeof txt, "%.*s", (int)vl, (char *)v);
         free(v);
-        ddpc_peer *pe = &c->peers[r];
-        int psize = 0;
-        unsigned long long machine = 0;
-        if (sscanf(txt, "v3 %d %d %63s %127s %d %ld %llx", &psize, &pe->port, pe->ip, pe->host,
-                   &pe->shm, &pe->shm_bytes, &machine) != 7)
-            s = ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%s'", r, txt);
-        else if (psize != c->size)
-            s = ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d",
-                          r, psize, c->rank, c->size);
-        pe->machine = machine;
+        s = parse_entry(c, r, txt);
+        ddpc__sb_printf(&b, "%s\n", txt);
     }
+    if (s == DDPC_OK && b.oom) s = ddpc__err(DDPC_ERR_NOMEM, "out of memory");
+    if (s != DDPC_OK) {
+        ddpc__sb_free(&b);
+        return s;
+    }
+    *tlen = b.len;
+    *table = b.p; /* ownership moves to the caller */
+    return DDPC_OK;
+}
+
+/* Every rank but 0: reads rank 0's table of all entries into c->peers;
+ * when it never comes, names the ranks whose entries never did (looked up
+ * once a second while waiting, so that they are known even if the store's
+ * host gives up first and takes the store with it). */
+static ddpc_status read_table(ddpc_comm *c, ddpc_store *st, const char **keys, double deadline,
+                              int *store_gone) {
+    void *v = NULL;
+    size_t vl = 0;
+    char missing[1024] = "";
+    ddpc_status s;
+    for (;;) {
+        double left = deadline - ddpc__now();
+        s = ddpc_store_get(st, "peers", left > 1 ? 1 : left > 0.001 ? left : 0.001, &v, &vl);
+        if (s != DDPC_ERR_TIMEOUT || ddpc__expired(deadline)) break;
+        int gone = 0;
+        if (wait_entries(c, st, keys, ddpc__now(), &gone) == DDPC_OK)
+            missing[0] = '\0';
+        else if (!gone)
+            snprintf(missing, sizeof missing, "%s", ddpc_last_error());
+    }
+    if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
+    if (s != DDPC_OK && missing[0])
+        return ddpc__err(DDPC_ERR_TIMEOUT, "%s%s", missing,
+                         s == DDPC_ERR_PEER_LOST ? " (then the store went away)" : "");
+    if (s == DDPC_ERR_TIMEOUT)
+        return ddpc__err(DDPC_ERR_TIMEOUT,
+                         "rank %d: rank 0 did not publish the table of peers within "
+                         "DDPC_CONNECT_TIMEOUT=%g s (every rank's entry is there)",
+                         c->rank, c->connect_timeout);
+    if (s != DDPC_OK) return s;
+    char *line = v;
+    for (int r = 0; r < c->size && s == DDPC_OK; r++) {
+        char *nl = line ? strchr(line, '\n') : NULL;
+        if (!nl) {
+            s = ddpc__err(DDPC_ERR_PROTOCOL, "rank 0's table of peers ends at rank %d of %d", r,
+                          c->size);
+            break;
+        }
+        *nl = '\0';
+        s = parse_entry(c, r, line);
+        line = nl + 1;
+    }
+    free(v);
     return s;
 }
 
-/* Step 3 whole: publish this rank's entry, wait for everyone's, read them.
+/* Step 3 whole: publish this rank's entry; rank 0 waits for everyone's,
+ * reads them and publishes the table; the others read the table.
  * *store_gone = 1 when it failed because the store's connection was lost. */
 static ddpc_status exchange_entries(ddpc_comm *c, ddpc_store *st, int port, double deadline,
                                     int *store_gone) {
@@ -229,115 +289,27 @@ static ddpc_status exchange_entries(ddpc_comm *c, ddpc_store *st, int port, doub
     /* the keys "peer/<r>": pointers, then the texts they point to */
     const char **keys = malloc((size_t)c->size * (sizeof *keys + 24));
     if (!keys) return ddpc__err(DDPC_ERR_NOMEM, "out of memory");
-    char *text = (char *)(keys + c->size);
+    char *text = (char *)(keys + c->size), *table = NULL;
+    size_t tlen = 0;
     for (int r = 0; r < c->size; r++) {
         snprintf(text + r * 24, 24, "peer/%d", r);
         keys[r] = text + r * 24;
     }
+    if (c->rank != 0) {
+        s = read_table(c, st, keys, deadline, store_gone);
+        goto out;
+    }
     DDPC_CHECK_GOTO(wait_entries(c, st, keys, deadline, store_gone), s, out);
-    DDPC_CHECK_GOTO(read_entries(c, st, keys, store_gone), s, out);
+    DDPC_CHECK_GOTO(read_entries(c, st, keys, &table, &tlen, store_gone), s, out);
+    s = ddpc_store_set(st, "peers", table, tlen);
+    if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
 out:
+    free(table);
     free(keys);
     return s;
 }
 
-/* ----------------------------------------------------- 4. the full mesh */
-
-/* The hello's communicator id: this key space and rank 0's listening
- * address as the store gave it (unique among live communicators, and the
- * same on every rank). Not the store's host as each rank was told it:
- * ranks may spell one host differently (Kubeflow gives the master pod
- * MASTER_ADDR=localhost and the others its service name). */
-static uint64_t hello_id(const ddpc_comm *c) {
-    const ddpc_peer *p0 = &c->peers[0];
-    return ddpc__fnv1a(c->prefix, strlen(c->prefix)) ^ ((uint64_t)c->store_port << 48) ^
-           (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
-}
-
-/* Connects to every lower rank and greets it. */
-static ddpc_status connect_lower(ddpc_comm *c, uint64_t uid, double deadline) {
-    for (int r = 0; r < c->rank; r++) {
-        ddpc_peer *pe = &c->peers[r];
-        ddpc_status s = tcp->connect(pe->ip, pe->port, deadline, &pe->conn);
-        if (s != DDPC_OK)
-            return ddpc__err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, r, pe->ip,
-                                  pe->port);
-        hello h = { HELLO_MAGIC, HELLO_VERSION, uid, c->rank, c->size };
-        s = tcp->send_full(pe->conn, &h, sizeof h, deadline, c->abort_fd);
-        if (s != DDPC_OK) return ddpc__err_wrap(s, "rank %d: greeting rank %d", c->rank, r);
-    }
-    return DDPC_OK;
-}
-
-/* The error for the higher ranks that never connected; s is how accepting
- * ended. */
-static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
-    char miss[256] = "";
-    size_t used = 0;
-    for (int r = c->rank + 1; r < c->size; r++)
-        if (!c->peers[r].conn) {
-            int n = snprintf(miss + used, sizeof miss - used, "%s%d", used ? ", " : "", r);
-            if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
-        }
-    return ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
-                     "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
-                     miss, c->connect_timeout);
-}
-
-/* Reads conn's hello into *h, before deadline or DDPC_AUTH_TIMEOUT from
- * now, whichever is first; 1 when it comes from a higher rank of this
- * communicator not yet connected. Else warns, naming the sender's address
- * and what was wrong, and returns 0: the caller closes conn and goes on
- * accepting, so that a stray connection does not break the bootstrap (one
- * without the job token never gets this far: tcp.c refuses it). */
-static int hello_ok(ddpc_comm *c, ddpc_conn *conn, uint64_t uid, double deadline, hello *h) {
-    double auth_s = 10, dl = deadline;
-    if (ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &auth_s) == DDPC_OK && ddpc__now() + auth_s < dl)
-        dl = ddpc__now() + auth_s;
-    ddpc_status s = tcp->recv_full(conn, h, sizeof *h, dl, c->abort_fd);
-    char why[160] = "";
-    if (s == DDPC_ERR_ABORTED) return 0;
-    if (s != DDPC_OK)
-        snprintf(why, sizeof why, "no hello (%s)", ddpc_last_error());
-    else if (h->magic == DDPC_AUTH_MAGIC)
-        snprintf(why, sizeof why,
-                 "it sent a job token's handshake, but DDPC_JOB_TOKEN is unset here");
-    else if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION || h->uid != uid ||
-             h->rank <= c->rank || h->rank >= c->size || c->peers[h->rank].conn)
-        snprintf(why, sizeof why,
-                 "unexpected hello (magic 0x%x version %u rank %d, %s communicator)", h->magic,
-                 h->version, h->rank, h->uid == uid ? "this" : "another");
-    if (!why[0]) return 1;
-    char addr[64] = "?";
-    int port = 0;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getpeername(tcp->poll_fd(conn), (struct sockaddr *)&ss, &sl) == 0)
-        ddpc__sock_addr_str((struct sockaddr *)&ss, addr, sizeof addr, &port);
-    DDPC_WARN(NET, "rank %d: closed a connection from %s:%d on the data port: %s", c->rank, addr,
-              port, why);
-    return 0;
-}
-
-/* Accepts every higher rank on lis, each known by its hello; connections
- * that are not one are closed and warned about, and accepting goes on. */
-static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, uint64_t uid, double deadline) {
-    for (int k = c->rank + 1; k < c->size;) {
-        ddpc_conn *conn = NULL;
-        ddpc_status s = tcp->accept(lis, deadline, c->abort_fd, &conn);
-        if (s != DDPC_OK) return never_connected(c, s);
-        hello h;
-        if (!hello_ok(c, conn, uid, deadline, &h)) {
-            tcp->close(conn);
-            continue;
-        }
-        c->peers[h.rank].conn = conn;
-        k++;
-    }
-    return DDPC_OK;
-}
-
-/* ------------------------------------------ 5. topology, shared memory */
+/* ------------------------------------------------- 4. topology */
 
 /* The host layout from the published host ids: hosts numbered in the
  * order of their lowest rank, local ranks in rank order (quadratic in the
@@ -429,6 +401,78 @@ static int shm_pair(const ddpc_comm *c, int p) {
     return 1;
 }
 
+/* ------------------------------------------------ 5. connections (eager) */
+
+/* The hello's communicator id: this key space and rank 0's listening
+ * address as the store gave it (unique among live communicators, and the
+ * same on every rank). Not the store's host as each rank was told it:
+ * ranks may spell one host differently (Kubeflow gives the master pod
+ * MASTER_ADDR=localhost and the others its service name). */
+static uint64_t hello_id(const ddpc_comm *c) {
+    const ddpc_peer *p0 = &c->peers[0];
+    return ddpc__fnv1a(c->prefix, strlen(c->prefix)) ^ ((uint64_t)c->store_port << 48) ^
+           (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
+}
+
+/* Eager: connects to every lower rank and greets it. */
+static ddpc_status connect_lower(ddpc_comm *c, double deadline) {
+    for (int r = 0; r < c->rank; r++) {
+        DDPC_CHECK(ddpc__link_connect(c, r, 0, deadline, &c->peers[r].conn));
+        c->peers[r].link = DDPC_LINK_UP;
+    }
+    return DDPC_OK;
+}
+
+/* The error for the higher ranks that never connected; s is how accepting
+ * ended. */
+static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
+    char miss[256] = "";
+    size_t used = 0;
+    for (int r = c->rank + 1; r < c->size; r++)
+        if (!c->peers[r].conn) {
+            int n = snprintf(miss + used, sizeof miss - used, "%s%d", used ? ", " : "", r);
+            if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
+        }
+    return ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
+                     "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
+                     miss, c->connect_timeout);
+}
+
+/* Eager: accepts every higher rank on lis, each known by its hello;
+ * connections that are not one are closed and warned about (naming their
+ * address), and accepting goes on, so that a stray connection does not
+ * break the bootstrap (one without the job token never gets this far:
+ * tcp.c refuses it). */
+static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, double deadline) {
+    double auth_s = 10;
+    if (ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &auth_s) != DDPC_OK) auth_s = 10;
+    for (int k = c->rank + 1; k < c->size;) {
+        ddpc_conn *conn = NULL;
+        ddpc_status s = tcp->accept(lis, deadline, c->abort_fd, &conn);
+        if (s != DDPC_OK) return never_connected(c, s);
+        int r = -1, offer = 0;
+        double dl = ddpc__now() + auth_s < deadline ? ddpc__now() + auth_s : deadline;
+        s = ddpc__link_hello(c, conn, dl, &r, &offer);
+        if (s == DDPC_ERR_ABORTED) {
+            tcp->close(conn);
+            return ddpc__err(s, "rank %d: aborted while accepting its peers", c->rank);
+        }
+        if (s == DDPC_OK && (r <= c->rank || c->peers[r].conn || offer))
+            s = ddpc__err(DDPC_ERR_PROTOCOL,
+                          "unexpected hello from rank %d (DDPC_LAZY_CONNECT differs between "
+                          "ranks?)",
+                          r);
+        if (s != DDPC_OK) {
+            ddpc__link_reject(c, conn, ddpc_last_error());
+            continue;
+        }
+        c->peers[r].conn = conn;
+        c->peers[r].link = DDPC_LINK_UP;
+        k++;
+    }
+    return DDPC_OK;
+}
+
 /* The upgrade of same-host connections to shared memory, in three rounds
  * so that no rank waits on one that waits on it: offers to higher ranks
  * (small writes that never block), then answers to the lower ranks'
@@ -443,7 +487,7 @@ static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
         s = ddpc__err(DDPC_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (p = 0; p < c->size; p++) use[p] = (char)shm_pair(c, p);
+    for (p = 0; p < c->size; p++) use[p] = (char)c->peers[p].want_shm;
     for (int round = 0; round < 3 && s == DDPC_OK; round++) {
         int lo = round == 1 ? 0 : c->rank + 1, hi = round == 1 ? c->rank : c->size;
         for (p = lo; p < hi && s == DDPC_OK; p++) {
@@ -479,11 +523,11 @@ out:
     return s;
 }
 
-/* Logs, at INFO, which transport each peer uses:
+/* Logs, at INFO, which transport each peer uses (lazy: is to use):
  * "rank 0: shm to ranks 1-3; tcp to ranks 4,5". */
 static void log_transports(const ddpc_comm *c) {
     if (!ddpc__log_enabled(DDPC_LOG_INFO, DDPC_SUB_INIT) || c->size < 2) return;
-    static const ddpc_transport *const tps[2] = { &ddpc__transport_shm, &ddpc__transport_tcp };
+    static const char *const tps[2] = { "shm", "tcp" };
     int *ranks = malloc(sizeof *ranks * (size_t)c->size);
     if (!ranks) return;
     char line[1024];
@@ -493,9 +537,9 @@ static void log_transports(const ddpc_comm *c) {
     for (int t = 0, parts = 0; t < 2; t++) {
         int n = 0;
         for (int r = 0; r < c->size; r++)
-            if (r != c->rank && c->peers[r].tp == tps[t]) ranks[n++] = r;
+            if (r != c->rank && !strcmp(ddpc__peer_transport(c, r), tps[t])) ranks[n++] = r;
         if (!n) continue;
-        ddpc__sb_printf(&b, "%s %s to ranks ", parts++ ? ";" : "", tps[t]->name);
+        ddpc__sb_printf(&b, "%s %s to ranks ", parts++ ? ";" : "", tps[t]);
         ddpc__sb_ranks(&b, ranks, n);
     }
     free(ranks);
@@ -516,18 +560,27 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
     host_id(c->peers[c->rank].host, sizeof c->peers[c->rank].host, &c->peers[c->rank].machine);
     DDPC_CHECK(listen_for_peers(c, &lis, &port));
     DDPC_CHECK_GOTO(exchange_entries(c, st, port, deadline, store_gone), s, out);
-    uint64_t uid = hello_id(c);
-    DDPC_CHECK_GOTO(connect_lower(c, uid, deadline), s, out);
-    DDPC_CHECK_GOTO(accept_higher(c, lis, uid, deadline), s, out);
-    tcp->close_listener(lis);
-    lis = NULL;
+    c->hello_uid = hello_id(c);
     DDPC_CHECK_GOTO(host_layout(c), s, out);
+    for (int p = 0; p < c->size; p++) c->peers[p].want_shm = shm_pair(c, p);
     choose_spin(c);
-    DDPC_CHECK_GOTO(setup_shm(c, deadline), s, out);
+    if (c->lazy) {
+        c->lis = lis; /* link.c accepts on it from now on */
+        lis = NULL;
+    } else {
+        DDPC_CHECK_GOTO(connect_lower(c, deadline), s, out);
+        DDPC_CHECK_GOTO(accept_higher(c, lis, deadline), s, out);
+        tcp->close_listener(lis);
+        lis = NULL;
+        DDPC_CHECK_GOTO(setup_shm(c, deadline), s, out);
+    }
     DDPC_INFO(INIT,
-              "rank %d of %d ready: host %d of %d, local rank %d of %d, listening on %s:%d (%s)",
+              "rank %d of %d ready: host %d of %d, local rank %d of %d, listening on %s:%d (%s); "
+              "%s",
               c->rank, c->size, c->host, c->nhosts, c->local_rank, c->local_size, c->ip, port,
-              c->ifname[0] ? c->ifname : "?");
+              c->ifname[0] ? c->ifname : "?",
+              c->lazy ? "each pair connects on first use (DDPC_LAZY_CONNECT=1)"
+                      : "every pair connected (DDPC_LAZY_CONNECT=0)");
     log_hosts(c);
     log_transports(c);
 out:

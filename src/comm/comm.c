@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/auth.h"
 #include "base/env.h"
 #include "base/util.h"
 #include "comm/comm.h"
@@ -62,6 +63,17 @@ static ddpc_status read_settings(ddpc_comm *c) {
     long shm;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM, &shm));
     c->shm = (int)shm;
+    const char *lazy_src, *lazy = ddpc__env(DDPC_ENV_LAZY_CONNECT, &lazy_src);
+    if (!lazy || !strcmp(lazy, "auto")) /* a full mesh costs size^2 connections; see bootstrap.c */
+        c->lazy = c->size > DDPC_LAZY_AUTO_ABOVE;
+    else if (!strcmp(lazy, "0") || !strcmp(lazy, "1"))
+        c->lazy = lazy[0] == '1';
+    else
+        return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, 0, 1", lazy_src, lazy);
+    /* published; rank 0's decides (bootstrap.c) */
+    const char *token = NULL;
+    DDPC_CHECK(ddpc__auth_token(&token));
+    c->auth = token != NULL;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM_BYTES, &c->shm_bytes));
     const char *copy_src, *copy = ddpc__env(DDPC_ENV_SHM_COPY, &copy_src);
     c->shm_copy = ddpc__shm_copy_policy(copy);
@@ -105,7 +117,7 @@ static ddpc_comm *comm_alloc(int rank, int size) {
         return NULL;
     }
     /* every peer starts on TCP; same-host peers may move to shared memory
-     * at the end of the bootstrap (setup_shm) */
+     * as they connect (bootstrap.c, link.c) */
     for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc__transport_tcp;
     return c;
 }
@@ -114,6 +126,7 @@ static ddpc_comm *comm_alloc(int rank, int size) {
 static void comm_free(ddpc_comm *c) {
     if (!c) return;
     ddpc__rec_fini(c); /* first: a dump on another thread reads the peers */
+    ddpc__link_free(c);
     for (int i = 0; i < c->size; i++)
         if (c->peers[i].conn) c->peers[i].tp->close(c->peers[i].conn);
     free(c->peers);
@@ -141,7 +154,9 @@ static ddpc_status comm_abandon(ddpc_comm *c, ddpc_status s) {
 const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
     if (!c || peer < 0 || peer >= c->size) return NULL;
     if (peer == c->rank) return "self";
-    return c->peers[peer].tp->name;
+    const ddpc_peer *pe = &c->peers[peer];
+    if (pe->conn) return pe->tp->name;
+    return pe->want_shm ? "shm" : "tcp"; /* lazy: what the pair is to use once connected */
 }
 
 /* Gives c its share of the store's server: srv's when given, else a new
@@ -504,8 +519,10 @@ ddpc_status ddpc_comm_abort(ddpc_comm *c) {
     uint64_t one = 1;
     if (write(c->abort_fd, &one, sizeof one) < 0 && errno != EAGAIN)
         DDPC_WARN(INIT, "abort: eventfd write failed: %s", strerror(errno));
-    for (int p = 0; p < c->size; p++)
-        if (c->peers[p].conn) c->peers[p].tp->shutdown(c->peers[p].conn);
+    for (int p = 0; p < c->size; p++) { /* a lazy link may come up meanwhile (link.c) */
+        ddpc_conn *k = __atomic_load_n(&c->peers[p].conn, __ATOMIC_ACQUIRE);
+        if (k) c->peers[p].tp->shutdown(k);
+    }
     pthread_mutex_lock(&c->err_mu);
     int first = !c->last_err[0]; /* a failure before wrote the record already */
     if (first)

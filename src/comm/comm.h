@@ -106,15 +106,30 @@ typedef struct ddpc_req {
     struct ddpc_req *next;
 } ddpc_req;
 
+/* Where a pair's connection stands (link.c). Eager communicators make
+ * every one at bootstrap; lazy ones when an operation first needs it. */
+enum {
+    DDPC_LINK_NONE = 0, /* no connection, none asked for */
+    DDPC_LINK_ASKED,    /* this (lower) rank connected and waits for the peer's verdict */
+    DDPC_LINK_OFFERED,  /* connected; waits for the answer to its shared-memory offer */
+    DDPC_LINK_REFUSED,  /* the peer refused this rank's connection: its own is on the way */
+    DDPC_LINK_UP        /* conn carries messages */
+};
+
 typedef struct ddpc_peer {
-    ddpc_conn *conn; /* owned; NULL for this rank itself */
+    ddpc_conn *conn; /* owned; NULL for this rank itself, and until the link is up */
     const ddpc_transport *tp;
-    ddpc_req *sq, *sq_tail; /* posted sends, in order */
-    ddpc_req *rq, *rq_tail; /* posted receives, in order */
-    int rx_future;          /* the next message waiting is for a later operation */
-    int bye;                /* the peer said goodbye (destroyed cleanly) */
-    char host[128];         /* host id the peer published */
-    uint64_t machine;       /* hash of the peer's real host identity (DDPC_HOST_ID aside) */
+    int link;                /* DDPC_LINK_* */
+    int want_shm;            /* the pair moves to shared memory (both ends decide alike) */
+    ddpc_conn *pend;         /* ASKED, OFFERED: the TCP connection being set up; owned */
+    ddpc_shm_pending *offer; /* OFFERED (or ASKED with an offer): this rank's segment; owned */
+    double link_since;       /* when this rank began waiting for the link (s) */
+    ddpc_req *sq, *sq_tail;  /* posted sends, in order */
+    ddpc_req *rq, *rq_tail;  /* posted receives, in order */
+    int rx_future;           /* the next message waiting is for a later operation */
+    int bye;                 /* the peer said goodbye (destroyed cleanly) */
+    char host[128];          /* host id the peer published */
+    uint64_t machine;        /* hash of the peer's real host identity (DDPC_HOST_ID aside) */
     char ip[64];
     int port;
     int shm;        /* the peer's DDPC_SHM, as published */
@@ -156,6 +171,17 @@ struct ddpc_comm {
     int shm_copy;           /* DDPC_SHM_COPY, as ddpc__shm_copy_policy gives it */
     char ip[64];            /* the address this rank listens on */
     char ifname[64];
+    int lazy;                   /* DDPC_LAZY_CONNECT as rank 0 published it: connect on first use */
+    int auth;                   /* DDPC_JOB_TOKEN is set: connections prove it (tcp.c) */
+#define DDPC_LAZY_AUTO_ABOVE 16 /* DDPC_LAZY_CONNECT=auto: lazy above this many ranks */
+
+    /* lazy connections (link.c): the listener kept open, and the connections
+     * accepted on it whose hello has not come yet */
+    ddpc_listener *lis; /* owned; NULL when eager, or for one rank */
+    struct ddpc_incoming *inc;
+    int ninc;
+    uint64_t hello_uid; /* the communicator id every hello carries */
+    unsigned link_tick; /* progress calls, to look at the listener now and then */
 
     /* store: where this communicator's keys live */
     char store_host[256];
@@ -313,6 +339,37 @@ void ddpc__rec_end(ddpc_exec *e, ddpc_status s);
 void ddpc__rec_dump(const char *why);
 /* "allreduce" for a kind. */
 const char *ddpc__kind_name(int kind);
+
+/* ------------------------------------------------------------ links */
+
+/* Connects to peer p and greets it with a hello: the whole set-up of one
+ * outgoing connection, bounded by deadline. offer: a shared-memory offer
+ * follows (the hello says so). *out: the TCP connection. Errors name p
+ * and its address. */
+ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, ddpc_conn **out);
+/* Reads and checks the hello on an accepted connection (bytes already
+ * there, or arriving before deadline): *rank = who it is, *offer = an
+ * offer follows. DDPC_ERR_PROTOCOL for anything but a hello of this
+ * communicator from another of its ranks. */
+ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank, int *offer);
+/* Closes an accepted connection that is not a link (a stranger, another
+ * communicator's rank, no hello), warning with its address and why. */
+void ddpc__link_reject(ddpc_comm *c, ddpc_conn *conn, const char *why);
+/* Lazy links: advances peer p's link by what can be done without waiting on
+ * the peer (connects when this rank may; see link.c). A failure fails the
+ * operation (ddpc__fail). */
+ddpc_status ddpc__link_need(ddpc_exec *e, int p);
+/* Lazy links: accepts what waits on the listener, reads the hellos and
+ * answers that have come, and finishes the links they complete (*moved =
+ * 1 when one came up). Does not wait. */
+ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved);
+/* The descriptors a sleeping wait watches for links (listener, accepted
+ * connections without a hello, connections waiting for an answer): writes
+ * up to max into fds, returns how many (at most c->size + c->ninc + 1). */
+int ddpc__link_fds(ddpc_comm *c, int *fds, int max);
+/* Closes everything link.c holds (listener, accepted and pending
+ * connections, offers). */
+void ddpc__link_free(ddpc_comm *c);
 
 /* ------------------------------------------------------------ queue */
 

@@ -360,13 +360,23 @@ static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) 
     return ddpc__fail(e, s, "%s rank %d: %s%s", dir, peer, why, more);
 }
 
-/* One non-blocking pass over every queue; *moved = 1 if any byte moved. */
+/* One non-blocking pass over every queue; *moved = 1 if any byte moved.
+ * A peer with messages posted and no connection yet gets one (link.c). */
 static ddpc_status drive(ddpc_exec *e, int *moved) {
     ddpc_comm *c = e->c;
+    int linking = 0;
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
         ddpc_req *r;
         if (pe->noted) continue;
+        if (!pe->conn) {
+            if (!pe->sq && !pe->rq) continue;
+            DDPC_CHECK(ddpc__link_need(e, p));
+            if (!pe->conn) {
+                linking = 1;
+                continue;
+            }
+        }
         while ((r = pe->sq) != NULL) {
             size_t mv = 0;
             ddpc_status s = pe->tp->send(pe->conn, &r->x, &mv);
@@ -398,6 +408,7 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
             if (!pe->rq) pe->rq_tail = NULL;
         }
     }
+    if (linking) DDPC_CHECK(ddpc__link_poll(e, moved));
     return DDPC_OK;
 }
 
@@ -448,7 +459,7 @@ static int all_noted(const ddpc_comm *c) {
  * their addresses), and fails e with DDPC_ERR_TIMEOUT. */
 static ddpc_status conclude(ddpc_exec *e) {
     ddpc_comm *c = e->c;
-    char chain[256], mine[80], theirs[80], since[64] = "";
+    char chain[256], mine[80], theirs[80], since[96] = "";
     size_t used = (size_t)snprintf(chain, sizeof chain, "%d", c->rank);
     int cur = e->waits_on, hops = 0;
     while (cur >= 0 && cur != c->rank && c->peers[cur].noted && hops++ < c->size) {
@@ -485,7 +496,16 @@ static ddpc_status conclude(ddpc_exec *e) {
     e->lost = silent;
     addr_of(c, c->rank, mine, sizeof mine);
     addr_of(c, silent, theirs, sizeof theirs);
-    if (c->peers[silent].last_rx > 0)
+    static const char *const linking[] = {
+        [DDPC_LINK_NONE] = "not connected",
+        [DDPC_LINK_ASKED] = "it has not answered this rank's connection",
+        [DDPC_LINK_OFFERED] = "it has not answered this rank's shared-memory offer",
+        [DDPC_LINK_REFUSED] = "its connection to this rank has not come",
+        [DDPC_LINK_UP] = "",
+    };
+    if (!c->peers[silent].conn) /* a lazy link still under way (link.c) */
+        snprintf(since, sizeof since, "; %s", linking[c->peers[silent].link]);
+    else if (c->peers[silent].last_rx > 0)
         snprintf(since, sizeof since, "; last data from it %.1f s ago",
                  ddpc__now() - c->peers[silent].last_rx);
     else
@@ -618,28 +638,31 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
 }
 
 /* What one sleep in poll watches: the abort eventfd first, then each
- * connection with work, and the idle ones (to notice a peer's death). */
+ * connection with work, and the idle ones (to notice a peer's death), and
+ * last what lazy connections wait on (link.c). */
 typedef struct pollset {
     struct pollfd *pf;
-    int *pidx;    /* the peer of each entry; -1 for the abort eventfd */
+    int *pidx;    /* the peer of each entry; -1 for the abort eventfd, -2 for links */
     short *ready; /* POLLIN for an entry its transport's arm found ready */
-    int n, nready;
+    int n, nready, cap;
     struct pollfd pf_small[17];
     int pidx_small[17];
     short ready_small[17];
 } pollset;
 
-/* Room for c's connections and its abort eventfd: on the stack for up to
- * 16 peers, else on the heap. */
+/* Room for c's connections, its abort eventfd and its links' descriptors:
+ * on the stack for up to 17 in all, else on the heap. */
 static ddpc_status pollset_init(ddpc_comm *c, pollset *ps) {
     ps->pf = ps->pf_small;
     ps->pidx = ps->pidx_small;
     ps->ready = ps->ready_small;
     ps->n = ps->nready = 0;
-    if (c->size + 1 <= 17) return DDPC_OK;
-    ps->pf = malloc(sizeof *ps->pf * (size_t)(c->size + 1));
-    ps->pidx = malloc(sizeof *ps->pidx * (size_t)(c->size + 1));
-    ps->ready = malloc(sizeof *ps->ready * (size_t)(c->size + 1));
+    size_t cap = (size_t)c->size + 1 + (c->lis ? (size_t)c->size + 1 + (size_t)c->ninc : 0);
+    ps->cap = (int)cap;
+    if (cap <= 17) return DDPC_OK;
+    ps->pf = malloc(sizeof *ps->pf * cap);
+    ps->pidx = malloc(sizeof *ps->pidx * cap);
+    ps->ready = malloc(sizeof *ps->ready * cap);
     if (ps->pf && ps->pidx && ps->ready) return DDPC_OK;
     free(ps->pf);
     free(ps->pidx);
@@ -682,6 +705,13 @@ static void pollset_fill(ddpc_comm *c, pollset *ps) {
         ps->pf[n] = (struct pollfd){ fd, ev, 0 };
         ps->pidx[n++] = p;
     }
+    int fds[ps->cap > n ? ps->cap - n : 1];
+    int k = ddpc__link_fds(c, fds, ps->cap - n);
+    for (int i = 0; i < k; i++) {
+        ps->pf[n] = (struct pollfd){ fds[i], POLLIN, 0 };
+        ps->ready[n] = 0;
+        ps->pidx[n++] = -2;
+    }
     ps->n = n;
 }
 
@@ -692,6 +722,7 @@ static int pollset_wait(ddpc_comm *c, pollset *ps, int ms, int *err) {
     int k = poll(ps->pf, (nfds_t)ps->n, ps->nready ? 0 : ms);
     *err = errno;
     for (int i = 1; i < ps->n; i++) {
+        if (ps->pidx[i] < 0) continue;
         ddpc_peer *pe = &c->peers[ps->pidx[i]];
         if (!pe->tp->arm) continue;
         pe->tp->arm(pe->conn, 0);
@@ -722,12 +753,19 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
         s = ddpc__fail(e, DDPC_ERR_SYSTEM, "poll: %s", strerror(poll_errno));
         goto out;
     }
+    int links = 0;
     for (int i = 1; k > 0 && i < ps.n; i++) {
         int p = ps.pidx[i];
+        if (p < 0) {
+            links |= ps.pf[i].revents != 0;
+            continue;
+        }
         ddpc_peer *pe = &c->peers[p];
         if (!ps.pf[i].revents || pe->rq || pe->sq) continue;
         DDPC_CHECK_GOTO(inspect_idle(e, p), s, out);
     }
+    int moved = 0;
+    if (links) DDPC_CHECK_GOTO(ddpc__link_poll(e, &moved), s, out);
     if (is_aborted(c))
         s = ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
     else if (k == 0 && ddpc__expired(e->deadline))
@@ -742,6 +780,9 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
     if (is_aborted(c))
         return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
     int moved = 0;
+    /* a lazy communicator answers its peers' connections now and then even
+     * while it never sleeps (sleeping, poll wakes it for them) */
+    if (c->lis && (c->link_tick++ & 255) == 0) DDPC_CHECK(ddpc__link_poll(e, &moved));
     DDPC_CHECK(drive(e, &moved));
     if (moved || !block) return DDPC_OK;
     DDPC_CHECK(spin(e, &moved));

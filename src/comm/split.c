@@ -15,27 +15,34 @@
 
 #include "comm/comm.h"
 
-/* Split's own exchange, an executor of comm's (no collective): every rank
- * sends its count elements to every other rank over the parent's
- * connections and receives theirs into recv, in rank order; with count 0 it
- * is a barrier. Run as an operation of the parent, it keeps its place in the
+/* Split's own exchange, an executor of comm's (no collective): every rank's
+ * count elements reach every rank's recv, in rank order, over the parent's
+ * connections; with count 0 it is a barrier. A dissemination (Bruck)
+ * allgather: in round d = 1, 2, 4, ... each rank sends the blocks it holds
+ * to rank + d and receives as many from rank - d, so it talks to log2(size)
+ * peers (the barrier's), not all of them: a lazy communicator connects no
+ * more pairs for a split than its collectives do. tmp[j] holds the block of
+ * rank - j. Run as an operation of the parent, it keeps its place in the
  * queue, its sequence number and fingerprint, and fails as any operation
  * does (a lost peer, DDPC_TIMEOUT, abort). */
 static ddpc_status exchange_all(ddpc_exec *e) {
     ddpc_comm *c = e->c;
+    int n = c->size, me = c->rank;
     size_t nb = e->a.count * ddpc_dtype_size(e->a.dtype);
-    if (nb) memcpy((char *)e->a.recv + (size_t)c->rank * nb, e->a.send, nb);
-    if (c->size == 1) return DDPC_OK;
-    ddpc_req *r = calloc(2 * (size_t)(c->size - 1), sizeof *r);
-    if (!r) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
-    int k = 0;
-    for (int p = 0; p < c->size; p++) {
-        if (p == c->rank) continue;
-        ddpc__post_send(e, &r[k++], p, e->a.send, nb);
-        ddpc__post_recv(e, &r[k++], p, (char *)e->a.recv + (size_t)p * nb, nb);
+    char *tmp = nb ? malloc(nb * (size_t)n) : NULL;
+    if (nb && !tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
+    if (nb) memcpy(tmp, e->a.send, nb);
+    ddpc_status s = DDPC_OK;
+    for (int d = 1; d < n && s == DDPC_OK; d *= 2) {
+        size_t m = (size_t)(d < n - d ? d : n - d);
+        ddpc_req r[2];
+        ddpc__post_send(e, &r[0], (me + d) % n, tmp, m * nb);
+        ddpc__post_recv(e, &r[1], (me - d + n) % n, tmp ? tmp + (size_t)d * nb : NULL, m * nb);
+        s = ddpc__wait_all(e, r, 2);
     }
-    ddpc_status s = ddpc__wait_all(e, r, k);
-    free(r);
+    for (int j = 0; s == DDPC_OK && nb && j < n; j++)
+        memcpy((char *)e->a.recv + (size_t)((me - j + n) % n) * nb, tmp + (size_t)j * nb, nb);
+    free(tmp);
     return s;
 }
 

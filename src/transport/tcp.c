@@ -221,11 +221,12 @@ static ddpc_status tcp_accept(ddpc_listener *l, double deadline, int abort_fd, d
     }
 }
 
-static ddpc_status tcp_connect(const char *ip, int port, double deadline, ddpc_conn **out) {
+static ddpc_status tcp_connect(const char *ip, int port, double deadline, int listening,
+                               ddpc_conn **out) {
     int fd;
     const char *token = NULL;
     DDPC_CHECK(ddpc__auth_token(&token));
-    DDPC_CHECK(ddpc__sock_connect(ip, port, deadline, &fd));
+    DDPC_CHECK(ddpc__sock_connect_to(ip, port, deadline, listening, &fd));
     if (token) {
         char peer[96];
         snprintf(peer, sizeof peer, "the peer at %s:%d", ip, port);
@@ -244,6 +245,13 @@ static void tcp_close_listener(ddpc_listener *l) {
     close(l->fd);
     free(l->token);
     free(l);
+}
+
+static int tcp_listener_fds(const ddpc_listener *l, int *fds, int max) {
+    int n = 0;
+    if (max > 0) fds[n++] = l->fd;
+    for (int i = 0; i < l->npend && n < max; i++) fds[n++] = l->pend[i].fd;
+    return n;
 }
 
 /* The unmoved part of x as an iovec array in tmp; returns its length. */
@@ -364,6 +372,7 @@ const ddpc_transport ddpc__transport_tcp = {
     .accept = tcp_accept,
     .connect = tcp_connect,
     .close_listener = tcp_close_listener,
+    .listener_fds = tcp_listener_fds,
     .send = tcp_send,
     .recv = tcp_recv,
     .peek = tcp_peek,

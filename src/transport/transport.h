@@ -59,9 +59,15 @@ typedef struct ddpc_transport {
     ddpc_status (*listen)(const char *ip, const ddpc_ports *ports, ddpc_listener **out, int *port);
     /* Accepts one connection before deadline; abort_fd readable = ABORTED. */
     ddpc_status (*accept)(ddpc_listener *l, double deadline, int abort_fd, ddpc_conn **out);
-    /* Connects to ip:port, retrying until deadline. */
-    ddpc_status (*connect)(const char *ip, int port, double deadline, ddpc_conn **out);
+    /* Connects to ip:port, retrying until deadline; listening = 1: the peer
+     * is known to listen there, so a refusal is DDPC_ERR_PEER_LOST at once. */
+    ddpc_status (*connect)(const char *ip, int port, double deadline, int listening,
+                           ddpc_conn **out);
     void (*close_listener)(ddpc_listener *l); /* NULL harmless */
+    /* The descriptors to poll() for progress on l (POLLIN): its socket, then
+     * the connections it holds still proving the job token; up to max into
+     * fds, returns how many (at most 1 + 64). */
+    int (*listener_fds)(const ddpc_listener *l, int *fds, int max);
 
     /* Move as many bytes of x as possible without blocking; DDPC_OK even
      * when none moved. EOF or reset = DDPC_ERR_PEER_LOST. *moved (may be

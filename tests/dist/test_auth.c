@@ -208,7 +208,7 @@ TEST(auth_data_listener_refuses_intruders) {
     CHECK_EQ(get32(buf + DDPC_AUTH_CHALLENGE + 4), DDPC_AUTH_REFUSED);
     expect_closed(r, 10, "replay");
     ddpc_conn *lib = NULL;
-    CHECK_OK(tcp->connect("127.0.0.1", port, ddpc__deadline_in(10), &lib));
+    CHECK_OK(tcp->connect("127.0.0.1", port, ddpc__deadline_in(10), 0, &lib));
     CHECK_OK(tcp->send_full(lib, "LIBC", 4, ddpc__deadline_in(10), -1));
     pthread_join(th, NULL);
     CHECK_OK(a.s);
@@ -293,7 +293,7 @@ static int data_port_of_rank0(ddpc_store *st) {
     size_t n = 0;
     CHECK_OK(ddpc_store_get(st, "ddpc/comm0/peer/0", 60 * t_slow(), &v, &n));
     int size = 0, port = 0;
-    CHECK_EQ(sscanf((char *)v, "v3 %d %d", &size, &port), 2);
+    CHECK_EQ(sscanf((char *)v, "v4 %d %d", &size, &port), 2);
     free(v);
     return port;
 }

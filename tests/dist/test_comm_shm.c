@@ -140,9 +140,13 @@ TEST_T(comm_shm_settings_that_differ_fall_back_to_tcp, 40) {
 }
 
 /* A /dev/shm too small for one segment: a warning naming the reason and
- * DDPC_SHM=0, TCP between every pair, collectives as usual, nothing left. */
+ * DDPC_SHM=0, TCP between every pair, collectives as usual, nothing left.
+ * arg: DDPC_LAZY_CONNECT ("0": pairs connect at creation, the lower rank
+ * offering; "1": at first use, the higher rank offering). */
 static void full_body(int rank, int world, void *arg) {
+    const char *lazy = arg;
     log_to_file("full", rank);
+    setenv("DDPC_LAZY_CONNECT", lazy, 1);
     setenv("DDPC_SHM", "1", 1);
     setenv("DDPC_DEBUG", "INFO", 1);
     setenv("DDPC_DEBUG_SUBSYS", "INIT,SHM", 1);
@@ -151,28 +155,31 @@ static void full_body(int rank, int world, void *arg) {
     setenv("DDPC_TIMEOUT", "20", 1);
     ddpc_comm *c = NULL;
     CHECK_OK(ddpc_comm_create_env(&c));
+    if (!strcmp(lazy, "0")) check_transports(c, "tcp", world);
+    allreduce_checks(c, rank, world); /* connects every pair of 3 */
     check_transports(c, "tcp", world);
-    allreduce_checks(c, rank, world);
     CHECK_OK(ddpc_comm_destroy(c));
     const char *log = slurp_log("full", rank);
-    CHECK_CONTAINS(log, "tcp to ranks");
-    if (rank < world - 1) { /* the creators say why (the last rank only joins) */
+    if (!strcmp(lazy, "0")) CHECK_CONTAINS(log, "tcp to ranks");
+    if (!strcmp(lazy, "0") ? rank < world - 1 : rank > 0) { /* the creators say why */
         CHECK_CONTAINS(log, "no shared memory with rank");
         CHECK_CONTAINS(log, "posix_fallocate");
         CHECK_CONTAINS(log, "DDPC_SHM=0");
     }
 }
 
-TEST_T(comm_shm_full_dev_shm_falls_back_to_tcp, 40) {
+TEST_T(comm_shm_full_dev_shm_falls_back_to_tcp, 70) {
     /* a private /dev/shm of 64 KiB for this test's processes only */
     if (geteuid() != 0) SKIP("needs root to mount a small /dev/shm");
     if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k,mode=1777") != 0)
         SKIP("cannot mount a private /dev/shm: %s", strerror(errno));
     CHECK_EQ(shm_segments(0), 0);
-    g_port = t_free_port();
-    t_run_ranks(3, 35, full_body, NULL);
-    CHECK_EQ(shm_segments(0), 0); /* the literal count: only this test's ranks write here */
+    for (int lazy = 0; lazy < 2; lazy++) {
+        g_port = t_free_port();
+        t_run_ranks(3, 35, full_body, lazy ? "1" : "0");
+        CHECK_EQ(shm_segments(0), 0); /* the literal count: only this test's ranks write here */
+    }
 }
 
 /* Two network-namespace "nodes" of two ranks each (different host ids):
