@@ -314,13 +314,12 @@ static ddpc_status on_answer(ddpc_exec *e, int p) {
  * c->size + 16 held; the oldest is dropped beyond that). */
 static ddpc_status accept_waiting(ddpc_exec *e) {
     ddpc_comm *c = e->c;
-    int fds[LISTENER_FDS];
-    struct pollfd pf[LISTENER_FDS];
-    int n = tcp->listener_fds(c->lis, fds, LISTENER_FDS), ready = 0;
-    for (int i = 0; i < n; i++) pf[i] = (struct pollfd){ fds[i], POLLIN, 0 };
-    if (poll(pf, (nfds_t)n, 0) <= 0) return DDPC_OK;
-    for (int i = 0; i < n; i++) ready |= pf[i].revents != 0;
-    for (int k = 0; ready && k < 64; k++) {
+    for (int k = 0; k < 64; k++) {
+        int fds[LISTENER_FDS];
+        struct pollfd pf[LISTENER_FDS];
+        int n = tcp->listener_fds(c->lis, fds, LISTENER_FDS);
+        for (int i = 0; i < n; i++) pf[i] = (struct pollfd){ fds[i], POLLIN, 0 };
+        if (poll(pf, (nfds_t)n, 0) <= 0) return DDPC_OK; /* nothing waits */
         ddpc_conn *conn = NULL;
         if (tcp->accept(c->lis, ddpc__deadline_in(0.02), c->abort_fd, &conn) != DDPC_OK)
             return DDPC_OK; /* none ready (or one still proving the token) */

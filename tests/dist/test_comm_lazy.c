@@ -78,6 +78,12 @@ static void mode_body(int rank, int world, void *arg) {
 
 TEST_T(comm_lazy_connects_only_what_collectives_use, 120) { run_arg(16, mode_body, "1", 110); }
 TEST_T(comm_eager_connects_every_pair_at_creation, 120) { run_arg(16, mode_body, "0", 110); }
+/* With a job token only the higher rank of a pair connects (link.c, rule 4),
+ * through the token's handshake; every collective still runs. */
+TEST_T(comm_lazy_with_a_job_token, 120) {
+    setenv("DDPC_JOB_TOKEN", "lazy-connections-test-token", 1);
+    run_arg(16, mode_body, "1", 110);
+}
 TEST_T(comm_connect_mode_is_rank_0s, 60) { run_arg(4, mode_body, "mixed", 55); }
 TEST_T(comm_connect_mode_auto_is_eager_up_to_16, 60) { run_arg(4, mode_body, "auto", 55); }
 
