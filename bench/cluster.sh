@@ -26,7 +26,8 @@
 # maximum over ranks; busbw = algbw * 2(n-1)/n) and checks its results.
 # Prints per layout and size the median over rounds of each tool's time and
 # bus bandwidth, hier's busbw as a share of the link rate, and hier's
-# speed-up over flat, mpi and gloo (their time / hier's). Raw tables go to
+# speed-up over flat, mpi and gloo (their time / hier's); then the same for
+# each tool's fastest round (on a loaded machine, the least disturbed). Raw tables go to
 # $OUT (default build/bench/cluster/); with RESUME=1 a run whose table is
 # already there (from an interrupted run of the same settings) is not run
 # again; SUMMARY=1 only prints the summary of the tables there (a run that
@@ -105,7 +106,7 @@ out, rounds, layouts, sizes, tools, rate, coll = sys.argv[1:8]
 rounds, layouts, sizes, tools = int(rounds), layouts.split(), sizes.split(), tools.split()
 m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate.lower())
 link = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8e9 if m else 0  # GB/s
-def med(lay, tool, size):
+def rows_of(lay, tool, size):
     rows = []
     for i in range(1, rounds + 1):
         try:
@@ -118,30 +119,40 @@ def med(lay, tool, size):
                 if f[8] != "0":
                     sys.exit(f"{lay} {tool} {size} round {i}: {f[8]} wrong values")
                 rows.append((float(f[5]), float(f[7])))
+    return rows
+def med(lay, tool, size):
+    rows = rows_of(lay, tool, size)
     if not rows:
         return None
     return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+def best(lay, tool, size):
+    rows = rows_of(lay, tool, size)
+    return min(rows) if rows else None
 names = {"flat": "ddpc flat", "hier": "ddpc hier", "mpi": "OpenMPI TCP", "gloo": "gloo"}
-print(f"links {rate} (tbf, each way), float32 sum {coll}, medians of {rounds} interleaved rounds;"
-      " speed-up = the other's time / hier's")
-print("| layout | size | " + " | ".join(f"{names[t]} time, busbw" for t in tools) +
-      (" | hier busbw / link" if "hier" in tools and link else "") +
-      "".join(f" | hier vs {names[t]}" for t in tools if t != "hier" and "hier" in tools) + " |")
-print("|---|---:|" + "---:|" * (len(tools) + ("hier" in tools and bool(link)) +
-                                (len(tools) - 1 if "hier" in tools else 0)))
 def fmt_t(us):
     return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} us"
-for lay in layouts:
-    for size in sizes:
-        r = {t: med(lay, t, size) for t in tools}
-        label = size[:-1] + " " + size[-1] + "iB" if size[-1] in "KMG" else size + " B"
-        row = f"| {lay.replace('x', ' x ')} | {label} | "
-        row += " | ".join(f"{fmt_t(r[t][0])}, {r[t][1]:.3f} GB/s" if r[t] else "-" for t in tools)
-        if "hier" in tools:
-            h = r["hier"]
-            if link:
-                row += f" | {100 * h[1] / link:.0f}%" if h else " | -"
-            row += "".join(f" | {r[t][0] / h[0]:.2f}x" if h and r[t] else " | -"
-                           for t in tools if t != "hier")
-        print(row + " |")
+def table(stat, what):
+    print(f"links {rate} (tbf, each way), float32 sum {coll}, {what} of {rounds} interleaved "
+          "rounds (each round: the median over iterations); speed-up = the other's time / hier's")
+    print("| layout | size | " + " | ".join(f"{names[t]} time, busbw" for t in tools) +
+          (" | hier busbw / link" if "hier" in tools and link else "") +
+          "".join(f" | hier vs {names[t]}" for t in tools if t != "hier" and "hier" in tools) + " |")
+    print("|---|---:|" + "---:|" * (len(tools) + ("hier" in tools and bool(link)) +
+                                    (len(tools) - 1 if "hier" in tools else 0)))
+    for lay in layouts:
+        for size in sizes:
+            r = {t: stat(lay, t, size) for t in tools}
+            label = size[:-1] + " " + size[-1] + "iB" if size[-1] in "KMG" else size + " B"
+            row = f"| {lay.replace('x', ' x ')} | {label} | "
+            row += " | ".join(f"{fmt_t(r[t][0])}, {r[t][1]:.3f} GB/s" if r[t] else "-" for t in tools)
+            if "hier" in tools:
+                h = r["hier"]
+                if link:
+                    row += f" | {100 * h[1] / link:.0f}%" if h else " | -"
+                row += "".join(f" | {r[t][0] / h[0]:.2f}x" if h and r[t] else " | -"
+                               for t in tools if t != "hier")
+            print(row + " |")
+table(med, "medians")
+print()
+table(best, "the fastest")
 EOF
