@@ -203,9 +203,12 @@ static int port_taken(int port) {
 }
 
 /* A base with 32 free ports on 127.0.0.1 from it (tries a few). */
+/* 32 free ports in a row, below Linux's ephemeral ports (32768 up), so that
+ * no connection of this test or another takes one between the check and
+ * the bind (CI saw a rank's range port taken so). */
 static int free_base(void) {
     for (int k = 0; k < 50; k++) {
-        int b = 20000 + (int)((unsigned)(getpid() * 7919 + k * 613) % 40000), ok = 1;
+        int b = 20000 + (int)((unsigned)(getpid() * 7919 + k * 613) % 12700), ok = 1;
         for (int p = b; p < b + 32 && ok; p++) ok = !port_taken(p);
         if (ok) return b;
     }

@@ -480,9 +480,13 @@ static void silent_peer(const char *env, const char *mode, const char *code, con
 
 #define TIMED_OUT "rank 0: silent peer: aclrtSynchronizeStream = 107020, async error 9 "
 
-/* HCCL_EXEC_TIMEOUT: ddpc's text names the silent rank. */
+/* HCCL_EXEC_TIMEOUT: ddpc's text names the silent rank and the link. */
 TEST_T(hccl_silent_peer_times_out_naming_it, 60) {
-    silent_peer("HCCL_EXEC_TIMEOUT=1", "--silent-peer", TIMED_OUT, "waiting for rank 1");
+    silent_peer("HCCL_EXEC_TIMEOUT=1", "--silent-peer", TIMED_OUT, "rank 1 is silent");
+    /* and the link as HCCL's link-error table gives it: rank 1 waited for */
+    CHECK_CONTAINS(out, "LINK_ERROR_INFO");
+    CHECK_CONTAINS(out, "| 127.0.0.1(1) |");
+    CHECK_CONTAINS(out, "| waiter | time out |");
 }
 
 /* The communicator's own timeout (HcclCommConfig's hcclExecTimeOut = 1). */
