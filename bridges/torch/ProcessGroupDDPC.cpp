@@ -39,6 +39,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -351,11 +352,28 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         ddpc_store_destroy(st);
         if (s != DDPC_OK) fail(std::string("init_process_group: ") + ddpc_last_error());
         thread_ = std::thread([this] { loop(); });
+        std::lock_guard<std::mutex> g(live_mu());
+        live().insert(this);
+    }
+
+    /* Python's exit (an atexit handler of ddpc_torch): each live group's
+   * completion thread finishes its queue and stops while threads may still
+   * take the GIL. Once the interpreter finalizes, a thread that takes it
+   * (to drop a tensor Python knows) is ended by pthread_exit, which unwinds
+   * through noexcept frames: "terminate called without an active
+   * exception". The communicators stay; the destructors close them. */
+    static void stop_all_completion_threads() {
+        std::lock_guard<std::mutex> g(live_mu());
+        for (ProcessGroupDDPC *pg : live()) pg->stop_completion();
     }
 
     /* Without the GIL: the completion thread may be dropping the last
    * reference to a tensor Python also knows, which takes the GIL. */
     ~ProcessGroupDDPC() override {
+        {
+            std::lock_guard<std::mutex> g(live_mu());
+            live().erase(this);
+        }
         if (Py_IsInitialized() && PyGILState_Check()) {
             pybind11::gil_scoped_release nogil;
             shutdown();
@@ -710,13 +728,25 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     /* Finishes the works still queued, stops the completion thread, then
    * destroys the communicator (which says goodbye to the peers). */
     void shutdown() {
+        stop_completion();
+        ddpc_comm_destroy(comm_);
+    }
+    void stop_completion() {
         {
             std::lock_guard<std::mutex> g(completion_->mu);
             completion_->stop = true;
         }
         completion_->cv.notify_all();
-        thread_.join();
-        ddpc_comm_destroy(comm_);
+        if (thread_.joinable()) thread_.join();
+    }
+    static std::mutex &live_mu() {
+        static std::mutex mu;
+        return mu;
+    }
+    static std::set<ProcessGroupDDPC *> &live() {
+        static std::set<ProcessGroupDDPC *> *groups =
+            new std::set<ProcessGroupDDPC *>; /* never freed: used at exit */
+        return *groups;
     }
 
     /* A work for a call: outs are its result(), ins what the profiler shows
@@ -856,4 +886,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
         "A ddpc process group of world_size ranks meeting through store (torch's c10d Store).");
+    m.def("_stop_completion_threads", &ddpc_torch::ProcessGroupDDPC::stop_all_completion_threads,
+          py::call_guard<py::gil_scoped_release>(),
+          "At exit: every live group's completion thread finishes its queue and stops.");
 }
