@@ -265,6 +265,13 @@ typedef struct ddpc_exec {
 
 /* ------------------------------------------------------------ progress */
 
+/* stall.c: an operation timed out (finds the silent rank with the peers'
+ * notices and fails it); a peer's DDPC_F_WAIT notice arrived. */
+ddpc_status ddpc__stall_timed_out(ddpc_exec *e);
+/* Sends note to every connected peer (progress.c); close: then hangs up. */
+void ddpc__send_notes(ddpc_exec *e, const ddpc_hdr *note, int close);
+ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h);
+
 /* Posts a message of nbytes from buf to peer (a DATA message unless flags
  * says otherwise). r must stay valid until done. */
 void ddpc__post_send(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes);
