@@ -14,7 +14,8 @@
  * server answers RS_TIMEOUT itself. Bad input is answered with RS_ERROR, then
  * the connection is flushed, half-closed, drained briefly and closed.
  *
- * The wire format is in proto.h; the client is client.c.
+ * Who is let in (the job token's handshake) is gate.c's. The wire format
+ * is in proto.h; the client is client.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,13 +38,14 @@
 #include "base/sock.h"
 #include "base/strbuf.h"
 #include "base/util.h"
+#include "store/gate.h"
 #include "store/proto.h"
 #include "store/server.h"
 #include "store/table.h"
 
 /* ------------------------------------------------------- connections */
 
-enum { C_HANDSHAKE, C_AUTH, C_READY, C_WAITING, C_CLOSING };
+enum { C_HANDSHAKE, C_READY, C_WAITING, C_CLOSING };
 
 #define READ_CHUNK      (1u << 20) /* most bytes read per recv */
 #define CLOSE_LINGER_S  1.0        /* how long a closing connection is drained */
@@ -59,15 +61,15 @@ typedef struct conn {
     size_t in_cap;
     unsigned char *out; /* the reply being written */
     size_t out_len, out_off;
-    double deadline;     /* waiting: the request's timeout; closing: linger end */
-    size_t drained;      /* closing: bytes discarded */
-    int wr_shut;         /* closing: shutdown(SHUT_WR) done */
-    int proto;           /* PROTO_*, 0 until the first byte tells */
-    size_t req_len;      /* TCPStore: bytes of the request being handled */
-    store_req wq;        /* waiting: the parked GET or WAIT (points into in) */
-    int admitted;        /* proved the job token, or none is needed (a torch client
-                        under DDPC_STORE_TORCH=1, or no token) */
-    ddpc__auth_srv auth; /* C_AUTH: the job token's handshake */
+    double deadline;            /* waiting: the request's timeout; closing: linger end */
+    size_t drained;             /* closing: bytes discarded */
+    int wr_shut;                /* closing: shutdown(SHUT_WR) done */
+    int proto;                  /* PROTO_*, 0 until the first byte tells */
+    size_t req_len;             /* TCPStore: bytes of the request being handled */
+    store_req wq;               /* waiting: the parked GET or WAIT (points into in) */
+    int admitted;               /* proved the job token, or none is needed (a torch client
+                                  under DDPC_STORE_TORCH=1, or no token) */
+    ddpc__gate_pending pending; /* until admitted: the job token's handshake (gate.c) */
 } conn;
 
 struct ddpc_store_server {
@@ -78,11 +80,9 @@ struct ddpc_store_server {
     conn **conns; /* nconns live connections */
     int nconns, cap;
     ddpc__table tab;
-    int dirty;           /* a key was set since waiters were last checked */
-    double accept_pause; /* accept paused until then (fd limit reached) */
-    char *token;         /* DDPC_JOB_TOKEN (owned); NULL: connections are not authenticated */
-    double auth_s;       /* DDPC_AUTH_TIMEOUT: how long a connection may take to prove it */
-    int allow_torch;     /* DDPC_STORE_TORCH=1: TCPStore clients served without proof */
+    int dirty;             /* a key was set since waiters were last checked */
+    double accept_pause;   /* accept paused until then (fd limit reached) */
+    ddpc__store_gate gate; /* who is let in: the job token, DDPC_AUTH_TIMEOUT, torch clients */
 };
 
 static void conn_free(conn *c) {
@@ -438,59 +438,22 @@ static void refuse_conn(conn *c, const char *why) {
     c->deadline = ddpc__now() + CLOSE_LINGER_S;
 }
 
-/* With a job token, a connection's first bytes until it has proved it
- * (auth.h): a TCPStore client (first byte below TQ_COUNT) is refused, or
- * admitted unproved under DDPC_STORE_TORCH=1; a ddpc client without the
- * token is told so in an RS_ERROR frame; anything else must be the job
- * token's handshake. -1: drop the connection at once. */
+/* With a job token, a connection's bytes until it has proved it (gate.c).
+ * -1: drop the connection at once. */
 static int auth_read(struct ddpc_store_server *s, conn *c) {
-    ddpc__auth_srv *a = &c->auth;
-    if (c->state == C_HANDSHAKE) {
-        unsigned char b;
-        ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (n <= 0) return -1;
-        if (b < TQ_COUNT && s->allow_torch) {
-            c->admitted = 1; /* read on as a TCPStore client */
-            return 0;
-        }
-        if (b < TQ_COUNT) {
-            c->proto = PROTO_TORCH; /* no error reply in its protocol */
-            refuse_conn(c, "a PyTorch TCPStore client cannot prove the job token "
-                           "(DDPC_JOB_TOKEN is set; DDPC_STORE_TORCH=1 admits such clients)");
-            return 0;
-        }
-        ddpc__auth_srv_init(a, DDPC_AUTH_STORE);
-        c->state = C_AUTH;
-    }
-    for (int rounds = 0; rounds < 4 && c->state == C_AUTH && !c->out_len; rounds++) {
-        ssize_t n = recv(c->fd, a->in + a->have, ddpc__auth_srv_need(a), MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (n <= 0) {
-            DDPC_WARN(STORE,
-                      "store: refused the connection from %s: it closed during the job "
-                      "token's handshake",
-                      c->peer);
-            return -1;
-        }
-        a->have += (size_t)n;
-        if (a->stage == 0 && a->have >= 4 && get_u32(a->in) == STORE_MAGIC) {
-            c->proto = PROTO_DDPC;
-            reply_msg(c, RS_ERROR,
-                      "this store requires the job's token: set DDPC_JOB_TOKEN to the job's");
-            refuse_conn(c, "a ddpc client without the job token (DDPC_JOB_TOKEN unset there)");
-            return 0;
-        }
-        unsigned char out[DDPC_AUTH_CHALLENGE];
+    for (int rounds = 0; rounds < 5 && !c->admitted && c->state == C_HANDSHAKE && !c->out_len;
+         rounds++) {
+        unsigned char out[DDPC_GATE_OUT];
         size_t olen = 0;
         char why[256];
-        int r = ddpc__auth_srv_step(a, s->token, out, &olen, why, sizeof why);
+        int r = ddpc__gate_read(&s->gate, &c->pending, c->fd, c->peer, out, &olen, why, sizeof why);
         if (olen) queue(c, out, olen, NULL, 0);
-        if (r < 0) refuse_conn(c, why);
-        if (r == 2) {
-            c->admitted = 1;
-            c->state = C_HANDSHAKE; /* the store's own handshake follows */
+        if (r == DDPC_GATE_LOST) return -1;
+        if (r == DDPC_GATE_WAIT) return 0;
+        if (r == DDPC_GATE_REFUSED) refuse_conn(c, why);
+        if (r == DDPC_GATE_TORCH) c->admitted = 1;
+        if (r == DDPC_GATE_PROVED) {
+            c->admitted = 1; /* the store's own handshake follows */
             DDPC_TRACE(STORE, "store: %s proved the job token", c->peer);
         }
     }
@@ -544,9 +507,8 @@ static int torch_pump(struct ddpc_store_server *s, conn *c) {
 /* Reads what is available of the current frame; handles it when complete.
  * Returns -1 when the connection is to be dropped at once. */
 static int conn_read(struct ddpc_store_server *s, conn *c) {
-    for (int rounds = 0; rounds < 16 && !c->out_len &&
-                         (c->state == C_HANDSHAKE || c->state == C_AUTH || c->state == C_READY);
-         rounds++) {
+    for (int rounds = 0;
+         rounds < 16 && !c->out_len && (c->state == C_HANDSHAKE || c->state == C_READY); rounds++) {
         if (!c->admitted) {
             if (auth_read(s, c) < 0) return -1;
             if (!c->admitted) return 0;
@@ -694,8 +656,8 @@ static void accept_all(struct ddpc_store_server *s) {
         snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
         c->fd = fd;
         c->state = C_HANDSHAKE;
-        c->admitted = !s->token;
-        c->deadline = s->token ? ddpc__now() + s->auth_s : 0;
+        c->admitted = !s->gate.token;
+        c->deadline = s->gate.token ? ddpc__now() + s->gate.auth_s : 0;
         s->conns[s->nconns++] = c;
         DDPC_TRACE(STORE, "store: connection from %s (%d open)", c->peer, s->nconns);
     }
@@ -719,14 +681,13 @@ static int conn_step(struct ddpc_store_server *s, conn *c, short re, double now)
     }
     if (c->out_len && (re & (POLLOUT | POLLHUP | POLLERR)) && conn_write(c) < 0) return -1;
     if (!c->out_len && (re & (POLLIN | POLLHUP | POLLERR)) &&
-        (c->state == C_HANDSHAKE || c->state == C_AUTH || c->state == C_READY) &&
-        conn_read(s, c) < 0)
+        (c->state == C_HANDSHAKE || c->state == C_READY) && conn_read(s, c) < 0)
         return -1;
     if (!c->admitted && c->state != C_CLOSING && now >= c->deadline) {
         DDPC_WARN(STORE,
                   "store: refused the connection from %s: it did not prove the job token "
                   "within DDPC_AUTH_TIMEOUT=%g s",
-                  c->peer, s->auth_s);
+                  c->peer, s->gate.auth_s);
         return -1;
     }
     if (c->state == C_WAITING && now >= c->deadline) check_waiter(s, c, now);
@@ -815,23 +776,10 @@ static void *server_main(void *arg) {
  * clients (DDPC_STORE_TORCH), the whitelist (HCCL_WHITELIST_*), and where
  * it listens (*host; every address under DDPC_STORE_ANY_ADDR=1). */
 static ddpc_status server_settings(struct ddpc_store_server *s, const char **host) {
-    const char *token = NULL;
-    long torch = 0, any = 0;
-    DDPC_CHECK(ddpc__whitelist_load());
-    DDPC_CHECK(ddpc__auth_token(&token));
-    DDPC_CHECK(ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &s->auth_s));
-    DDPC_CHECK(ddpc__env_long(DDPC_ENV_STORE_TORCH, &torch));
+    long any = 0;
+    DDPC_CHECK(ddpc__gate_load(&s->gate));
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_STORE_ANY_ADDR, &any));
-    if (token && !(s->token = strdup(token)))
-        return ddpc__err(DDPC_ERR_NOMEM, "store server: out of memory");
-    s->allow_torch = (int)torch;
     if (any) *host = NULL;
-    if (token)
-        DDPC_INFO(STORE,
-                  "store: clients must prove the job token (DDPC_JOB_TOKEN); PyTorch TCPStore "
-                  "clients are %s",
-                  torch ? "served without proof (DDPC_STORE_TORCH=1)"
-                        : "refused (DDPC_STORE_TORCH=1 would serve them)");
     return DDPC_OK;
 }
 
@@ -851,7 +799,7 @@ ddpc_status ddpc__store_server_create_ports(const char *host, int port, const dd
         st = ports ? ddpc__sock_listen_ports(host, ports, 1024, &s->lfd, &s->port)
                    : ddpc__sock_listen(host, port, 1024, &s->lfd, &s->port);
     if (st != DDPC_OK) {
-        free(s->token);
+        ddpc__gate_free(&s->gate);
         free(s);
         return ddpc__err_wrap(st, "store server");
     }
@@ -877,7 +825,7 @@ ddpc_status ddpc__store_server_create_ports(const char *host, int port, const dd
 fail:
     if (s->wake_fd >= 0) close(s->wake_fd);
     close(s->lfd);
-    free(s->token);
+    ddpc__gate_free(&s->gate);
     free(s);
     return st;
 }
@@ -895,6 +843,6 @@ void ddpc_store_server_destroy(ddpc_store_server *s) {
     close(s->wake_fd);
     close(s->lfd);
     DDPC_TRACE(STORE, "store server on port %d stopped", s->port);
-    free(s->token);
+    ddpc__gate_free(&s->gate);
     free(s);
 }
