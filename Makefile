@@ -80,6 +80,12 @@ $(BUILD)/bin/ddpc-run: $(BUILD)/obj/tools/ddpc-run.o $(RUN_OBJ) $(BUILD)/libddpc
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(RUN_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
 
+# ddpc-train: its main (tools/ddpc-train.c) and its parts (tools/train/*.c: resuming, the timeline)
+TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/train/*.c)))
+$(BUILD)/bin/ddpc-train: $(BUILD)/obj/tools/ddpc-train.o $(TRAIN_OBJ) $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(TRAIN_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
+
 # ddpc-trace: --merge reads Chrome trace files with cJSON (libcjson-dev), when there is one
 $(BUILD)/obj/tools/ddpc-trace.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 $(BUILD)/bin/ddpc-trace: $(BUILD)/obj/tools/ddpc-trace.o $(BUILD)/libddpc.a

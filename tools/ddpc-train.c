@@ -14,51 +14,26 @@
  * it trains in one process.
  *
  * Exit status: 0 on success, 1 when training fails, 2 for a bad option.
+ *
+ * This file holds the options, the training loop, evaluation and main;
+ * resuming from checkpoints and the --trace timeline are in tools/train/
+ * (train.h lists them).
  */
 #include <errno.h>
-#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
 #include "base/env.h"
 #include "base/strbuf.h"
-#include "ddpc/data.h"
-#include "ddpc/ddp.h"
-#include "ddpc/ddpc.h"
-#include "ddpc/nn.h"
+#include "train/train.h"
 
 /* ------------------------------------------------------------ options */
-
-typedef struct options {
-    const char *data;  /* MNIST-format directory */
-    const char *model; /* linear | mlp | cnn */
-    int epochs;
-    int batch_size;         /* per rank */
-    ddpc_optim_options opt; /* kind, lr, momentum, weight decay, nesterov */
-    int lr_set, wd_set;
-    uint64_t seed;
-    int log_every;          /* batches between "Epoch | Batch | Loss" lines; 0 = none */
-    const char *checkpoint; /* written atomically at start and at each epoch end */
-    const char *resume;     /* read before training (NULL with resume_auto) */
-    int resume_auto;        /* --resume auto: from --checkpoint whenever it exists */
-    const char *metrics;    /* one JSON line per epoch */
-    const char *trace;      /* Chrome trace-event timeline, one file per rank */
-    int threads;            /* OpenBLAS threads; 0 = DDPC_THREADS or the default */
-    int prefetch;           /* batches the loader keeps ready; -1 = by spare CPUs */
-    long max_batches;       /* training batches per epoch; 0 = all */
-    long max_eval_batches;  /* test batches per rank per evaluation; 0 = all */
-    int progress;           /* -1 auto (a terminal), 0 off, 1 on */
-    ddpc_ddp_options ddp;   /* buckets and compression */
-} options;
 
 static void usage(FILE *f) {
     fprintf(
@@ -291,168 +266,9 @@ static void parse_options(int argc, char **argv, options *o) {
 
 /* ------------------------------------------------------------ trainer */
 
-typedef struct trainer {
-    options o;
-    int rank, world; /* one process: 0, 1 */
-    ddpc_comm *comm; /* NULL with one process */
-    ddpc_ddp *ddp;   /* NULL with one process */
-    ddpc_dataset *train_ds, *test_ds;
-    ddpc_sampler *sampler;      /* this rank's shard of the training set */
-    ddpc_sampler *test_sampler; /* this rank's shard of the test set, in order */
-    ddpc_loader *train, *test;
-    int prefetch; /* batches the loaders keep ready (0: inline) */
-    ddpc_model *m;
-    ddpc_optim *opt;
-    uint64_t start_epoch; /* epochs already done (from a checkpoint) */
-    uint64_t step;        /* optimizer steps done */
-    FILE *metrics;
-    long restart;          /* TORCHELASTIC_RESTART_COUNT: attempts before this one */
-    int resumed_own;       /* continued from --checkpoint (not from --resume FILE) */
-    ddpc_ckpt_meta loaded; /* rank 0: what the checkpoint it continued from said */
-    struct timeline *tl;   /* --trace, or NULL */
-} trainer;
-
 /* Sums v[0..n) over all ranks, in place. With one process: unchanged. */
 static ddpc_status reduce_sums(trainer *t, double *v, int n) {
     return t->ddp ? ddpc_ddp_allreduce_sum(t->ddp, v, n) : DDPC_OK;
-}
-
-/* ------------------------------------------------------------ resuming */
-
-/*
- * Where training continues from. A restarted attempt (ddpc-run
- * --max-restarts or torchrun set TORCHELASTIC_RESTART_COUNT >= 1) is the
- * same job with the same flags, so it continues from --checkpoint FILE when
- * that exists, as torchrun's recipe does ("load the snapshot if there is
- * one"): nothing changes between attempts. --resume auto does so on the
- * first attempt too; --resume FILE starts from FILE (a restart still
- * prefers --checkpoint, which by then holds the newer state).
- *
- * Rank 0 alone reads the file and hands the others what DDP does not
- * (epoch, step, the optimizer's steps and state, the dropout RNG); DDP then
- * broadcasts its parameters. So every rank continues from the same epoch of
- * the same file, and only rank 0's host needs it. A checkpoint is renamed
- * into place complete (safetensors.c), so a kill during a save leaves the
- * previous one, never half of one.
- */
-
-/* Removes PATH.tmp.PID files (a save's temporary, ddpc__st_write) whose
- * process is gone: left by a kill during a save. */
-static void remove_stale_temps(const char *path) {
-    char pat[4096];
-    if ((size_t)snprintf(pat, sizeof pat, "%s.tmp.*", path) >= sizeof pat) return;
-    glob_t g;
-    if (glob(pat, GLOB_NOSORT, NULL, &g) != 0) return;
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        const char *tail = g.gl_pathv[i] + strlen(pat) - 1;
-        char *end;
-        long pid = strtol(tail, &end, 10);
-        if (end == tail || *end || pid <= 0) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still run */
-        if (unlink(g.gl_pathv[i]) == 0)
-            DDPC_INFO(NN, "removed %s, a checkpoint save cut short", g.gl_pathv[i]);
-    }
-    globfree(&g);
-}
-
-/* Rank 0: the file to continue from (NULL: none) and whether it is
- * --checkpoint's; says on one line what this attempt does. */
-static const char *resume_source(trainer *t, int *own) {
-    const options *o = &t->o;
-    int have = o->checkpoint && access(o->checkpoint, F_OK) == 0;
-    *own = have && (t->restart > 0 || o->resume_auto);
-    if (*own) return o->checkpoint;
-    if (t->restart > 0 && !o->resume)
-        printf("restart %ld: %s%s%s, so training starts again from epoch 0\n", t->restart,
-               o->checkpoint ? "no checkpoint " : "no --checkpoint FILE",
-               o->checkpoint ? o->checkpoint : "", o->checkpoint ? " yet" : "");
-    else if (o->resume_auto)
-        printf("--resume auto: no checkpoint %s yet, so training starts from epoch 0\n",
-               o->checkpoint);
-    return o->resume;
-}
-
-/* What rank 0 hands the others after reading a checkpoint. */
-enum { RH_STATE, RH_EPOCH, RH_STEP, RH_OSTEPS, RH_RNG, RH_N = RH_RNG + 4 };
-enum { RS_NONE, RS_LOADED, RS_FAILED };
-
-/* Rank 0 reads the checkpoint (if any); every rank takes its state. */
-static ddpc_status resume(trainer *t) {
-    uint64_t h[RH_N] = { RS_NONE };
-    ddpc_status s = DDPC_OK;
-    const char *path = NULL;
-    if (t->rank == 0) {
-        int own;
-        if (t->o.checkpoint) remove_stale_temps(t->o.checkpoint);
-        path = resume_source(t, &own);
-        if (path) {
-            s = ddpc_checkpoint_load(path, t->m, t->opt, &t->loaded);
-            h[RH_STATE] = s == DDPC_OK ? RS_LOADED : RS_FAILED;
-            t->resumed_own = own && s == DDPC_OK;
-        }
-        if (s == DDPC_OK && path) {
-            h[RH_EPOCH] = t->loaded.epoch;
-            h[RH_STEP] = t->loaded.step;
-            h[RH_OSTEPS] = ddpc_optim_steps(t->opt);
-            for (int i = 0; i < 4; i++) h[RH_RNG + i] = ddpc_model_rng(t->m)->s[i];
-        }
-    }
-    if (t->comm) DDPC_CHECK(ddpc_broadcast(t->comm, h, h, RH_N, DDPC_UINT64, 0));
-    if (s != DDPC_OK) return s;
-    if (h[RH_STATE] == RS_FAILED)
-        return ddpc__err(DDPC_ERR_IO, "rank 0 could not read the checkpoint to continue from "
-                                      "(its error says why)");
-    if (h[RH_STATE] == RS_NONE) return DDPC_OK;
-    t->start_epoch = h[RH_EPOCH];
-    t->step = h[RH_STEP];
-    if (t->rank != 0) {
-        ddpc_optim_set_steps(t->opt, h[RH_OSTEPS]);
-        for (int i = 0; i < 4; i++) ddpc_model_rng(t->m)->s[i] = h[RH_RNG + i];
-    }
-    size_t n;
-    ddpc_model_param_block(t->m, &n);
-    for (int j = 0; t->comm && j < ddpc_optim_num_state(t->opt); j++)
-        DDPC_CHECK(ddpc_broadcast(t->comm, ddpc_optim_state(t->opt, j, NULL),
-                                  ddpc_optim_state(t->opt, j, NULL), n, DDPC_FLOAT32, 0));
-    if (t->rank == 0) {
-        printf("resumed from %s: %" PRIu64 " epochs, %" PRIu64 " steps done", path, t->start_epoch,
-               t->step);
-        if (t->restart > 0) printf(" (restart %ld of the job)", t->restart);
-        putchar('\n');
-    }
-    return DDPC_OK;
-}
-
-/* Rank 0, continuing from --checkpoint: the metrics log loses the lines of
- * epochs after the checkpoint's (an attempt killed after logging an epoch
- * but before saving it), so that each epoch is logged once. */
-static ddpc_status trim_metrics(trainer *t) {
-    const char *path = t->o.metrics;
-    if (!path || !t->resumed_own || !t->loaded.metrics_kept) return DDPC_OK;
-    struct stat st;
-    if (stat(path, &st) != 0 || (uint64_t)st.st_size <= t->loaded.metrics_bytes) return DDPC_OK;
-    if (truncate(path, (off_t)t->loaded.metrics_bytes) != 0)
-        return ddpc__err_errno(DDPC_ERR_IO, errno,
-                               "--metrics %s: cannot cut it back to %" PRIu64
-                               " bytes (the checkpoint's epochs)",
-                               path, t->loaded.metrics_bytes);
-    printf("metrics %s: dropped %" PRIu64 " bytes logged after the checkpoint's epoch\n", path,
-           (uint64_t)st.st_size - t->loaded.metrics_bytes);
-    return DDPC_OK;
-}
-
-/* Rank 0 saves the checkpoint of `epochs` epochs done, with where the
- * metrics log ends. */
-static ddpc_status save_checkpoint(trainer *t, uint64_t epochs) {
-    ddpc_ckpt_meta meta = { epochs, t->step, 0, 0 };
-    if (t->metrics) {
-        long end = ftell(t->metrics);
-        if (end < 0)
-            return ddpc__err_errno(DDPC_ERR_IO, errno, "--metrics %s: ftell", t->o.metrics);
-        meta.metrics_bytes = (uint64_t)end;
-        meta.metrics_kept = 1;
-    }
-    return ddpc_checkpoint_save(t->o.checkpoint, t->m, t->opt, &meta);
 }
 
 static ddpc_status setup(trainer *t) {
@@ -571,120 +387,6 @@ static int show_bar(const trainer *t) {
     if (ddpc__env_isset(DDPC_ENV_PROGRESS) && ddpc__env_long(DDPC_ENV_PROGRESS, &v) == DDPC_OK)
         return v == 1;
     return isatty(2);
-}
-
-/* ------------------------------------------------------------ timeline (--trace) */
-
-/* A Chrome trace-event file (the JSON Object Format): complete ("X") events
- * with microsecond wall-clock times, so that ranks' files merge into one
- * timeline (ddpc-trace --merge); process = rank, thread 0 = the training
- * thread, thread 1 = DDP's bucket allreduces from issue to completion. */
-typedef struct timeline {
-    FILE *f;
-    char path[4096];
-    int rank;
-    double off_us; /* wall-clock microseconds minus ddpc__now()'s */
-    long events;
-} timeline;
-
-/* rank r's file for --trace FILE: {rank} replaced, else FILE.rankR(.json). */
-static void trace_path(const char *file, int rank, int world, char *out, size_t len) {
-    const char *at = strstr(file, "{rank}");
-    const char *ext = strrchr(file, '.');
-    if (at)
-        snprintf(out, len, "%.*s%d%s", (int)(at - file), file, rank, at + 6);
-    else if (world == 1)
-        snprintf(out, len, "%s", file);
-    else if (ext && !strcmp(ext, ".json"))
-        snprintf(out, len, "%.*s.rank%d.json", (int)(ext - file), file, rank);
-    else
-        snprintf(out, len, "%s.rank%d", file, rank);
-}
-
-static void tl_event(timeline *tl, const char *name, const char *cat, int tid, double t0,
-                     double t1) {
-    if (!tl || t0 <= 0 || t1 < t0) return;
-    fprintf(tl->f,
-            ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
-            "\"ts\": %.3f, \"dur\": %.3f}",
-            name, cat, tl->rank, tid, t0 * 1e6 + tl->off_us, (t1 - t0) * 1e6);
-    tl->events++;
-}
-
-static ddpc_status tl_open(trainer *t) {
-    timeline *tl = calloc(1, sizeof *tl);
-    if (!tl) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for --trace");
-    t->tl = tl;
-    trace_path(t->o.trace, t->rank, t->world, tl->path, sizeof tl->path);
-    tl->f = fopen(tl->path, "w");
-    if (!tl->f) return ddpc__err_errno(DDPC_ERR_IO, errno, "cannot open --trace %s", tl->path);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    tl->off_us = ((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - ddpc__now()) * 1e6;
-    tl->rank = t->rank;
-    fprintf(tl->f,
-            "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n"
-            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": "
-            "{\"name\": \"rank %d\"}},\n"
-            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": "
-            "{\"name\": \"training\"}},\n"
-            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 1, \"args\": "
-            "{\"name\": \"DDP bucket allreduce\"}}",
-            t->rank, t->rank, t->rank, t->rank);
-    return DDPC_OK;
-}
-
-static ddpc_status tl_close(trainer *t) {
-    timeline *tl = t->tl;
-    if (!tl) return DDPC_OK;
-    t->tl = NULL;
-    ddpc_status s = DDPC_OK;
-    if (tl->f) {
-        fputs("\n]}\n", tl->f);
-        int bad = ferror(tl->f);
-        if (fclose(tl->f) != 0 || bad)
-            s = ddpc__err(DDPC_ERR_IO, "cannot write --trace %s", tl->path);
-    }
-    free(tl);
-    return s;
-}
-
-/* The model's layer timer: forward and backward of each layer; a backward
- * is split around its grad_ready hooks (DDP's work there is the bucket's). */
-static void tl_layer(void *ctx, const ddpc_layer_event *ev) {
-    timeline *tl = ctx;
-    char name[64];
-    snprintf(name, sizeof name, "%s %s%d", ev->backward ? "backward" : "forward", ev->kind,
-             ev->layer);
-    const char *cat = ev->backward ? "backward" : "forward";
-    if (ev->hook_t0 > 0 && ev->hook_t1 >= ev->hook_t0) {
-        tl_event(tl, name, cat, 0, ev->t0, ev->hook_t0);
-        tl_event(tl, "grad ready (DDP hook)", "hook", 0, ev->hook_t0, ev->hook_t1);
-        tl_event(tl, name, cat, 0, ev->hook_t1, ev->t1);
-    } else {
-        tl_event(tl, name, cat, 0, ev->t0, ev->t1);
-    }
-}
-
-/* One training step's events: c0 data c1 forward c2 backward c3 step c4;
- * sync is the end of backward's wait for the buckets. */
-static void tl_step(trainer *t, uint64_t step, double c0, double c1, double c3, double sync,
-                    double c4) {
-    timeline *tl = t->tl;
-    char name[64];
-    snprintf(name, sizeof name, "train step %" PRIu64, step);
-    tl_event(tl, name, "step", 0, c0, c4);
-    tl_event(tl, "data", "data", 0, c0, c1);
-    if (t->ddp) tl_event(tl, "sync (wait for buckets)", "sync", 0, c3 - sync, c3);
-    tl_event(tl, "optimizer step", "step", 0, c3, c4);
-    for (int b = 0; t->ddp && b < ddpc_ddp_num_buckets(t->ddp); b++) {
-        double issued, done;
-        size_t first, count;
-        ddpc_ddp_bucket_times(t->ddp, b, &issued, &done);
-        ddpc_ddp_bucket_range(t->ddp, b, &first, &count);
-        snprintf(name, sizeof name, "allreduce bucket %d (%zu floats)", b, count);
-        tl_event(tl, name, "allreduce", 1, issued, done);
-    }
 }
 
 /*
