@@ -75,24 +75,42 @@ static const char *purpose_name(int purpose) {
 
 /* ------------------------------------------------------------ client */
 
-ddpc_status ddpc__auth_client(int fd, const char *token, int purpose, double deadline, int abort_fd,
-                              const char *peer) {
-    unsigned char hello[DDPC_AUTH_HELLO], ch[DDPC_AUTH_CHALLENGE], nc[32], want[32], proof[32];
-    DDPC_CHECK(nonce(nc));
+ddpc_status ddpc__auth_cli_start(ddpc__auth_cli *a, int purpose,
+                                 unsigned char hello[DDPC_AUTH_HELLO]) {
+    memset(a, 0, sizeof *a);
+    a->purpose = purpose;
+    DDPC_CHECK(nonce(a->nc));
     put32(hello, DDPC_AUTH_MAGIC);
     put32(hello + 4, DDPC_AUTH_VERSION);
     put32(hello + 8, (uint32_t)purpose);
     put32(hello + 12, 0);
-    memcpy(hello + 16, nc, 32);
-    ddpc_status s = ddpc__sock_write_full(fd, hello, sizeof hello, deadline, abort_fd);
-    if (s == DDPC_OK) s = ddpc__sock_read_full(fd, ch, 8, deadline, abort_fd);
-    if (s == DDPC_ERR_PEER_LOST)
-        return ddpc__err(s,
-                         "%s closed the connection on the job token's handshake (it is not ddpc, "
-                         "or an older ddpc without DDPC_JOB_TOKEN support)",
-                         peer);
-    if (s != DDPC_OK) return ddpc__err_wrap(s, "authenticating to %s", peer);
-    uint32_t magic = get32(ch), word = get32(ch + 4);
+    memcpy(hello + 16, a->nc, 32);
+    return DDPC_OK;
+}
+
+size_t ddpc__auth_cli_need(const ddpc__auth_cli *a) {
+    /* the challenge's first 8 bytes alone first: a server without a token
+     * answers only those, then closes */
+    size_t want = a->stage == 0   ? (a->have < 8 ? 8 : DDPC_AUTH_CHALLENGE)
+                  : a->stage == 1 ? DDPC_AUTH_VERDICT
+                                  : 0;
+    return want > a->have ? want - a->have : 0;
+}
+
+ddpc_status ddpc__auth_cli_step(ddpc__auth_cli *a, const char *token, const char *peer,
+                                unsigned char out[DDPC_AUTH_PROOF], size_t *olen) {
+    *olen = 0;
+    if (a->stage == 2) return DDPC_OK;
+    if (a->stage == 1) {
+        if (a->have < DDPC_AUTH_VERDICT) return DDPC_OK;
+        if (get32(a->in) != DDPC_AUTH_MAGIC || get32(a->in + 4) != DDPC_AUTH_ACCEPTED)
+            return ddpc__err(DDPC_ERR_DENIED,
+                             "%s refused this process's job token (DDPC_JOB_TOKEN)", peer);
+        a->stage = 2;
+        return DDPC_OK;
+    }
+    if (a->have < 8) return DDPC_OK;
+    uint32_t magic = get32(a->in), word = get32(a->in + 4);
     if (magic == DDPC_AUTH_MAGIC && word == DDPC_AUTH_NO_TOKEN)
         return ddpc__err(DDPC_ERR_DENIED,
                          "%s has no job token but this process has one (DDPC_JOB_TOKEN): set the "
@@ -103,21 +121,46 @@ ddpc_status ddpc__auth_client(int fd, const char *token, int purpose, double dea
                          "%s answered the job token's handshake with 0x%08x 0x%08x, not a "
                          "challenge (version %u)",
                          peer, magic, word, DDPC_AUTH_VERSION);
-    s = ddpc__sock_read_full(fd, ch + 8, sizeof ch - 8, deadline, abort_fd);
-    if (s != DDPC_OK) return ddpc__err_wrap(s, "authenticating to %s", peer);
-    mac(token, "server", purpose, nc, ch + 8, want);
-    if (!ddpc__equal_ct(want, ch + 40, 32))
+    if (a->have < DDPC_AUTH_CHALLENGE) return DDPC_OK; /* the rest of the challenge */
+    unsigned char want[32];
+    mac(token, "server", a->purpose, a->nc, a->in + 8, want);
+    if (!ddpc__equal_ct(want, a->in + 40, 32))
         return ddpc__err(DDPC_ERR_DENIED,
                          "%s does not know this job's token: its proof does not match "
                          "DDPC_JOB_TOKEN (another job's server, or a different token)",
                          peer);
-    mac(token, "client", purpose, nc, ch + 8, proof);
-    s = ddpc__sock_write_full(fd, proof, sizeof proof, deadline, abort_fd);
-    if (s == DDPC_OK) s = ddpc__sock_read_full(fd, ch, DDPC_AUTH_VERDICT, deadline, abort_fd);
-    if (s != DDPC_OK) return ddpc__err_wrap(s, "authenticating to %s", peer);
-    if (get32(ch) != DDPC_AUTH_MAGIC || get32(ch + 4) != DDPC_AUTH_ACCEPTED)
-        return ddpc__err(DDPC_ERR_DENIED, "%s refused this process's job token (DDPC_JOB_TOKEN)",
+    mac(token, "client", a->purpose, a->nc, a->in + 8, out);
+    *olen = DDPC_AUTH_PROOF;
+    a->stage = 1;
+    a->have = 0;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__auth_cli_lost(const ddpc__auth_cli *a, ddpc_status s, const char *peer) {
+    if (s == DDPC_ERR_PEER_LOST && a->stage == 0 && a->have < 8)
+        return ddpc__err(s,
+                         "%s closed the connection on the job token's handshake (it is not ddpc, "
+                         "or an older ddpc without DDPC_JOB_TOKEN support)",
                          peer);
+    return ddpc__err_wrap(s, "authenticating to %s", peer);
+}
+
+ddpc_status ddpc__auth_client(int fd, const char *token, int purpose, double deadline, int abort_fd,
+                              const char *peer) {
+    ddpc__auth_cli a;
+    unsigned char hello[DDPC_AUTH_HELLO], proof[DDPC_AUTH_PROOF];
+    DDPC_CHECK(ddpc__auth_cli_start(&a, purpose, hello));
+    ddpc_status s = ddpc__sock_write_full(fd, hello, sizeof hello, deadline, abort_fd);
+    if (s != DDPC_OK) return ddpc__auth_cli_lost(&a, s, peer);
+    for (size_t need; (need = ddpc__auth_cli_need(&a)) > 0;) { /* three steps at most */
+        s = ddpc__sock_read_full(fd, a.in + a.have, need, deadline, abort_fd);
+        if (s != DDPC_OK) return ddpc__auth_cli_lost(&a, s, peer);
+        a.have += need;
+        size_t olen = 0;
+        DDPC_CHECK(ddpc__auth_cli_step(&a, token, peer, proof, &olen));
+        if (olen && (s = ddpc__sock_write_full(fd, proof, olen, deadline, abort_fd)) != DDPC_OK)
+            return ddpc__auth_cli_lost(&a, s, peer);
+    }
     return DDPC_OK;
 }
 

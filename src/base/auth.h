@@ -63,6 +63,29 @@ ddpc_status ddpc__auth_token(const char **token);
 ddpc_status ddpc__auth_client(int fd, const char *token, int purpose, double deadline, int abort_fd,
                               const char *peer);
 
+/* The client half as a state machine, for a connecting side that must not
+ * wait for the server to answer (a lazy link, which the peer answers from
+ * its progress engine: comm/link.c). start makes the hello to send (a new
+ * nonce); then, until need is 0, read need bytes into a->in + a->have (add
+ * them to a->have) and step: it checks what came and may give *olen bytes
+ * to send (the proof). Errors name peer: DDPC_ERR_DENIED (a server without
+ * the token, or not proving it, or refusing this one's), DDPC_ERR_PROTOCOL.
+ * A failed read or write (status s) becomes lost(a, s, peer)'s error. */
+typedef struct ddpc__auth_cli {
+    unsigned char in[DDPC_AUTH_CHALLENGE]; /* the message being read */
+    size_t have;                           /* bytes of it read */
+    int stage;                             /* 0: the challenge; 1: the verdict; 2: done */
+    int purpose;
+    unsigned char nc[32];
+} ddpc__auth_cli;
+
+ddpc_status ddpc__auth_cli_start(ddpc__auth_cli *a, int purpose,
+                                 unsigned char hello[DDPC_AUTH_HELLO]);
+size_t ddpc__auth_cli_need(const ddpc__auth_cli *a);
+ddpc_status ddpc__auth_cli_step(ddpc__auth_cli *a, const char *token, const char *peer,
+                                unsigned char out[DDPC_AUTH_PROOF], size_t *olen);
+ddpc_status ddpc__auth_cli_lost(const ddpc__auth_cli *a, ddpc_status s, const char *peer);
+
 /* The server half as a state machine, for servers that read what arrives
  * (the store's poll loop, the data listener's pending connections). */
 typedef struct ddpc__auth_srv {

@@ -113,7 +113,8 @@ enum {
     DDPC_LINK_ASKED,    /* this (lower) rank connected and waits for the peer's verdict */
     DDPC_LINK_OFFERED,  /* connected; waits for the answer to its shared-memory offer */
     DDPC_LINK_REFUSED,  /* the peer refused this rank's connection: its own is on the way */
-    DDPC_LINK_UP        /* conn carries messages */
+    DDPC_LINK_UP,       /* conn carries messages */
+    DDPC_LINK_PROVING   /* connected; proving the job token, answered from the peer's progress */
 };
 
 typedef struct ddpc_peer {
@@ -121,7 +122,8 @@ typedef struct ddpc_peer {
     const ddpc_transport *tp;
     int link;                /* DDPC_LINK_* */
     int want_shm;            /* the pair moves to shared memory (both ends decide alike) */
-    ddpc_conn *pend;         /* ASKED, OFFERED: the TCP connection being set up; owned */
+    ddpc_conn *pend;         /* PROVING, ASKED, OFFERED: the TCP connection being set up; owned */
+    ddpc__auth_cli auth;     /* PROVING: the client half of the job token's handshake */
     ddpc_shm_pending *offer; /* OFFERED (or ASKED with an offer): this rank's segment; owned */
     double link_since;       /* when this rank began waiting for the link (s) */
     ddpc_req *sq, *sq_tail;  /* posted sends, in order */

@@ -28,16 +28,18 @@
  *      as at bootstrap) is offered by the higher rank, right behind its
  *      hello or its yes: the lower rank joins as it takes the link, the
  *      higher one finishes when the answer comes (ddpc__shm_offer).
- *   4. with a job token (DDPC_JOB_TOKEN) only the higher rank connects: the
- *      token's handshake (tcp.c) makes the connecting side wait for the
- *      other to answer, and two ranks connecting to each other at once
- *      would each wait for the other. The lower rank waits for the
- *      higher's connection, so a send from it waits until the higher rank
- *      needs the pair too (collectives always do; a program's sends that
- *      rely on buffering may wait).
- * Without a token no step waits on the peer beyond reading what it has
- * already sent, so the progress engine goes on moving other peers'
- * messages meanwhile.
+ *   4. with a job token (DDPC_JOB_TOKEN) the token's handshake comes first
+ *      (PROVING), in steps like the rest: this rank sends its hello and
+ *      goes on; the peer's progress answers it whatever call the peer is
+ *      in (its every wait watches the listener and the connections
+ *      proving the token, tcp.c); the answer wakes this rank's wait, which
+ *      sends the proof, and the verdict the next. Then the link's own
+ *      hello goes out and rules 1 to 3 follow. Two ranks connecting to
+ *      each other at once each answer the other's handshake meanwhile, so
+ *      neither waits on the other.
+ * No step waits on the peer beyond reading what it has already sent, so
+ * the progress engine goes on moving other peers' messages meanwhile, and
+ * a send never waits for the peer to need the pair too, token or none.
  * Connecting is bounded by DDPC_CONNECT_TIMEOUT (a peer that is gone is
  * named as at bootstrap); waiting for a peer to answer, by the operation's
  * deadline, as any wait for a peer that has not reached the operation yet.
@@ -84,6 +86,19 @@ static const ddpc_transport *const tcp = &ddpc__transport_tcp;
 
 /* ------------------------------------------------------------ both modes */
 
+/* Sends rank p the hello on conn (closed on failure). */
+static ddpc_status greet(ddpc_comm *c, int p, ddpc_conn *conn, int offer, double deadline) {
+    hello h = {
+        HELLO_MAGIC, HELLO_VERSION, c->hello_uid, c->rank, c->size, offer ? HELLO_F_OFFER : 0, 0
+    };
+    ddpc_status s = tcp->send_full(conn, &h, sizeof h, deadline, c->abort_fd);
+    if (s != DDPC_OK) {
+        tcp->close(conn);
+        return ddpc__err_wrap(s, "rank %d: greeting rank %d", c->rank, p);
+    }
+    return DDPC_OK;
+}
+
 ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, ddpc_conn **out) {
     ddpc_peer *pe = &c->peers[p];
     ddpc_conn *conn = NULL;
@@ -92,14 +107,7 @@ ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, 
     if (s != DDPC_OK)
         return ddpc__err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, p, pe->ip,
                               pe->port);
-    hello h = {
-        HELLO_MAGIC, HELLO_VERSION, c->hello_uid, c->rank, c->size, offer ? HELLO_F_OFFER : 0, 0
-    };
-    s = tcp->send_full(conn, &h, sizeof h, deadline, c->abort_fd);
-    if (s != DDPC_OK) {
-        tcp->close(conn);
-        return ddpc__err_wrap(s, "rank %d: greeting rank %d", c->rank, p);
-    }
+    DDPC_CHECK(greet(c, p, conn, offer, deadline));
     *out = conn;
     return DDPC_OK;
 }
@@ -149,7 +157,7 @@ static void link_up(ddpc_comm *c, int p, ddpc_conn *conn, ddpc_conn *sc) {
     DDPC_INFO(NET, "rank %d: connected to rank %d over %s", c->rank, p, pe->tp->name);
 }
 
-/* Drops peer p's own attempt (ASKED): its connection and any offer. */
+/* Drops peer p's own attempt (PROVING, ASKED): its connection and any offer. */
 static void drop_attempt(ddpc_peer *pe) {
     tcp->close(pe->pend);
     ddpc__shm_pending_free(pe->offer);
@@ -201,29 +209,66 @@ static ddpc_status join_and_up(ddpc_exec *e, int p, ddpc_conn *conn, int offered
     return DDPC_OK;
 }
 
-ddpc_status ddpc__link_need(ddpc_exec *e, int p) {
+/* This rank's connection conn to p is made (and the token proved, if
+ * any): greets p, then rule 1 or 2. */
+static ddpc_status greet_and_go(ddpc_exec *e, int p, ddpc_conn *conn) {
     ddpc_comm *c = e->c;
     ddpc_peer *pe = &c->peers[p];
-    if (pe->link != DDPC_LINK_NONE) return DDPC_OK; /* under way, or refused: rule 1 brings it */
-    pe->link_since = ddpc__now();
-    if (c->auth && c->rank < p) { /* with a job token only the higher rank connects (rule 4) */
-        pe->link = DDPC_LINK_REFUSED;
-        return DDPC_OK;
-    }
-    ddpc_conn *conn = NULL;
     int higher = c->rank > p;
-    ddpc_status s = ddpc__link_connect(c, p, higher && pe->want_shm, step_deadline(e), &conn);
+    ddpc_status s = greet(c, p, conn, higher && pe->want_shm, step_deadline(e));
     if (s != DDPC_OK) {
+        pe->link = DDPC_LINK_NONE;
         e->lost = p;
-        return ddpc__fail(e, s,
-                          "%s (DDPC_CONNECT_TIMEOUT=%g s; it destroyed its communicator, exited, "
-                          "crashed or was killed)",
-                          ddpc_last_error(), c->connect_timeout);
+        return ddpc__fail(e, s, "lost rank %d while connecting to it (%s)", p, ddpc_last_error());
     }
     if (higher) return offer_or_up(e, p, conn); /* rule 1: it stands */
     pe->pend = conn;                            /* rule 2: ask */
     pe->link = DDPC_LINK_ASKED;
     return DDPC_OK;
+}
+
+ddpc_status ddpc__link_need(ddpc_exec *e, int p) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    if (pe->link != DDPC_LINK_NONE) return DDPC_OK; /* under way, or refused: rule 1 brings it */
+    pe->link_since = ddpc__now();
+    ddpc_conn *conn = NULL;
+    int proving = 0;
+    ddpc_status s =
+        ddpc__tcp_connect_start(pe->ip, pe->port, step_deadline(e), 1, &pe->auth, &proving, &conn);
+    if (s != DDPC_OK) {
+        e->lost = p;
+        return ddpc__fail(e, s,
+                          "rank %d: connecting to rank %d at %s:%d: %s (DDPC_CONNECT_TIMEOUT=%g "
+                          "s; it destroyed its communicator, exited, crashed or was killed)",
+                          c->rank, p, pe->ip, pe->port, ddpc_last_error(), c->connect_timeout);
+    }
+    if (!proving) return greet_and_go(e, p, conn);
+    pe->pend = conn; /* rule 4: the token's handshake first */
+    pe->link = DDPC_LINK_PROVING;
+    return DDPC_OK;
+}
+
+/* Peer p's connection proving the token (PROVING) is readable: the next
+ * step of the handshake, and once the token is accepted, the link's own
+ * set-up (rules 1, 2). */
+static ddpc_status on_proving(ddpc_exec *e, int p) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    int done = 0;
+    ddpc_status s =
+        ddpc__tcp_connect_step(pe->pend, &pe->auth, pe->ip, pe->port, step_deadline(e), &done);
+    if (s != DDPC_OK) {
+        drop_attempt(pe);
+        pe->link = DDPC_LINK_NONE;
+        e->lost = p;
+        return ddpc__fail(e, s, "rank %d: connecting to rank %d: %s", c->rank, p,
+                          ddpc_last_error());
+    }
+    if (!done) return DDPC_OK;
+    ddpc_conn *conn = pe->pend;
+    pe->pend = NULL;
+    return greet_and_go(e, p, conn);
 }
 
 void ddpc__link_reject(ddpc_comm *c, ddpc_conn *conn, const char *why) {
@@ -256,7 +301,7 @@ static ddpc_status on_hello(ddpc_exec *e, ddpc_conn *conn) {
             reject(c, conn, "a second connection from a rank already connected");
             return DDPC_OK;
         }
-        if (qe->link == DDPC_LINK_ASKED) drop_attempt(qe);
+        if (qe->link == DDPC_LINK_ASKED || qe->link == DDPC_LINK_PROVING) drop_attempt(qe);
         return join_and_up(e, q, conn, offered);
     }
     /* rule 2: q asks */
@@ -377,6 +422,12 @@ ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved) {
     /* answers */
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
+        if (pe->link == DDPC_LINK_PROVING) { /* reads only what has come */
+            int was = pe->link;
+            DDPC_CHECK(on_proving(e, p));
+            *moved |= pe->link != was;
+            continue;
+        }
         if (pe->link != DDPC_LINK_ASKED && pe->link != DDPC_LINK_OFFERED) continue;
         int eof = 0;
         if (!has_bytes(pe->pend, sizeof(verdict), &eof) && !eof) continue;

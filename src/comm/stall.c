@@ -98,6 +98,7 @@ static ddpc_status conclude(ddpc_exec *e) {
         [DDPC_LINK_OFFERED] = "it has not answered this rank's shared-memory offer",
         [DDPC_LINK_REFUSED] = "its connection to this rank has not come",
         [DDPC_LINK_UP] = "",
+        [DDPC_LINK_PROVING] = "it has not answered this rank's job-token handshake",
     };
     if (!c->peers[silent].conn) /* a lazy link still under way (link.c) */
         snprintf(since, sizeof since, "; %s", linking[c->peers[silent].link]);

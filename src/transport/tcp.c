@@ -120,6 +120,16 @@ static void drop_pending(ddpc_listener *l, int i, const char *why) {
     l->pend[i] = l->pend[--l->npend];
 }
 
+/* Pending connection i is gone after its hello, in the middle of the
+ * handshake: a peer that took the other connection of the pair instead
+ * (comm/link.c, rule 1), as far as this side can tell; closed, said at
+ * INFO (what did not say a hello is warned of). */
+static void drop_withdrawn(ddpc_listener *l, int i) {
+    DDPC_INFO(NET, "data port %d: %s closed its connection after its job token's hello", l->port,
+              l->pend[i].peer);
+    drop_pending(l, i, NULL);
+}
+
 /* Reads what pending connection i has sent and answers it. 1: it proved
  * the token (its verdict sent; *fd is it, removed from the set); 0: not
  * yet; -1: dropped. */
@@ -130,6 +140,10 @@ static int step_pending(ddpc_listener *l, int i, int *fd) {
         ssize_t n = recv(p->fd, p->a.in + p->a.have, need, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n <= 0 && p->a.stage == 1) {
+            drop_withdrawn(l, i);
+            return -1;
+        }
         if (n <= 0) {
             drop_pending(l, i, "it closed the connection during the job token's handshake");
             return -1;
@@ -139,7 +153,12 @@ static int step_pending(ddpc_listener *l, int i, int *fd) {
         size_t olen = 0;
         char why[256];
         int r = ddpc__auth_srv_step(&p->a, l->token, out, &olen, why, sizeof why);
-        if (olen && ddpc__sock_write_full(p->fd, out, olen, p->deadline, -1) != DDPC_OK && r >= 0)
+        int wrote = !olen || ddpc__sock_write_full(p->fd, out, olen, p->deadline, -1) == DDPC_OK;
+        if (!wrote && r == 1) { /* the challenge: it left after its hello */
+            drop_withdrawn(l, i);
+            return -1;
+        }
+        if (!wrote && r >= 0)
             r = -1, snprintf(why, sizeof why, "cannot answer it: %s", ddpc_last_error());
         if (r < 0) {
             drop_pending(l, i, why);
@@ -237,6 +256,57 @@ static ddpc_status tcp_connect(const char *ip, int port, double deadline, int li
         }
     }
     return wrap_fd(fd, out);
+}
+
+ddpc_status ddpc__tcp_connect_start(const char *ip, int port, double deadline, int listening,
+                                    ddpc__auth_cli *auth, int *authing, ddpc_conn **out) {
+    int fd;
+    const char *token = NULL;
+    *authing = 0;
+    DDPC_CHECK(ddpc__auth_token(&token));
+    DDPC_CHECK(ddpc__sock_connect_to(ip, port, deadline, listening, &fd));
+    if (token) {
+        unsigned char hello[DDPC_AUTH_HELLO];
+        char peer[96];
+        snprintf(peer, sizeof peer, "the peer at %s:%d", ip, port);
+        ddpc_status s = ddpc__auth_cli_start(auth, DDPC_AUTH_DATA, hello);
+        if (s == DDPC_OK && (s = ddpc__sock_write_full(fd, hello, sizeof hello, deadline, -1)))
+            s = ddpc__auth_cli_lost(auth, s, peer);
+        if (s != DDPC_OK) {
+            close(fd);
+            return s;
+        }
+        *authing = 1;
+    }
+    return wrap_fd(fd, out);
+}
+
+ddpc_status ddpc__tcp_connect_step(ddpc_conn *c, ddpc__auth_cli *auth, const char *ip, int port,
+                                   double deadline, int *done) {
+    const char *token = NULL;
+    char peer[96];
+    *done = 0;
+    DDPC_CHECK(ddpc__auth_token(&token));
+    snprintf(peer, sizeof peer, "the peer at %s:%d", ip, port);
+    for (int rounds = 0; rounds < 4 && ddpc__auth_cli_need(auth) > 0; rounds++) {
+        ssize_t n = recv(c->fd, auth->in + auth->have, ddpc__auth_cli_need(auth), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return DDPC_OK; /* not yet */
+        if (n <= 0) {
+            ddpc_status s = n == 0 ? ddpc__err(DDPC_ERR_PEER_LOST, "connection closed")
+                                   : ddpc__err_errno(DDPC_ERR_PEER_LOST, errno, "recv");
+            return ddpc__auth_cli_lost(auth, s, peer);
+        }
+        auth->have += (size_t)n;
+        unsigned char proof[DDPC_AUTH_PROOF];
+        size_t olen = 0;
+        DDPC_CHECK(ddpc__auth_cli_step(auth, token, peer, proof, &olen));
+        ddpc_status s = DDPC_OK;
+        if (olen && (s = ddpc__sock_write_full(c->fd, proof, olen, deadline, -1)) != DDPC_OK)
+            return ddpc__auth_cli_lost(auth, s, peer);
+    }
+    *done = ddpc__auth_cli_need(auth) == 0;
+    return DDPC_OK;
 }
 
 static void tcp_close_listener(ddpc_listener *l) {

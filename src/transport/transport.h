@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
+#include "base/auth.h"
 #include "base/base.h"
 #include "base/sock.h"
 
@@ -103,6 +104,20 @@ typedef struct ddpc_transport {
 /* TCP over IPv4 or IPv6: non-blocking sockets, TCP_NODELAY, DDPC_SOCKBUF
  * send and receive buffers. */
 extern const ddpc_transport ddpc__transport_tcp;
+
+/* TCP's connect in steps, for a caller that must not wait for the peer to
+ * answer (a lazy link, which the peer answers from its progress engine:
+ * comm/link.c). connect_start connects to ip:port before deadline
+ * (listening as for connect) and, with a job token, sends the token
+ * handshake's hello (auth.h) and sets *authing. connect_step then takes
+ * the handshake as far as what has arrived allows, never waiting for
+ * more (writes are a 32-byte proof, bounded by deadline): *done = 1 once
+ * the peer accepted the token, the connection then being the caller's.
+ * Errors are auth.h's, naming ip:port. */
+ddpc_status ddpc__tcp_connect_start(const char *ip, int port, double deadline, int listening,
+                                    ddpc__auth_cli *auth, int *authing, ddpc_conn **out);
+ddpc_status ddpc__tcp_connect_step(ddpc_conn *c, ddpc__auth_cli *auth, const char *ip, int port,
+                                   double deadline, int *done);
 
 /* Shared memory between two processes of one host: two byte rings of
  * DDPC_SHM_BYTES in a POSIX shared-memory segment, the pair's TCP socket
