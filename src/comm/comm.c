@@ -127,8 +127,10 @@ static void comm_free(ddpc_comm *c) {
     if (!c) return;
     ddpc__rec_fini(c); /* first: a dump on another thread reads the peers */
     ddpc__link_free(c);
-    for (int i = 0; i < c->size; i++)
+    for (int i = 0; i < c->size; i++) {
         if (c->peers[i].conn) c->peers[i].tp->close(c->peers[i].conn);
+        free(c->peers[i].notes.more); /* a stall's (stall.c) */
+    }
     free(c->peers);
     free(c->p2p_sent);
     free(c->p2p_recvd);

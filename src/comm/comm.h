@@ -56,7 +56,9 @@ enum {
     DDPC_F_FAIL = 3,  /* the sender failed: nbytes = its status, rsvd = the rank it lost,
                        * disagreed with or found silent; the fingerprint is the sender's call */
     DDPC_F_WAIT = 4,  /* the sender timed out waiting on rank rsvd and collects its peers'
-                       * notices before naming the silent rank (progress.c, settle) */
+                       * notices before naming the silent rank (stall.c, settle) */
+    DDPC_F_RELAY = 5, /* after the sender's own DDPC_F_WAIT: it passes on rank root's,
+                       * which waits on rank rsvd (stall.c) */
 };
 
 typedef struct ddpc_hdr {
@@ -137,8 +139,18 @@ typedef struct ddpc_peer {
     int shm;        /* the peer's DDPC_SHM, as published */
     long shm_bytes; /* the peer's DDPC_SHM_BYTES */
     double last_rx; /* ddpc__now() when bytes last came from it (0: never) */
-    int noted;      /* it sent a DDPC_F_WAIT notice: no longer driven or watched */
-    int waits_on;   /* the rank its notice says it waits on */
+    int noted;      /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
+                       notices are read (stall.c) */
+    int heard;      /* its notice came, from it or passed on by another rank */
+    int waits_on;   /* heard: the rank its notice says it waits on */
+    struct ddpc_notes {
+        ddpc_hdr in;         /* noted: the next notice being read from it */
+        size_t have;         /* bytes of it read */
+        unsigned char *more; /* bytes read past its notice with it (owned), to read first */
+        size_t nmore, off;   /* their length, and how far read */
+        int done;            /* nothing more to read from it (a failure, gone, settled) */
+        int told, deaf;      /* this rank sent it its notice; a relay to it failed */
+    } notes;
 } ddpc_peer;
 
 struct ddpc_work;
@@ -272,7 +284,12 @@ typedef struct ddpc_exec {
 ddpc_status ddpc__stall_timed_out(ddpc_exec *e);
 /* Sends note to every connected peer (progress.c); close: then hangs up. */
 void ddpc__send_notes(ddpc_exec *e, const ddpc_hdr *note, int close);
-ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h);
+/* more[0, nmore): bytes the peer sent after its notice, already read with
+ * it (into a receive's payload), NULL when none. */
+ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h, const void *more,
+                               size_t nmore);
+/* A noted peer: reads the notices it passes on, as far as they have come. */
+ddpc_status ddpc__stall_read(ddpc_exec *e, int peer);
 
 /* Posts a message of nbytes from buf to peer (a DATA message unless flags
  * says otherwise). r must stay valid until done. */

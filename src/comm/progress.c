@@ -273,7 +273,9 @@ static ddpc_status check_hdr(ddpc_exec *e, const ddpc_req *r) {
                           "rank %d sent a message without ddpc's magic (0x%08x): corrupt stream",
                           r->peer, (unsigned)h->magic);
     if (h->flags == DDPC_F_FAIL) return peer_failed(e, r->peer, h);
-    if (h->flags == DDPC_F_WAIT) return ddpc__stall_notice(e, r->peer, h);
+    if (h->flags == DDPC_F_WAIT) /* what came behind it in the same read is more notices */
+        return ddpc__stall_notice(e, r->peer, h, r->x.niov > 1 ? r->x.iov[1].iov_base : NULL,
+                                  r->x.done - r->x.iov[0].iov_len);
     if (h->flags == DDPC_F_BYE) {
         ddpc__describe(w, mine, sizeof mine);
         return ddpc__fail(
@@ -343,7 +345,7 @@ static ddpc_status lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) 
             h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL)
             return peer_failed(e, peer, &h);
         if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_WAIT)
-            return ddpc__stall_notice(e, peer, &h);
+            return ddpc__stall_notice(e, peer, &h, NULL, 0);
     }
     e->lost = peer;
     char more[256];
@@ -365,7 +367,10 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
         ddpc_req *r;
-        if (pe->noted) continue;
+        if (pe->noted) { /* timed out: only its notices are read */
+            DDPC_CHECK(ddpc__stall_read(e, p));
+            continue;
+        }
         if (!pe->conn) {
             if (!pe->sq && !pe->rq) continue;
             DDPC_CHECK(ddpc__link_need(e, p));
@@ -425,7 +430,7 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
     if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_BYE)
         pe->bye = 1;
     else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_WAIT)
-        return ddpc__stall_notice(e, p, &h);
+        return ddpc__stall_notice(e, p, &h, NULL, 0);
     else if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.flags == DDPC_F_FAIL &&
              !(e->fp.kind != DDPC_K_SEND && h.kind != DDPC_K_SEND && h.seq > e->fp.seq))
         return peer_failed(e, p, &h);
@@ -524,11 +529,11 @@ static void pollset_fill(ddpc_comm *c, pollset *ps) {
     ps->pidx[n++] = -1;
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
-        if (!pe->conn || pe->noted) continue;
+        if (!pe->conn || (pe->noted && pe->notes.done)) continue;
         short ev = 0;
         if (pe->rq) ev |= POLLIN;
         if (pe->sq) ev |= POLLOUT;
-        if (!ev && !pe->rx_future && !pe->bye) ev = POLLIN;
+        if (!ev && ((!pe->rx_future && !pe->bye) || pe->noted)) ev = POLLIN;
         if (!ev) continue;
         int fd = pe->tp->poll_fd(pe->conn);
         if (fd < 0) continue;
@@ -600,7 +605,10 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
         }
         ddpc_peer *pe = &c->peers[p];
         if (!ps.pf[i].revents || pe->rq || pe->sq) continue;
-        DDPC_CHECK_GOTO(inspect_idle(e, p), s, out);
+        if (pe->noted)
+            DDPC_CHECK_GOTO(ddpc__stall_read(e, p), s, out);
+        else
+            DDPC_CHECK_GOTO(inspect_idle(e, p), s, out);
     }
     int moved = 0;
     if (links) DDPC_CHECK_GOTO(ddpc__link_poll(e, &moved), s, out);

@@ -4,6 +4,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
@@ -17,7 +18,17 @@
  * DDPC_STALL_SETTLE seconds; a rank that receives a notice first joins in
  * with its own. Then it follows the chain of waits from its own: the first
  * rank on it that sent no notice is the silent one (frozen, cut off, or
- * not calling the collective), and every rank names that same rank. */
+ * not calling the collective), and every rank names that same rank.
+ *
+ * With connections made on first use (link.c) a rank is connected to a few
+ * of the ranks on its chain only, so every notice is passed on: a rank
+ * that hears one for the first time, from its sender or passed on, sends
+ * it on (DDPC_F_RELAY, behind its own notice) to every peer it told its
+ * own, and keeps reading its noted peers' streams for theirs until it
+ * concludes. A notice so travels along the connections that exist, and a
+ * rank ends its settle early only once its chain ends at a rank it is
+ * connected to (or in a cycle), not at one it has merely not heard of
+ * yet. */
 
 /* The peer e's rank waits on: the first with a posted receive (no data from
  * it), else the first with a posted send (it does not read); -1 when none.
@@ -50,6 +61,99 @@ static int all_noted(const ddpc_comm *c) {
     return 1;
 }
 
+/* Whether the chain of waits from this rank ends where it can judge: at a
+ * rank it is connected to that has not noted (silent as far as it can
+ * tell), back at itself, or in a cycle; not at a rank whose notice may
+ * still be passed on to it. */
+static int chain_known(const ddpc_exec *e) {
+    const ddpc_comm *c = e->c;
+    int cur = e->waits_on, hops = 0;
+    while (cur >= 0 && cur != c->rank && c->peers[cur].heard && hops++ < c->size)
+        cur = c->peers[cur].waits_on;
+    return cur < 0 || cur == c->rank || hops > c->size || c->peers[cur].conn != NULL;
+}
+
+/* Passes on rank origin's notice (it waits on rank waits) to every peer
+ * this rank told its own, but origin and from (who sent it here), each
+ * within a quarter of a second; a peer that does not take it in time is
+ * sent no more. */
+static void relay(ddpc_exec *e, int origin, int waits, int from) {
+    ddpc_comm *c = e->c;
+    ddpc_hdr note = e->fp;
+    note.flags = DDPC_F_RELAY;
+    note.nbytes = 0;
+    note.root = origin;
+    note.rsvd = (uint32_t)waits;
+    for (int p = 0; p < c->size; p++) {
+        ddpc_peer *pe = &c->peers[p];
+        if (p == origin || p == from || !pe->conn || !pe->notes.told || pe->notes.deaf) continue;
+        if (pe->tp->send_full(pe->conn, &note, sizeof note, ddpc__deadline_in(0.25), c->abort_fd) !=
+            DDPC_OK)
+            pe->notes.deaf = 1;
+    }
+}
+
+/* Rank origin's notice, from its sender from: recorded once, and passed
+ * on while this rank settles (before, settle passes on what it heard). */
+static void hear(ddpc_exec *e, int origin, int waits, int from) {
+    ddpc_comm *c = e->c;
+    if (origin < 0 || origin >= c->size || origin == c->rank || c->peers[origin].heard) return;
+    if (waits < -1 || waits >= c->size) waits = -1; /* not a rank: it waits on nobody known */
+    c->peers[origin].heard = 1;
+    c->peers[origin].waits_on = waits;
+    if (origin != from)
+        DDPC_INFO(COLL, "rank %d: rank %d passed on that rank %d waits on rank %d", c->rank, from,
+                  origin, waits);
+    if (e->settle_until > 0) relay(e, origin, waits, from);
+}
+
+/* The notices of peer p are read no further; with all, every peer's (the
+ * settle is over). */
+static void notes_end(ddpc_comm *c, int p, int all) {
+    for (int q = all ? 0 : p; q < (all ? c->size : p + 1); q++) {
+        struct ddpc_notes *n = &c->peers[q].notes;
+        n->done = 1;
+        free(n->more);
+        n->more = NULL;
+        n->nmore = n->off = 0;
+    }
+}
+
+ddpc_status ddpc__stall_read(ddpc_exec *e, int p) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    struct ddpc_notes *n = &pe->notes;
+    for (int k = 0; k < 4 * c->size + 8 && !n->done && pe->conn; k++) {
+        size_t want = sizeof n->in - n->have;
+        if (n->off < n->nmore) { /* what came with its notice first */
+            size_t take = n->nmore - n->off < want ? n->nmore - n->off : want;
+            memcpy((char *)&n->in + n->have, n->more + n->off, take);
+            n->off += take;
+            n->have += take;
+        } else {
+            ddpc_xfer x;
+            size_t mv = 0;
+            ddpc__xfer_init(&x, (char *)&n->in + n->have, want, NULL, 0);
+            if (pe->tp->recv(pe->conn, &x, &mv) != DDPC_OK) { /* gone: it has no more to say */
+                notes_end(c, p, 0);
+                return DDPC_OK;
+            }
+            n->have += mv;
+            if (!mv) return DDPC_OK;
+        }
+        if (n->have < sizeof n->in) continue;
+        n->have = 0;
+        const ddpc_hdr *h = &n->in;
+        if (h->magic == DDPC_MSG_MAGIC && h->flags == DDPC_F_WAIT)
+            hear(e, p, (int32_t)h->rsvd, p);
+        else if (h->magic == DDPC_MSG_MAGIC && h->flags == DDPC_F_RELAY)
+            hear(e, h->root, (int32_t)h->rsvd, p);
+        else /* its failure (it concluded), or anything else: no more notices */
+            notes_end(c, p, 0);
+    }
+    return DDPC_OK;
+}
+
 /* The settle is over: names the silent rank at the end of the chain of
  * waits, in HCCL's link-error terms (the local and the remote rank with
  * their addresses), and fails e with DDPC_ERR_TIMEOUT. */
@@ -57,13 +161,14 @@ static ddpc_status conclude(ddpc_exec *e) {
     ddpc_comm *c = e->c;
     char chain[256], mine[80], theirs[80], since[96] = "";
     size_t used = (size_t)snprintf(chain, sizeof chain, "%d", c->rank);
+    notes_end(c, 0, 1);
     int cur = e->waits_on, hops = 0;
-    while (cur >= 0 && cur != c->rank && c->peers[cur].noted && hops++ < c->size) {
+    while (cur >= 0 && cur != c->rank && c->peers[cur].heard && hops++ < c->size) {
         int n = snprintf(chain + used, sizeof chain - used, " -> %d", cur);
         if (n > 0 && (size_t)n < sizeof chain - used) used += (size_t)n;
         cur = c->peers[cur].waits_on;
     }
-    int silent = cur >= 0 && cur != c->rank && cur < c->size && !c->peers[cur].noted ? cur : -1;
+    int silent = cur >= 0 && cur != c->rank && cur < c->size && !c->peers[cur].heard ? cur : -1;
     if (silent >= 0) {
         int n = snprintf(chain + used, sizeof chain - used, " -> %d", silent);
         if (n > 0 && (size_t)n < sizeof chain - used) used += (size_t)n;
@@ -131,24 +236,42 @@ static ddpc_status settle(ddpc_exec *e, int waits_on) {
     note.flags = DDPC_F_WAIT;
     note.nbytes = 0;
     note.rsvd = (uint32_t)waits_on;
+    for (int p = 0; p < c->size; p++) /* who reads what this rank passes on */
+        c->peers[p].notes.told = c->peers[p].conn != NULL && p != e->lost;
     ddpc__send_notes(e, &note, 0);
+    for (int p = 0; p < c->size; p++) /* what it heard before: the notice that started it */
+        if (c->peers[p].heard) relay(e, p, c->peers[p].waits_on, p);
     DDPC_INFO(COLL,
               "rank %d: #%" PRIu64 " timed out waiting on rank %d; collecting notices for %g s",
               c->rank, e->fp.seq, waits_on, c->settle_s);
-    while (!all_noted(c) && !ddpc__expired(e->settle_until)) DDPC_CHECK(ddpc__progress(e, 1));
+    while (!(all_noted(c) && chain_known(e)) && !ddpc__expired(e->settle_until)) {
+        ddpc_status s = ddpc__progress(e, 1);
+        if (s != DDPC_OK) {
+            notes_end(c, 0, 1);
+            return s;
+        }
+    }
     return conclude(e);
 }
 
 /* A peer's DDPC_F_WAIT notice: it timed out waiting on the rank in h->rsvd.
  * Recorded (the peer is no longer driven or watched); a rank not settling
  * yet starts to. */
-ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h) {
+ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h, const void *more,
+                               size_t nmore) {
     ddpc_comm *c = e->c;
     ddpc_peer *pe = &c->peers[peer];
     int reading, waits_on = waited_peer(c, &reading);
     pe->noted = 1;
-    pe->waits_on = (int32_t)h->rsvd;
     pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
+    if (nmore && !pe->notes.more && (pe->notes.more = malloc(nmore))) {
+        memcpy(pe->notes.more, more, nmore);
+        pe->notes.nmore = nmore;
+        pe->notes.off = 0;
+    } else if (nmore) { /* out of memory: its stream is out of step; read no more of it */
+        pe->notes.done = 1;
+    }
+    hear(e, peer, (int32_t)h->rsvd, peer);
     DDPC_INFO(COLL, "rank %d: rank %d timed out in #%" PRIu64 " waiting on rank %d", c->rank, peer,
               h->seq, pe->waits_on);
     if (e->settle_until > 0) return DDPC_OK;

@@ -52,16 +52,18 @@ static int wait_flight(int r, double secs) {
 
 /* ------------------------------------------------------------ SIGSTOP */
 
-/* Rank 2 stops itself in the middle of allreduce #3; the others must fail
- * with DDPC_ERR_TIMEOUT naming rank 2, its address and the collective.
- * Rank 0 then runs ddpc-trace on the records (rank 2 left none: it is
- * frozen) and lets rank 2 go on, which then fails too. */
-static void sigstop_body(int rank, int world, void *arg) {
-    g_pids[rank] = getpid();
-    ddpc_comm *c = stall_comm(rank, world);
-    size_t n = 1u << 20;
+/* Allreduces of n floats until one fails: rank 2 stops itself (SIGSTOP)
+ * in the middle of #3 and, once let go, fails too, and destroys c (DDPC_OK
+ * returned; on another rank a failed check). Others: the failed call's
+ * status, in *took how long it took, *limit how long it may (DDPC_TIMEOUT
+ * + the settle). */
+static ddpc_status allreduce_until_stall(ddpc_comm *c, int rank, size_t n, double *took,
+                                         double *limit) {
     float *x = calloc(n, sizeof(float));
-    for (int it = 0; it < 100; it++) {
+    ddpc_status s = DDPC_OK;
+    *took = 0;
+    *limit = (g_timeout + g_settle + 2.0) * t_slow();
+    for (int it = 0; it < 100 && s == DDPC_OK; it++) {
         if (rank == 2 && it == 3) {
             ddpc_work *w;
             CHECK_OK(ddpc_allreduce_async(c, x, x, n, DDPC_FLOAT32, DDPC_SUM, &w));
@@ -73,43 +75,54 @@ static void sigstop_body(int rank, int world, void *arg) {
             break;
         }
         double t0 = ddpc__now();
-        ddpc_status s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
-        if (s == DDPC_OK) continue;
-        double took = ddpc__now() - t0, limit = (g_timeout + g_settle + 2.0) * t_slow();
-        const char *e = ddpc_last_error();
-        CHECK_MSG(s == DDPC_ERR_TIMEOUT, "rank %d: %s (%s)", rank, ddpc_status_str(s), e);
-        CHECK_MSG(took < limit, "rank %d failed after %.2f s (limit %.1f): %s", rank, took, limit,
-                  e);
-        CHECK_CONTAINS(e, "rank 2 is silent");
-        CHECK_CONTAINS(e, "allreduce(count=1048576, float32, sum) #");
-        char want[96];
-        snprintf(want, sizeof want, "local rank %d 127.0.0.1:", rank);
-        CHECK_CONTAINS(e, want);
-        CHECK_CONTAINS(e, "remote rank 2 127.0.0.1:");
-        CHECK_CONTAINS(e, "DDPC_TIMEOUT");
-        CHECK_CONTAINS(ddpc_comm_last_error(c), "rank 2 is silent");
-        /* this rank's flight record: written at the timeout */
-        CHECK(wait_flight(rank, 5));
-        if (rank == 0) {
-            CHECK_MSG(wait_flight(1, 10) && wait_flight(3, 10), "ranks 1 and 3 wrote no record");
-            char out[8192];
-            int rc = t_run_cmdf(20 * t_slow(), out, sizeof out, "%s %s", t_bin("ddpc-trace"),
-                                t_tmp_dir());
-            kill(g_pids[2], SIGCONT); /* first: a failed check below must not leave it stopped */
-            CHECK_MSG(rc == 0, "ddpc-trace exit %d: %s", rc, out);
-            fprintf(stderr, "ddpc-trace says:\n%s", out);
-            CHECK_CONTAINS(out, "4 ranks");
-            CHECK_CONTAINS(out, "rank 2 left no record");
-            CHECK_CONTAINS(out, "Silent: rank 2 (named by ranks 0, 1, 3)");
-            CHECK_CONTAINS(out, "allreduce(count=1048576, float32, sum)");
-        }
-        free(x);
-        CHECK_OK(ddpc_comm_destroy(c));
-        return;
+        s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
+        *took = ddpc__now() - t0;
     }
     free(x);
-    ddpc_comm_destroy(c);
-    CHECK_MSG(rank == 2, "rank %d never saw rank 2 stall", rank);
+    if (s == DDPC_OK) {
+        ddpc_comm_destroy(c);
+        CHECK_MSG(rank == 2, "rank %d never saw rank 2 stall", rank);
+    }
+    return s;
+}
+
+/* Rank 2 stops itself in the middle of allreduce #3; the others must fail
+ * with DDPC_ERR_TIMEOUT naming rank 2, its address and the collective.
+ * Rank 0 then runs ddpc-trace on the records (rank 2 left none: it is
+ * frozen) and lets rank 2 go on, which then fails too. */
+static void sigstop_body(int rank, int world, void *arg) {
+    g_pids[rank] = getpid();
+    ddpc_comm *c = stall_comm(rank, world);
+    double took, limit;
+    ddpc_status s = allreduce_until_stall(c, rank, 1u << 20, &took, &limit);
+    if (s == DDPC_OK) return; /* rank 2 (c destroyed) */
+    const char *e = ddpc_last_error();
+    CHECK_MSG(s == DDPC_ERR_TIMEOUT, "rank %d: %s (%s)", rank, ddpc_status_str(s), e);
+    CHECK_MSG(took < limit, "rank %d failed after %.2f s (limit %.1f): %s", rank, took, limit, e);
+    CHECK_CONTAINS(e, "rank 2 is silent");
+    CHECK_CONTAINS(e, "allreduce(count=1048576, float32, sum) #");
+    char want[96];
+    snprintf(want, sizeof want, "local rank %d 127.0.0.1:", rank);
+    CHECK_CONTAINS(e, want);
+    CHECK_CONTAINS(e, "remote rank 2 127.0.0.1:");
+    CHECK_CONTAINS(e, "DDPC_TIMEOUT");
+    CHECK_CONTAINS(ddpc_comm_last_error(c), "rank 2 is silent");
+    /* this rank's flight record: written at the timeout */
+    CHECK(wait_flight(rank, 5));
+    if (rank == 0) {
+        CHECK_MSG(wait_flight(1, 10) && wait_flight(3, 10), "ranks 1 and 3 wrote no record");
+        char out[8192];
+        int rc =
+            t_run_cmdf(20 * t_slow(), out, sizeof out, "%s %s", t_bin("ddpc-trace"), t_tmp_dir());
+        kill(g_pids[2], SIGCONT); /* first: a failed check below must not leave it stopped */
+        CHECK_MSG(rc == 0, "ddpc-trace exit %d: %s", rc, out);
+        fprintf(stderr, "ddpc-trace says:\n%s", out);
+        CHECK_CONTAINS(out, "4 ranks");
+        CHECK_CONTAINS(out, "rank 2 left no record");
+        CHECK_CONTAINS(out, "Silent: rank 2 (named by ranks 0, 1, 3)");
+        CHECK_CONTAINS(out, "allreduce(count=1048576, float32, sum)");
+    }
+    CHECK_OK(ddpc_comm_destroy(c));
 }
 
 static void run_sigstop(void) {
@@ -159,6 +172,63 @@ TEST_T(stall_pair_names_peer, 40) {
     t_run_ranks(2, 30, pair_body, NULL);
     t_tmp_remove();
 }
+
+/* ------------------------------------------------------------ lazy links */
+
+/* 24 ranks connected on first use (DDPC_LAZY_CONNECT=1), an allreduce of
+ * algorithm arg (ring: a rank down the ring waits on its left neighbour,
+ * which waits on its own; rhd: on partners at distances 1, 2, 4, ...):
+ * rank 2 stops itself in the middle of allreduce #3. The chain of waits
+ * runs through ranks a rank has no connection to, and every live rank must
+ * still name rank 2. Each writes what it named to the test's directory;
+ * rank 0 lets rank 2 go on once all have. */
+static void lazy_body(int rank, int world, void *arg) {
+    g_pids[rank] = getpid();
+    setenv("DDPC_LAZY_CONNECT", "1", 1);
+    setenv("DDPC_ALGO", arg, 1);
+    setenv("DDPC_SHM_BYTES", "65536", 1);
+    ddpc_comm *c = stall_comm(rank, world);
+    CHECK_EQ(c->lazy, 1);
+    double took, limit;
+    ddpc_status s = allreduce_until_stall(c, rank, 1u << 16, &took, &limit);
+    if (s == DDPC_OK) return; /* rank 2 (c destroyed) */
+    char e[1024], name[32];
+    snprintf(e, sizeof e, "%s", ddpc_last_error());
+    snprintf(name, sizeof name, "named-%d.txt", rank);
+    FILE *f = fopen(t_tmp_path(name), "w");
+    CHECK(f != NULL);
+    fprintf(f, "%s\n", e);
+    fclose(f);
+    if (rank == 0) { /* every live rank has said whom it names: let rank 2 go */
+        double until = ddpc__now() + 30 * t_slow();
+        for (int r = 1; r < world; r++) {
+            snprintf(name, sizeof name, "named-%d.txt", r);
+            struct stat st;
+            while (r != 2 && stat(t_tmp_path(name), &st) != 0 && ddpc__now() < until)
+                ddpc__sleep(0.02);
+        }
+        kill(g_pids[2], SIGCONT);
+    }
+    CHECK_MSG(s == DDPC_ERR_TIMEOUT, "rank %d: %s (%s)", rank, ddpc_status_str(s), e);
+    CHECK_MSG(took < limit, "rank %d failed after %.2f s (limit %.1f): %s", rank, took, limit, e);
+    CHECK_MSG(strstr(e, "rank 2 is silent") != NULL, "rank %d named another: %s", rank, e);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+static void run_lazy(const char *algo) {
+    g_port = t_free_port();
+    t_tmp_dir(); /* made here: the ranks share it */
+    pids_init();
+    int st[24];
+    t_run_ranks_status(24, 100, lazy_body, (void *)algo, st);
+    for (int r = 0; r < 24; r++)
+        CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0,
+                  "rank %d failed or hung (status %d)", r, st[r]);
+    t_tmp_remove();
+}
+
+TEST_T(stall_lazy_24_ranks_name_the_same_silent_rank, 120) { run_lazy("ring"); }
+TEST_T(stall_lazy_24_ranks_name_the_same_silent_rank_rhd, 120) { run_lazy("rhd"); }
 
 /* ------------------------------------------------------------ a link cut */
 
