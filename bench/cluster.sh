@@ -20,6 +20,8 @@
 #               mpirun as on a real cluster (cl_mpirun; allreduce only)
 #   gloo        torch.distributed on gloo (bench/gloo_allreduce.py,
 #               /usr/bin/python3), GLOO_SOCKET_IFNAME=eth0 (allreduce only)
+#   s<N>        ddpc-bench with DDPC_SOCKETS_PER_PEER=N, algorithm auto
+#               (bench/streams.sh)
 # A peer's run that fails or passes TIMEOUT (default 1500 s) is kept as
 # FILE.failed and shows as "-"; ddpc's failing stops the script.
 # Every tool prints nccl-tests' table (time: median over iterations of the
@@ -77,6 +79,7 @@ run() {
     args="-b $size -e $size -n $ITERS -w 2"
     case $tool in
     flat | hier) cl_run "$file" "$h_n" "$r_n" env DDPC_ALGO=$tool "$BIN/ddpc-bench" "$COLL" $args -d float32 -o sum ;;
+    s[0-9]*) cl_run "$file" "$h_n" "$r_n" env DDPC_SOCKETS_PER_PEER="${tool#s}" "$BIN/ddpc-bench" "$COLL" $args -d float32 -o sum ;;
     mpi) CL_SOFT=1 cl_mpirun "$file" "$h_n" "$r_n" "$OUT/mpi_allreduce" $args || true ;;
     gloo) CL_SOFT=1 cl_run "$file" "$h_n" "$r_n" env OMP_NUM_THREADS=1 $PY bench/gloo_allreduce.py $args || true ;;
     *) echo "cluster.sh: unknown tool $tool (flat, hier, mpi, gloo)" >&2; exit 2 ;;
@@ -129,6 +132,7 @@ def best(lay, tool, size):
     rows = rows_of(lay, tool, size)
     return min(rows) if rows else None
 names = {"flat": "ddpc flat", "hier": "ddpc hier", "mpi": "OpenMPI TCP", "gloo": "gloo"}
+names.update({t: f"ddpc {t[1:]} per peer" for t in tools if re.fullmatch(r"s[0-9]+", t)})
 def fmt_t(us):
     return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} us"
 def table(stat, what):

@@ -58,6 +58,10 @@
       "user buffers, with no staging buffer")                                                      \
     X(SOCKBUF, "DDPC_SOCKBUF", NULL, INT, "4194304", 0, 1L << 30,                                  \
       "bytes of TCP send and receive buffer per socket (0 = OS default)")                          \
+    X(SOCKETS_PER_PEER, "DDPC_SOCKETS_PER_PEER", NULL, INT, "1", 1, 16,                            \
+      "TCP connections between two ranks on different hosts, a message split across them in "      \
+      "order (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS): more fill a fat link with latency; "  \
+      "ranks of one host use 1. Rank 0's applies to the communicator")                             \
     X(SHM, "DDPC_SHM", NULL, INT, "1", 0, 1,                                                       \
       "1: ranks on the same host talk through shared memory (/dev/shm), falling back to TCP with " \
       "a warning where it cannot be had; 0: TCP between all ranks")                                \

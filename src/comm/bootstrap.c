@@ -125,8 +125,8 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
 static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     char val[512], key[64];
     const ddpc_peer *me = &c->peers[c->rank];
-    snprintf(val, sizeof val, "v4 %d %d %s %s %d %ld %llx %d", c->size, port, c->ip, me->host,
-             c->shm, c->shm_bytes, (unsigned long long)me->machine, c->lazy);
+    snprintf(val, sizeof val, "v5 %d %d %s %s %d %ld %llx %d %d", c->size, port, c->ip, me->host,
+             c->shm, c->shm_bytes, (unsigned long long)me->machine, c->lazy, c->streams);
     snprintf(key, sizeof key, "peer/%d", c->rank);
     void *actual = NULL;
     size_t alen = 0;
@@ -188,19 +188,21 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
 }
 
 /* Parses rank r's entry txt into c->peers[r] (rank 0's also gives the
- * communicator's connection mode). */
+ * communicator's connection mode and streams per pair). */
 static ddpc_status parse_entry(ddpc_comm *c, int r, const char *txt) {
     ddpc_peer *pe = &c->peers[r];
-    int psize = 0, lazy = 0;
+    int psize = 0, lazy = 0, streams = 0;
     unsigned long long machine = 0;
-    if (sscanf(txt, "v4 %d %d %63s %127s %d %ld %llx %d", &psize, &pe->port, pe->ip, pe->host,
-               &pe->shm, &pe->shm_bytes, &machine, &lazy) != 8)
+    if (sscanf(txt, "v5 %d %d %63s %127s %d %ld %llx %d %d", &psize, &pe->port, pe->ip, pe->host,
+               &pe->shm, &pe->shm_bytes, &machine, &lazy, &streams) != 9 ||
+        streams < 1 || streams > DDPC_STREAMS_MAX)
         return ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%.200s'", r, txt);
     if (psize != c->size)
         return ddpc__err(DDPC_ERR_ENV, "rank %d has WORLD_SIZE=%d but rank %d has WORLD_SIZE=%d", r,
                          psize, c->rank, c->size);
     pe->machine = machine;
     if (r == 0) c->lazy = lazy;
+    if (r == 0) c->streams = streams;
     return DDPC_OK;
 }
 
@@ -414,11 +416,16 @@ static uint64_t hello_id(const ddpc_comm *c) {
            (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
 }
 
-/* Eager: connects to every lower rank and greets it. */
+/* Eager: connects to every lower rank and greets it, on each of the
+ * pair's streams. */
 static ddpc_status connect_lower(ddpc_comm *c, double deadline) {
     for (int r = 0; r < c->rank; r++) {
-        DDPC_CHECK(ddpc__link_connect(c, r, 0, deadline, &c->peers[r].conn));
-        c->peers[r].link = DDPC_LINK_UP;
+        ddpc_peer *pe = &c->peers[r];
+        ddpc_conn *first = NULL;
+        DDPC_CHECK(ddpc__link_connect(c, r, 0, deadline, &first));
+        DDPC_CHECK(ddpc__link_connect_rest(c, r, first, deadline, &pe->conn));
+        pe->tp = ddpc__link_tp(ddpc__link_streams(c, r));
+        pe->link = DDPC_LINK_UP;
     }
     return DDPC_OK;
 }
@@ -438,11 +445,11 @@ static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
                      miss, c->connect_timeout);
 }
 
-/* Eager: accepts every higher rank on lis, each known by its hello;
- * connections that are not one are closed and warned about (naming their
- * address), and accepting goes on, so that a stray connection does not
- * break the bootstrap (one without the job token never gets this far:
- * tcp.c refuses it). */
+/* Eager: accepts every higher rank on lis (each of a pair's streams), each
+ * known by its hello; connections that are not one are closed and warned
+ * about (naming their address), and accepting goes on, so that a stray
+ * connection does not break the bootstrap (one without the job token never
+ * gets this far: tcp.c refuses it). */
 static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, double deadline) {
     double auth_s = 10;
     if (ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &auth_s) != DDPC_OK) auth_s = 10;
@@ -450,9 +457,9 @@ static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, double deadli
         ddpc_conn *conn = NULL;
         ddpc_status s = tcp->accept(lis, deadline, c->abort_fd, &conn);
         if (s != DDPC_OK) return never_connected(c, s);
-        int r = -1, offer = 0;
+        int r = -1, offer = 0, stream = 0;
         double dl = ddpc__now() + auth_s < deadline ? ddpc__now() + auth_s : deadline;
-        s = ddpc__link_hello(c, conn, dl, &r, &offer);
+        s = ddpc__link_hello(c, conn, dl, &r, &offer, &stream);
         if (s == DDPC_ERR_ABORTED) {
             tcp->close(conn);
             return ddpc__err(s, "rank %d: aborted while accepting its peers", c->rank);
@@ -466,7 +473,12 @@ static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, double deadli
             ddpc__link_reject(c, conn, ddpc_last_error());
             continue;
         }
-        c->peers[r].conn = conn;
+        ddpc_conn *link = NULL;
+        s = ddpc__link_gather(c, r, stream, conn, &link); /* takes conn */
+        if (s != DDPC_OK) return s;
+        if (!link) continue; /* more streams to come */
+        c->peers[r].conn = link;
+        c->peers[r].tp = ddpc__link_tp(ddpc__link_streams(c, r));
         c->peers[r].link = DDPC_LINK_UP;
         k++;
     }

@@ -75,6 +75,9 @@ static ddpc_status read_settings(ddpc_comm *c) {
     DDPC_CHECK(ddpc__auth_token(&token));
     c->auth = token != NULL;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM_BYTES, &c->shm_bytes));
+    long streams;
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_SOCKETS_PER_PEER, &streams));
+    c->streams = (int)streams; /* published; rank 0's decides (bootstrap.c) */
     const char *copy_src, *copy = ddpc__env(DDPC_ENV_SHM_COPY, &copy_src);
     c->shm_copy = ddpc__shm_copy_policy(copy);
     if (c->shm_copy < 0)
@@ -159,6 +162,13 @@ const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
     const ddpc_peer *pe = &c->peers[peer];
     if (pe->conn) return pe->tp->name;
     return pe->want_shm ? "shm" : "tcp"; /* lazy: what the pair is to use once connected */
+}
+
+int ddpc__peer_sockets(const ddpc_comm *c, int peer) {
+    if (!c || peer < 0 || peer >= c->size || peer == c->rank) return 0;
+    const ddpc_peer *pe = &c->peers[peer];
+    if (!pe->conn || pe->tp == &ddpc__transport_shm) return 0;
+    return pe->tp == &ddpc__transport_streams ? ddpc__streams_count(pe->conn) : 1;
 }
 
 /* Gives c its share of the store's server: srv's when given, else a new

@@ -116,7 +116,9 @@ enum {
     DDPC_LINK_OFFERED,  /* connected; waits for the answer to its shared-memory offer */
     DDPC_LINK_REFUSED,  /* the peer refused this rank's connection: its own is on the way */
     DDPC_LINK_UP,       /* conn carries messages */
-    DDPC_LINK_PROVING   /* connected; proving the job token, answered from the peer's progress */
+    DDPC_LINK_PROVING,  /* connected; proving the job token, answered from the peer's progress */
+    DDPC_LINK_GATHER,   /* the link's first connection stands; its other streams are coming */
+    DDPC_LINK_STREAMS   /* this rank's first connection stands; its others prove the token */
 };
 
 typedef struct ddpc_peer {
@@ -128,6 +130,11 @@ typedef struct ddpc_peer {
     ddpc__auth_cli auth;     /* PROVING: the client half of the job token's handshake */
     ddpc_shm_pending *offer; /* OFFERED (or ASKED with an offer): this rank's segment; owned */
     double link_since;       /* when this rank began waiting for the link (s) */
+    ddpc_conn **gather;      /* GATHER: the link's TCP connections accepted so far, by
+                              * stream; STREAMS: those this rank made ([c->streams];
+                              * owned), until they are all in */
+    ddpc__auth_cli *xauth;   /* STREAMS: each one's job token handshake ([c->streams]) */
+    uint32_t xready;         /* STREAMS: bit k, connection k is proved and greeted */
     ddpc_req *sq, *sq_tail;  /* posted sends, in order */
     ddpc_req *rq, *rq_tail;  /* posted receives, in order */
     int rx_future;           /* the next message waiting is for a later operation */
@@ -185,8 +192,10 @@ struct ddpc_comm {
     int shm_copy;           /* DDPC_SHM_COPY, as ddpc__shm_copy_policy gives it */
     char ip[64];            /* the address this rank listens on */
     char ifname[64];
-    int lazy;                   /* DDPC_LAZY_CONNECT as rank 0 published it: connect on first use */
-    int auth;                   /* DDPC_JOB_TOKEN is set: connections prove it (tcp.c) */
+    int lazy;    /* DDPC_LAZY_CONNECT as rank 0 published it: connect on first use */
+    int auth;    /* DDPC_JOB_TOKEN is set: connections prove it (tcp.c) */
+    int streams; /* DDPC_SOCKETS_PER_PEER as rank 0 published it: TCP connections a pair
+                  * on different hosts uses (ddpc__link_streams) */
 #define DDPC_LAZY_AUTO_ABOVE 16 /* DDPC_LAZY_CONNECT=auto: lazy above this many ranks */
 
     /* lazy connections (link.c): the listener kept open, and the connections
@@ -370,14 +379,32 @@ const char *ddpc__kind_name(int kind);
 
 /* Connects to peer p and greets it with a hello: the whole set-up of one
  * outgoing connection, bounded by deadline. offer: a shared-memory offer
- * follows (the hello says so). *out: the TCP connection. Errors name p
- * and its address. */
+ * follows (the hello says so). *out: the TCP connection (the link's first,
+ * stream 0). Errors name p and its address. */
 ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, ddpc_conn **out);
+/* TCP connections the link to peer p uses: c->streams between ranks of
+ * different hosts, else 1 (same host: shared memory, or one socket). */
+int ddpc__link_streams(const ddpc_comm *c, int p);
+/* The connecting side's rest of a link whose first connection conn stands:
+ * connects and greets streams 1.. of peer p (one connection each, each
+ * through the job token's handshake); *out: the link's connection (conn
+ * itself for one stream). Takes conn: closed on failure. */
+ddpc_status ddpc__link_connect_rest(ddpc_comm *c, int p, ddpc_conn *conn, double deadline,
+                                    ddpc_conn **out);
 /* Reads and checks the hello on an accepted connection (bytes already
  * there, or arriving before deadline): *rank = who it is, *offer = an
- * offer follows. DDPC_ERR_PROTOCOL for anything but a hello of this
- * communicator from another of its ranks. */
-ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank, int *offer);
+ * offer follows, *stream = which of the link's connections it is (0 the
+ * first). DDPC_ERR_PROTOCOL for anything but a hello of this communicator
+ * from another of its ranks. */
+ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank, int *offer,
+                             int *stream);
+/* The accepting side: files conn as stream k of peer q's link. *out: the
+ * link's connection once every stream is in (they are then taken), else
+ * NULL (conn kept until then). A stream out of range or already in is
+ * DDPC_ERR_PROTOCOL, conn left to the caller. */
+ddpc_status ddpc__link_gather(ddpc_comm *c, int q, int k, ddpc_conn *conn, ddpc_conn **out);
+/* The transport of a link's connection made of n streams. */
+const ddpc_transport *ddpc__link_tp(int n);
 /* Closes an accepted connection that is not a link (a stranger, another
  * communicator's rank, no hello), warning with its address and why. */
 void ddpc__link_reject(ddpc_comm *c, ddpc_conn *conn, const char *why);
@@ -391,7 +418,8 @@ ddpc_status ddpc__link_need(ddpc_exec *e, int p);
 ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved);
 /* The descriptors a sleeping wait watches for links (listener, accepted
  * connections without a hello, connections waiting for an answer): writes
- * up to max into fds, returns how many (at most c->size + c->ninc + 1). */
+ * up to max into fds, returns how many (at most c->size * c->streams +
+ * c->ninc + 1). */
 int ddpc__link_fds(ddpc_comm *c, int *fds, int max);
 /* Closes everything link.c holds (listener, accepted and pending
  * connections, offers). */
@@ -464,5 +492,8 @@ int ddpc__ifname_match(const char *spec, const char *name);
 /* The transport this rank uses to peer: "tcp", "shm", "self" for its own
  * rank, NULL when peer is out of range (for tests and logs). */
 const char *ddpc__peer_transport(const ddpc_comm *c, int peer);
+/* The TCP connections the link to peer carries messages on: 0 for this
+ * rank itself, shared memory, or no link yet (for tests and logs). */
+int ddpc__peer_sockets(const ddpc_comm *c, int peer);
 
 #endif /* DDPC_COMM_COMM_H */

@@ -58,7 +58,7 @@
 #include "comm/comm.h"
 
 #define HELLO_MAGIC   0x48504444u /* "DDPH" */
-#define HELLO_VERSION 2u
+#define HELLO_VERSION 3u
 #define HELLO_F_OFFER 1u          /* a shared-memory offer follows */
 #define VERDICT_MAGIC 0x56504444u /* "DDPV" */
 
@@ -66,7 +66,8 @@ typedef struct hello {
     uint32_t magic, version;
     uint64_t uid;
     int32_t rank, size;
-    uint32_t flags, rsvd;
+    uint32_t flags;
+    uint32_t stream; /* which of the link's connections this is (0: its first) */
 } hello;
 
 /* The higher rank's answer to a lower rank's connection (rule 2). */
@@ -86,11 +87,12 @@ static const ddpc_transport *const tcp = &ddpc__transport_tcp;
 
 /* ------------------------------------------------------------ both modes */
 
-/* Sends rank p the hello on conn (closed on failure). */
-static ddpc_status greet(ddpc_comm *c, int p, ddpc_conn *conn, int offer, double deadline) {
-    hello h = {
-        HELLO_MAGIC, HELLO_VERSION, c->hello_uid, c->rank, c->size, offer ? HELLO_F_OFFER : 0, 0
-    };
+/* Sends rank p the hello on conn, as stream k of the link (closed on
+ * failure). */
+static ddpc_status greet(ddpc_comm *c, int p, ddpc_conn *conn, int offer, int k, double deadline) {
+    hello h = { HELLO_MAGIC, HELLO_VERSION, c->hello_uid,
+                c->rank,     c->size,       offer ? HELLO_F_OFFER : 0,
+                (uint32_t)k };
     ddpc_status s = tcp->send_full(conn, &h, sizeof h, deadline, c->abort_fd);
     if (s != DDPC_OK) {
         tcp->close(conn);
@@ -99,7 +101,9 @@ static ddpc_status greet(ddpc_comm *c, int p, ddpc_conn *conn, int offer, double
     return DDPC_OK;
 }
 
-ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, ddpc_conn **out) {
+/* Connects to peer p and greets it as stream k of the link. */
+static ddpc_status connect_stream(ddpc_comm *c, int p, int offer, int k, double deadline,
+                                  ddpc_conn **out) {
     ddpc_peer *pe = &c->peers[p];
     ddpc_conn *conn = NULL;
     *out = NULL;
@@ -107,13 +111,87 @@ ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, 
     if (s != DDPC_OK)
         return ddpc__err_wrap(s, "rank %d: connecting to rank %d at %s:%d", c->rank, p, pe->ip,
                               pe->port);
-    DDPC_CHECK(greet(c, p, conn, offer, deadline));
+    DDPC_CHECK(greet(c, p, conn, offer, k, deadline));
     *out = conn;
     return DDPC_OK;
 }
 
-ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank,
-                             int *offer) {
+ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, ddpc_conn **out) {
+    return connect_stream(c, p, offer, 0, deadline, out);
+}
+
+int ddpc__link_streams(const ddpc_comm *c, int p) {
+    return c->host_of && c->streams > 1 && c->host_of[p] != c->host ? c->streams : 1;
+}
+
+const ddpc_transport *ddpc__link_tp(int n) { return n > 1 ? &ddpc__transport_streams : tcp; }
+
+ddpc_status ddpc__link_connect_rest(ddpc_comm *c, int p, ddpc_conn *conn, double deadline,
+                                    ddpc_conn **out) {
+    int n = ddpc__link_streams(c, p);
+    ddpc_conn *s[DDPC_STREAMS_MAX] = { conn };
+    *out = NULL;
+    if (n == 1) {
+        *out = conn;
+        return DDPC_OK;
+    }
+    for (int k = 1; k < n; k++) {
+        ddpc_status st = connect_stream(c, p, 0, k, deadline, &s[k]);
+        if (st != DDPC_OK) {
+            while (k-- > 0) tcp->close(s[k]);
+            return ddpc__err_wrap(st, "connection %d of %d (DDPC_SOCKETS_PER_PEER)", k + 2, n);
+        }
+    }
+    return ddpc__streams_create(s, n, out);
+}
+
+ddpc_status ddpc__link_gather(ddpc_comm *c, int q, int k, ddpc_conn *conn, ddpc_conn **out) {
+    ddpc_peer *qe = &c->peers[q];
+    int n = ddpc__link_streams(c, q);
+    *out = NULL;
+    if (n == 1 && k == 0) {
+        *out = conn;
+        return DDPC_OK;
+    }
+    char why[160];
+    if (k < 0 || k >= n) {
+        snprintf(why, sizeof why,
+                 "rank %d sent connection %d of a link of %d (DDPC_SOCKETS_PER_PEER=%d here)", q,
+                 k + 1, n, c->streams);
+        ddpc__link_reject(c, conn, why);
+        return DDPC_OK;
+    }
+    if (!qe->gather && !(qe->gather = calloc((size_t)n, sizeof *qe->gather))) {
+        tcp->close(conn);
+        return ddpc__err(DDPC_ERR_NOMEM, "out of memory for rank %d's connections", q);
+    }
+    if (qe->gather[k]) {
+        snprintf(why, sizeof why, "a second connection %d of %d from rank %d", k + 1, n, q);
+        ddpc__link_reject(c, conn, why);
+        return DDPC_OK;
+    }
+    qe->gather[k] = conn;
+    for (int i = 0; i < n; i++)
+        if (!qe->gather[i]) return DDPC_OK; /* more to come */
+    ddpc_status s = ddpc__streams_create(qe->gather, n, out);
+    free(qe->gather);
+    qe->gather = NULL;
+    return s;
+}
+
+/* Closes the streams gathered from peer p so far. */
+static void drop_gathered(ddpc_comm *c, int p) {
+    ddpc_peer *pe = &c->peers[p];
+    for (int k = 0; pe->gather && k < c->streams; k++) tcp->close(pe->gather[k]);
+    free(pe->gather);
+    free(pe->xauth);
+    pe->gather = NULL;
+    pe->xauth = NULL;
+    pe->xready = 0;
+}
+
+ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank, int *offer,
+                             int *stream) {
     hello h;
     ddpc_status s = tcp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
     if (s != DDPC_OK) return ddpc__err_wrap(s, "no hello");
@@ -128,6 +206,7 @@ ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int
             h.magic, h.version, h.rank);
     *rank = h.rank;
     *offer = (h.flags & HELLO_F_OFFER) != 0;
+    *stream = (int)h.stream;
     return DDPC_OK;
 }
 
@@ -149,7 +228,7 @@ static void link_up(ddpc_comm *c, int p, ddpc_conn *conn, ddpc_conn *sc) {
         conn = sc;
     }
     pe->want_shm = sc != NULL;
-    pe->tp = sc ? &ddpc__transport_shm : tcp;
+    pe->tp = sc ? &ddpc__transport_shm : ddpc__link_tp(ddpc__link_streams(c, p));
     __atomic_store_n(&pe->conn, conn, __ATOMIC_RELEASE); /* ddpc_comm_abort reads it */
     pe->pend = NULL;
     pe->offer = NULL;
@@ -165,16 +244,100 @@ static void drop_attempt(ddpc_peer *pe) {
     pe->offer = NULL;
 }
 
-/* The higher rank's side of rule 3: offers shared memory to p over conn,
- * which then waits for the answer (OFFERED); without shared memory the
- * link is up. */
-static ddpc_status offer_or_up(ddpc_exec *e, int p, ddpc_conn *conn) {
+/* Fails e: connecting the streams of p's link went wrong (s). */
+static ddpc_status streams_failed(ddpc_exec *e, int p, ddpc_status s) {
+    drop_gathered(e->c, p);
+    e->c->peers[p].link = DDPC_LINK_NONE;
+    e->lost = p;
+    return ddpc__fail(e, s, "rank %d: connecting to rank %d: %s", e->c->rank, p, ddpc_last_error());
+}
+
+/* STREAMS: takes each further connection of p's link through what has come
+ * of the job token's handshake (never waiting for more), greets it once
+ * proved; the link is up when they all are. */
+static ddpc_status streams_step(ddpc_exec *e, int p) {
     ddpc_comm *c = e->c;
     ddpc_peer *pe = &c->peers[p];
-    if (!pe->want_shm) {
-        link_up(c, p, conn, NULL);
-        return DDPC_OK;
+    int n = ddpc__link_streams(c, p);
+    for (int k = 1; k < n; k++) {
+        if (pe->xready & (1u << k)) continue;
+        int done = 0;
+        ddpc_status s = ddpc__tcp_connect_step(pe->gather[k], &pe->xauth[k], pe->ip, pe->port,
+                                               step_deadline(e), &done);
+        if (s == DDPC_OK && done && (s = greet(c, p, pe->gather[k], 0, k, step_deadline(e))))
+            pe->gather[k] = NULL; /* greet closed it */
+        if (s != DDPC_OK) return streams_failed(e, p, s);
+        if (done) pe->xready |= 1u << k;
     }
+    if (pe->xready != (1u << n) - 1) return DDPC_OK;
+    ddpc_conn *out = NULL;
+    ddpc_status s = ddpc__streams_create(pe->gather, n, &out);
+    free(pe->gather);
+    pe->gather = NULL;
+    if (s != DDPC_OK) return streams_failed(e, p, s);
+    drop_gathered(c, p);
+    link_up(c, p, out, NULL);
+    return DDPC_OK;
+}
+
+/* This rank's first connection conn of p's link (of several streams)
+ * stands: connects the others, each through the job token's handshake in
+ * steps as the first (STREAMS; the peer answers from its progress), so
+ * that two ranks each connecting their links never wait on each other. */
+static ddpc_status streams_start(ddpc_exec *e, int p, ddpc_conn *conn) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    int n = ddpc__link_streams(c, p);
+    pe->gather = calloc((size_t)n, sizeof *pe->gather);
+    pe->xauth = calloc((size_t)n, sizeof *pe->xauth);
+    if (!pe->gather || !pe->xauth) {
+        tcp->close(conn);
+        return streams_failed(e, p, ddpc__err(DDPC_ERR_NOMEM, "out of memory"));
+    }
+    pe->gather[0] = conn;
+    pe->xready = 1;
+    pe->link = DDPC_LINK_STREAMS;
+    for (int k = 1; k < n; k++) {
+        int proving = 0;
+        ddpc_status s = ddpc__tcp_connect_start(pe->ip, pe->port, step_deadline(e), 1,
+                                                &pe->xauth[k], &proving, &pe->gather[k]);
+        if (s == DDPC_OK && !proving) pe->xauth[k].stage = 2; /* no token: nothing to prove */
+        if (s != DDPC_OK)
+            return streams_failed(
+                e, p, ddpc__err_wrap(s, "connection %d of %d (DDPC_SOCKETS_PER_PEER)", k + 1, n));
+    }
+    return streams_step(e, p);
+}
+
+/* A TCP link's first connection conn stands: the side that made it
+ * (mine) connects the link's other streams (STREAMS until they are all
+ * made), the other gathers them as they come (GATHER until they are all
+ * in); then the link is up. */
+static ddpc_status stand(ddpc_exec *e, int p, ddpc_conn *conn, int mine) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    ddpc_conn *out = NULL;
+    if (mine && ddpc__link_streams(c, p) > 1) return streams_start(e, p, conn);
+    ddpc_status s = ddpc__link_gather(c, p, 0, conn, &out);
+    if (s != DDPC_OK) {
+        e->lost = p;
+        return ddpc__fail(e, s, "rank %d: connecting to rank %d: %s", c->rank, p,
+                          ddpc_last_error());
+    }
+    if (out)
+        link_up(c, p, out, NULL);
+    else
+        pe->link = DDPC_LINK_GATHER;
+    return DDPC_OK;
+}
+
+/* The higher rank's side of rule 3: offers shared memory to p over conn,
+ * which then waits for the answer (OFFERED); without shared memory the
+ * link stands (mine: this rank connected it). */
+static ddpc_status offer_or_up(ddpc_exec *e, int p, ddpc_conn *conn, int mine) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    if (!pe->want_shm) return stand(e, p, conn, mine);
     char who[32];
     snprintf(who, sizeof who, "rank %d", p);
     ddpc_status s =
@@ -190,20 +353,20 @@ static ddpc_status offer_or_up(ddpc_exec *e, int p, ddpc_conn *conn) {
 }
 
 /* The lower rank's side of rule 3: joins the offer that follows on conn
- * (when offered), and the link is up. */
-static ddpc_status join_and_up(ddpc_exec *e, int p, ddpc_conn *conn, int offered) {
+ * (when offered), and the link is up; unoffered, it stands (mine: this rank
+ * connected it). */
+static ddpc_status join_and_up(ddpc_exec *e, int p, ddpc_conn *conn, int offered, int mine) {
     ddpc_comm *c = e->c;
     ddpc_conn *sc = NULL;
-    if (offered) {
-        char who[32];
-        snprintf(who, sizeof who, "rank %d", p);
-        ddpc_status s =
-            ddpc__shm_join(conn, who, (size_t)c->shm_bytes, step_deadline(e), c->abort_fd, &sc);
-        if (s != DDPC_OK) {
-            tcp->close(conn);
-            e->lost = p;
-            return ddpc__fail(e, s, "joining rank %d's shared memory: %s", p, ddpc_last_error());
-        }
+    if (!offered) return stand(e, p, conn, mine);
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", p);
+    ddpc_status s =
+        ddpc__shm_join(conn, who, (size_t)c->shm_bytes, step_deadline(e), c->abort_fd, &sc);
+    if (s != DDPC_OK) {
+        tcp->close(conn);
+        e->lost = p;
+        return ddpc__fail(e, s, "joining rank %d's shared memory: %s", p, ddpc_last_error());
     }
     link_up(c, p, conn, sc);
     return DDPC_OK;
@@ -215,14 +378,14 @@ static ddpc_status greet_and_go(ddpc_exec *e, int p, ddpc_conn *conn) {
     ddpc_comm *c = e->c;
     ddpc_peer *pe = &c->peers[p];
     int higher = c->rank > p;
-    ddpc_status s = greet(c, p, conn, higher && pe->want_shm, step_deadline(e));
+    ddpc_status s = greet(c, p, conn, higher && pe->want_shm, 0, step_deadline(e));
     if (s != DDPC_OK) {
         pe->link = DDPC_LINK_NONE;
         e->lost = p;
         return ddpc__fail(e, s, "lost rank %d while connecting to it (%s)", p, ddpc_last_error());
     }
-    if (higher) return offer_or_up(e, p, conn); /* rule 1: it stands */
-    pe->pend = conn;                            /* rule 2: ask */
+    if (higher) return offer_or_up(e, p, conn, 1); /* rule 1: it stands */
+    pe->pend = conn;                               /* rule 2: ask */
     pe->link = DDPC_LINK_ASKED;
     return DDPC_OK;
 }
@@ -290,19 +453,36 @@ static void reject(ddpc_comm *c, ddpc_conn *conn, const char *why) {
 /* A hello has come on accepted connection conn: rules 1 and 2. */
 static ddpc_status on_hello(ddpc_exec *e, ddpc_conn *conn) {
     ddpc_comm *c = e->c;
-    int q = -1, offered = 0;
-    if (ddpc__link_hello(c, conn, step_deadline(e), &q, &offered) != DDPC_OK) {
+    int q = -1, offered = 0, k = 0;
+    if (ddpc__link_hello(c, conn, step_deadline(e), &q, &offered, &k) != DDPC_OK) {
         reject(c, conn, ddpc_last_error());
         return DDPC_OK;
     }
     ddpc_peer *qe = &c->peers[q];
+    if (k != 0) { /* another stream of a link whose first connection stands, or is on its way */
+        ddpc_conn *out = NULL;
+        if (qe->link == DDPC_LINK_UP || qe->link == DDPC_LINK_OFFERED ||
+            qe->link == DDPC_LINK_STREAMS) {
+            reject(c, conn, "a further connection from a rank already connected");
+            return DDPC_OK;
+        }
+        ddpc_status s = ddpc__link_gather(c, q, k, conn, &out);
+        if (s != DDPC_OK) {
+            e->lost = q;
+            return ddpc__fail(e, s, "rank %d: connecting to rank %d: %s", c->rank, q,
+                              ddpc_last_error());
+        }
+        if (out) link_up(c, q, out, NULL); /* stream 0 is in: the link is GATHER */
+        return DDPC_OK;
+    }
     if (q > c->rank) { /* rule 1 */
-        if (qe->link == DDPC_LINK_UP || qe->link == DDPC_LINK_OFFERED) {
+        if (qe->link == DDPC_LINK_UP || qe->link == DDPC_LINK_OFFERED ||
+            qe->link == DDPC_LINK_GATHER || qe->link == DDPC_LINK_STREAMS) {
             reject(c, conn, "a second connection from a rank already connected");
             return DDPC_OK;
         }
         if (qe->link == DDPC_LINK_ASKED || qe->link == DDPC_LINK_PROVING) drop_attempt(qe);
-        return join_and_up(e, q, conn, offered);
+        return join_and_up(e, q, conn, offered, 0);
     }
     /* rule 2: q asks */
     verdict v = { VERDICT_MAGIC, qe->link == DDPC_LINK_NONE };
@@ -312,7 +492,7 @@ static ddpc_status on_hello(ddpc_exec *e, ddpc_conn *conn) {
         return DDPC_OK;
     }
     qe->link_since = ddpc__now();
-    return offer_or_up(e, q, conn);
+    return offer_or_up(e, q, conn, 0);
 }
 
 /* Peer p's pending connection (ASKED, OFFERED) is readable: the verdict,
@@ -351,7 +531,7 @@ static ddpc_status on_answer(ddpc_exec *e, int p) {
     }
     ddpc_conn *conn = pe->pend;
     pe->pend = NULL;
-    return join_and_up(e, p, conn, pe->want_shm);
+    return join_and_up(e, p, conn, pe->want_shm, 1);
 }
 
 /* Takes the connections waiting on the listener (those that proved the job
@@ -368,7 +548,7 @@ static ddpc_status accept_waiting(ddpc_exec *e) {
         ddpc_conn *conn = NULL;
         if (tcp->accept(c->lis, ddpc__deadline_in(0.02), c->abort_fd, &conn) != DDPC_OK)
             return DDPC_OK; /* none ready (or one still proving the token) */
-        int cap = c->size + 16;
+        int cap = c->size * c->streams + 16;
         if (!c->inc) {
             c->inc = calloc((size_t)cap, sizeof *c->inc);
             if (!c->inc) {
@@ -422,9 +602,9 @@ ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved) {
     /* answers */
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
-        if (pe->link == DDPC_LINK_PROVING) { /* reads only what has come */
-            int was = pe->link;
-            DDPC_CHECK(on_proving(e, p));
+        if (pe->link == DDPC_LINK_PROVING || pe->link == DDPC_LINK_STREAMS) {
+            int was = pe->link; /* reads only what has come */
+            DDPC_CHECK(was == DDPC_LINK_PROVING ? on_proving(e, p) : streams_step(e, p));
             *moved |= pe->link != was;
             continue;
         }
@@ -441,8 +621,12 @@ int ddpc__link_fds(ddpc_comm *c, int *fds, int max) {
     if (!c->lis || max < 1) return 0;
     int n = tcp->listener_fds(c->lis, fds, max < LISTENER_FDS ? max : LISTENER_FDS);
     for (int i = 0; i < c->ninc && n < max; i++) fds[n++] = tcp->poll_fd(c->inc[i].conn);
-    for (int p = 0; p < c->size && n < max; p++)
-        if (c->peers[p].pend) fds[n++] = tcp->poll_fd(c->peers[p].pend);
+    for (int p = 0; p < c->size && n < max; p++) {
+        const ddpc_peer *pe = &c->peers[p];
+        if (pe->pend) fds[n++] = tcp->poll_fd(pe->pend);
+        for (int k = 1; pe->link == DDPC_LINK_STREAMS && k < c->streams && n < max; k++)
+            if (!(pe->xready & (1u << k))) fds[n++] = tcp->poll_fd(pe->gather[k]);
+    }
     return n;
 }
 
@@ -451,7 +635,10 @@ void ddpc__link_free(ddpc_comm *c) {
     free(c->inc);
     c->inc = NULL;
     c->ninc = 0;
-    for (int p = 0; c->peers && p < c->size; p++) drop_attempt(&c->peers[p]);
+    for (int p = 0; c->peers && p < c->size; p++) {
+        drop_attempt(&c->peers[p]);
+        drop_gathered(c, p);
+    }
     tcp->close_listener(c->lis);
     c->lis = NULL;
 }

@@ -118,7 +118,9 @@ void ddpc__send_notes(ddpc_exec *e, const ddpc_hdr *note, int close) {
     for (int p = 0; p < c->size; p++) {
         ddpc_peer *pe = &c->peers[p];
         int at_boundary = !pe->sq || pe->sq->x.done == 0;
-        if (pe->conn && p != e->lost && !at_boundary && !is_aborted(c)) {
+        if (pe->conn && p != e->lost && !at_boundary && !is_aborted(c) && pe->tp->send_rest) {
+            at_boundary = pe->tp->send_rest(pe->conn, &pe->sq->x, note_by, c->abort_fd) == DDPC_OK;
+        } else if (pe->conn && p != e->lost && !at_boundary && !is_aborted(c)) {
             ddpc_xfer *x = &pe->sq->x;
             size_t off = x->done;
             at_boundary = 1;
@@ -500,7 +502,8 @@ static ddpc_status pollset_init(ddpc_comm *c, pollset *ps) {
     ps->pidx = ps->pidx_small;
     ps->ready = ps->ready_small;
     ps->n = ps->nready = 0;
-    size_t cap = (size_t)c->size + 1 + (c->lis ? (size_t)c->size + 1 + (size_t)c->ninc : 0);
+    size_t cap = (size_t)c->size + 1 +
+                 (c->lis ? (size_t)c->size * (size_t)c->streams + 1 + (size_t)c->ninc : 0);
     ps->cap = (int)cap;
     if (cap <= 17) return DDPC_OK;
     ps->pf = malloc(sizeof *ps->pf * cap);

@@ -82,6 +82,9 @@ typedef struct ddpc_transport {
     ddpc_status (*send_full)(ddpc_conn *c, const void *buf, size_t len, double deadline,
                              int abort_fd);
     ddpc_status (*recv_full)(ddpc_conn *c, void *buf, size_t len, double deadline, int abort_fd);
+    /* Optional: finishes send x (begun with send), blocking until deadline
+     * or abort_fd; NULL where send_full of x's remaining bytes does it. */
+    ddpc_status (*send_rest)(ddpc_conn *c, ddpc_xfer *x, double deadline, int abort_fd);
 
     /* The descriptor to poll() for readiness (POLLIN: bytes or EOF to
      * receive; POLLOUT: room to send), or -1 when the transport has none. */
@@ -151,5 +154,19 @@ void ddpc__shm_pending_free(ddpc_shm_pending *pending);
  * A new shm connection starts with auto; set_copy_policy sets another. */
 int ddpc__shm_copy_policy(const char *value);
 void ddpc__shm_set_copy_policy(ddpc_conn *shm, int policy);
+
+/* One pair's link over n (2..DDPC_STREAMS_MAX) TCP connections made by the
+ * caller, a message's parts spread over them (streams.c:
+ * DDPC_SOCKETS_PER_PEER). Both ends must hand over the same connections in
+ * the same order (stream k here is stream k there). create takes the
+ * connections (tcp's, owned from then on, closed on failure too); send,
+ * recv and friends as tcp's, a header (send_full, peek) on stream 0. */
+#define DDPC_STREAMS_MAX 16
+extern const ddpc_transport ddpc__transport_streams;
+ddpc_status ddpc__streams_create(ddpc_conn **streams, int n, ddpc_conn **out);
+/* The connections c (of ddpc__transport_streams) spreads over. */
+int ddpc__streams_count(const ddpc_conn *c);
+/* Stream k's socket (tests look at what each carried); -1 out of range. */
+int ddpc__streams_fd(const ddpc_conn *c, int k);
 
 #endif /* DDPC_TRANSPORT_H */

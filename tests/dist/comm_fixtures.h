@@ -113,10 +113,8 @@ static inline const char *slurp_log(const char *tag, int rank) {
     return buf;
 }
 
-/* Sets the rank's environment (short timeouts) and creates the communicator;
- * checks that same-host peers use shared memory unless DDPC_SHM=0, and that
- * the segments it made are gone from /dev/shm already. */
-static inline ddpc_comm *env_comm(int rank, int world) {
+/* Sets the rank's environment (short timeouts) and creates the communicator. */
+static inline ddpc_comm *env_comm_unchecked(int rank, int world) {
     t_set_rank_env(rank, world, g_port);
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     setenv("DDPC_TIMEOUT", "20", 1);
@@ -125,6 +123,14 @@ static inline ddpc_comm *env_comm(int rank, int world) {
     CHECK_OK(ddpc_comm_create_env(&c));
     CHECK_EQ(ddpc_comm_rank(c), rank);
     CHECK_EQ(ddpc_comm_size(c), world);
+    return c;
+}
+
+/* env_comm_unchecked, then checks that same-host peers use shared memory
+ * unless DDPC_SHM=0, and that the segments it made are gone from /dev/shm
+ * already. */
+static inline ddpc_comm *env_comm(int rank, int world) {
+    ddpc_comm *c = env_comm_unchecked(rank, world);
     check_transports(c, shm_wanted() ? "shm" : "tcp", world);
     CHECK_EQ(shm_segments(getpid()), 0);
     return c;
@@ -148,6 +154,81 @@ static inline void allreduce_checks(ddpc_comm *c, int rank, int world) {
         for (size_t i = 0; i < n; i++) CHECK(x[i] == (float)world * (float)(i % 13));
         free(x);
         free(y);
+    }
+}
+
+/* Small allreduces (checked) until rank 0's log (log_to_file(tag, 0)) holds
+ * needle times times, at most 500; whether it did. */
+static inline int collectives_until_logged(ddpc_comm *c, const char *tag, const char *needle,
+                                           int times) {
+    int rank = ddpc_comm_rank(c), world = ddpc_comm_size(c), done = 0;
+    for (int it = 0; it < 500 && !done; it++) {
+        int32_t x[2] = { rank + it, 0 }, y[2] = { 0, 0 };
+        if (rank == 0) {
+            char path[128], buf[8192];
+            fflush(stderr);
+            snprintf(path, sizeof path, "/tmp/ddpc-test-%s-%d-0.log", tag, (int)getppid());
+            FILE *f = fopen(path, "r");
+            size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+            buf[n] = '\0';
+            if (f) fclose(f);
+            const char *u = buf;
+            int seen = 0;
+            while (seen < times && (u = strstr(u, needle))) seen++, u++;
+            x[1] = seen == times;
+        }
+        CHECK_OK(ddpc_allreduce(c, x, y, 2, DDPC_INT32, DDPC_SUM));
+        CHECK_EQ(y[0], world * (world - 1) / 2 + world * it);
+        done = y[1] > 0;
+        if (!done) ddpc__sleep(0.01);
+    }
+    return done;
+}
+
+/* Allreduces of n floats in which rank 2 kills itself in the middle of its
+ * 4th: every other rank's call fails within 5 s naming it, and later calls
+ * at once. Destroys c. */
+static inline void rank2_killed_checks(ddpc_comm *c, int rank, size_t n) {
+    float *x = calloc(n, sizeof(float));
+    for (int it = 0; it < 1000; it++) {
+        if (rank == 2 && it == 3) {
+            ddpc_work *w;
+            CHECK_OK(ddpc_allreduce_async(c, x, x, n, DDPC_FLOAT32, DDPC_SUM, &w));
+            ddpc__sleep(0.05); /* in the middle of it */
+            raise(SIGKILL);
+        }
+        double t0 = ddpc__now();
+        ddpc_status s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
+        if (s == DDPC_OK) continue;
+        double took = ddpc__now() - t0;
+        CHECK_MSG(took < 5.0, "rank %d noticed after %.2f s", rank, took);
+        CHECK_CONTAINS(ddpc_last_error(), "lost rank 2");
+        CHECK_CONTAINS(ddpc_comm_last_error(c), "lost rank 2");
+        CHECK(s == DDPC_ERR_PEER_LOST);
+        /* later calls fail at once, with the first error */
+        CHECK(ddpc_barrier(c) == DDPC_ERR_PEER_LOST);
+        CHECK_OK(ddpc_comm_destroy(c));
+        free(x);
+        return;
+    }
+    CHECK_MSG(0, "rank %d never saw rank 2 die", rank);
+}
+
+/* world ranks of fn, which kills rank 2 (rank2_killed_checks): it died,
+ * every other rank passed, no segment was left behind. */
+static inline void run_rank2_killed(int world, t_rank_fn fn, void *arg) {
+    g_port = t_free_port();
+    pids_init();
+    int st[16];
+    t_run_ranks_status(world, 30, fn, arg, st);
+    check_no_segments_left(world);
+    for (int r = 0; r < world; r++) {
+        if (r == 2) {
+            CHECK(st[r] != -1 && WIFSIGNALED(st[r]));
+            continue;
+        }
+        CHECK_MSG(st[r] != -1, "rank %d hung", r);
+        CHECK_MSG(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed", r);
     }
 }
 

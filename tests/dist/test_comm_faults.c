@@ -66,48 +66,10 @@ TEST_T(comm_abort_wakes_blocked, 30) {
 static void killed_body(int rank, int world, void *arg) {
     setenv("DDPC_TIMEOUT", "60", 1);
     ddpc_comm *c = env_comm(rank, world);
-    setenv("DDPC_TIMEOUT", "60", 1);
-    size_t n = world > 4 ? 1u << 20 : 4u << 20;
-    float *x = calloc(n, sizeof(float));
-    for (int it = 0; it < 1000; it++) {
-        if (rank == 2 && it == 3) {
-            ddpc_work *w;
-            CHECK_OK(ddpc_allreduce_async(c, x, x, n, DDPC_FLOAT32, DDPC_SUM, &w));
-            ddpc__sleep(0.05); /* in the middle of it */
-            raise(SIGKILL);
-        }
-        double t0 = ddpc__now();
-        ddpc_status s = ddpc_allreduce(c, x, x, n, DDPC_FLOAT32, DDPC_SUM);
-        if (s == DDPC_OK) continue;
-        double took = ddpc__now() - t0;
-        CHECK_MSG(took < 5.0, "rank %d noticed after %.2f s", rank, took);
-        CHECK_CONTAINS(ddpc_last_error(), "lost rank 2");
-        CHECK_CONTAINS(ddpc_comm_last_error(c), "lost rank 2");
-        CHECK(s == DDPC_ERR_PEER_LOST);
-        /* later calls fail at once, with the first error */
-        CHECK(ddpc_barrier(c) == DDPC_ERR_PEER_LOST);
-        CHECK_OK(ddpc_comm_destroy(c));
-        free(x);
-        return;
-    }
-    CHECK_MSG(0, "rank %d never saw rank 2 die", rank);
+    rank2_killed_checks(c, rank, world > 4 ? 1u << 20 : 4u << 20);
 }
 
-static void run_killed(int world) {
-    g_port = t_free_port();
-    pids_init();
-    int st[16];
-    t_run_ranks_status(world, 30, killed_body, NULL, st);
-    check_no_segments_left(world);
-    for (int r = 0; r < world; r++) {
-        if (r == 2) {
-            CHECK(st[r] != -1 && WIFSIGNALED(st[r]));
-            continue;
-        }
-        CHECK_MSG(st[r] != -1, "rank %d hung", r);
-        CHECK_MSG(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d failed", r);
-    }
-}
+static void run_killed(int world) { run_rank2_killed(world, killed_body, NULL); }
 
 TEST_T(comm_rank_killed_mid_collective, 40) { run_killed(4); }
 TEST_T(comm_rank_killed_mid_collective_w8, 40) { run_killed(8); }

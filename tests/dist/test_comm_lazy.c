@@ -244,25 +244,7 @@ static void stranger_body(int rank, int world, void *arg) {
         close(fd[2]); /* says nothing */
     }
     /* collectives until rank 0 has closed both talkers (its log says so) */
-    int done = 0;
-    for (int it = 0; it < 500 && !done; it++) {
-        int32_t x[2] = { rank + it, 0 }, y[2] = { 0, 0 };
-        if (rank == 0) {
-            char path[128], buf[8192];
-            fflush(stderr);
-            snprintf(path, sizeof path, "/tmp/ddpc-test-stranger-%d-0.log", (int)getppid());
-            FILE *f = fopen(path, "r");
-            size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-            buf[n] = '\0';
-            if (f) fclose(f);
-            const char *u = strstr(buf, "unexpected hello");
-            x[1] = u && strstr(u + 1, "unexpected hello");
-        }
-        CHECK_OK(ddpc_allreduce(c, x, y, 2, DDPC_INT32, DDPC_SUM));
-        CHECK_EQ(y[0], world * (world - 1) / 2 + world * it);
-        done = y[1] > 0;
-        if (!done) ddpc__sleep(0.01);
-    }
+    int done = collectives_until_logged(c, "stranger", "unexpected hello", 2);
     CHECK(done);
     CHECK_OK(ddpc_comm_destroy(c));
     for (int k = 0; k < 2; k++)

@@ -9,7 +9,8 @@
 #include "comm_fixtures.h"
 
 static double g_timeout = 2.0, g_settle = 1.0;
-static char g_master[32]; /* MASTER_ADDR when not loopback */
+static char g_master[32];     /* MASTER_ADDR when not loopback */
+static const char *g_streams; /* set: each rank its own host, this DDPC_SOCKETS_PER_PEER */
 
 /* Rank env, short timeouts, the flight recorder into the test's directory. */
 static ddpc_comm *stall_comm(int rank, int world) {
@@ -22,6 +23,11 @@ static ddpc_comm *stall_comm(int rank, int world) {
     snprintf(v, sizeof v, "%g", g_settle * t_slow());
     setenv("DDPC_STALL_SETTLE", v, 1);
     setenv("DDPC_TRACE_DIR", t_tmp_dir(), 1);
+    if (g_streams) {
+        snprintf(v, sizeof v, "stall-h%d", rank);
+        setenv("DDPC_HOST_ID", v, 1);
+        setenv("DDPC_SOCKETS_PER_PEER", g_streams, 1);
+    }
     ddpc_comm *c = NULL;
     CHECK_OK(ddpc_comm_create_env(&c));
     return c;
@@ -140,6 +146,12 @@ static void run_sigstop(void) {
 TEST_T(stall_sigstop_names_silent_rank, 90) { run_sigstop(); }
 TEST_T(stall_sigstop_names_silent_rank_tcp, 90) {
     setenv("DDPC_SHM", "0", 1);
+    run_sigstop();
+}
+/* each rank a host of its own, 4 connections per pair: the notices still
+ * travel (on a link's first connection) and name the silent rank */
+TEST_T(stall_sigstop_names_silent_rank_4_sockets_per_peer, 90) {
+    g_streams = "4";
     run_sigstop();
 }
 
