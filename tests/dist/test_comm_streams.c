@@ -211,6 +211,14 @@ TEST_T(comm_streams_lazy_both_ends_connect_at_once, 120) {
     g_port = t_free_port();
     t_run_ranks(6, 110, crossing_body, NULL);
 }
+/* the same with a job token: every connection's handshake in steps, so
+ * ranks connecting their links to each other at once never wait on each
+ * other */
+TEST_T(comm_streams_lazy_both_ends_connect_at_once_token, 120) {
+    setenv("DDPC_JOB_TOKEN", "streams-test-token", 1);
+    g_port = t_free_port();
+    t_run_ranks(6, 110, crossing_body, NULL);
+}
 
 /* ------------------------------------------------------------ faults */
 
