@@ -5,7 +5,7 @@
  * Two protocols share one table: ddpc's own (framed, with a handshake,
  * server-side timeouts and error replies) and PyTorch's c10d TCPStore,
  * told apart by a connection's first byte; both decode into one store_req
- * (decode.c) executed here, and each reply is encoded in its client's
+ * (decode.c) that requests.c executes, encoding each reply in its client's
  * protocol. Every connection is a small state machine (handshake, ready,
  * waiting on keys, closing). A connection is read only while it has no reply pending,
  * so its memory is bounded by one request plus one reply, and a client that
@@ -14,8 +14,9 @@
  * server answers RS_TIMEOUT itself. Bad input is answered with RS_ERROR, then
  * the connection is flushed, half-closed, drained briefly and closed.
  *
- * Who is let in (the job token's handshake) is gate.c's. The wire format
- * is in proto.h; the client is client.c.
+ * Who is let in (the job token's handshake) is gate.c's; what a request
+ * does is requests.c's (conn.h: the connection they share). The wire
+ * format is in proto.h; the client is client.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,8 +37,8 @@
 #include "base/base.h"
 #include "base/env.h"
 #include "base/sock.h"
-#include "base/strbuf.h"
 #include "base/util.h"
+#include "store/conn.h"
 #include "store/gate.h"
 #include "store/proto.h"
 #include "store/server.h"
@@ -45,45 +46,10 @@
 
 /* ------------------------------------------------------- connections */
 
-enum { C_HANDSHAKE, C_READY, C_WAITING, C_CLOSING };
-
 #define READ_CHUNK      (1u << 20) /* most bytes read per recv */
 #define CLOSE_LINGER_S  1.0        /* how long a closing connection is drained */
 #define CLOSE_DRAIN_MAX (1u << 20) /* most bytes discarded while draining */
 #define MAX_CONNS       65536
-
-typedef struct conn {
-    int fd;
-    int state;
-    char peer[72];     /* "addr:port" of the client, for logs */
-    unsigned char *in; /* the frame being read (header included) */
-    size_t in_have;    /* bytes of it read so far */
-    size_t in_cap;
-    unsigned char *out; /* the reply being written */
-    size_t out_len, out_off;
-    double deadline;            /* waiting: the request's timeout; closing: linger end */
-    size_t drained;             /* closing: bytes discarded */
-    int wr_shut;                /* closing: shutdown(SHUT_WR) done */
-    int proto;                  /* PROTO_*, 0 until the first byte tells */
-    size_t req_len;             /* TCPStore: bytes of the request being handled */
-    store_req wq;               /* waiting: the parked GET or WAIT (points into in) */
-    int admitted;               /* proved the job token, or none is needed (a torch client
-                                  under DDPC_STORE_TORCH=1, or no token) */
-    ddpc__gate_pending pending; /* until admitted: the job token's handshake (gate.c) */
-} conn;
-
-struct ddpc_store_server {
-    int lfd;
-    int port;
-    int wake_fd; /* eventfd: stop request */
-    pthread_t thread;
-    conn **conns; /* nconns live connections */
-    int nconns, cap;
-    ddpc__table tab;
-    int dirty;             /* a key was set since waiters were last checked */
-    double accept_pause;   /* accept paused until then (fd limit reached) */
-    ddpc__store_gate gate; /* who is let in: the job token, DDPC_AUTH_TIMEOUT, torch clients */
-};
 
 static void conn_free(conn *c) {
     if (c->fd >= 0) close(c->fd);
@@ -94,7 +60,7 @@ static void conn_free(conn *c) {
 
 /* Queues h + p as the connection's reply; on memory shortage the
  * connection is closed instead. */
-static void queue(conn *c, const void *h, size_t hn, const void *p, size_t n) {
+void ddpc__conn_queue(conn *c, const void *h, size_t hn, const void *p, size_t n) {
     unsigned char *o = malloc(hn + n + 1);
     if (!o) {
         DDPC_WARN(STORE, "store: out of memory replying to %s; closing it", c->peer);
@@ -111,16 +77,14 @@ static void queue(conn *c, const void *h, size_t hn, const void *p, size_t n) {
 }
 
 /* A ddpc reply frame: status and payload. */
-static void reply(conn *c, int status, const void *p, size_t n) {
+void ddpc__conn_reply(conn *c, int status, const void *p, size_t n) {
     unsigned char h[5];
     put_u32(h, (uint32_t)(1 + n));
     h[4] = (unsigned char)status;
-    queue(c, h, 5, p, n);
+    ddpc__conn_queue(c, h, 5, p, n);
 }
 
-static void reply_msg(conn *c, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_msg(conn *c, int status, const char *fmt, ...) {
+void ddpc__conn_reply_msg(conn *c, int status, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -128,270 +92,21 @@ static void reply_msg(conn *c, int status, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) n = 0;
     if ((size_t)n >= sizeof msg) n = sizeof msg - 1;
-    reply(c, status, msg, (size_t)n);
+    ddpc__conn_reply(c, status, msg, (size_t)n);
 }
 
 /* Answers a protocol violation (ddpc: an RS_ERROR frame; TCPStore has no
  * error reply) and starts closing the connection. */
-static void fail_conn(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_conn(conn *c, const char *fmt, ...) {
+void ddpc__conn_fail(conn *c, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     DDPC_INFO(STORE, "store: closing %s: %s", c->peer, msg);
-    if (c->proto != PROTO_TORCH) reply_msg(c, RS_ERROR, "%s", msg);
+    if (c->proto != PROTO_TORCH) ddpc__conn_reply_msg(c, RS_ERROR, "%s", msg);
     c->state = C_CLOSING;
     c->deadline = ddpc__now() + CLOSE_LINGER_S;
-}
-
-/* A request that cannot be served: ddpc answers RS_ERROR and goes on;
- * a TCPStore client is disconnected, as torch's own server does. */
-#define refuse(c, ...)                                       \
-    ((c)->proto == PROTO_TORCH ? fail_conn((c), __VA_ARGS__) \
-                               : reply_msg((c), RS_ERROR, __VA_ARGS__))
-
-/* An OK answer in the connection's protocol: ddpc frames it; TCPStore
- * sends the payload alone, after its u64 length when with_len. */
-static void answer(conn *c, const void *p, size_t n, int with_len) {
-    if (c->proto == PROTO_DDPC) {
-        reply(c, RS_OK, p, n);
-        return;
-    }
-    unsigned char l[8];
-    put_u64(l, n);
-    queue(c, l, with_len ? 8 : 0, p, n);
-}
-
-static void answer_i64(conn *c, int64_t v) {
-    unsigned char b[8];
-    put_i64(b, v);
-    answer(c, b, 8, 0);
-}
-
-/* Parses a stored value as a decimal int64 (what add writes). */
-static int parse_int(const unsigned char *v, size_t n, int64_t *out) {
-    if (n == 0 || n > 20) return -1;
-    size_t i = 0;
-    int neg = 0;
-    if (v[0] == '-' || v[0] == '+') {
-        neg = v[0] == '-';
-        i = 1;
-        if (n == 1) return -1;
-    }
-    uint64_t acc = 0;
-    for (; i < n; i++) {
-        if (v[i] < '0' || v[i] > '9') return -1;
-        if (acc > (UINT64_MAX - (v[i] - '0')) / 10) return -1;
-        acc = acc * 10 + (v[i] - '0');
-    }
-    if (!neg && acc > (uint64_t)INT64_MAX) return -1;
-    if (neg && acc > (uint64_t)INT64_MAX + 1) return -1;
-    *out = neg ? (int64_t)(0 - acc) : (int64_t)acc;
-    return 0;
-}
-
-/* The request just handled is done: drop its bytes from the input (a
- * TCPStore client may have sent the next ones behind it). */
-static void req_done(conn *c) {
-    size_t n = c->proto == PROTO_TORCH ? c->req_len : c->in_have;
-    if (n < c->in_have) memmove(c->in, c->in + n, c->in_have - n);
-    c->in_have -= n;
-    c->req_len = 0;
-}
-
-/* Number of q's keys missing from the table; their names go into names
- * (when not NULL) as far as they fit. */
-static uint32_t missing_keys(const struct ddpc_store_server *s, const store_req *q,
-                             ddpc__strbuf *names) {
-    const unsigned char *p = q->keys;
-    uint32_t missing = 0;
-    for (uint32_t i = 0; i < q->nkeys; i++) {
-        uint32_t kn;
-        const char *k = ddpc__store_req_key(q, &p, &kn);
-        if (ddpc__tab_find(&s->tab, k, kn)) continue;
-        if (names) ddpc__sb_printf(names, "%s'%.*s'", missing ? ", " : "", (int)kn, k);
-        missing++;
-    }
-    return missing;
-}
-
-/* Re-examines a parked GET or WAIT (c->wq, whose bytes are still in c->in):
- * replies when its keys exist, or RS_TIMEOUT once its deadline has passed
- * (a TCPStore wait has none: its client gives up by closing). */
-static void check_waiter(struct ddpc_store_server *s, conn *c, double now) {
-    const store_req *q = &c->wq;
-    if (q->op == OP_GET) {
-        ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
-        if (e)
-            reply(c, RS_OK, e->val, e->vlen);
-        else if (now >= c->deadline)
-            reply_msg(c, RS_TIMEOUT, "key '%.*s' was not set in time",
-                      (int)(q->klen > 200 ? 200 : q->klen), q->key);
-        else
-            return;
-    } else {
-        char msg[800];
-        ddpc__strbuf names;
-        ddpc__sb_fixed(&names, msg, sizeof msg);
-        uint32_t missing = missing_keys(s, q, &names);
-        if (missing && now < c->deadline) return;
-        if (missing == 0) {
-            unsigned char stop = TWAIT_STOP_WAITING;
-            answer(c, &stop, c->proto == PROTO_TORCH, 0);
-        } else {
-            reply_msg(c, RS_TIMEOUT, "%u of %u keys were not set in time: %s%s", missing, q->nkeys,
-                      msg, names.cut ? ", ..." : "");
-        }
-    }
-    if (c->state == C_WAITING) c->state = C_READY;
-    req_done(c);
-}
-
-/* ------------------------------------------------------------ requests */
-
-/* A request handler answers q on c, refuses it, or parks it (GET and WAIT
- * whose keys are missing). Returns 1 when q is finished with, 0 when it is
- * parked: a parked request's bytes stay in c->in until check_waiter
- * answers it. */
-typedef int (*op_fn)(struct ddpc_store_server *s, conn *c, const store_req *q);
-
-/* At most 200 bytes of a key, for messages. */
-#define KSHOW(q) (int)((q)->klen > 200 ? 200 : (q)->klen), (q)->key
-
-/* GET (ddpc) and WAIT: parked until the keys exist or the timeout passes. */
-static int op_wait(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    double now = ddpc__now();
-    c->wq = *q;
-    c->deadline = q->wait_s < 0 ? 1e300 : now + q->wait_s;
-    c->state = C_WAITING;
-    check_waiter(s, c, now);
-    if (c->state == C_WAITING && q->proto == PROTO_TORCH && c->in_have > c->req_len) {
-        c->state = C_READY; /* its next request is here: it gave up already (see server_main) */
-        req_done(c);
-    }
-    return 0;
-}
-
-/* ddpc's GET waits; TCPStore's clients wait first, and an absent key ends
- * the connection. */
-static int op_get(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    if (q->proto == PROTO_DDPC) return op_wait(s, c, q);
-    ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
-    if (!e) {
-        fail_conn(c, "get: key '%.*s' does not exist", KSHOW(q));
-        return 1;
-    }
-    answer(c, e->val, e->vlen, 1);
-    return 1;
-}
-
-static int op_set(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    if (ddpc__tab_set(&s->tab, q->key, q->klen, q->v1, q->n1) != 0) {
-        refuse(c, "set: server out of memory");
-        return 1;
-    }
-    s->dirty = 1;
-    if (c->proto == PROTO_DDPC) reply(c, RS_OK, NULL, 0);
-    return 1;
-}
-
-/* The value, absent meaning 0, plus delta, stored as decimal text. */
-static int op_add(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    int64_t cur_v = 0, res;
-    ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
-    if (e && parse_int(e->val, e->vlen, &cur_v) != 0) {
-        refuse(c, "add: the value of key '%.*s' is not an integer", KSHOW(q));
-        return 1;
-    }
-    if (__builtin_add_overflow(cur_v, q->delta, &res)) {
-        refuse(c, "add: %" PRId64 " + %" PRId64 " overflows int64 at key '%.*s'", cur_v, q->delta,
-               KSHOW(q));
-        return 1;
-    }
-    char num[24];
-    int len = snprintf(num, sizeof num, "%" PRId64, res);
-    if (ddpc__tab_set(&s->tab, q->key, q->klen, num, (size_t)len) != 0) {
-        refuse(c, "add: server out of memory");
-        return 1;
-    }
-    s->dirty = 1;
-    answer_i64(c, res);
-    return 1;
-}
-
-/* torch's TCPStore: absent and expected empty -> set; absent and expected
- * non-empty -> answer expected; present -> swap if equal. */
-static int op_cas(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    ddpc__entry *e = ddpc__tab_find(&s->tab, q->key, q->klen);
-    if (!e && q->n1) {
-        answer(c, q->v1, q->n1, 1);
-        return 1;
-    }
-    if (!e || (e->vlen == q->n1 && memcmp(e->val, q->v1, q->n1) == 0)) {
-        if (ddpc__tab_set(&s->tab, q->key, q->klen, q->v2, q->n2) != 0) {
-            refuse(c, "compare_set: server out of memory");
-            return 1;
-        }
-        s->dirty = 1;
-        e = ddpc__tab_find(&s->tab, q->key, q->klen);
-    }
-    answer(c, e->val, e->vlen, 1);
-    return 1;
-}
-
-static int op_check(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    int all = missing_keys(s, q, NULL) == 0;
-    unsigned char r =
-        (unsigned char)(c->proto == PROTO_TORCH ? (all ? TCHECK_READY : TCHECK_NOT_READY) : all);
-    answer(c, &r, 1, 0);
-    return 1;
-}
-
-static int op_delete(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    int del = ddpc__tab_del(&s->tab, q->key, q->klen);
-    if (c->proto == PROTO_TORCH) {
-        answer_i64(c, del);
-    } else {
-        unsigned char r = (unsigned char)del;
-        reply(c, RS_OK, &r, 1);
-    }
-    return 1;
-}
-
-static int op_num_keys(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    answer_i64(c, (int64_t)s->tab.n);
-    return 1;
-}
-
-static int op_ping(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    reply(c, RS_OK, NULL, 0);
-    return 1;
-}
-
-/* The request dispatcher's table, indexed by OP_*: both protocols decode
- * into these operations (their names and request layouts are decode.c's). */
-static const struct op_handler {
-    int op;
-    op_fn fn;
-} handlers[OP_COUNT] = {
-    [OP_SET] = { OP_SET, op_set },          [OP_GET] = { OP_GET, op_get },
-    [OP_ADD] = { OP_ADD, op_add },          [OP_CAS] = { OP_CAS, op_cas },
-    [OP_WAIT] = { OP_WAIT, op_wait },       [OP_CHECK] = { OP_CHECK, op_check },
-    [OP_DELETE] = { OP_DELETE, op_delete }, [OP_NUM_KEYS] = { OP_NUM_KEYS, op_num_keys },
-    [OP_PING] = { OP_PING, op_ping },
-};
-
-/* Executes one decoded request and, when it is finished with, drops its
- * bytes from the input. */
-static void handle_request(struct ddpc_store_server *s, conn *c, const store_req *q) {
-    if (q->op <= 0 || q->op >= OP_COUNT ||
-        handlers[q->op].op != q->op) { /* the decoders let none through */
-        fail_conn(c, "unknown operation %d", q->op);
-        return;
-    }
-    if (handlers[q->op].fn(s, c, q) && c->state == C_READY) req_done(c);
 }
 
 /* The first 8 bytes of a connection that did not open with a TCPStore query. */
@@ -403,7 +118,7 @@ static void handle_handshake(conn *c) {
         unsigned char v[DDPC_AUTH_VERDICT];
         put_u32(v, DDPC_AUTH_MAGIC);
         put_u32(v + 4, DDPC_AUTH_NO_TOKEN);
-        queue(c, v, sizeof v, NULL, 0);
+        ddpc__conn_queue(c, v, sizeof v, NULL, 0);
         DDPC_WARN(STORE,
                   "store: closing %s: it has a job token, but DDPC_JOB_TOKEN is unset for this "
                   "store",
@@ -413,20 +128,21 @@ static void handle_handshake(conn *c) {
         return;
     }
     if (magic != STORE_MAGIC) {
-        fail_conn(c,
-                  "bad handshake: magic 0x%08x is not ddpc's store protocol (0x%08x) nor a "
-                  "TCPStore query",
-                  magic, STORE_MAGIC);
+        ddpc__conn_fail(c,
+                        "bad handshake: magic 0x%08x is not ddpc's store protocol (0x%08x) nor a "
+                        "TCPStore query",
+                        magic, STORE_MAGIC);
         return;
     }
     if (ver != STORE_VERSION) {
-        fail_conn(c, "bad handshake: store protocol version %u is not supported (server speaks %u)",
-                  ver, STORE_VERSION);
+        ddpc__conn_fail(
+            c, "bad handshake: store protocol version %u is not supported (server speaks %u)", ver,
+            STORE_VERSION);
         return;
     }
     unsigned char v[4];
     put_u32(v, STORE_VERSION);
-    reply(c, RS_OK, v, 4);
+    ddpc__conn_reply(c, RS_OK, v, 4);
     c->state = C_READY;
 }
 
@@ -447,7 +163,7 @@ static int auth_read(struct ddpc_store_server *s, conn *c) {
         size_t olen = 0;
         char why[256];
         int r = ddpc__gate_read(&s->gate, &c->pending, c->fd, c->peer, out, &olen, why, sizeof why);
-        if (olen) queue(c, out, olen, NULL, 0);
+        if (olen) ddpc__conn_queue(c, out, olen, NULL, 0);
         if (r == DDPC_GATE_LOST) return -1;
         if (r == DDPC_GATE_WAIT) return 0;
         if (r == DDPC_GATE_REFUSED) refuse_conn(c, why);
@@ -473,12 +189,12 @@ static size_t frame_need(conn *c) {
     if (c->in_have < 4) return 4;
     uint32_t len = get_u32(c->in);
     if (len == 0) {
-        fail_conn(c, "empty frame");
+        ddpc__conn_fail(c, "empty frame");
         return 0;
     }
     if (len > STORE_MAX_REQUEST) {
-        fail_conn(c, "request of %u bytes exceeds the store's limit of %" PRIu64 " bytes", len,
-                  (uint64_t)STORE_MAX_REQUEST);
+        ddpc__conn_fail(c, "request of %u bytes exceeds the store's limit of %" PRIu64 " bytes",
+                        len, (uint64_t)STORE_MAX_REQUEST);
         return 0;
     }
     return 4 + (size_t)len;
@@ -496,10 +212,10 @@ static int torch_pump(struct ddpc_store_server *s, conn *c) {
         store_req q;
         char why[256];
         long n = ddpc__store_decode_torch(c->in, c->in_have, &q, why, sizeof why);
-        if (n < 0) fail_conn(c, "%s", why);
+        if (n < 0) ddpc__conn_fail(c, "%s", why);
         if (n <= 0) return 0;
         c->req_len = (size_t)n;
-        handle_request(s, c, &q);
+        ddpc__req_handle(s, c, &q);
     }
     return 0;
 }
@@ -540,8 +256,8 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
         }
         if (n == 0) {
             if (c->in_have == 0) return -1; /* clean close between requests */
-            fail_conn(c, "truncated %s: the connection closed after %zu bytes",
-                      c->proto == PROTO_TORCH ? "TCPStore request" : "frame", c->in_have);
+            ddpc__conn_fail(c, "truncated %s: the connection closed after %zu bytes",
+                            c->proto == PROTO_TORCH ? "TCPStore request" : "frame", c->in_have);
             return 0;
         }
         c->in_have += (size_t)n;
@@ -561,9 +277,9 @@ static int conn_read(struct ddpc_store_server *s, conn *c) {
         store_req q;
         char why[256];
         if (ddpc__store_decode_ddpc(c->in + 4, c->in_have - 4, &q, why, sizeof why) != 0)
-            fail_conn(c, "%s", why);
+            ddpc__conn_fail(c, "%s", why);
         else
-            handle_request(s, c, &q);
+            ddpc__req_handle(s, c, &q);
     }
     return 0;
 }
@@ -673,7 +389,7 @@ static int conn_step(struct ddpc_store_server *s, conn *c, short re, double now)
         /* a TCPStore client cannot cancel a wait: one that sends its
          * next request has given up on it, as torch's server assumes */
         c->state = C_READY;
-        req_done(c);
+        ddpc__req_done(c);
     }
     if (c->state == C_WAITING && (re & (POLLRDHUP | POLLHUP | POLLERR))) {
         DDPC_TRACE(STORE, "store: %s left while waiting", c->peer);
@@ -690,7 +406,7 @@ static int conn_step(struct ddpc_store_server *s, conn *c, short re, double now)
                   c->peer, s->gate.auth_s);
         return -1;
     }
-    if (c->state == C_WAITING && now >= c->deadline) check_waiter(s, c, now);
+    if (c->state == C_WAITING && now >= c->deadline) ddpc__req_check_waiter(s, c, now);
     if (torch_pump(s, c) < 0) return -1; /* requests queued behind one just answered */
     if (c->out_len && c->out_off == 0 && conn_write(c) < 0) return -1; /* answer at once */
     if (c->state == C_CLOSING && conn_close_step(c, now) < 0) return -1;
@@ -703,7 +419,7 @@ static void wake_waiters(struct ddpc_store_server *s, int nc, double now) {
     for (int i = 0; i < nc; i++) {
         conn *c = s->conns[i];
         if (!c || c->state != C_WAITING) continue;
-        check_waiter(s, c, now);
+        ddpc__req_check_waiter(s, c, now);
         if (torch_pump(s, c) < 0 || (c->out_len && conn_write(c) < 0)) {
             conn_free(c);
             s->conns[i] = NULL;
