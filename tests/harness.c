@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,15 +46,20 @@ void t_register(const char *name, t_fn fn, double timeout_s, const char *file) {
 
 /* DDPC_TEST_SLOW: every deadline the harness keeps (a test's, its ranks',
  * its commands') is multiplied by it, for runs under a slow tool such as
- * valgrind (make check-valgrind). 1 when unset or not a number >= 1. */
+ * valgrind (make check-valgrind). 1 when unset or not a number >= 1. Read
+ * once (pthread_once: a test's threads ask too). */
+static double slow_f;
+static pthread_once_t slow_once = PTHREAD_ONCE_INIT;
+
+static void slow_read(void) {
+    const char *v = getenv("DDPC_TEST_SLOW");
+    double x = v && *v ? strtod(v, NULL) : 1;
+    slow_f = x >= 1 ? x : 1;
+}
+
 double t_slow(void) {
-    static double f;
-    if (f == 0) {
-        const char *v = getenv("DDPC_TEST_SLOW");
-        double x = v && *v ? strtod(v, NULL) : 1;
-        f = x >= 1 ? x : 1;
-    }
-    return f;
+    pthread_once(&slow_once, slow_read);
+    return slow_f;
 }
 
 static double now(void) {
