@@ -137,7 +137,8 @@ def fmt_t(us):
     return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} us"
 def table(stat, what):
     print(f"links {rate} (tbf, each way), float32 sum {coll}, {what} of {rounds} interleaved "
-          "rounds (each round: the median over iterations); speed-up = the other's time / hier's")
+          "rounds (each round: the median over iterations)" +
+          ("; speed-up = the other's time / hier's" if "hier" in tools else ""))
     print("| layout | size | " + " | ".join(f"{names[t]} time, busbw" for t in tools) +
           (" | hier busbw / link" if "hier" in tools and link else "") +
           "".join(f" | hier vs {names[t]}" for t in tools if t != "hier" and "hier" in tools) + " |")
