@@ -575,6 +575,24 @@ static int has_bytes(ddpc_conn *conn, size_t n, int *eof) {
     return got >= n;
 }
 
+/* GATHER: the link's first connection closing before the others came is
+ * the peer lost (it failed or died while connecting them). */
+static ddpc_status gather_watch(ddpc_exec *e, int p) {
+    ddpc_comm *c = e->c;
+    ddpc_peer *pe = &c->peers[p];
+    int eof = 0, in = 0;
+    has_bytes(pe->gather[0], 1, &eof);
+    if (!eof) return DDPC_OK;
+    for (int k = 0; k < c->streams; k++) in += pe->gather[k] != NULL;
+    drop_gathered(c, p);
+    pe->link = DDPC_LINK_NONE;
+    e->lost = p;
+    return ddpc__fail(e, DDPC_ERR_PEER_LOST,
+                      "lost rank %d while its connections came (%d of %d in; it exited, crashed, "
+                      "was killed or aborted)",
+                      p, in, ddpc__link_streams(c, p));
+}
+
 ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved) {
     ddpc_comm *c = e->c;
     if (!c->lis) return DDPC_OK;
@@ -608,6 +626,10 @@ ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved) {
             *moved |= pe->link != was;
             continue;
         }
+        if (pe->link == DDPC_LINK_GATHER) {
+            DDPC_CHECK(gather_watch(e, p));
+            continue;
+        }
         if (pe->link != DDPC_LINK_ASKED && pe->link != DDPC_LINK_OFFERED) continue;
         int eof = 0;
         if (!has_bytes(pe->pend, sizeof(verdict), &eof) && !eof) continue;
@@ -624,6 +646,8 @@ int ddpc__link_fds(ddpc_comm *c, int *fds, int max) {
     for (int p = 0; p < c->size && n < max; p++) {
         const ddpc_peer *pe = &c->peers[p];
         if (pe->pend) fds[n++] = tcp->poll_fd(pe->pend);
+        if (pe->link == DDPC_LINK_GATHER && pe->gather[0] && n < max)
+            fds[n++] = tcp->poll_fd(pe->gather[0]);
         for (int k = 1; pe->link == DDPC_LINK_STREAMS && k < c->streams && n < max; k++)
             if (!(pe->xready & (1u << k))) fds[n++] = tcp->poll_fd(pe->gather[k]);
     }

@@ -269,6 +269,53 @@ TEST_T(comm_streams_one_connection_closing_is_the_peer_lost, 60) {
     t_run_ranks(2, 50, one_closed_body, NULL);
 }
 
+/* A connection to rank 0 made by hand (no job token's handshake) that
+ * says this rank's hello (link.c's, version 3) for stream k of its link. */
+static int raw_hello(ddpc_comm *c, int k) {
+    int fd = -1;
+    CHECK_OK(ddpc__sock_connect(c->peers[0].ip, c->peers[0].port, ddpc__deadline_in(5), &fd));
+    uint32_t hello[8] = { 0x48504444u,
+                          3,
+                          (uint32_t)c->hello_uid,
+                          (uint32_t)(c->hello_uid >> 32),
+                          (uint32_t)c->rank,
+                          (uint32_t)c->size,
+                          0,
+                          (uint32_t)k };
+    CHECK(write(fd, hello, sizeof hello) == (ssize_t)sizeof hello);
+    return fd;
+}
+
+/* Rank 1 opens its link to rank 0 (a hello for its first connection,
+ * rule 1: it stands) and dies before making the others: rank 0, waiting
+ * on rank 2 meanwhile, names rank 1 within seconds instead of waiting out
+ * DDPC_TIMEOUT for connections that never come. */
+static void gather_gone_body(int rank, int world, void *arg) {
+    setup su = { "2", "1", "0", 1 };
+    ddpc_comm *c = host_comm(rank, world, &su);
+    if (rank == 1) {
+        raw_hello(c, 0);
+        ddpc__sleep(0.3);
+        _exit(0); /* no goodbye: as a crash */
+    }
+    if (rank == 2) {
+        ddpc__sleep(5);
+        _exit(0);
+    }
+    double t0 = ddpc__now();
+    int32_t x = 0;
+    ddpc_status s = ddpc_recv(c, &x, 1, DDPC_INT32, 2);
+    CHECK_MSG(s == DDPC_ERR_PEER_LOST, "%s: %s", ddpc_status_str(s), ddpc_last_error());
+    CHECK_CONTAINS(ddpc_last_error(), "lost rank 1 while its connections came (1 of 2 in");
+    CHECK(ddpc__now() - t0 < 3.0 * t_slow());
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_streams_peer_gone_while_its_connections_come, 60) {
+    g_port = t_free_port();
+    t_run_ranks(3, 50, gather_gone_body, NULL);
+}
+
 /* With a job token, a stranger's hello for a further connection of a link
  * (no handshake) is refused like any connection without the token, and
  * the job goes on with the right results. */
@@ -278,17 +325,7 @@ static void stranger_body(int rank, int world, void *arg) {
     ddpc_comm *c = host_comm(rank, world, &su);
     int fd = -1;
     if (rank == 1) {
-        const ddpc_peer *p0 = &c->peers[0];
-        CHECK_OK(ddpc__sock_connect(p0->ip, p0->port, ddpc__deadline_in(5), &fd));
-        uint32_t hello[8] = { 0x48504444u,
-                              3,
-                              (uint32_t)c->hello_uid,
-                              (uint32_t)(c->hello_uid >> 32),
-                              1,
-                              (uint32_t)world,
-                              0,
-                              1 };
-        CHECK(write(fd, hello, sizeof hello) == (ssize_t)sizeof hello);
+        fd = raw_hello(c, 1);
     }
     int done = collectives_until_logged(c, "streams-stranger", "refused the connection", 1);
     CHECK(done);
