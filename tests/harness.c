@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -363,6 +364,37 @@ static int matches(const char *name, int nf, char **filters) {
     return 0;
 }
 
+/* A failed test's processes may have sent their stderr to a file
+ * (comm_fixtures.h's log_to_file: /tmp/ddpc-test-TAG-PPID-RANK.log) and died
+ * before reading it back, a sanitizer's report inside: prints the last
+ * 8 KiB of each such file of this harness's or test pid's children, and
+ * removes it. */
+static void show_logs(pid_t pid) {
+    char pat[96];
+    pid_t ppids[2] = { getpid(), pid };
+    for (int k = 0; k < 2; k++) {
+        glob_t g;
+        snprintf(pat, sizeof pat, "/tmp/ddpc-test-*-%d-*.log", (int)ppids[k]);
+        if (glob(pat, 0, NULL, &g) != 0) continue;
+        for (size_t i = 0; i < g.gl_pathc && i < 64; i++) {
+            FILE *f = fopen(g.gl_pathv[i], "r");
+            if (!f) continue;
+            static char buf[8193];
+            fseek(f, 0, SEEK_END);
+            long size = ftell(f);
+            fseek(f, size > 8192 ? size - 8192 : 0, SEEK_SET);
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
+            fclose(f);
+            if (n)
+                fprintf(stderr, "  --- %s%s:\n%s", g.gl_pathv[i], size > 8192 ? " (its end)" : "",
+                        buf);
+            unlink(g.gl_pathv[i]);
+        }
+        globfree(&g);
+    }
+}
+
 /* 0 pass, 1 fail, 2 skip */
 static int run_one(const t_case *c, double *secs) {
     double t0 = now();
@@ -382,14 +414,17 @@ static int run_one(const t_case *c, double *secs) {
         waitpid(pid, &st, 0);
         *secs = now() - t0;
         fprintf(stderr, "  timed out after %.0f s\n", c->timeout * t_slow());
+        show_logs(pid);
         return 1;
     }
     *secs = now() - t0;
     if (WIFSIGNALED(st)) {
         fprintf(stderr, "  killed by signal %d (%s)\n", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        show_logs(pid);
         return 1;
     }
     if (WEXITSTATUS(st) == 77) return 2;
+    if (WEXITSTATUS(st) != 0) show_logs(pid);
     return WEXITSTATUS(st) != 0;
 }
 
