@@ -121,28 +121,82 @@ def flat(P, H, L, S):
     return 2 * (N - 1) * step + (N - 1) / N * S * P["gamma"]
 
 
-def hier(P, H, L, S, inter="auto"):
-    """ddpc's hierarchical allreduce (src/coll/hier.c). Large: ring
-    reduce-scatter inside the host, then the L ranks of a host each run the
-    allreduce of their S/L across hosts at once (sharing the host's link:
-    L S/L = S on it), then ring allgather inside the host. Small: binomial
-    reduce in the host, recursive doubling across host leaders, binomial
-    broadcast in the host."""
+# The candidates of DDPC_ALGO=auto across hosts (src/coll/model.c, the same
+# formulas): s bytes a member, h members, f of a host's ranks sharing its link.
+
+def t_ring(P, h, s, f):
+    q = (h - 1) / h
+    return 2 * (h - 1) * P["alpha"] + 2 * q * s * f * P["beta"] + q * s * P["gamma"] if h > 1 else 0
+
+
+def t_fold(P, h, s, f):
+    return 0 if h & (h - 1) == 0 else 2 * P["alpha"] + 2 * s * f * P["beta"] + s * P["gamma"]
+
+
+def t_hd(P, h, s, f):
+    if h < 2:
+        return 0
+    k = int(math.log2(h))
+    q = ((1 << k) - 1) / (1 << k)
+    return 2 * k * P["alpha"] + 2 * q * s * f * P["beta"] + q * s * P["gamma"] + t_fold(P, h, s, f)
+
+
+def t_rd(P, h, s, f):
+    if h < 2:
+        return 0
+    return int(math.log2(h)) * (P["alpha"] + s * f * P["beta"] + s * P["gamma"]) + t_fold(P, h, s, f)
+
+
+CHUNK = 256 << 10  # DDPC_CHUNK
+
+
+def hier_plan(P, H, L, S, equal=True):
+    """auto's choice (model.c's ddpc__model_plan): {way: seconds} and the
+    way chosen, with the pieces of the pipelined ring. small: trees in the
+    host around recursive doubling across host leaders; ring, hd (H-D_R),
+    rd: ring reduce-scatter in the host, that algorithm across hosts (each
+    of a host's L ranks carrying its S/L at once, so the link's beta counts
+    L times), ring allgather in the host; the ring cut into P pieces whose
+    host steps overlap the link where every host has L >= 2 ranks."""
     al, bl, g = P["alpha_l"], P["beta_l"], P["gamma"]
-    if S <= SMALL:
-        return (lg(L) * (al + S * bl + S * g) + rdouble(P, H, S, P["alpha"], P["beta"]) +
-                lg(L) * (al + S * bl))
-    intra = 2 * (L - 1) * al + 2 * (L - 1) / L * S * bl + (L - 1) / L * S * g
-    seg = S / L
-    # the inter-host step on the segment, its link time L times slower (shared);
-    # gamma per rank on S/L only
-    Q = dict(P, gamma=g / L)
-    b = P["beta"] * L
+    q = (L - 1) / L
+    host = 2 * (L - 1) * al + 2 * q * S * bl + q * S * g
+    sl = S / L
+    t = {"small": lg(L) * (2 * al + 2 * S * bl + S * g) + t_rd(P, H, S, 1) if L > 1 else math.inf,
+         "ring": host + t_ring(P, H, sl, L), "hd": host + t_hd(P, H, sl, L),
+         "rd": host + t_rd(P, H, sl, L)}
+    pieces = 1
+    p = 2
+    while equal and L > 1 and p <= 8 and sl / p / H >= CHUNK:
+        inter = p * t_ring(P, H, sl / p, L) + (p - 1) * (P["alpha"] + CHUNK * P["beta"])
+        tp = host / p + max(inter, host * (p - 1) / p)
+        if tp < t["ring"]:
+            t["ring"], pieces = tp, p
+        p *= 2
+    best = "ring"
+    for way in ("small", "hd", "rd"):
+        if t[way] < t[best] * (1 - 1e-9):
+            best = way
+    return t, best, pieces if best == "ring" else 1
+
+
+def hier(P, H, L, S, inter="auto"):
+    """ddpc's hierarchical allreduce (src/coll/hier.c): auto's choice, or
+    the ring (unpipelined) or H-D_R ("rhd") across hosts as HCCL_ALGO's
+    level1 forces."""
+    t, best, _ = hier_plan(P, H, L, S)
     if inter == "auto":
-        step = rdouble(Q, H, seg, P["alpha"], b) if seg <= SMALL else ring(Q, H, seg, P["alpha"], b)
-    else:
-        step = {"ring": ring, "rhd": rhd, "nhr": nhr}[inter](Q, H, seg, P["alpha"], b)
-    return intra + step
+        return t[best]
+    al, bl, g = P["alpha_l"], P["beta_l"], P["gamma"]
+    q = (L - 1) / L
+    host = 2 * (L - 1) * al + 2 * q * S * bl + q * S * g
+    return host + {"ring": t_ring, "rhd": t_hd}[inter](P, H, S / L, L)
+
+
+def auto_name(P, H, L, S):
+    _, best, pieces = hier_plan(P, H, L, S)
+    name = {"small": "trees + RD", "ring": "ring", "hd": "H-D_R", "rd": "RD"}[best]
+    return f"{name} x{pieces}" if pieces > 1 else name
 
 
 def busbw(S, N, t):
@@ -224,7 +278,7 @@ def main():
     w("|---|---|---|")
     w("| ring (ddpc flat, large) | 2(p-1) alpha + 2(p-1)/p S beta + (p-1)/p S gamma | the same "
       "(Ring.md) |")
-    w("| recursive halving-doubling (ddpc `rhd`, large; HCCL H-D_R), p = 2^k | 2 log2(p) alpha + "
+    w("| recursive halving-doubling (ddpc `rhd`, large; HCCL H-D_R; across hosts where the model picks it), p = 2^k | 2 log2(p) alpha + "
       "2(p-1)/p S beta + (p-1)/p S gamma | the same (RHD.md) |")
     w("| the same, p not a power of two (fold to p' = 2^floor(log2 p)) | (2 floor(log2 p) + 2) "
       "alpha + (2(p'-1)/p' + 2) S beta + ((p'-1)/p' + 1) S gamma | the same (RHD.md); ddpc "
@@ -233,15 +287,19 @@ def main():
       "ddpc has no NHR. For p a power of two (every host count below) it costs what H-D_R "
       "does; otherwise 2 ceil(log2 p) alpha against H-D_R's fold of 2 more steps and 2 S "
       "beta |")
-    w("| recursive doubling (ddpc flat, S <= 64 KiB) | ceil(log2 p) (alpha + S beta + S gamma), "
+    w("| recursive doubling (ddpc flat, S <= 64 KiB; across hosts where the model picks it) | ceil(log2 p) (alpha + S beta + S gamma), "
       "plus 2 alpha + 2 S beta + S gamma to fold p not a power of two | - |")
-    w("| ddpc hier, S > 64 KiB | 2(L-1) alpha_l + 2(L-1)/L S beta_l + (L-1)/L S gamma (ring "
+    w("| ddpc hier, large | 2(L-1) alpha_l + 2(L-1)/L S beta_l + (L-1)/L S gamma (ring "
       "reduce-scatter and allgather in the host) + the step across hosts: each of a host's L "
-      "ranks allreduces its S/L over H members at once, sharing the link, so a ring costs "
-      "2(H-1) alpha + 2(H-1)/H S beta + (H-1)/(H L) S gamma (recursive doubling when S/L <= "
-      "64 KiB; H-D_R with `HCCL_ALGO=level0:NA;level1:H-D_R`) | HCCL's two levels: server "
-      "reduce-scatter, inter-server allreduce, server allgather |")
-    w("| ddpc hier, S <= 64 KiB | ceil(log2 L)(2 alpha_l + 2 S beta_l + S gamma) + recursive "
+      "ranks allreduces its S/L over H members at once, sharing the link, so its beta counts "
+      "L times: a ring costs 2(H-1) alpha + 2(H-1)/H S beta + (H-1)/(H L) S gamma; H-D_R and "
+      "recursive doubling as above on S/L | HCCL's two levels: server reduce-scatter, "
+      "inter-server allreduce, server allgather |")
+    w("| ddpc hier, the ring pipelined in P pieces (every host L ranks) | (host steps)/P + "
+      "max(P rings of S/P across hosts + (P-1)(alpha + chunk beta), (P-1)/P (host steps)): "
+      "the host's steps of one piece overlap the link's ring of another | HCCL's pipeline "
+      "algorithm overlaps the levels too |")
+    w("| ddpc hier, small | ceil(log2 L)(2 alpha_l + 2 S beta_l + S gamma) + recursive "
       "doubling over the H hosts' first ranks | - |")
     w("")
     w("The flat ring over N ranks numbered host by host crosses each host boundary once each "
@@ -289,16 +347,20 @@ def main():
         w(f"### {title}\n")
         w(f"Allreduce of DDP's bucket sizes (PyTorch's default bucket is 25 MiB) on H hosts of "
           f"L = {L} ranks; time, and bus bandwidth (nccl-tests': S/t x 2(N-1)/N). "
-          "ddpc auto is hier with its own choice across hosts (a ring for large segments).\n")
-        w("| hosts | ranks | bucket | flat ring | ddpc hier (auto: ring across hosts) | "
-          "hier, H-D_R across hosts |")
-        w("|---:|---:|---:|---:|---:|---:|")
+          "ddpc auto is hier with the cost model's choice across hosts (src/coll/model.c: "
+          "trees + RD = trees in the host around recursive doubling; ring xP = the ring "
+          "pipelined in P pieces; H-D_R; RD = recursive doubling).\n")
+        w("| hosts | ranks | bucket | flat ring | hier, ring across hosts | "
+          "hier, H-D_R across hosts | ddpc auto (its choice) |")
+        w("|---:|---:|---:|---:|---:|---:|---:|")
         for H in (8, 64, 256, 1024):
             N = H * L
             for S in (MiB, 25 * MiB, 100 * MiB):
-                ts = [flat(P, H, L, S), hier(P, H, L, S), hier(P, H, L, S, "rhd")]
+                ts = [flat(P, H, L, S), hier(P, H, L, S, "ring"), hier(P, H, L, S, "rhd"),
+                      hier(P, H, L, S)]
                 w(f"| {H} | {N} | {S // MiB} MiB | " + " | ".join(
-                    f"{fmt_t(t)}, {busbw(S, N, t):.3f} GB/s" for t in ts) + " |")
+                    f"{fmt_t(t)}, {busbw(S, N, t):.3f} GB/s" for t in ts) +
+                  f" ({auto_name(P, H, L, S)}) |")
         w("")
 
     w("## Projection to 1,024 hosts\n")
@@ -314,15 +376,16 @@ def main():
              "the rest as fitted")
     S = 25 * MiB
     f8, h8 = flat(P, 8, L, S), hier(P, 8, L, S)
-    hr, hd = hier(P, 1024, L, MiB), hier(P, 1024, L, MiB, "rhd")
+    hr, hd = hier(P, 1024, L, MiB, "ring"), hier(P, 1024, L, MiB, "rhd")
     qf, qh = flat(Q, 8, L, S), hier(Q, 8, L, S)
     w(f"Reading: with the fitted link the hierarchical allreduce of a 25 MiB bucket on 8 hosts "
       f"takes {fmt_t(h8)} against the flat ring's {fmt_t(f8)} ({f8 / h8:.2f}x): its link "
       f"carries 2(H-1)/H S against 2(N-1)/N S. As hosts are added the ring's 2(H-1) latency "
       f"steps across hosts take over the small buckets: at 1,024 hosts a 1 MiB bucket takes "
-      f"{fmt_t(hr)} with a ring across hosts and {fmt_t(hd)} with H-D_R ({hr / hd:.1f}x), so "
-      f"the step across hosts should switch to H-D_R as H grows (ddpc has it, under "
-      f"`HCCL_ALGO=level0:NA;level1:H-D_R`; auto does not choose it yet). ")
+      f"{fmt_t(hr)} with a ring across hosts and {fmt_t(hd)} with H-D_R ({hr / hd:.1f}x): "
+      f"auto's cost model (src/coll/model.c, the formulas above with DDPC_NET_US and "
+      f"DDPC_NET_GBIT for the link) switches the step across hosts to H-D_R there, and "
+      f"keeps the pipelined ring where the vector is large and the hosts few. ")
     if qh > qf:
         w(f"With a fast link the intra-host steps, which run one after the other with the step "
           f"across hosts, weigh: on 8 hosts the what-if gives hier {fmt_t(qh)} against flat "

@@ -89,6 +89,13 @@
       "levels and operations do not map (a WARN names each, left to auto)")                        \
     X(CHUNK, "DDPC_CHUNK", NULL, INT, "262144", 4096, 1L << 30,                                    \
       "bytes per pipelined chunk of ring algorithms")                                              \
+    X(NET_US, "DDPC_NET_US", NULL, REAL, "150", 0, 1e7,                                            \
+      "microseconds one message takes between hosts besides its bytes: the cost model's alpha, "   \
+      "with which DDPC_ALGO=auto chooses the allreduce across hosts (docs/COSTMODEL.md; the "      \
+      "default is this project's emulated cluster's fit); set alike on every rank")                \
+    X(NET_GBIT, "DDPC_NET_GBIT", NULL, REAL, "1", 0.001, 1e6,                                      \
+      "each host's link in Gbit/s, shared by the host's ranks: the cost model's 1/beta (see "      \
+      "DDPC_NET_US); set alike on every rank")                                                     \
     X(SPIN_US, "DDPC_SPIN_US", NULL, INT, NULL, 0, 10000000,                                       \
       "microseconds a waiting collective retries its connections before sleeping in poll (0: "     \
       "sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then "  \

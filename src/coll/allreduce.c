@@ -1,7 +1,8 @@
 /*
  * allreduce.c — allreduce (ring; recursive doubling for small messages and
  * recursive halving + doubling for large ones; tree) and reduce-scatter
- * (ring).
+ * (ring). Under DDPC_ALGO=auto on hosts of one rank each the cost model
+ * (model.c) chooses among ring, halving-doubling and recursive doubling.
  *
  * Every variant leaves bit-identical results on all ranks: the ring reduces
  * each block on one rank and copies it round; recursive doubling combines
@@ -17,10 +18,9 @@
 #define gme   ddpc__gme
 #define grank ddpc__grank
 
-/* Ring over g: reduce-scatter (n-1 steps), then allgather (n-1 steps);
- * finish: AVG's division as blocks complete. */
-static ddpc_status ring_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
-                                  size_t count, ddpc_dtype t, ddpc_op op, int finish) {
+ddpc_status ddpc__ring_allreduce_plan(ddpc_exec *e, ddpc_ring *out, const ddpc_group *g,
+                                      const void *send, void *recv, size_t count, ddpc_dtype t,
+                                      ddpc_op op, int finish) {
     int n = gn(e, g), r = gme(e, g);
     ddpc_ring rg;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, n, 2 * (n - 1), count, 0));
@@ -46,6 +46,16 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
         rg.rdst[S] = recv;
         rg.rloc[S] = NULL;
     }
+    *out = rg;
+    return DDPC_OK;
+}
+
+/* Ring over g: reduce-scatter (n-1 steps), then allgather (n-1 steps);
+ * finish: AVG's division as blocks complete. */
+static ddpc_status ring_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                                  size_t count, ddpc_dtype t, ddpc_op op, int finish) {
+    ddpc_ring rg;
+    DDPC_CHECK(ddpc__ring_allreduce_plan(e, &rg, g, send, recv, count, t, op, finish));
     ddpc_status s = ddpc__ring_run(e, &rg);
     ddpc__ring_free(&rg);
     return s;
@@ -215,8 +225,11 @@ ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
-    if (small_msg(nbytes, count, n)) return rhd_allreduce(e, g, send, recv, count, t, op);
-    if (algo == DDPC_ALGO_RHD) return halving_doubling(e, g, send, recv, count, t, op, 0);
+    if (algo == DDPC_GA_RD || count < (size_t)n ||
+        (algo < DDPC_GA_RING && small_msg(nbytes, count, n)))
+        return rhd_allreduce(e, g, send, recv, count, t, op);
+    if (algo == DDPC_ALGO_RHD || algo == DDPC_GA_HD)
+        return halving_doubling(e, g, send, recv, count, t, op, 0);
     return ring_allreduce(e, g, send, recv, count, t, op, 0);
 }
 
@@ -255,11 +268,31 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
                             ddpc_op op) {
     ddpc_comm *c = e->c;
     size_t nbytes = count * ddpc_dtype_size(t);
+    ddpc_status s;
     if (c->size == 1) {
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
     int algo = c->algo;
+    if (algo == DDPC_ALGO_AUTO && c->nhosts >= 2 && c->max_local == 1 && count >= (size_t)c->size) {
+        /* one rank per host: the cost model's choice across hosts */
+        ddpc_model m;
+        ddpc_plan p;
+        ddpc__model_of(c, &m);
+        ddpc__model_plan(&m, c->nhosts, 1, 1, nbytes, &p);
+        ddpc__model_log(c, c->nhosts, 1, nbytes, &p);
+        if (p.x == DDPC_X_HD) {
+            e->algo = e->algo ? e->algo : "halving-doubling";
+            return halving_doubling(e, NULL, send, recv, count, t, op, 1);
+        }
+        if (p.x == DDPC_X_RD) {
+            e->algo = e->algo ? e->algo : "rhd";
+            s = rhd_allreduce(e, NULL, send, recv, count, t, op);
+            if (s == DDPC_OK) ddpc__reduce_finish(recv, count, t, op, c->size);
+            return s;
+        }
+        algo = DDPC_ALGO_RING;
+    }
     if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_FLAT || algo == DDPC_ALGO_HIER)
         algo = small_msg(nbytes, count, c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
     if (!e->algo) /* for the flight recorder (hier.c names its own) */
@@ -269,7 +302,6 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
                                                       : "halving-doubling";
     /* the ring and halving-doubling finish (AVG: divide) each block as it
      * completes; the others finish the whole vector at the end */
-    ddpc_status s;
     switch (algo) {
     case DDPC_ALGO_RING: {
         ddpc_group hg;

@@ -83,9 +83,47 @@ typedef struct ddpc_ring {
                  * completes, while it is in cache */
     const ddpc_group *g; /* the ring's members, in ring order (borrowed); NULL: every
                           * rank of the communicator in rank order */
+    char *slots;         /* the scratch slots of reducing steps that need them
+                          * (ddpc__ring_slot_bytes; borrowed), or NULL: the
+                          * communicator's scratch (then no other ring may run at once) */
 } ddpc_ring;
 
+/* A reducing receive's combine: dst = loc op arrived, where loc is the
+ * element of the local operand at dst's offset; on the last reducing step
+ * also AVG's division (finish_n ranks), while the chunk is in cache. */
+typedef struct ddpc_ring_combine {
+    char *dst_base;
+    const char *loc_base;
+    ddpc_dtype t;
+    ddpc_op op;
+    int finish_n; /* 0: no finish */
+} ddpc_ring_combine;
+
+/* One ring under way (ring.c): the plan, its neighbours, its chunking and
+ * how far its sends and receives are posted (ns, nr) and done (nsd, nrd).
+ * Lives where the ring is run until it is done: the posted requests point
+ * into it. */
+typedef struct ddpc_ring_exec {
+    const ddpc_ring *rg;
+    int next, prev, comb;
+    size_t ce, m, T; /* elements per chunk, chunks per block, tasks */
+    size_t ns, nsd, nr, nrd;
+    char *slots;
+    ddpc_ring_combine cctx[DDPC_WINDOW];
+    ddpc_req sreq[DDPC_WINDOW], rreq[DDPC_WINDOW];
+} ddpc_ring_exec;
+
+/* Runs ring rg to the end. */
 ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg);
+/* The same in steps, so that rings over different peers can run at once
+ * (hier.c's pipeline): start, then step (posts what can be posted, retires
+ * what is done, never blocks; *done = 1 at the end) between calls of
+ * ddpc__progress. rg must outlive x. */
+ddpc_status ddpc__ring_start(ddpc_exec *e, ddpc_ring_exec *x, const ddpc_ring *rg);
+ddpc_status ddpc__ring_step(ddpc_exec *e, ddpc_ring_exec *x, int *done);
+/* Bytes of scratch slots a reducing ring of elements of esize bytes may
+ * need (ddpc_ring.slots). */
+size_t ddpc__ring_slot_bytes(const ddpc_comm *c, size_t esize);
 /* Block b of count elements over n ranks: count/n each, the first count%n
  * one more. */
 void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt);
@@ -111,9 +149,50 @@ ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size
 /* Allreduce among the members of g only (NULL: every rank), AVG left as a
  * sum; algo is DDPC_ALGO_RING or DDPC_ALGO_RHD (recursive doubling for
  * small messages, halving then doubling for large ones), or AUTO to choose
- * by size. Every member ends with the same bits. */
+ * by size; or exactly the model's DDPC_GA_RING, DDPC_GA_HD or DDPC_GA_RD
+ * (recursive doubling wherever there are fewer elements than members).
+ * Every member ends with the same bits. */
+enum { DDPC_GA_RING = 16, DDPC_GA_HD, DDPC_GA_RD };
 ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo);
+/* The plan of the ring allreduce over g (n >= 2 members; finish: AVG's
+ * division as blocks complete), for ddpc__ring_run or ddpc__ring_start;
+ * ddpc__ring_free releases it. */
+ddpc_status ddpc__ring_allreduce_plan(ddpc_exec *e, ddpc_ring *rg, const ddpc_group *g,
+                                      const void *send, void *recv, size_t count, ddpc_dtype t,
+                                      ddpc_op op, int finish);
+
+/* model.c: DDPC_ALGO=auto's choice for an allreduce across hosts. The
+ * ways to run it (see model.c): trees in the host around recursive
+ * doubling across; or reduce-scatter in the host, then across hosts a
+ * ring, halving-doubling or recursive doubling, then allgather. */
+enum { DDPC_X_SMALL, DDPC_X_RING, DDPC_X_HD, DDPC_X_RD, DDPC_X_COUNT };
+
+/* The link's parameters: seconds per message, seconds per byte; the
+ * ring's chunk in bytes. */
+typedef struct ddpc_model {
+    double alpha, beta;
+    size_t chunk;
+} ddpc_model;
+
+/* A choice: x (DDPC_X_*), the pieces of the pipelined ring (1: none), and
+ * the model's time (s) of each way, for the log. */
+typedef struct ddpc_plan {
+    int x, pieces;
+    double t[DDPC_X_COUNT];
+} ddpc_plan;
+
+/* The fastest way to allreduce nbytes over hosts of local ranks each (the
+ * most on one host; equal: every host has as many); local = 1 for one rank
+ * per host (no host steps, no small path). */
+void ddpc__model_plan(const ddpc_model *m, int hosts, int local, int equal, size_t nbytes,
+                      ddpc_plan *out);
+/* c's link parameters (DDPC_NET_US, DDPC_NET_GBIT, DDPC_CHUNK). */
+void ddpc__model_of(const ddpc_comm *c, ddpc_model *m);
+/* Logs the choice: INFO on rank 0 the first time c makes it, else TRACE. */
+void ddpc__model_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc_plan *p);
+/* A way's name ("ring", "halving-doubling", ...). */
+const char *ddpc__plan_name(int x);
 
 /* Whether collective k of count elements runs hierarchically on c (hier.c:
  * DDPC_ALGO and the host layout), and the algorithms, with

@@ -14,15 +14,23 @@
  *      over its host;
  *   2. inter-host allreduce of each block, every local rank carrying its
  *      own block at once, so all of a host's connections are busy (a ring,
- *      or recursive halving-doubling where HCCL_ALGO's level1:H-D_R asks). Hosts
+ *      halving-doubling or recursive doubling: DDPC_ALGO=auto's cost model
+ *      chooses, model.c; HCCL_ALGO's level1:ring or level1:H-D_R forces). Hosts
  *      with different rank counts cut the vector differently: the cuts of
  *      all hosts together split it into segments, and a segment is reduced
  *      among its owners (the rank holding it on each host) in increasing
  *      order, which every rank follows, so no group waits on another;
  *   3. AVG divides the rank's own block (now final) by the world size;
  *   4. intra-host allgather (ring) of the blocks.
+ * Where every host has as many ranks and the model picks the ring, large
+ * vectors go in pieces through a pipeline (hier_pipe): the link carries one
+ * piece while the host's steps work on the next and the previous, since on
+ * a link-bound allreduce steps 1 and 4 would otherwise add their time to
+ * the link's (measured on 4 emulated hosts x 2: 70-250 ms beside the
+ * link's 840 ms at 64 MiB).
  * Small messages (latency-bound): binomial reduce to each host's first
- * rank, recursive doubling among those, binomial broadcast inside the host.
+ * rank, recursive doubling among those, binomial broadcast inside the host
+ * (where the model or HCCL_ALGO's 64 KiB threshold says so).
  *
  * Each element is reduced on one rank per step and copied from there, so
  * every rank ends with the same bits; the order differs from the flat
@@ -87,12 +95,11 @@ static int block_of(size_t count, int L, size_t x, size_t *end) {
  * from its member). Blocks: count cut into g->n blocks as ddpc__blocks
  * does, or where blk is given, block m is elements [blk[m], blk[m] +
  * blk[n + m]) (n = g->n; blocks may be empty). */
-static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
-                              size_t count, ddpc_dtype t, ddpc_op op, int reduce,
-                              const size_t *blk) {
+static ddpc_status group_ring_plan(ddpc_exec *e, ddpc_ring *out, const ddpc_group *g,
+                                   const void *send, void *recv, size_t count, ddpc_dtype t,
+                                   ddpc_op op, int reduce, const size_t *blk) {
     int L = g->n, l = g->me, ns = L - 1;
     ddpc_ring rg;
-    if (L == 1) return DDPC_OK;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, 0));
     if (blk) {
         rg.boff = blk;
@@ -112,6 +119,16 @@ static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *sen
         rg.rdst[s] = recv;
         rg.rloc[s] = reduce ? send : NULL;
     }
+    *out = rg;
+    return DDPC_OK;
+}
+
+static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+                              size_t count, ddpc_dtype t, ddpc_op op, int reduce,
+                              const size_t *blk) {
+    ddpc_ring rg;
+    if (g->n == 1) return DDPC_OK;
+    DDPC_CHECK(group_ring_plan(e, &rg, g, send, recv, count, t, op, reduce, blk));
     ddpc_status s = ddpc__ring_run(e, &rg);
     ddpc__ring_free(&rg);
     return s;
@@ -119,15 +136,17 @@ static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *sen
 
 /* Steps 1-4 of the top of the file, for large messages. */
 static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, void *recv,
-                              size_t count, ddpc_dtype t, ddpc_op op) {
+                              size_t count, ddpc_dtype t, ddpc_op op, int inter) {
     ddpc_comm *c = e->c;
     size_t es = ddpc_dtype_size(t);
     ddpc_group hg = host_group(c, hl);
+    double t0 = ddpc__now();
     /* 1. intra-host reduce-scatter */
     if (hg.n > 1)
         DDPC_CHECK(group_ring(e, &hg, send, recv, count, t, op, 1, NULL));
     else if (recv != send)
         memmove(recv, send, count * es);
+    double t1 = ddpc__now();
     /* 2. inter-host allreduce of this rank's block, segment by segment */
     size_t q = count / (size_t)hg.n, rem = count % (size_t)hg.n, l = (size_t)hg.me;
     size_t lo = l * q + (l < rem ? l : rem), hi = lo + q + (l < rem);
@@ -141,14 +160,106 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
         }
         ddpc_group xg = { c->nhosts, c->host, hl->group };
         char *seg = (char *)recv + a * es;
-        DDPC_CHECK(ddpc__group_allreduce(e, &xg, seg, seg, b - a, t, op, c->algo_inter));
+        DDPC_CHECK(ddpc__group_allreduce(e, &xg, seg, seg, b - a, t, op, inter));
         a = b;
     }
     /* 3. this rank's block is final */
     ddpc__reduce_finish((char *)recv + lo * es, hi - lo, t, op, c->size);
+    double t2 = ddpc__now();
     /* 4. intra-host allgather */
     DDPC_CHECK(group_ring(e, &hg, recv, recv, count, t, op, 0, NULL));
+    DDPC_TRACE(COLL,
+               "rank %d: hierarchical allreduce of %zu bytes: reduce-scatter in the host %.1f ms, "
+               "allreduce across hosts %.1f ms, allgather in the host %.1f ms",
+               c->rank, count * es, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (ddpc__now() - t2) * 1e3);
     return DDPC_OK;
+}
+
+/* Runs at once the rings of host[0 .. nh) one after the other and the ring
+ * across (NULL: none): they talk to disjoint peers (ranks of this host,
+ * ranks of other hosts), so no connection carries both. */
+static ddpc_status run_rings(ddpc_exec *e, const ddpc_ring *host, int nh, const ddpc_ring *across) {
+    ddpc_ring_exec hx, ax;
+    int hi = 0, hdone = nh == 0, adone = across == NULL, d;
+    if (!hdone) DDPC_CHECK(ddpc__ring_start(e, &hx, &host[0]));
+    if (!adone) DDPC_CHECK(ddpc__ring_start(e, &ax, across));
+    for (;;) {
+        if (!adone) DDPC_CHECK(ddpc__ring_step(e, &ax, &adone));
+        while (!hdone) {
+            DDPC_CHECK(ddpc__ring_step(e, &hx, &d));
+            if (!d) break;
+            if (++hi == nh)
+                hdone = 1;
+            else
+                DDPC_CHECK(ddpc__ring_start(e, &hx, &host[hi]));
+        }
+        if (adone && hdone) return DDPC_OK;
+        DDPC_CHECK(ddpc__progress(e, 1)); /* sleeps only if nothing can move */
+    }
+}
+
+/* The pipeline (every host has L >= 2 ranks; a ring across hosts): steps
+ * 1-4 on each of `pieces` pieces of the vector (cut as ddpc__blocks does),
+ * overlapped. Slot j runs across hosts the ring of piece j - 1 while in the
+ * host it runs piece j's reduce-scatter, then piece j - 2's allgather: the
+ * link carries one piece while shared memory and the CPU work on the
+ * others, and only the first piece's reduce-scatter and the last one's
+ * allgather are not hidden. Every rank runs the same slots in the same
+ * order. The two rings at once take their scratch slots from one block of
+ * the communicator's scratch. */
+static ddpc_status hier_pipe(ddpc_exec *e, const layout *hl, const void *send, void *recv,
+                             size_t count, ddpc_dtype t, ddpc_op op, int pieces) {
+    ddpc_comm *c = e->c;
+    size_t es = ddpc_dtype_size(t), sb = ddpc__ring_slot_bytes(c, es);
+    ddpc_group hg = host_group(c, hl);
+    for (int h = 0; h < c->nhosts; h++) hl->group[h] = hl->ranks[hl->hoff[h] + hg.me];
+    ddpc_group xg = { c->nhosts, c->host, hl->group }; /* this rank's column */
+    char *slots = ddpc__scratch(c, 2 * sb);
+    size_t *poff = malloc(sizeof(size_t) * 2 * ((size_t)pieces + (size_t)hg.n));
+    if (!slots || !poff) {
+        free(poff);
+        return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for the pipeline");
+    }
+    size_t *pcnt = poff + pieces, *boff = pcnt + pieces, *bcnt = boff + hg.n;
+    ddpc__blocks(count, pieces, poff, pcnt);
+    const char *in = send;
+    char *out = recv;
+    ddpc_status s = DDPC_OK;
+    double t0 = ddpc__now();
+    for (int j = 0; s == DDPC_OK && j <= pieces + 1; j++) {
+        ddpc_ring host[2], across;
+        int nh = 0, a = j - 1, has = 0;
+        if (j < pieces) { /* 1. piece j: reduce-scatter in the host */
+            s = group_ring_plan(e, &host[nh], &hg, in + poff[j] * es, out + poff[j] * es, pcnt[j],
+                                t, op, 1, NULL);
+            if (s == DDPC_OK) host[nh++].slots = slots + sb;
+        }
+        if (s == DDPC_OK && j >= 2) { /* 4. piece j - 2: allgather in the host */
+            s = group_ring_plan(e, &host[nh], &hg, out + poff[j - 2] * es, out + poff[j - 2] * es,
+                                pcnt[j - 2], t, op, 0, NULL);
+            if (s == DDPC_OK) nh++;
+        }
+        if (s == DDPC_OK && a >= 0 && a < pieces) { /* 2. piece j - 1's block across hosts */
+            ddpc__blocks(pcnt[a], hg.n, boff, bcnt);
+            char *blk = out + (poff[a] + boff[hg.me]) * es;
+            s = ddpc__ring_allreduce_plan(e, &across, &xg, blk, blk, bcnt[hg.me], t, op, 0);
+            has = s == DDPC_OK;
+            across.slots = slots;
+        }
+        if (s == DDPC_OK) s = run_rings(e, host, nh, has ? &across : NULL);
+        for (int i = 0; i < nh; i++) ddpc__ring_free(&host[i]);
+        if (has) {
+            ddpc__ring_free(&across);
+            /* 3. its block is final */
+            if (s == DDPC_OK)
+                ddpc__reduce_finish(out + (poff[a] + boff[hg.me]) * es, bcnt[hg.me], t, op,
+                                    c->size);
+        }
+    }
+    free(poff);
+    DDPC_TRACE(COLL, "rank %d: hierarchical allreduce of %zu bytes in %d pipelined pieces: %.1f ms",
+               c->rank, count * es, pieces, (ddpc__now() - t0) * 1e3);
+    return s;
 }
 
 /* Small messages: reduce to each host's first rank, allreduce among those,
@@ -173,13 +284,29 @@ static ddpc_status hier_small(ddpc_exec *e, const layout *hl, const void *send, 
 
 ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    size_t nbytes = count * ddpc_dtype_size(t);
+    int small, inter = c->algo_inter, pieces = 1;
+    if (inter == DDPC_ALGO_AUTO) { /* the cost model's choice */
+        ddpc_model m;
+        ddpc_plan p;
+        ddpc__model_of(c, &m);
+        ddpc__model_plan(&m, c->nhosts, c->max_local, c->nhosts * c->max_local == c->size, nbytes,
+                         &p);
+        ddpc__model_log(c, c->nhosts, c->max_local, nbytes, &p);
+        small = p.x == DDPC_X_SMALL;
+        inter = p.x == DDPC_X_HD ? DDPC_GA_HD : p.x == DDPC_X_RD ? DDPC_GA_RD : DDPC_GA_RING;
+        pieces = p.pieces;
+    } else { /* HCCL_ALGO's level1 */
+        small = nbytes <= DDPC_SMALL_BYTES;
+    }
     layout hl = { 0 };
     DDPC_CHECK(layout_make(e, &hl));
-    DDPC_TRACE(COLL, "rank %d: hierarchical allreduce of %zu elements over %d hosts", e->c->rank,
-               count, e->c->nhosts);
-    ddpc_status s = count * ddpc_dtype_size(t) <= DDPC_SMALL_BYTES
-                        ? hier_small(e, &hl, send, recv, count, t, op)
-                        : hier_large(e, &hl, send, recv, count, t, op);
+    DDPC_TRACE(COLL, "rank %d: hierarchical allreduce of %zu elements over %d hosts", c->rank,
+               count, c->nhosts);
+    ddpc_status s = small        ? hier_small(e, &hl, send, recv, count, t, op)
+                    : pieces > 1 ? hier_pipe(e, &hl, send, recv, count, t, op, pieces)
+                                 : hier_large(e, &hl, send, recv, count, t, op, inter);
     layout_free(&hl);
     return s;
 }

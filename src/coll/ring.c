@@ -65,98 +65,107 @@ static void chunk_of(const ddpc_ring *rg, int b, size_t j, size_t ce, size_t *of
     *cnt = lo < n ? (n - lo < ce ? n - lo : ce) : 0;
 }
 
-/* A reducing receive's combine: dst = loc op arrived, where loc is the
- * element of the local operand at dst's offset; on the last reducing step
- * also AVG's division (finish_n ranks), while the chunk is in cache. */
-typedef struct ring_combine {
-    char *dst_base;
-    const char *loc_base;
-    ddpc_dtype t;
-    ddpc_op op;
-    int finish_n; /* 0: no finish */
-} ring_combine;
-
 static void combine_arrived(void *dst, const void *src, size_t n, void *ctx) {
-    const ring_combine *k = ctx;
+    const ddpc_ring_combine *k = ctx;
     size_t cnt = n / ddpc_dtype_size(k->t);
     const char *loc = k->loc_base + ((char *)dst - k->dst_base);
     ddpc__reduce3(dst, loc, src, cnt, k->t, k->op);
     if (k->finish_n) ddpc__reduce_finish(dst, cnt, k->t, k->op, k->finish_n);
 }
 
-ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
+ddpc_status ddpc__ring_start(ddpc_exec *e, ddpc_ring_exec *x, const ddpc_ring *rg) {
     ddpc_comm *c = e->c;
+    memset(x, 0, sizeof *x);
+    x->rg = rg;
     int n = rg->g ? rg->g->n : c->size, me = rg->g ? rg->g->me : c->rank;
-    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    x->next = (me + 1) % n;
+    x->prev = (me + n - 1) % n;
     if (rg->g) {
-        next = rg->g->ranks[next];
-        prev = rg->g->ranks[prev];
+        x->next = rg->g->ranks[x->next];
+        x->prev = rg->g->ranks[x->prev];
     }
     size_t es = rg->esize;
-    size_t ce = c->chunk / es;
-    if (ce == 0) ce = 1;
+    x->ce = c->chunk / es;
+    if (x->ce == 0) x->ce = 1;
     size_t maxb = 0;
     for (int b = 0; b < n; b++)
         if (rg->bcnt[b] > maxb) maxb = rg->bcnt[b];
-    size_t m = maxb ? (maxb + ce - 1) / ce : 1;
-    size_t T = (size_t)rg->nsteps * m;
-
-    int comb = rg->nred > 0 && es <= 16 && ddpc__peer_combines(e, prev);
-    ring_combine cctx[DDPC_WINDOW];
-    char *slots = NULL;
-    if (rg->nred > 0 && !rg->direct && !comb) {
-        slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
-        if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for ring buffers");
-    }
-    ddpc_req sreq[DDPC_WINDOW], rreq[DDPC_WINDOW];
-    size_t ns = 0, nsd = 0, nr = 0, nrd = 0;
-    while (nrd < T || nsd < T) {
-        /* 1. post receives, up to the window */
-        while (nr < T && nr - nrd < DDPC_WINDOW) {
-            int s = (int)(nr / m);
-            size_t off, cnt;
-            chunk_of(rg, rg->rblk[s], nr % m, ce, &off, &cnt);
-            if (s < rg->nred && comb) {
-                ring_combine *k = &cctx[nr % DDPC_WINDOW];
-                *k = (ring_combine){ rg->rdst[s], rg->rloc[s], rg->t, rg->op,
-                                     rg->finish && s == rg->nred - 1 ? c->size : 0 };
-                ddpc__post_recv_combine(e, &rreq[nr % DDPC_WINDOW], prev, rg->rdst[s] + off * es,
-                                        cnt * es, combine_arrived, k, es);
-            } else {
-                char *dst = s < rg->nred && !rg->direct ? slots + (nr % DDPC_WINDOW) * ce * es
-                                                        : rg->rdst[s] + off * es;
-                ddpc__post_recv(e, &rreq[nr % DDPC_WINDOW], prev, dst, cnt * es);
-            }
-            nr++;
-        }
-        /* 2. post sends whose chunk is ready */
-        while (ns < T && ns - nsd < DDPC_WINDOW && (ns < m || ns - m < nrd)) {
-            int s = (int)(ns / m);
-            size_t off, cnt;
-            chunk_of(rg, rg->sblk[s], ns % m, ce, &off, &cnt);
-            ddpc__post_send(e, &sreq[ns % DDPC_WINDOW], next, rg->ssrc[s] + off * es, cnt * es);
-            ns++;
-        }
-        /* 3. move bytes; sleep only if nothing can move */
-        DDPC_CHECK(ddpc__progress(e, 1));
-        /* 4. retire finished receives in order (reducing ones now) */
-        while (nrd < nr && rreq[nrd % DDPC_WINDOW].done) {
-            int s = (int)(nrd / m);
-            if (s < rg->nred && !comb) { /* (combined as it arrived) */
-                size_t off, cnt;
-                chunk_of(rg, rg->rblk[s], nrd % m, ce, &off, &cnt);
-                if (rg->direct)
-                    ddpc__reduce_inplace(rg->rdst[s] + off * es, rg->rloc[s] + off * es, cnt, rg->t,
-                                         rg->op);
-                else
-                    ddpc__reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
-                                  slots + (nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
-                if (rg->finish && s == rg->nred - 1)
-                    ddpc__reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, c->size);
-            }
-            nrd++;
-        }
-        while (nsd < ns && sreq[nsd % DDPC_WINDOW].done) nsd++;
+    x->m = maxb ? (maxb + x->ce - 1) / x->ce : 1;
+    x->T = (size_t)rg->nsteps * x->m;
+    x->comb = rg->nred > 0 && es <= 16 && ddpc__peer_combines(e, x->prev);
+    if (rg->nred > 0 && !rg->direct && !x->comb) {
+        x->slots = rg->slots ? rg->slots : ddpc__scratch(c, ddpc__ring_slot_bytes(c, es));
+        if (!x->slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for ring buffers");
     }
     return DDPC_OK;
+}
+
+size_t ddpc__ring_slot_bytes(const ddpc_comm *c, size_t esize) {
+    size_t ce = c->chunk / esize;
+    return DDPC_WINDOW * (ce ? ce : 1) * esize;
+}
+
+ddpc_status ddpc__ring_step(ddpc_exec *e, ddpc_ring_exec *x, int *done) {
+    ddpc_comm *c = e->c;
+    const ddpc_ring *rg = x->rg;
+    size_t es = rg->esize, ce = x->ce, m = x->m, T = x->T;
+    /* 1. retire finished receives in order (reducing ones now) */
+    while (x->nrd < x->nr && x->rreq[x->nrd % DDPC_WINDOW].done) {
+        int s = (int)(x->nrd / m);
+        if (s < rg->nred && !x->comb) { /* (combined as it arrived) */
+            size_t off, cnt;
+            chunk_of(rg, rg->rblk[s], x->nrd % m, ce, &off, &cnt);
+            if (rg->direct)
+                ddpc__reduce_inplace(rg->rdst[s] + off * es, rg->rloc[s] + off * es, cnt, rg->t,
+                                     rg->op);
+            else
+                ddpc__reduce3(rg->rdst[s] + off * es, rg->rloc[s] + off * es,
+                              x->slots + (x->nrd % DDPC_WINDOW) * ce * es, cnt, rg->t, rg->op);
+            if (rg->finish && s == rg->nred - 1)
+                ddpc__reduce_finish(rg->rdst[s] + off * es, cnt, rg->t, rg->op, c->size);
+        }
+        x->nrd++;
+    }
+    while (x->nsd < x->ns && x->sreq[x->nsd % DDPC_WINDOW].done) x->nsd++;
+    /* 2. post receives, up to the window */
+    while (x->nr < T && x->nr - x->nrd < DDPC_WINDOW) {
+        int s = (int)(x->nr / m);
+        size_t off, cnt;
+        chunk_of(rg, rg->rblk[s], x->nr % m, ce, &off, &cnt);
+        if (s < rg->nred && x->comb) {
+            ddpc_ring_combine *k = &x->cctx[x->nr % DDPC_WINDOW];
+            *k = (ddpc_ring_combine){ rg->rdst[s], rg->rloc[s], rg->t, rg->op,
+                                      rg->finish && s == rg->nred - 1 ? c->size : 0 };
+            ddpc__post_recv_combine(e, &x->rreq[x->nr % DDPC_WINDOW], x->prev,
+                                    rg->rdst[s] + off * es, cnt * es, combine_arrived, k, es);
+        } else {
+            char *dst = s < rg->nred && !rg->direct ? x->slots + (x->nr % DDPC_WINDOW) * ce * es
+                                                    : rg->rdst[s] + off * es;
+            ddpc__post_recv(e, &x->rreq[x->nr % DDPC_WINDOW], x->prev, dst, cnt * es);
+        }
+        x->nr++;
+    }
+    /* 3. post sends whose chunk is ready */
+    while (x->ns < T && x->ns - x->nsd < DDPC_WINDOW && (x->ns < m || x->ns - m < x->nrd)) {
+        int s = (int)(x->ns / m);
+        size_t off, cnt;
+        chunk_of(rg, rg->sblk[s], x->ns % m, ce, &off, &cnt);
+        ddpc__post_send(e, &x->sreq[x->ns % DDPC_WINDOW], x->next, rg->ssrc[s] + off * es,
+                        cnt * es);
+        x->ns++;
+    }
+    *done = x->nrd == T && x->nsd == T;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
+    ddpc_ring_exec x;
+    int done = 0;
+    DDPC_CHECK(ddpc__ring_start(e, &x, rg));
+    for (;;) {
+        DDPC_CHECK(ddpc__ring_step(e, &x, &done));
+        if (done) return DDPC_OK;
+        /* move bytes; sleep only if nothing can move */
+        DDPC_CHECK(ddpc__progress(e, 1));
+    }
 }

@@ -55,6 +55,11 @@ static ddpc_status read_settings(ddpc_comm *c) {
     long chunk, spin;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_CHUNK, &chunk));
     c->chunk = (size_t)chunk;
+    double us, gbit;
+    DDPC_CHECK(ddpc__env_double(DDPC_ENV_NET_US, &us));
+    DDPC_CHECK(ddpc__env_double(DDPC_ENV_NET_GBIT, &gbit));
+    c->net_alpha = us * 1e-6;
+    c->net_beta = 8e-9 / gbit;
     c->spin_s = -1; /* unset: chosen once the host's ranks are known (choose_spin) */
     if (ddpc__env_isset(DDPC_ENV_SPIN_US)) {
         DDPC_CHECK(ddpc__env_long(DDPC_ENV_SPIN_US, &spin));

@@ -183,6 +183,9 @@ struct ddpc_comm {
     int algo;               /* DDPC_ALGO_* */
     int algo_inter;         /* hierarchical allreduce's inter-host step: AUTO, RING, RHD */
     size_t chunk;           /* bytes per pipelined chunk */
+    double net_alpha;       /* DDPC_NET_US: s per message across hosts (auto's cost model) */
+    double net_beta;        /* DDPC_NET_GBIT: s per byte on a host's link */
+    unsigned plans_logged;  /* the allreduce choices already logged at INFO (coll/model.c) */
     double spin_s;          /* seconds to spin before sleeping in poll */
     int busy_polls;         /* most retries without yielding the core first (choose_spin) */
     int poll_budget;        /* how many the next wait makes (ddpc__progress adapts it) */

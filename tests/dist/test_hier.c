@@ -16,7 +16,12 @@
  *   - auto picks the hierarchical algorithms where the communicator spans
  *     several hosts and some host has several ranks (TRACE log), flat and
  *     one rank per host do not; flat on interleaved hosts orders its ring
- *     by host.
+ *     by host;
+ *   - the pipelined hierarchical allreduce (DDPC_CHUNK=4096 makes the cost
+ *     model cut a few MiB into pieces) on 2x2, 4x2, 3x2 and over TCP,
+ *     every dtype, sum/avg/max, a prime count, in place;
+ *   - auto's cost model as run: its choice across hosts for 8 B, 1 MiB and
+ *     32 MiB on 4x2, 4x1 and 3x1, logged at INFO, the results checked.
  * Ranks are forked processes with a deadline (coll_check.h's run_job);
  * 8 ranks may share 2 cores.
  */
@@ -206,6 +211,38 @@ TEST_T(hier_2x2_tcp, 120) {
     run_layout("0011", "hier", 115, hier_body);
 }
 
+/* The pipelined hierarchical allreduce (hier.c's hier_pipe): with
+ * DDPC_CHUNK=4096 auto's cost model cuts vectors of a few MiB into pieces
+ * (test_algo.c checks which); every dtype at 1<<20 and a prime count
+ * (uneven pieces and blocks), sum, avg and max, in place too. */
+static void pipe_body(ctx *x, const job *j) {
+    static const size_t counts[] = { BIG, 1000003 };
+    static const ddpc_op ops[] = { DDPC_SUM, DDPC_AVG, DDPC_MAX };
+    check_layout(x, (const hjob *)j);
+    for (int t = 0; t < DDPC_DTYPE_COUNT; t++)
+        for (int oi = 0; oi < 3; oi++)
+            for (int ci = 0; ci < 2; ci++) {
+                if (oi != 0 && (t == DDPC_INT8 || t == DDPC_UINT8 || t == DDPC_INT16)) continue;
+                combo k = { C_ALLREDUCE, (ddpc_dtype)t, ops[oi], counts[ci], 0, ci };
+                run_one(x, &k);
+            }
+}
+
+#define PIPE_TEST(NAME, LAYOUT, SECS)                    \
+    TEST_T(NAME, SECS) {                                 \
+        setenv("DDPC_CHUNK", "4096", 1);                 \
+        run_layout(LAYOUT, "auto", (SECS)-5, pipe_body); \
+    }
+
+PIPE_TEST(hier_pipe_2x2, "0011", 200)
+PIPE_TEST(hier_pipe_4x2, "00112233", 300)
+PIPE_TEST(hier_pipe_3x2, "001122", 300)
+TEST_T(hier_pipe_2x2_tcp, 200) {
+    setenv("DDPC_SHM", "0", 1);
+    setenv("DDPC_CHUNK", "4096", 1);
+    run_layout("0011", "auto", 195, pipe_body);
+}
+
 /* ------------------------------------------------------------ auto's choice */
 
 /* Rank 0's log file (the test process's pid in its name). */
@@ -233,20 +270,14 @@ static void choice_body(ctx *x, const job *j) {
     run_one(x, &k);
 }
 
-/* Rank 0 logs at TRACE into a file, then checks that the log shows the
- * host layout and says (or, under flat and on one rank per host, does not
- * say) that both allreduces ran hierarchically. */
-static void choice_rank(int rank, int world, void *arg) {
-    const hjob *hj = arg;
-    if (rank != 0) {
-        hier_rank(rank, world, arg);
-        return;
-    }
+/* Runs rank 0 (hier_rank) logging at level for subsys into a file, and
+ * returns what it logged (static storage). */
+static const char *logged_rank0(int world, void *arg, const char *level, const char *subsys) {
     int saved = dup(2); /* the checks report on the real stderr */
     CHECK(saved >= 0 && freopen(log_path(), "w", stderr) != NULL);
-    setenv("DDPC_DEBUG", "TRACE", 1);
-    setenv("DDPC_DEBUG_SUBSYS", "INIT,COLL", 1);
-    hier_rank(rank, world, arg);
+    setenv("DDPC_DEBUG", level, 1);
+    setenv("DDPC_DEBUG_SUBSYS", subsys, 1);
+    hier_rank(0, world, arg);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -257,6 +288,19 @@ static void choice_rank(int rank, int world, void *arg) {
     buf[n] = '\0';
     fclose(f);
     unlink(log_path());
+    return buf;
+}
+
+/* Rank 0 logs at TRACE into a file, then checks that the log shows the
+ * host layout and says (or, under flat and on one rank per host, does not
+ * say) that both allreduces ran hierarchically. */
+static void choice_rank(int rank, int world, void *arg) {
+    const hjob *hj = arg;
+    if (rank != 0) {
+        hier_rank(rank, world, arg);
+        return;
+    }
+    const char *buf = logged_rank0(world, arg, "TRACE", "INIT,COLL");
     char want[64];
     snprintf(want, sizeof want, "host layout: %d host%s", hj->nhosts, hj->nhosts > 1 ? "s" : "");
     CHECK_CONTAINS(buf, want);
@@ -297,3 +341,63 @@ TEST(hier_auto_flat_one_host) { run_choice("0000", "auto"); }
 TEST(hier_flat_forced) { run_choice("0011", "flat"); }
 /* Hosts interleaved in rank order: the flat ring goes host by host. */
 TEST(hier_flat_interleaved_host_order) { run_choice("010101", "flat"); }
+
+/* ------------------------------------------------ auto's cost model, run */
+
+/* Allreduces of 8 B, 1 MiB and 32 MiB (float32 sum), checked. */
+static void model_body(ctx *x, const job *j) {
+    static const size_t counts[] = { 2, 1 << 18, 1 << 23 };
+    (void)j;
+    for (int i = 0; i < 3; i++) {
+        combo k = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, counts[i], 0, 0 };
+        run_one(x, &k);
+    }
+}
+
+/* The expected INFO lines of rank 0, for model_rank. */
+static const char *const *model_want;
+
+/* Rank 0 logs INFO (COLL) into a file and finds there each of model_want:
+ * the choice of the cost model (test_algo.c checks the model itself) for
+ * each size, logged once. */
+static void model_rank(int rank, int world, void *arg) {
+    if (rank != 0) {
+        hier_rank(rank, world, arg);
+        return;
+    }
+    const char *buf = logged_rank0(world, arg, "INFO", "COLL");
+    for (int i = 0; model_want[i]; i++) CHECK_CONTAINS(buf, model_want[i]);
+}
+
+static void run_model(const char *layout, const char *const *want) {
+    hjob hj;
+    model_want = want;
+    make_job(&hj, layout, "auto", model_body);
+    t_run_ranks(hj.world, 115, model_rank, &hj);
+}
+
+/* 4 hosts x 2: recursive doubling across hosts for 8 B, halving-doubling
+ * (2 steps each way) for 1 MiB, the pipelined ring for 32 MiB. */
+TEST_T(hier_auto_model_4x2, 120) {
+    static const char *const want[] = {
+        "allreduce of 8 bytes on 4 hosts x 2: recursive doubling (DDPC_ALGO=auto's cost model",
+        "allreduce of 1048576 bytes on 4 hosts x 2: halving-doubling (",
+        "allreduce of 33554432 bytes on 4 hosts x 2: ring in 4 pipelined pieces (", NULL
+    };
+    run_model("00112233", want);
+}
+
+/* One rank per host (the flat allreduce): the same model without the
+ * host's steps (fewer elements than ranks: recursive doubling, unlogged);
+ * on 3 hosts the ring, as halving-doubling would fold 3 into 2. Each
+ * choice is logged at INFO once. */
+TEST_T(hier_auto_model_4x1, 120) {
+    static const char *const want[] = {
+        "allreduce of 1048576 bytes on 4 hosts x 1: halving-doubling (", NULL
+    };
+    run_model("0123", want);
+}
+TEST_T(hier_auto_model_3x1, 120) {
+    static const char *const want[] = { "allreduce of 1048576 bytes on 3 hosts x 1: ring (", NULL };
+    run_model("012", want);
+}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "coll/coll.h"
 #include "comm/comm.h"
 #include "test.h"
 
@@ -134,4 +135,63 @@ TEST(algo_hccl_algo_is_the_alias) {
     CHECK(!strcmp(src, "DDPC_ALGO") && !strcmp(v, "flat"));
     unsetenv("DDPC_ALGO");
     unsetenv("HCCL_ALGO");
+}
+
+/* ------------------------------------------------- auto's cost model */
+
+/* The model's choice for H hosts of L ranks (every host alike) and n
+ * bytes, at the default link (DDPC_NET_US=150, DDPC_NET_GBIT=1) and chunk. */
+static ddpc_plan plan_of(int hosts, int local, size_t nbytes) {
+    ddpc_model m = { 150e-6, 8e-9, 262144 };
+    ddpc_plan p;
+    ddpc__model_plan(&m, hosts, local, 1, nbytes, &p);
+    return p;
+}
+
+/* Auto's choices on layouts and sizes at the default link: the ring
+ * (pipelined where every host has several ranks) for large vectors, a
+ * latency-bound algorithm with log2(hosts) steps across hosts for small
+ * ones and for many hosts, and the ring on 3 hosts, where halving-doubling
+ * folds 3 into 2 at the price of twice the vector on the link. */
+TEST(algo_model_choices) {
+    static const struct {
+        int hosts, local;
+        size_t nbytes;
+        int x, pieces; /* pieces 0: any above 1 */
+    } w[] = {
+        { 2, 2, 8, DDPC_X_RD, 1 },          { 2, 2, 64 << 20, DDPC_X_RING, 0 },
+        { 4, 2, 8, DDPC_X_RD, 1 },          { 4, 2, 1 << 20, DDPC_X_HD, 1 },
+        { 4, 2, 64 << 20, DDPC_X_RING, 0 }, { 3, 2, 1 << 20, DDPC_X_RING, 1 },
+        { 3, 2, 64 << 20, DDPC_X_RING, 0 }, { 8, 8, 8, DDPC_X_SMALL, 1 },
+        { 8, 8, 4096, DDPC_X_SMALL, 1 },    { 64, 8, 1 << 20, DDPC_X_HD, 1 },
+        { 1024, 8, 8, DDPC_X_SMALL, 1 },    { 1024, 8, 25 << 20, DDPC_X_HD, 1 },
+        { 2, 1, 64 << 20, DDPC_X_RING, 1 }, { 4, 1, 8, DDPC_X_RD, 1 },
+        { 4, 1, 1 << 20, DDPC_X_HD, 1 },    { 3, 1, 1 << 20, DDPC_X_RING, 1 },
+    };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
+        ddpc_plan p = plan_of(w[i].hosts, w[i].local, w[i].nbytes);
+        CHECK_MSG(p.x == w[i].x && (w[i].pieces ? p.pieces == w[i].pieces : p.pieces > 1),
+                  "%d hosts x %d, %zu bytes: %s in %d pieces, not %s", w[i].hosts, w[i].local,
+                  w[i].nbytes, ddpc__plan_name(p.x), p.pieces, ddpc__plan_name(w[i].x));
+        for (int x = 0; x < DDPC_X_COUNT; x++) CHECK(p.t[p.x] <= p.t[x]); /* the least */
+    }
+    /* hosts of unequal rank counts: no pipeline, so on 4 hosts
+     * halving-doubling's 4 steps beat the ring's 6 */
+    ddpc_model m = { 150e-6, 8e-9, 262144 };
+    ddpc_plan p;
+    ddpc__model_plan(&m, 4, 2, 0, 64 << 20, &p);
+    CHECK_EQ(p.x, DDPC_X_HD);
+    CHECK_EQ(p.pieces, 1);
+    /* no latency (alpha 0): halving-doubling only ties with the ring on 4
+     * hosts, and a tie stays with the ring */
+    m.alpha = 0;
+    ddpc__model_plan(&m, 4, 1, 1, 1 << 20, &p);
+    CHECK_EQ(p.x, DDPC_X_RING);
+    /* a slower link per message moves the crossover up */
+    m.alpha = 150e-6;
+    ddpc__model_plan(&m, 4, 2, 1, 16 << 20, &p);
+    CHECK_EQ(p.x, DDPC_X_RING);
+    m.alpha = 5e-3;
+    ddpc__model_plan(&m, 4, 2, 1, 16 << 20, &p);
+    CHECK_EQ(p.x, DDPC_X_HD);
 }
