@@ -124,6 +124,7 @@ static void matrix(ctx *x) {
                 if (is_bitwise((ddpc_op)op) && !is_int((ddpc_dtype)t)) continue;
                 if (!is_reducing(coll) && op > 0) continue;
                 for (int ci = 0; ci < 6; ci++) {
+                    if (counts[ci] > 4097 && !lean_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
                     if (counts[ci] == BIG && !big_ok(coll, (ddpc_dtype)t, (ddpc_op)op)) continue;
                     if (counts[ci] == BIG && coll == C_REDUCE_SCATTER &&
                         (t != DDPC_FLOAT32 || op != DDPC_SUM))
@@ -146,6 +147,7 @@ static void others(ctx *x) {
     for (int coll = C_BROADCAST; coll < C_NCOLL; coll++)
         for (int ti = 0; ti < 3; ti++)
             for (int ci = 0; ci < 3; ci++) {
+                if (cs[ci] > 4097 && !lean_ok(coll, ts[ti], DDPC_SUM)) continue;
                 combo k = { coll, ts[ti], DDPC_SUM, cs[ci], (ti * 3 + ci) % x->world, 0 };
                 run_one(x, &k);
             }
