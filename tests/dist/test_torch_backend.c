@@ -10,7 +10,7 @@
  * Every test skips when /usr/bin/python3 cannot import torch or the module
  * is not built (make torch); the training one without Fashion-MNIST. In a
  * sanitizer build Python runs with the sanitizers' runtimes preloaded, and
- * PyTorch's suite is left to the plain build. */
+ * the seed's program and PyTorch's suite are left to the plain build. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +53,12 @@ static const char *py_env(void) {
                  pre, asan ? asan : "", asan && *asan ? ":" : "");
     }
     return b;
+}
+
+/* Whether this is a sanitizer build (make sets DDPC_TEST_PRELOAD there). */
+static int sanitized(void) {
+    const char *pre = getenv("DDPC_TEST_PRELOAD");
+    return pre && *pre;
 }
 
 static void need_module(void) {
@@ -133,6 +139,9 @@ TEST_T(torch_backend_mismatch_named, 120) {
  * for bit (a two-rank sum is exact whatever the order); 3 ranks: within
  * float tolerance. */
 static void seed(int world, int exact) {
+    if (sanitized())
+        SKIP("a sanitizer build: an epoch of PyTorch under the preloaded sanitizers takes minutes; "
+             "the collectives tests run the same calls of the backend (the plain build runs it)");
     need_module();
     need_data();
     const char *p[2] = { t_tmp_path("gloo.pt"), t_tmp_path("ddpc.pt") };
@@ -167,8 +176,7 @@ TEST_T(torch_backend_seed_program_3_ranks_close_to_gloo, 600) { seed(3, 0); }
 
 /* PyTorch's own distributed_test.py, the collectives and CPU DDP tests. */
 TEST_T(torch_backend_pytorch_suite_ci_subset, 900) {
-    const char *pre = getenv("DDPC_TEST_PRELOAD");
-    if (pre && *pre)
+    if (sanitized())
         SKIP("a sanitizer build: PyTorch's suite starts a Python per test, 20-55 s each with the "
              "sanitizers preloaded, past this test's deadline (the plain build runs it)");
     need_module();
