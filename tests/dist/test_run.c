@@ -420,10 +420,10 @@ TEST_T(run_signal_to_one_node_stops_all_nodes, 60) {
                  "--monitor-interval=0.1 %s & "
                  "p1=$!; %s --nnodes=2 --node-rank=0 --nproc-per-node=2 --master-port=%d "
                  "--monitor-interval=0.1 %s & "
-                 "p0=$!; for i in $(seq 100); do [ -e %s/ready.0 ] && [ -e %s/ready.3 ] && break; "
-                 "sleep 0.05; done; "
+                 "p0=$!; for i in $(seq 200); do [ -e %s/ready.0 ] && [ -e %s/ready.1 ] && "
+                 "[ -e %s/ready.2 ] && [ -e %s/ready.3 ] && break; sleep 0.05; done; "
                  "kill -TERM $p0; wait $p0; r0=$?; wait $p1; echo \"rc0=$r0 rc1=$?\"",
-                 R(), port, sc, R(), port, sc, d, d);
+                 R(), port, sc, R(), port, sc, d, d, d, d);
     CHECK_EQ(rc, 0);
     CHECK(ddpc__now() - t0 < 10 * t_slow());
     CHECK_CONTAINS(out, "rc0=143 rc1=1");
