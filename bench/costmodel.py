@@ -121,12 +121,18 @@ def flat(P, H, L, S):
     return 2 * (N - 1) * step + (N - 1) / N * S * P["gamma"]
 
 
+CHUNK = 256 << 10  # DDPC_CHUNK
+
 # The candidates of DDPC_ALGO=auto across hosts (src/coll/model.c, the same
 # formulas): s bytes a member, h members, f of a host's ranks sharing its link.
 
 def t_ring(P, h, s, f):
-    q = (h - 1) / h
-    return 2 * (h - 1) * P["alpha"] + 2 * q * s * f * P["beta"] + q * s * P["gamma"] if h > 1 else 0
+    """The ring reduces each chunk while the next is on the wire: of its
+    reduction only a chunk a step shows."""
+    if h < 2:
+        return 0
+    return (2 * (h - 1) * P["alpha"] + 2 * (h - 1) / h * s * f * P["beta"] +
+            (h - 1) * min(s / h, CHUNK) * P["gamma"])
 
 
 def t_fold(P, h, s, f):
@@ -145,9 +151,6 @@ def t_rd(P, h, s, f):
     if h < 2:
         return 0
     return int(math.log2(h)) * (P["alpha"] + s * f * P["beta"] + s * P["gamma"]) + t_fold(P, h, s, f)
-
-
-CHUNK = 256 << 10  # DDPC_CHUNK
 
 
 def hier_plan(P, H, L, S, equal=True):

@@ -50,11 +50,13 @@ static int log2_floor(int n) {
 }
 
 /* An allreduce of s bytes a member among h members, f of a host's ranks
- * sharing its link at once. */
+ * sharing its link at once. The ring reduces each chunk while the next is
+ * on the wire (ring.c), so of its reduction only a chunk a step shows;
+ * the others reduce whole messages once they have arrived. */
 static double t_ring(const ddpc_model *m, int h, double s, int f) {
     if (h < 2) return 0;
-    double q = (double)(h - 1) / h;
-    return 2 * (h - 1) * m->alpha + 2 * q * s * f * m->beta + q * s * GAMMA;
+    double q = (double)(h - 1) / h, blk = s / h, c = (double)m->chunk;
+    return 2 * (h - 1) * m->alpha + 2 * q * s * f * m->beta + (h - 1) * (blk < c ? blk : c) * GAMMA;
 }
 
 static double t_fold(const ddpc_model *m, int h, double s, int f) {
