@@ -236,8 +236,8 @@ static ddpc_status read_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
 
 /* Every rank but 0: reads rank 0's table of all entries into c->peers;
  * when it never comes, names the ranks whose entries never did (looked up
- * once a second while waiting, so that they are known even if the store's
- * host gives up first and takes the store with it). */
+ * after each second of waiting and after the last, so that they are known
+ * even if the store's host gives up first and takes the store with it). */
 static ddpc_status read_table(ddpc_comm *c, ddpc_store *st, const char **keys, double deadline,
                               int *store_gone) {
     void *v = NULL;
@@ -247,12 +247,13 @@ static ddpc_status read_table(ddpc_comm *c, ddpc_store *st, const char **keys, d
     for (;;) {
         double left = deadline - ddpc__now();
         s = ddpc_store_get(st, "peers", left > 1 ? 1 : left > 0.001 ? left : 0.001, &v, &vl);
-        if (s != DDPC_ERR_TIMEOUT || ddpc__expired(deadline)) break;
+        if (s != DDPC_ERR_TIMEOUT) break;
         int gone = 0;
         if (wait_entries(c, st, keys, ddpc__now(), &gone) == DDPC_OK)
             missing[0] = '\0';
         else if (!gone)
             snprintf(missing, sizeof missing, "%s", ddpc_last_error());
+        if (ddpc__expired(deadline)) break; /* after a look: a first wait may use it all */
     }
     if (s == DDPC_ERR_PEER_LOST) *store_gone = 1;
     if (s != DDPC_OK && missing[0])
