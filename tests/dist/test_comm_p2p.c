@@ -109,7 +109,9 @@ TEST_T(comm_send_recv_many_queued, 30) {
  * in whatever order they come (rank r sleeps (world - r) * 30 ms first, so
  * the last rank's usually comes first), learns each sender, then a receive
  * from a named rank queued behind an any-source one still gets that rank's
- * next message, in order. */
+ * next message, in order. Rank 1 sends those only once rank 0 says go: an
+ * any-source receive of the first round would take them otherwise, when
+ * rank 1 runs ahead (under valgrind it did). */
 static void any_source_body(int rank, int world, void *arg) {
     ddpc_comm *c = env_comm(rank, world);
     int32_t v[2];
@@ -128,6 +130,7 @@ static void any_source_body(int rank, int world, void *arg) {
             seen[src]++;
         }
         for (int r = 1; r < world; r++) CHECK_EQ(seen[r], 1);
+        CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 1)); /* go */
         /* rank 1 sends 200 then 300: any-source takes the first, rank 1's
          * named receive the second */
         ddpc_work *wa, *wn;
@@ -148,6 +151,7 @@ static void any_source_body(int rank, int world, void *arg) {
         v[0] = rank, v[1] = 100;
         CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
         if (rank == 1) {
+            CHECK_OK(ddpc_recv(c, v, 2, DDPC_INT32, 0)); /* go */
             v[1] = 200;
             CHECK_OK(ddpc_send(c, v, 2, DDPC_INT32, 0));
             v[1] = 300;
