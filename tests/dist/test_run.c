@@ -21,6 +21,12 @@
 #include "base/sock.h"
 #include "test.h"
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 static char out[1 << 20];
 
 /* A fresh directory for the test's scripts and files. */
@@ -282,7 +288,9 @@ TEST_T(run_failing_worker_stops_all_with_a_summary, 60) {
     rc = run(20, "FAIL_RANK=1 %s --standalone --nproc-per-node=2 --log-dir=%s/logs --tee=3 %s", R(),
              d, sc);
     CHECK_MSG(rc == 3, "rc=%d: %s", rc, out);
-    CHECK_CONTAINS(out, "[0]: rank 0 got TERM");
+    /* (not under valgrind: its own handlers catch every signal, so /proc's
+     * SigCgt says the shell catches SIGUSR1, and SIGUSR1 ends it) */
+    if (!RUNNING_ON_VALGRIND) CHECK_CONTAINS(out, "[0]: rank 0 got TERM");
 
     /* killed by a signal: named, exit 128+N */
     rc = run(20, "FAIL_RANK=1 FAIL_SIG=SEGV %s --standalone --nproc-per-node=2 %s", R(), sc);
