@@ -169,13 +169,14 @@ def hier_plan(P, H, L, S, equal=True):
          "ring": host + t_ring(P, H, sl, L), "hd": host + t_hd(P, H, sl, L),
          "rd": host + t_rd(P, H, sl, L)}
     pieces = 1
-    p = 2
-    while equal and L > 1 and p <= 8 and sl / p / H >= CHUNK:
+    p = 1  # the most pieces (up to 16) whose ring blocks keep 2 chunks
+    while equal and L > 1 and p < 16 and sl / (2 * p) / H >= 2 * CHUNK:
+        p *= 2
+    if p > 1:
         inter = p * t_ring(P, H, sl / p, L) + (p - 1) * (P["alpha"] + CHUNK * P["beta"])
         tp = host / p + max(inter, host * (p - 1) / p)
         if tp < t["ring"]:
             t["ring"], pieces = tp, p
-        p *= 2
     best = "ring"
     for way in ("small", "hd", "rd"):
         if t[way] < t[best] * (1 - 1e-9):

@@ -35,7 +35,7 @@
 #define GAMMA   0.307e-9
 
 /* The most pieces the pipeline cuts a vector into. */
-#define MAX_PIECES 8
+#define MAX_PIECES 16
 
 static const char *const names[DDPC_X_COUNT] = { "small", "ring", "halving-doubling",
                                                  "recursive doubling" };
@@ -102,19 +102,24 @@ void ddpc__model_plan(const ddpc_model *m, int hosts, int local, int equal, size
     out->t[DDPC_X_RD] = host + t_rd(m, hosts, sl, local);
     /* The pipeline: P pieces; the host's steps of the first and last piece
      * are exposed, the rest overlap the link's rings (one per piece), and
-     * between pieces the link idles for about a message and a chunk. */
-    if (equal && local > 1)
-        for (int p = 2; p <= MAX_PIECES; p *= 2) {
-            if (sl / p / hosts < (double)m->chunk) break; /* each ring block at least a chunk */
-            double inter = p * t_ring(m, hosts, sl / p, local) +
-                           (p - 1) * (m->alpha + (double)m->chunk * m->beta);
-            double hidden = host * (p - 1) / p;
-            double t = host / p + (inter > hidden ? inter : hidden);
-            if (t < out->t[DDPC_X_RING]) {
-                out->t[DDPC_X_RING] = t;
-                out->pieces = p;
-            }
+     * between pieces the link idles for about a message and a chunk. P is
+     * the most pieces (up to MAX_PIECES) whose ring blocks keep 2 chunks:
+     * on 4 emulated hosts x 2, 64 MiB, 2, 4, 8, 16 and 32 pieces took
+     * 969-978, 926-945, 885-926, 866-876 and 898-925 ms (docs/BENCHMARKS.md),
+     * better than this model's fill term predicts; the model says whether
+     * to cut at all. */
+    if (equal && local > 1) {
+        int p = 1;
+        while (p < MAX_PIECES && sl / (2 * p) / hosts >= 2.0 * (double)m->chunk) p *= 2;
+        double inter =
+            p * t_ring(m, hosts, sl / p, local) + (p - 1) * (m->alpha + (double)m->chunk * m->beta);
+        double hidden = host * (p - 1) / p;
+        double t = host / p + (inter > hidden ? inter : hidden);
+        if (p > 1 && t < out->t[DDPC_X_RING]) {
+            out->t[DDPC_X_RING] = t;
+            out->pieces = p;
         }
+    }
     /* the least; a tie (within rounding) goes to the earlier in this order:
      * the ring (pipelined, measured most), the small path (whole vectors,
      * no empty blocks), halving-doubling, recursive doubling */

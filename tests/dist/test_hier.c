@@ -214,9 +214,10 @@ TEST_T(hier_2x2_tcp, 120) {
 }
 
 /* The pipelined hierarchical allreduce (hier.c's hier_pipe): with
- * DDPC_CHUNK=4096 auto's cost model cuts vectors of a few MiB into pieces
- * (test_algo.c checks which); every dtype at 1<<20 and a prime count
- * (uneven pieces and blocks), sum, avg and max, in place too. */
+ * DDPC_CHUNK=4096 and DDPC_NET_US=0 auto's cost model cuts vectors of 1-8
+ * MiB into 16 pieces (test_algo.c checks the model); every dtype at 1<<20
+ * and a prime count (uneven pieces and blocks), sum, avg and max, in
+ * place too. */
 static void pipe_body(ctx *x, const job *j) {
     static const size_t counts[] = { BIG, 1000003 };
     static const ddpc_op ops[] = { DDPC_SUM, DDPC_AVG, DDPC_MAX };
@@ -233,6 +234,7 @@ static void pipe_body(ctx *x, const job *j) {
 #define PIPE_TEST(NAME, LAYOUT, SECS)                    \
     TEST_T(NAME, SECS) {                                 \
         setenv("DDPC_CHUNK", "4096", 1);                 \
+        setenv("DDPC_NET_US", "0", 1);                   \
         run_layout(LAYOUT, "auto", (SECS)-5, pipe_body); \
     }
 
@@ -242,6 +244,7 @@ PIPE_TEST(hier_pipe_3x2, "001122", 300)
 TEST_T(hier_pipe_2x2_tcp, 200) {
     setenv("DDPC_SHM", "0", 1);
     setenv("DDPC_CHUNK", "4096", 1);
+    setenv("DDPC_NET_US", "0", 1);
     run_layout("0011", "auto", 195, pipe_body);
 }
 
@@ -384,7 +387,7 @@ TEST_T(hier_auto_model_4x2, 120) {
     static const char *const want[] = {
         "allreduce of 8 bytes on 4 hosts x 2: recursive doubling (DDPC_ALGO=auto's cost model",
         "allreduce of 1048576 bytes on 4 hosts x 2: halving-doubling (",
-        "allreduce of 33554432 bytes on 4 hosts x 2: ring in 4 pipelined pieces (", NULL
+        "allreduce of 33554432 bytes on 4 hosts x 2: ring in 8 pipelined pieces (", NULL
     };
     run_model("00112233", want);
 }
