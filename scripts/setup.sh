@@ -4,8 +4,9 @@
 set -euo pipefail
 need=(build-essential pkg-config libopenblas-dev zlib1g-dev libcjson-dev dataset-fashion-mnist iproute2)
 [ "${DDPC_SETUP_PEERS:-0}" = 1 ] && need+=(openmpi-bin libopenmpi-dev python3-torch libtorch-dev pybind11-dev python3-dev libopenblas0 hyperfine time gnuplot-nox)
-# the tools of `make check-valgrind` and `make fuzz`
-[ "${DDPC_SETUP_TOOLS:-0}" = 1 ] && need+=(valgrind clang)
+# the tools of `make check-valgrind`, `make fuzz` and `make format` (a new
+# machine has gcc, valgrind and gdb, not clang or clang-format)
+[ "${DDPC_SETUP_TOOLS:-0}" = 1 ] && need+=(valgrind clang clang-format)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
