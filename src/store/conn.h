@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "store/gate.h"
 #include "store/proto.h"
@@ -34,6 +35,8 @@ typedef struct conn {
     size_t drained;             /* closing: bytes discarded */
     int wr_shut;                /* closing: shutdown(SHUT_WR) done */
     int proto;                  /* PROTO_*, 0 until the first byte tells */
+    int dialect;                /* TCPStore: TORCH_1 or TORCH_2, 0 until its first bytes tell */
+    uint64_t wait_wake;         /* waiting on a BARRIER: the key's wake when it parked */
     size_t req_len;             /* TCPStore: bytes of the request being handled */
     store_req wq;               /* waiting: the parked GET or WAIT (points into in) */
     int admitted;               /* proved the job token, or none is needed (a torch client
@@ -49,6 +52,8 @@ struct ddpc_store_server {
     conn **conns; /* nconns live connections */
     int nconns, cap;
     ddpc__table tab;
+    ddpc__table queues;    /* torch 2.x's queues: each value is its items, u64 len + bytes each */
+    uint64_t wake_seq;     /* the last ddpc__entry.wake given */
     int dirty;             /* a key was set since waiters were last checked */
     double accept_pause;   /* accept paused until then (fd limit reached) */
     ddpc__store_gate gate; /* who is let in: the job token, DDPC_AUTH_TIMEOUT, torch clients */

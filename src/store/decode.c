@@ -16,10 +16,11 @@
  * in ddpc's protocol a timeout before them. One row per OP_*; both
  * protocols' fields come in this order (proto.h). */
 enum {
-    K_NONE,          /* no key */
-    K_ONE,           /* one key */
-    K_LIST,          /* a count, then that many keys */
-    K_ONE_TORCH_LIST /* one key in ddpc's protocol, a list in TCPStore's */
+    K_NONE,           /* no key */
+    K_ONE,            /* one key */
+    K_LIST,           /* a count, then that many keys */
+    K_ONE_TORCH_LIST, /* one key in ddpc's protocol, a list in TCPStore's */
+    K_PAIRS           /* a count, then that many (key, value) pairs */
 };
 static const struct op_layout {
     const char *name;
@@ -27,6 +28,7 @@ static const struct op_layout {
     unsigned char values;  /* value fields after the keys (CAS: expected, desired) */
     unsigned char delta;   /* an i64 after the keys */
     unsigned char timeout; /* ddpc's protocol: a u32 timeout_ms before the keys */
+    unsigned char nonce;   /* TCPStore's protocol: a u32 nonce after the keys */
 } layouts[OP_COUNT] = {
     [0] = { "?", K_NONE, 0, 0, 0 },
     [OP_SET] = { "set", K_ONE, 1, 0, 0 },
@@ -37,7 +39,16 @@ static const struct op_layout {
     [OP_CHECK] = { "check", K_ONE_TORCH_LIST, 0, 0, 0 },
     [OP_DELETE] = { "delete", K_ONE, 0, 0, 0 },
     [OP_NUM_KEYS] = { "num_keys", K_NONE, 0, 0, 0 },
-    [OP_PING] = { "ping", K_NONE, 0, 0, 0 },
+    [OP_PING] = { "ping", K_NONE, 0, 0, 0, 1 },
+    [OP_APPEND] = { "append", K_ONE, 1, 0, 0 },
+    [OP_MULTI_GET] = { "multi_get", K_LIST, 0, 0, 0 },
+    [OP_MULTI_SET] = { "multi_set", K_PAIRS, 0, 0, 0 },
+    [OP_CANCEL_WAIT] = { "cancel_wait", K_NONE, 0, 0, 0 },
+    [OP_QUEUE_PUSH] = { "queue_push", K_ONE, 1, 0, 0 },
+    [OP_QUEUE_POP] = { "queue_pop", K_ONE, 0, 0, 0 },
+    [OP_QUEUE_LEN] = { "queue_len", K_ONE, 0, 0, 0 },
+    [OP_LIST_KEYS] = { "list_keys", K_NONE, 0, 0, 0 },
+    [OP_BARRIER] = { "barrier", K_ONE, 0, 1, 0 },
 };
 
 const char *ddpc__store_op_name(int op) { return op > 0 && op < OP_COUNT ? layouts[op].name : "?"; }
@@ -107,25 +118,56 @@ static int take_value(cur *r, int op, const unsigned char **at, uint32_t *vn, ch
     return rc;
 }
 
+/* MULTI_SET's pairs, q->nkeys of them: each value within
+ * DDPC_STORE_MAX_VALUE and the whole request within STORE_MAX_REQUEST,
+ * checked as soon as a value's length is there. */
+static int take_pairs(cur *r, store_req *q, const unsigned char *start, char *why, size_t wl) {
+    int rc;
+    for (uint32_t i = 0; i < q->nkeys; i++) {
+        const unsigned char *k, *v;
+        uint32_t kn;
+        uint64_t vn;
+        if ((rc = take_key(r, q->op, &k, &kn, why, wl))) return rc;
+        if (take_len(r, &vn)) return -1;
+        if (vn > DDPC_STORE_MAX_VALUE || (uint64_t)(r->p - start) + vn > STORE_MAX_REQUEST) {
+            snprintf(why, wl,
+                     "multi_set: a value of %" PRIu64 " bytes takes the request past %" PRIu64
+                     " bytes (DDPC_STORE_MAX_VALUE %u each)",
+                     vn, (uint64_t)STORE_MAX_REQUEST, DDPC_STORE_MAX_VALUE);
+            return -2;
+        }
+        if (take_n(r, (size_t)vn, &v)) return -1;
+        if (i == 0) {
+            q->key = (const char *)k;
+            q->klen = kn;
+        }
+    }
+    return 0;
+}
+
 /* The fields after the op (and, for ddpc's GET/WAIT, the timeout), as
  * q->op's layout says; the protocols differ only in the width of length
- * fields and in CHECK's keys. Returns 0, -1 (short) or -2 (why filled). */
+ * fields, in CHECK's keys and in PING's nonce. Returns 0, -1 (short) or -2
+ * (why filled). */
 static int take_fields(cur *r, store_req *q, char *why, size_t wl) {
     const struct op_layout *l = &layouts[q->op];
+    const unsigned char *start = r->p;
     int rc;
     q->nkeys = l->keys != K_NONE;
-    if (!q->nkeys) return 0;
-    if (l->keys == K_LIST || (l->keys == K_ONE_TORCH_LIST && q->proto == PROTO_TORCH)) {
+    if (l->keys == K_LIST || l->keys == K_PAIRS ||
+        (l->keys == K_ONE_TORCH_LIST && q->proto == PROTO_TORCH)) {
         uint64_t n;
+        int lo = q->dialect == TORCH_2 ? 0 : 1; /* torch 2.x's server takes empty lists */
         if (take_len(r, &n)) return -1;
-        if (n == 0 || n > STORE_MAX_WAIT_KEYS) {
-            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [1, %d]", l->name, n,
+        if (n < (uint64_t)lo || n > STORE_MAX_WAIT_KEYS) {
+            snprintf(why, wl, "%s: %" PRIu64 " keys is outside [%d, %d]", l->name, n, lo,
                      STORE_MAX_WAIT_KEYS);
             return -2;
         }
         q->nkeys = (uint32_t)n;
     }
     q->keys = r->p;
+    if (l->keys == K_PAIRS) return take_pairs(r, q, start, why, wl);
     for (uint32_t i = 0; i < q->nkeys; i++) {
         const unsigned char *k;
         uint32_t kn;
@@ -134,6 +176,11 @@ static int take_fields(cur *r, store_req *q, char *why, size_t wl) {
             q->key = (const char *)k;
             q->klen = kn;
         }
+    }
+    if (l->nonce && q->proto == PROTO_TORCH) {
+        const unsigned char *d;
+        if (take_n(r, 4, &d)) return -1;
+        q->nonce = get_u32(d);
     }
     if (l->values >= 1 && (rc = take_value(r, q->op, &q->v1, &q->n1, why, wl))) return rc;
     if (l->values >= 2 && (rc = take_value(r, q->op, &q->v2, &q->n2, why, wl))) return rc;
@@ -157,7 +204,7 @@ int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q,
         return -1;
     }
     q->op = at[0];
-    if (q->op <= 0 || q->op >= OP_COUNT) {
+    if (q->op <= 0 || q->op >= OP_DDPC_COUNT) {
         snprintf(why, whylen, "unknown operation %d", q->op);
         return -1;
     }
@@ -172,9 +219,9 @@ int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q,
     return 0;
 }
 
-long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why,
-                              size_t whylen) {
-    static const int op_of[TQ_COUNT] = {
+long ddpc__store_decode_torch(const unsigned char *buf, size_t len, int dialect, store_req *q,
+                              char *why, size_t whylen) {
+    static const int op_of1[TQ_COUNT] = {
         [TQ_SET] = OP_SET,
         [TQ_COMPARE_SET] = OP_CAS,
         [TQ_GET] = OP_GET,
@@ -185,17 +232,43 @@ long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q
         [TQ_WATCH_KEY] = 0,
         [TQ_DELETE_KEY] = OP_DELETE,
     };
+    static const int op_of2[T2_COUNT] = {
+        [T2_VALIDATE] = 0, /* only first, and the server's (proto.h) */
+        [T2_SET] = OP_SET,
+        [T2_COMPARE_SET] = OP_CAS,
+        [T2_GET] = OP_GET,
+        [T2_ADD] = OP_ADD,
+        [T2_CHECK] = OP_CHECK,
+        [T2_WAIT] = OP_WAIT,
+        [T2_GETNUMKEYS] = OP_NUM_KEYS,
+        [T2_DELETE_KEY] = OP_DELETE,
+        [T2_APPEND] = OP_APPEND,
+        [T2_MULTI_GET] = OP_MULTI_GET,
+        [T2_MULTI_SET] = OP_MULTI_SET,
+        [T2_CANCEL_WAIT] = OP_CANCEL_WAIT,
+        [T2_PING] = OP_PING,
+        [T2_QUEUE_PUSH] = OP_QUEUE_PUSH,
+        [T2_QUEUE_POP] = OP_QUEUE_POP,
+        [T2_QUEUE_LEN] = OP_QUEUE_LEN,
+        [T2_LIST_KEYS] = OP_LIST_KEYS,
+        [T2_BARRIER] = OP_BARRIER,
+    };
     memset(q, 0, sizeof *q);
     q->proto = PROTO_TORCH;
+    q->dialect = dialect;
     q->lw = 8;
     q->wait_s = -1;
     if (len == 0) return 0;
-    if (buf[0] >= TQ_COUNT || !op_of[buf[0]]) {
-        snprintf(why, whylen, "TCPStore query type %d is %s", buf[0],
-                 buf[0] == TQ_WATCH_KEY ? "not served (watch_key)" : "unknown");
+    int two = dialect == TORCH_2, n = two ? T2_COUNT : TQ_COUNT;
+    q->op = buf[0] < n ? (two ? op_of2 : op_of1)[buf[0]] : 0;
+    if (!q->op) {
+        snprintf(why, whylen, "TCPStore (torch %s) query type %d is %s", two ? "2.x" : "1.13",
+                 buf[0],
+                 !two && buf[0] == TQ_WATCH_KEY ? "not served (watch_key)"
+                 : two && buf[0] == T2_VALIDATE ? "only the connection's first (validate)"
+                                                : "unknown");
         return -1;
     }
-    q->op = op_of[buf[0]];
     cur r = { buf + 1, len - 1, 8, 0 };
     int rc = take_fields(&r, q, why, whylen);
     if (rc == -2) return -1;
@@ -208,5 +281,15 @@ const char *ddpc__store_req_key(const store_req *q, const unsigned char **p, uin
     const char *k = (const char *)*p + q->lw;
     *p += (size_t)q->lw + n;
     *klen = (uint32_t)n;
+    return k;
+}
+
+const char *ddpc__store_req_pair(const store_req *q, const unsigned char **p, uint32_t *klen,
+                                 const unsigned char **v, uint32_t *vn) {
+    const char *k = ddpc__store_req_key(q, p, klen);
+    uint64_t n = get_u64(*p);
+    *v = *p + 8;
+    *vn = (uint32_t)n;
+    *p += 8 + n;
     return k;
 }

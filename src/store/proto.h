@@ -50,6 +50,39 @@
  * absent key) the server closes the connection, as torch's own server does.
  * TQ_WATCH_KEY is not served (torch 1.13 uses it only from C++ callbacks).
  *
+ * torch 2.x renumbered the queries (T2_*) and added some. Its client opens
+ * every connection with T2_VALIDATE (byte 0, then u32 TORCH_VALIDATE_MAGIC,
+ * no reply). The server tells the dialects apart by a TCPStore connection's
+ * first 5 bytes: 0 followed by the magic is 2.x. A 1.13 query starting with
+ * byte 0 is TQ_SET, whose next 8 bytes are its key's length: with the magic
+ * as their low half that length is over 1 GB, far past DDPC_STORE_MAX_KEY,
+ * so no request a 1.13 client can make looks like a VALIDATE. Any other
+ * first byte is 1.13. The 2.x queries, as torch's libuv server (its default)
+ * serves them:
+ *
+ *   query           request fields                 reply
+ *   T2_SET .. T2_DELETE_KEY                        as in 1.13, except: GET of an
+ *                                                  absent key answers empty bytes;
+ *                                                  CHECK/WAIT also count a queue
+ *                                                  that holds items as a key
+ *   T2_APPEND       str key, bytes value            - (creates the key if absent)
+ *   T2_MULTI_GET    u64 n, n x str key             n x bytes (absent: empty)
+ *   T2_MULTI_SET    u64 n, n x (str key, bytes)     -
+ *   T2_CANCEL_WAIT  -                              u8 1 (WAIT_CANCELED): the parked
+ *                                                  WAIT or BARRIER is dropped
+ *   T2_PING         u32 nonce                      u32 the same nonce
+ *   T2_QUEUE_PUSH   str key, bytes value            - (wakes one WAIT on the key)
+ *   T2_QUEUE_POP    str key                        i64 items before the pop, then
+ *                                                  (if > 0) bytes: the first item
+ *   T2_QUEUE_LEN    str key                        i64 items
+ *   T2_LIST_KEYS    -                              i64 n, n x bytes: the keys
+ *   T2_BARRIER      str key, i64 world size        u8 0 once the key's counter
+ *                                                  (add 1 each) reaches the size
+ *
+ * A 2.x client cancels a WAIT or BARRIER that timed out with CANCEL_WAIT
+ * and reads STOP_WAITING first if it had come meanwhile. Queues are apart
+ * from keys (num_keys and list_keys do not count them).
+ *
  * Both protocols decode into one store_req, which the server executes
  * (decode.c decodes, server.c executes and encodes the reply).
  */
@@ -74,6 +107,16 @@ enum {
     OP_DELETE,
     OP_NUM_KEYS,
     OP_PING,
+    OP_DDPC_COUNT, /* ddpc's protocol has the operations above; torch 2.x's also these: */
+    OP_APPEND = OP_DDPC_COUNT,
+    OP_MULTI_GET,
+    OP_MULTI_SET,
+    OP_CANCEL_WAIT,
+    OP_QUEUE_PUSH,
+    OP_QUEUE_POP,
+    OP_QUEUE_LEN,
+    OP_LIST_KEYS,
+    OP_BARRIER,
     OP_COUNT
 };
 
@@ -93,10 +136,37 @@ enum {
     TQ_COUNT
 };
 enum { TCHECK_READY = 0, TCHECK_NOT_READY = 1 };
-enum { TWAIT_STOP_WAITING = 0 };
+enum { TWAIT_STOP_WAITING = 0, TWAIT_CANCELED = 1 };
 
-/* The protocol a connection speaks. */
+/* c10d TCPStore's QueryType values since torch 2.x (TCPStoreBackend.hpp). */
+enum {
+    T2_VALIDATE = 0,
+    T2_SET,
+    T2_COMPARE_SET,
+    T2_GET,
+    T2_ADD,
+    T2_CHECK,
+    T2_WAIT,
+    T2_GETNUMKEYS,
+    T2_DELETE_KEY,
+    T2_APPEND,
+    T2_MULTI_GET,
+    T2_MULTI_SET,
+    T2_CANCEL_WAIT,
+    T2_PING,
+    T2_QUEUE_PUSH,
+    T2_QUEUE_POP,
+    T2_QUEUE_LEN,
+    T2_LIST_KEYS,
+    T2_BARRIER,
+    T2_COUNT
+};
+#define TORCH_VALIDATE_MAGIC 0x3C85F7CEu
+#define TORCH_VALIDATE_LEN   5 /* T2_VALIDATE + the magic */
+
+/* The protocol a connection speaks, and TCPStore's dialect. */
 enum { PROTO_DDPC = 1, PROTO_TORCH = 2 };
+enum { TORCH_1 = 1, TORCH_2 = 2 }; /* torch 1.13's queries, torch 2.x's */
 
 /* One decoded request of either protocol. Pointers are borrowed from the
  * buffer it was decoded from. Keys of CHECK and WAIT are read one after the
@@ -105,31 +175,38 @@ enum { PROTO_DDPC = 1, PROTO_TORCH = 2 };
 typedef struct store_req {
     int op;          /* OP_* */
     int proto;       /* PROTO_*: the reply's encoding */
+    int dialect;     /* TCPStore: TORCH_1 or TORCH_2 */
     double wait_s;   /* GET/WAIT: how long it may be parked; < 0: no limit */
     const char *key; /* first key (not NUL-terminated) */
     uint32_t klen;
-    uint32_t nkeys;               /* keys in the request (1 but for CHECK/WAIT/NUM_KEYS/PING) */
-    const unsigned char *keys;    /* the first key's length field */
+    uint32_t nkeys;               /* keys in the request (1 but for the lists; MULTI_SET: pairs) */
+    const unsigned char *keys;    /* the first key's length field (MULTI_SET: the first pair's) */
     int lw;                       /* bytes of a length field: 4 (ddpc) or 8 (torch) */
     const unsigned char *v1, *v2; /* SET: v1; CAS: expected v1, desired v2 */
     uint32_t n1, n2;
-    int64_t delta; /* ADD */
+    int64_t delta;  /* ADD; BARRIER: the world size */
+    uint32_t nonce; /* torch 2.x's PING */
 } store_req;
 
 /* Decodes one ddpc request body (after the u32 length). 0 on success; -1
  * with why filled (the connection is then failed). */
 int ddpc__store_decode_ddpc(const unsigned char *body, size_t len, store_req *q, char *why,
                             size_t whylen);
-/* Decodes one TCPStore request from the front of buf. Returns its length in
+/* Decodes one TCPStore request of dialect (TORCH_1 or TORCH_2; a 2.x
+ * connection's VALIDATE is the server's, not the decoder's) from the front
+ * of buf. Returns its length in
  * bytes, 0 when buf holds only part of it (read more), or -1 with why
  * filled when it is malformed or exceeds a limit (key, value, key count):
  * a partial request is refused as soon as its declared sizes are, so a
  * connection's buffer never grows past one legitimate request. */
-long ddpc__store_decode_torch(const unsigned char *buf, size_t len, store_req *q, char *why,
-                              size_t whylen);
+long ddpc__store_decode_torch(const unsigned char *buf, size_t len, int dialect, store_req *q,
+                              char *why, size_t whylen);
 /* Iterates the keys of q: *p starts at q->keys; returns the key and its
  * length, advancing *p. Only for keys a decoder accepted. */
 const char *ddpc__store_req_key(const store_req *q, const unsigned char **p, uint32_t *klen);
+/* The same over MULTI_SET's pairs: returns the key, and the value in *v, *vn. */
+const char *ddpc__store_req_pair(const store_req *q, const unsigned char **p, uint32_t *klen,
+                                 const unsigned char **v, uint32_t *vn);
 const char *ddpc__store_op_name(int op);
 
 /* Largest keys list one WAIT may carry. */

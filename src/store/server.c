@@ -3,8 +3,9 @@
  * multiplexed with poll(), over the keys' hash table (table.c).
  *
  * Two protocols share one table: ddpc's own (framed, with a handshake,
- * server-side timeouts and error replies) and PyTorch's c10d TCPStore,
- * told apart by a connection's first byte; both decode into one store_req
+ * server-side timeouts and error replies) and PyTorch's c10d TCPStore
+ * (torch 1.13's queries and torch 2.x's), told apart by a connection's
+ * first bytes; both decode into one store_req
  * (decode.c) that requests.c executes, encoding each reply in its client's
  * protocol. Every connection is a small state machine (handshake, ready,
  * waiting on keys, closing). A connection is read only while it has no reply pending,
@@ -200,6 +201,20 @@ static size_t frame_need(conn *c) {
     return 4 + (size_t)len;
 }
 
+/* A TCPStore connection's dialect, from its first bytes (proto.h): torch
+ * 2.x's VALIDATE (0, then the magic; consumed here) or else torch 1.13. 0
+ * while those bytes are still on their way. */
+static int torch_dialect(conn *c) {
+    if (c->dialect) return c->dialect;
+    if (c->in[0] != T2_VALIDATE) return c->dialect = TORCH_1;
+    if (c->in_have < TORCH_VALIDATE_LEN) return 0;
+    if (get_u32(c->in + 1) != TORCH_VALIDATE_MAGIC) return c->dialect = TORCH_1;
+    DDPC_TRACE(STORE, "store: %s speaks torch 2.x's TCPStore", c->peer);
+    c->req_len = TORCH_VALIDATE_LEN;
+    ddpc__req_done(c);
+    return c->dialect = TORCH_2;
+}
+
 /* TCPStore: handles the requests already in the buffer, in order, until
  * one is incomplete, parks, or leaves a reply that cannot be written yet. */
 static int conn_write(conn *c);
@@ -209,9 +224,11 @@ static int torch_pump(struct ddpc_store_server *s, conn *c) {
             if (conn_write(c) < 0) return -1;
             if (c->out_len) return 0;
         }
+        if (!torch_dialect(c)) return 0;
+        if (!c->in_have) return 0;
         store_req q;
         char why[256];
-        long n = ddpc__store_decode_torch(c->in, c->in_have, &q, why, sizeof why);
+        long n = ddpc__store_decode_torch(c->in, c->in_have, c->dialect, &q, why, sizeof why);
         if (n < 0) ddpc__conn_fail(c, "%s", why);
         if (n <= 0) return 0;
         c->req_len = (size_t)n;
@@ -556,6 +573,7 @@ void ddpc_store_server_destroy(ddpc_store_server *s) {
     for (int i = 0; i < s->nconns; i++) conn_free(s->conns[i]);
     free(s->conns);
     ddpc__tab_free(&s->tab);
+    ddpc__tab_free(&s->queues);
     close(s->wake_fd);
     close(s->lfd);
     DDPC_TRACE(STORE, "store server on port %d stopped", s->port);

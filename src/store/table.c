@@ -61,6 +61,18 @@ int ddpc__tab_set(ddpc__table *t, const char *k, uint32_t kn, const void *val, s
     return 0;
 }
 
+int ddpc__tab_append(ddpc__table *t, const char *k, uint32_t kn, const void *val, size_t vn) {
+    ddpc__entry *e = ddpc__tab_find(t, k, kn);
+    if (!e) return ddpc__tab_set(t, k, kn, val, vn);
+    unsigned char *v = realloc(e->val, e->vlen + vn + 1);
+    if (!v) return -1;
+    if (vn) memcpy(v + e->vlen, val, vn);
+    e->val = v;
+    e->vlen += vn;
+    v[e->vlen] = 0;
+    return 0;
+}
+
 int ddpc__tab_del(ddpc__table *t, const char *k, uint32_t kn) {
     if (!t->nb) return 0;
     uint64_t h = ddpc__fnv1a(k, kn);

@@ -18,6 +18,7 @@ typedef struct ddpc__entry {
     uint32_t klen;
     unsigned char *val; /* owned, vlen bytes (+1 NUL so integers parse) */
     size_t vlen;
+    uint64_t wake; /* the server's: when a change of the key last woke its waiters (kept by set) */
 } ddpc__entry;
 
 typedef struct ddpc__table {
@@ -31,6 +32,9 @@ ddpc__entry *ddpc__tab_find(const ddpc__table *t, const char *k, uint32_t kn);
 /* Sets key to a copy of val; 0 on success, -1 when out of memory (the old
  * value, if any, is kept). */
 int ddpc__tab_set(ddpc__table *t, const char *k, uint32_t kn, const void *val, size_t vn);
+/* Appends val to key's value (creating the key when absent); 0 on
+ * success, -1 when out of memory (the value is then unchanged). */
+int ddpc__tab_append(ddpc__table *t, const char *k, uint32_t kn, const void *val, size_t vn);
 /* Removes the key; 1 if it was there. */
 int ddpc__tab_del(ddpc__table *t, const char *k, uint32_t kn);
 /* Frees every entry and empties t. */

@@ -41,11 +41,34 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* Skips the test unless /usr/bin/python3 can import torch. */
-static void need_torch(void) {
-    char out[4096];
-    if (t_run_cmd(PYTHON " -c 'import torch.distributed' 2>&1", 60, out, sizeof out) != 0)
-        SKIP("PyTorch is not available to " PYTHON " (install python3-torch): %.300s", out);
+/* The Python to run PyTorch's side with: Debian's torch 1.13 (PYTHON), or
+ * with torch2 the torch 2.x Python named by DDPC_TEST_TORCH2_PY (the
+ * Makefile's venv). Skips the test unless it can import torch. */
+static const char *need_torch(int torch2) {
+    static char out[4096];
+    const char *py = PYTHON;
+    if (torch2) {
+        py = getenv("DDPC_TEST_TORCH2_PY");
+        if (!py || !*py)
+            SKIP("DDPC_TEST_TORCH2_PY is unset: it names a Python with torch 2.x (the Makefile "
+                 "sets build/venv-torch2/bin/python)");
+        if (access(py, X_OK) != 0)
+            SKIP("DDPC_TEST_TORCH2_PY=%s is not an executable (%s)", py, strerror(errno));
+    }
+    char cmd[PATH_MAX + 160];
+    snprintf(cmd, sizeof cmd,
+             "%s -c 'import sys, torch.distributed; v = torch.__version__; "
+             "sys.exit(0 if v.split(\".\")[0] %s \"1\" else 3)' 2>&1",
+             py, torch2 ? "!=" : "==");
+    int rc = t_run_cmd(cmd, 60, out, sizeof out);
+    if (rc == 3)
+        SKIP("%s has torch %s, not %s", py, torch2 ? "1.x" : "2.x", torch2 ? "2.x" : "1.13");
+    if (rc != 0)
+        SKIP("PyTorch is not available to %s (%s): %.300s", py,
+             torch2 ? "set DDPC_TEST_TORCH2_PY to a Python with torch 2.x"
+                    : "install python3-torch",
+             out);
+    return py;
 }
 
 /* tests/py/tcpstore_peer.py: from the working directory (the repository
@@ -233,8 +256,8 @@ static void waker(int port) {
     ddpc_store_destroy(c);
 }
 
-TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
-    need_torch();
+static void torch_client_vs_ddpc_server(int torch2) {
+    const char *python = need_torch(torch2);
     ddpc_store_server *srv = NULL;
     CHECK_OK(ddpc_store_server_create("127.0.0.1", 0, &srv));
     int port = ddpc_store_server_port(srv);
@@ -259,7 +282,7 @@ TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
     }
     char cmd[PATH_MAX + 128];
     static char out[1 << 16];
-    snprintf(cmd, sizeof cmd, PYTHON " %s client 127.0.0.1 %d 2>&1", peer_script(), port);
+    snprintf(cmd, sizeof cmd, "%s %s client 127.0.0.1 %d 2>&1", python, peer_script(), port);
     int rc = t_run_cmd(cmd, 150, out, sizeof out);
     CHECK_MSG(rc == 0, "%s exited %d (-1: killed on the deadline); it printed:\n%s", cmd, rc, out);
     must_contain(out, "tcpstore_peer client: all ");
@@ -267,6 +290,11 @@ TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
     must_contain(out, "ok   get c_bin (set by C, NUL bytes)");
     must_contain(out, "ok   wait on wake_a, wake_b, set by a ddpc client meanwhile");
     must_contain(out, "ok   wait on keys never set, 1 s: the exception names a timeout");
+    if (torch2) {
+        must_contain(out, "ok   v2 blocking queue_pop woken by another client's push");
+        must_contain(out, "ok   v2 barrier: both arrivals pass once the second comes");
+        must_contain(out, "ok   v2 the same client after its wait timed out (cancel_wait)");
+    }
     show_notes(out);
     CHECK_EQ(wait_pid(wk, 10), 0);
 
@@ -306,6 +334,13 @@ TEST_T(torch_store_torch_client_vs_ddpc_server, 180) {
     ddpc_store_server_destroy(srv);
 }
 
+TEST_T(torch_store_torch_client_vs_ddpc_server, 180) { torch_client_vs_ddpc_server(0); }
+
+/* torch 2.x's client: its VALIDATE first, its renumbered queries, and
+ * those 2.x added (append, multi_get/set, queues, list_keys, barrier,
+ * cancel_wait). */
+TEST_T(torch_store_torch2_client_vs_ddpc_server, 180) { torch_client_vs_ddpc_server(1); }
+
 /* --------------------------------------- ddpc's client, PyTorch's server */
 
 /* The forked helper of test torch_store_ddpc_client_vs_torch_server: a
@@ -322,10 +357,10 @@ static void setter(int port) {
     ddpc_store_destroy(c);
 }
 
-TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
-    need_torch();
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof cmd, "exec " PYTHON " %s server", peer_script());
+static void ddpc_client_vs_torch_server(int torch2) {
+    const char *python = need_torch(torch2);
+    char cmd[2 * PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "exec %s %s server", python, peer_script());
     static bg srv; /* 64 KiB of output: not on the stack */
     bg_start(&srv, cmd);
     int port = bg_port(&srv, 90);
@@ -487,6 +522,12 @@ TEST_T(torch_store_ddpc_client_vs_torch_server, 180) {
     must_contain(srv.out, "tcpstore_peer server: all ");
     must_contain(srv.out, "ok   get pv/k (set by C through prefixed views");
 }
+
+TEST_T(torch_store_ddpc_client_vs_torch_server, 180) { ddpc_client_vs_torch_server(0); }
+
+/* torch 2.x's server: ddpc's client finds it speaks 2.x (proto.h) and
+ * validates each connection; a wait that times out is cancelled. */
+TEST_T(torch_store_ddpc_client_vs_torch2_server, 180) { ddpc_client_vs_torch_server(1); }
 
 /* ---------------------------------------- ddpc's client, ddpc's server */
 

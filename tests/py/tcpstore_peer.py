@@ -1,9 +1,16 @@
 #!/usr/bin/python3
-"""tcpstore_peer.py -- PyTorch's own c10d TCPStore (torch 1.13) as the other
-side of ddpc's store, for tests/dist/test_torch_store.c.
+"""tcpstore_peer.py -- PyTorch's own c10d TCPStore (torch 1.13, or torch 2.x
+with its own queries) as the other side of ddpc's store, for
+tests/dist/test_torch_store.c.
 
-    /usr/bin/python3 tests/py/tcpstore_peer.py client HOST PORT
-    /usr/bin/python3 tests/py/tcpstore_peer.py server
+    PYTHON tests/py/tcpstore_peer.py client HOST PORT
+    PYTHON tests/py/tcpstore_peer.py server
+
+PYTHON is /usr/bin/python3 (Debian's torch 1.13) or a torch 2.x Python
+(DDPC_TEST_TORCH2_PY). Under torch 2.x the client also runs what 2.x added
+(check, append, multi_get/multi_set, queues, list_keys, barrier; see
+run_client_v2) and removes the keys it made for that, so the C side finds
+the same keys after either.
 
 client: torch.distributed.TCPStore(HOST, PORT, is_master=False) against a
   ddpc store server. Runs every operation the Python object has (set, get,
@@ -172,6 +179,7 @@ def run_client(host, port):
     # torch 1.13's client cannot cancel a wait: it just sends its next request
     # on the same connection, and torch's own server answers it. ddpc's server
     # takes such a request as the client giving up on its wait, and serves it.
+    # (torch 2.x's client sends CANCEL_WAIT first, answered WAIT_CANCELED.)
     s.set_timeout(secs(2))
     try:
         v = s.get("py_str")
@@ -179,6 +187,9 @@ def run_client(host, port):
         v = e
     t.eq(v, b"second", "the same client after its wait timed out: get py_str")
     del s
+
+    if hasattr(TCPStore, "queue_push"):  # torch 2.x
+        run_client_v2(t, TCPStore, host, port)
 
     # 9. a fresh client: the store is still usable; a get that times out
     s = TCPStore(host, port, is_master=False, timeout=secs(10 * SLOW))
@@ -194,6 +205,87 @@ def run_client(host, port):
     s.set("py_done", "1")
     t.eq(s.get("py_done"), b"1", "set the keys for the C side (py_to_c, py_bin, py_done)")
     return t.end()
+
+
+def run_client_v2(t, TCPStore, host, port):
+    """What torch 2.x's TCPStore added, against the same server; leaves no key."""
+    import threading
+
+    s = TCPStore(host, port, is_master=False, timeout=secs(10 * SLOW))
+    t.eq(s.check(["py_str", "c_to_py"]), True, "v2 check of keys that exist")
+    t.eq(s.check(["py_str", "py2_never"]), False, "v2 check of a key that does not")
+    t.eq(s.get("py_str"), b"second", "v2 get on a fresh (validated) connection")
+
+    # append: creates, then extends
+    s.append("py2_app", b"ab")
+    s.append("py2_app", b"\0cd")
+    t.eq(s.get("py2_app"), b"ab\0cd", "v2 append creates, then appends")
+
+    # multi_set / multi_get
+    s.multi_set(["py2_m1", "py2_m2"], [b"one", b""])
+    t.eq(s.multi_get(["py2_m1", "py2_m2", "py_str"]), [b"one", b"", b"second"], "v2 multi_set, multi_get")
+
+    # list_keys: every key so far, queues apart
+    keys = s.list_keys()
+    t.ok("py2_m1" in keys and "py_str" in keys and "py2_app" in keys,
+         "v2 list_keys has py2_m1, py_str, py2_app", repr(sorted(keys)[:40]))
+    # list_keys answers only keys under the client's "/" prefix: all but "init/"
+    t.eq(len(keys), s.num_keys() - 1, "v2 list_keys has every key but 'init/'")
+
+    # queues: push/len/pop, non-blocking pop of an empty queue, a blocking
+    # pop woken by another client's push
+    s.queue_push("py2_q", b"first")
+    s.queue_push("py2_q", "second")
+    t.eq(s.queue_len("py2_q"), 2, "v2 queue_len after two pushes")
+    t.eq(s.check(["py2_q"]), True, "v2 check counts a queue with items")
+    n0 = s.num_keys()
+    t.eq(s.queue_pop("py2_q"), b"first", "v2 queue_pop (first in, first out)")
+    t.eq(s.queue_pop("py2_q", False), b"second", "v2 queue_pop without blocking")
+    t.eq(s.queue_len("py2_q"), 0, "v2 queue_len after popping both")
+    t.eq(s.num_keys(), n0, "v2 queues are not keys")
+    try:
+        s.queue_pop("py2_q", False)
+        t.ok(False, "v2 queue_pop of an empty queue without blocking raises")
+    except Exception as e:
+        t.ok("empty" in str(e).lower(), "v2 queue_pop of an empty queue without blocking raises", repr(e))
+
+    other = TCPStore(host, port, is_master=False, timeout=secs(10 * SLOW))
+
+    def push_later():
+        time.sleep(0.3)
+        other.queue_push("py2_q", b"late")
+
+    th = threading.Thread(target=push_later)
+    th.start()
+    t0 = time.monotonic()
+    t.eq(s.queue_pop("py2_q"), b"late", "v2 blocking queue_pop woken by another client's push")
+    th.join()
+    t.ok(time.monotonic() - t0 >= 0.2, "  ... after the push (%.2f s)" % (time.monotonic() - t0))
+
+    # barrier: two clients, the second arriving later; then one that times out
+    done = []
+
+    def barrier_other():
+        other.barrier("py2_bar", 2)
+        done.append(time.monotonic())
+
+    th = threading.Thread(target=barrier_other)
+    th.start()
+    time.sleep(0.3)
+    t.ok(not done, "v2 barrier: the first arrival waits for the second")
+    s.barrier("py2_bar", 2)
+    th.join(10 * SLOW)
+    t.ok(bool(done), "v2 barrier: both arrivals pass once the second comes")
+    t.raises_timeout(lambda: s.barrier("py2_bar_to", 2, secs(1)), 1, "v2 barrier that nobody completes, 1 s")
+    t.eq(s.get("py_str"), b"second", "v2 the same client after its barrier timed out (cancel_wait)")
+    t.raises_timeout(lambda: s.wait(["py2_never"], secs(0.5)), 0.5, "v2 wait that times out, 0.5 s")
+    t.eq(s.get("py_str"), b"second", "v2 the same client after its wait timed out (cancel_wait)")
+
+    # leave the keys as torch 1.13's run would have
+    for k in ("py2_app", "py2_m1", "py2_m2", "py2_bar", "py2_bar_to"):
+        t.eq(s.delete_key(k), True, "v2 delete_key %s" % k)
+    del other
+    del s
 
 
 def check_c_side(t, master):
