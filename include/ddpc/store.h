@@ -36,13 +36,16 @@ DDPC_API void ddpc_store_server_destroy(ddpc_store_server *s);
 /* Connects, retrying until timeout_s (<= 0: DDPC_CONNECT_TIMEOUT), and does
  * the versioned handshake. A dead or absent server is DDPC_ERR_TIMEOUT or
  * DDPC_ERR_PEER_LOST naming host:port.
- * The server may be ddpc's or PyTorch's c10d TCPStore (torch 1.13's wire
- * protocol: torchrun's agent store, a PyTorch rank 0's): DDPC_STORE_PROTOCOL
- * = auto (default) tries ddpc's handshake and falls back to TCPStore's
- * protocol when the server closes on it; ddpc or torch forces one. Every
- * call below works with either; against a TCPStore, a get or wait that times
- * out drops the connection (TCPStore cannot cancel a wait) and the next call
- * reconnects. ddpc's own server speaks both protocols. */
+ * The server may be ddpc's or PyTorch's c10d TCPStore (torch 1.13's or
+ * torch 2.x's wire protocol: torchrun's agent store, a PyTorch rank 0's):
+ * DDPC_STORE_PROTOCOL = auto (default) tries ddpc's handshake and falls back
+ * to TCPStore's protocol when the server closes on it or does not answer it
+ * within 2 s; ddpc or torch forces one (torch finds the dialect: 2.x's
+ * answers its VALIDATE at once, else 1.13's after 2 s); torch1 or torch2
+ * names the dialect. Every call below works with either; against a
+ * TCPStore, a get or wait that times out is cancelled (2.x) or drops the
+ * connection (1.13 cannot cancel a wait; the next call reconnects). ddpc's
+ * own server speaks all three. */
 DDPC_API ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s,
                                            ddpc_store **out);
 /* "ddpc" or "torch": the protocol st's connection speaks; "ops" for a store

@@ -121,7 +121,8 @@
       "seconds a store request may take beyond its own wait before the client gives up")           \
     X(STORE_PROTOCOL, "DDPC_STORE_PROTOCOL", NULL, STR, "auto", 0, 0,                              \
       "the store client's protocol: auto (ddpc's, else PyTorch's c10d TCPStore when the server "   \
-      "closes on ddpc's handshake), ddpc, or torch")                                               \
+      "closes on ddpc's handshake or does not answer it), ddpc, torch (TCPStore, torch 2.x's "     \
+      "dialect or else 1.13's), torch1 or torch2 (TCPStore in that dialect)")                      \
     X(RANK, "RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                             \
       "global rank of this process (torchrun contract)")                                           \
     X(WORLD_SIZE, "WORLD_SIZE", NULL, INT, NULL, 1, 1 << 20, "number of processes in the job")     \

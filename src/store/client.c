@@ -10,8 +10,21 @@
  * Two protocols behind one API (DDPC_STORE_PROTOCOL): ddpc's own, and
  * PyTorch's c10d TCPStore, so that a ddpc program meets torchrun's agent
  * store. "auto" tries ddpc's handshake and falls back to TCPStore when the
- * server closes on it, as torch's does. TCPStore cannot cancel a wait: a
- * wait that times out drops the connection, and the next call reconnects.
+ * server closes on it (torch 1.13's does) or stays silent for PROBE_S
+ * (torch 2.x's libuv server ignores a first query that is not VALIDATE).
+ *
+ * TCPStore has two dialects (proto.h): torch 1.13's, and torch 2.x's, whose
+ * server serves a connection only after its VALIDATE. "torch" (and auto's
+ * fallback) finds which by sending 2.x's VALIDATE and GETNUMKEYS: a 2.x
+ * server answers at once; a 1.13 server reads those 6 bytes as the start of
+ * a SET whose 8-byte key length has not all come, so it waits (allocating
+ * nothing) until PROBE_S has passed and the probe connection closes, and
+ * the client reconnects in 1.13's dialect. The other order would be unsafe:
+ * a 1.13 server given a whole VALIDATE + query reads a key length of over
+ * 50 GB and tries to allocate it. "torch1" and "torch2" name the dialect
+ * and skip the probe. A 1.13 TCPStore cannot cancel a wait: a wait that
+ * times out drops the connection, and the next call reconnects; in 2.x it
+ * is cancelled (CANCEL_WAIT) and the connection kept.
  *
  * The wire formats are in proto.h; the server is server.c.
  */
@@ -179,6 +192,39 @@ static ddpc_status open_conn(ddpc_store *st, double deadline, double timeout_s) 
 
 static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n);
 
+/* How long a server may take to show which protocol it speaks: ddpc's
+ * answers its handshake, torch 2.x's a VALIDATE + GETNUMKEYS, from their
+ * poll loops, at once. */
+#define PROBE_S 2.0
+
+/* torch 2.x's VALIDATE, opening each of its connections (proto.h). */
+static ddpc_status torch_validate(ddpc_store *st, double deadline) {
+    unsigned char v[TORCH_VALIDATE_LEN] = { T2_VALIDATE };
+    put_u32(v + 1, TORCH_VALIDATE_MAGIC);
+    return ddpc__sock_write_full(st->fd, v, sizeof v, deadline, -1);
+}
+
+/* Finds the dialect of the TCPStore on st->fd (the comment at the top):
+ * torch 2.x's answers VALIDATE + GETNUMKEYS within PROBE_S; otherwise the
+ * probe connection is closed and a fresh one speaks torch 1.13's. */
+static ddpc_status torch_probe(ddpc_store *st, double deadline, double timeout_s) {
+    double pd = ddpc__now() + PROBE_S < deadline ? ddpc__now() + PROBE_S : deadline;
+    unsigned char q = T2_GETNUMKEYS, n[8];
+    ddpc_status s = torch_validate(st, pd);
+    if (s == DDPC_OK) s = ddpc__sock_write_full(st->fd, &q, 1, pd, -1);
+    if (s == DDPC_OK) s = ddpc__sock_read_full(st->fd, n, 8, pd, -1);
+    if (s == DDPC_OK) {
+        st->tdialect = TORCH_2;
+        return DDPC_OK;
+    }
+    DDPC_TRACE(STORE, "store at %s: no answer to torch 2.x's VALIDATE (%s); speaking torch 1.13's",
+               st->addr, ddpc_last_error());
+    close(st->fd);
+    st->fd = -1;
+    st->tdialect = TORCH_1;
+    return open_conn(st, deadline, timeout_s);
+}
+
 /* With a job token (DDPC_JOB_TOKEN), proves it to the server on st->fd and
  * checks the server's proof (auth.h); nothing to do without one. A server
  * that closes on it may be PyTorch's TCPStore, which cannot authenticate:
@@ -209,8 +255,11 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
     double op_timeout;
     DDPC_CHECK(ddpc__env_double(DDPC_ENV_STORE_TIMEOUT, &op_timeout));
     const char *want = ddpc__env(DDPC_ENV_STORE_PROTOCOL, NULL);
-    if (strcmp(want, "auto") && strcmp(want, "ddpc") && strcmp(want, "torch"))
-        return ddpc__err(DDPC_ERR_ENV, "DDPC_STORE_PROTOCOL='%s' is not auto, ddpc or torch", want);
+    int torch_as = !strcmp(want, "torch1") ? TORCH_1 : !strcmp(want, "torch2") ? TORCH_2 : 0;
+    if (strcmp(want, "auto") && strcmp(want, "ddpc") && strcmp(want, "torch") && !torch_as)
+        return ddpc__err(DDPC_ERR_ENV,
+                         "DDPC_STORE_PROTOCOL='%s' is not auto, ddpc, torch, torch1 or torch2",
+                         want);
     ddpc_store *st = calloc(1, sizeof *st);
     if (!st || !(st->prefix = strdup(""))) {
         free(st);
@@ -228,14 +277,19 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
      * DDPC_STORE_TIMEOUT */
     double left = deadline - ddpc__now();
     double hs_deadline = ddpc__now() + (left > 1 ? (left < op_timeout ? left : op_timeout) : 1);
-    st->proto = strcmp(want, "torch") ? PROTO_DDPC : PROTO_TORCH;
+    int is_auto = !strcmp(want, "auto");
+    st->proto = strcmp(want, "ddpc") && !is_auto ? PROTO_TORCH : PROTO_DDPC;
+    st->tdialect = torch_as;
     if (s == DDPC_OK && st->proto == PROTO_DDPC) {
-        s = prove_token(st, hs_deadline);
-        if (s == DDPC_OK) s = ddpc_handshake(st, hs_deadline);
-        if (s == DDPC_ERR_PEER_LOST && !strcmp(want, "auto")) {
-            /* closed on our handshake: perhaps a PyTorch TCPStore; ask it in its protocol */
-            DDPC_TRACE(STORE, "store at %s closed on ddpc's handshake; trying TCPStore's protocol",
-                       st->addr);
+        /* auto: a torch 2.x server says nothing to a handshake; wait PROBE_S for it */
+        double hd =
+            is_auto && ddpc__now() + PROBE_S < hs_deadline ? ddpc__now() + PROBE_S : hs_deadline;
+        s = prove_token(st, hd);
+        if (s == DDPC_OK) s = ddpc_handshake(st, hd);
+        if ((s == DDPC_ERR_PEER_LOST || s == DDPC_ERR_TIMEOUT) && is_auto) {
+            /* closed on, or silent to, our handshake: perhaps a PyTorch TCPStore */
+            DDPC_TRACE(STORE, "store at %s %s ddpc's handshake; trying TCPStore's protocol",
+                       st->addr, s == DDPC_ERR_TIMEOUT ? "did not answer" : "closed on");
             close(st->fd);
             st->fd = -1;
             st->proto = PROTO_TORCH;
@@ -245,6 +299,10 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
                           ddpc_last_error());
         }
     }
+    if (s == DDPC_OK && st->proto == PROTO_TORCH && !st->tdialect)
+        s = torch_probe(st, hs_deadline, timeout_s);
+    else if (s == DDPC_OK && st->tdialect == TORCH_2)
+        s = torch_validate(st, hs_deadline);
     if (s == DDPC_OK && st->proto == PROTO_TORCH) {
         int64_t n;
         double keep = st->op_timeout;
@@ -264,7 +322,9 @@ ddpc_status ddpc_store_create_tcp(const char *host, int port, double timeout_s, 
         return s;
     }
     DDPC_TRACE(STORE, "connected to the store at %s (%s protocol)", st->addr,
-               st->proto == PROTO_TORCH ? "TCPStore" : "ddpc");
+               st->proto == PROTO_DDPC   ? "ddpc"
+               : st->tdialect == TORCH_2 ? "torch 2.x's TCPStore"
+                                         : "torch 1.13's TCPStore");
     *out = st;
     return DDPC_OK;
 }
@@ -293,13 +353,39 @@ static void tb_key(ddpc__strbuf *b, const ddpc_store *st, const char *key) {
     ddpc__sb_put(b, st->prefix, st->prefix_len);
     ddpc__sb_put(b, key, kl);
 }
-/* A request's head: the query type, then its key (if any). */
-static ddpc__strbuf tb_start(const ddpc_store *st, int query, const char *key) {
+/* A request's head: the query type of operation op (OP_*) in the
+ * server's dialect, then its key (if any). */
+static ddpc__strbuf tb_start(const ddpc_store *st, int op, const char *key) {
+    static const unsigned char query[OP_DDPC_COUNT][2] = {
+        [OP_SET] = { TQ_SET, T2_SET },
+        [OP_GET] = { TQ_GET, T2_GET },
+        [OP_ADD] = { TQ_ADD, T2_ADD },
+        [OP_CAS] = { TQ_COMPARE_SET, T2_COMPARE_SET },
+        [OP_WAIT] = { TQ_WAIT, T2_WAIT },
+        [OP_CHECK] = { TQ_CHECK, T2_CHECK },
+        [OP_DELETE] = { TQ_DELETE_KEY, T2_DELETE_KEY },
+        [OP_NUM_KEYS] = { TQ_GETNUMKEYS, T2_GETNUMKEYS },
+    };
     ddpc__strbuf b = DDPC_STRBUF_HEAP; /* oom remembers a failed growth */
-    unsigned char q = (unsigned char)query;
+    unsigned char q = query[op][st->root->tdialect == TORCH_2];
     ddpc__sb_put(&b, &q, 1);
     if (key) tb_key(&b, st, key);
     return b;
+}
+
+/* torch 2.x: cancels the WAIT on r->fd that timed out. The server answers
+ * WAIT_CANCELED, after STOP_WAITING when the keys came meanwhile. */
+static ddpc_status torch_cancel_wait(ddpc_store *r) {
+    double deadline = ddpc__now() + r->op_timeout;
+    unsigned char q = T2_CANCEL_WAIT, v = 0xff;
+    ddpc_status s = ddpc__sock_write_full(r->fd, &q, 1, deadline, -1);
+    if (s == DDPC_OK) s = ddpc__sock_read_full(r->fd, &v, 1, deadline, -1);
+    if (s == DDPC_OK && v == TWAIT_STOP_WAITING)
+        s = ddpc__sock_read_full(r->fd, &v, 1, deadline, -1);
+    if (s == DDPC_OK && v != TWAIT_CANCELED)
+        s = ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: cancel_wait: unexpected reply %u", r->addr,
+                      v);
+    return s;
 }
 
 /* Sends a TCPStore request (freeing it) and reads its reply: nothing
@@ -321,8 +407,11 @@ static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, dou
         s = ddpc__err(DDPC_ERR_PEER_LOST,
                       "store at %s: %s: the connection is unusable after an earlier error", r->addr,
                       what);
-    else if (r->fd < 0)
+    else if (r->fd < 0) {
         s = open_conn(r, ddpc__now() + r->op_timeout, r->op_timeout);
+        if (s == DDPC_OK && r->tdialect == TORCH_2)
+            s = torch_validate(r, ddpc__now() + r->op_timeout);
+    }
     double deadline = ddpc__now() + r->op_timeout;
     if (s == DDPC_OK) s = ddpc__sock_write_full(r->fd, req->p, req->len, deadline, -1);
     ddpc__sb_free(req);
@@ -330,9 +419,12 @@ static ddpc_status trpc(ddpc_store *st, const char *what, ddpc__strbuf *req, dou
     double rdl = wait_s > 0 ? ddpc__now() + wait_s : deadline;
     unsigned char len8[8];
     s = ddpc__sock_read_full(r->fd, want > 0 ? fixed : len8, want > 0 ? (size_t)want : 8, rdl, -1);
-    if (s == DDPC_ERR_TIMEOUT && wait_s > 0) { /* the wait ran out: forget this stream */
-        close(r->fd);
-        r->fd = -1;
+    if (s == DDPC_ERR_TIMEOUT &&
+        wait_s > 0) { /* the wait ran out: cancel it, or forget the stream */
+        if (r->tdialect != TORCH_2 || torch_cancel_wait(r) != DDPC_OK) {
+            close(r->fd);
+            r->fd = -1;
+        }
         return ddpc__err(DDPC_ERR_TIMEOUT, "store at %s: %s: not done within %g s", r->addr, what,
                          wait_s);
     }
@@ -377,7 +469,8 @@ out:
     return ddpc__err_wrap(s, "store at %s: %s", r->addr, what);
 }
 
-/* CHECK or WAIT on the keys: *ready = all exist. WAIT (wait_s > 0) gives
+/* CHECK or WAIT (query: OP_CHECK, OP_WAIT) on the keys: *ready = all
+ * exist. WAIT (wait_s > 0) gives
  * DDPC_ERR_TIMEOUT when they do not come in time. */
 static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys, int n,
                               double wait_s, int *ready) {
@@ -385,9 +478,9 @@ static ddpc_status torch_keys(ddpc_store *st, int query, const char *const *keys
     tb_u64(&b, (uint64_t)n);
     for (int i = 0; i < n; i++) tb_key(&b, st, keys[i]);
     unsigned char v = 0xff;
-    const char *what = query == TQ_WAIT ? "wait" : "check";
-    DDPC_CHECK(trpc(st, what, &b, query == TQ_WAIT ? wait_s : 0, 1, &v, NULL, NULL));
-    if (v > 1 || (query == TQ_WAIT && v != TWAIT_STOP_WAITING)) {
+    const char *what = query == OP_WAIT ? "wait" : "check";
+    DDPC_CHECK(trpc(st, what, &b, query == OP_WAIT ? wait_s : 0, 1, &v, NULL, NULL));
+    if (v > 1 || (query == OP_WAIT && v != TWAIT_STOP_WAITING)) {
         st->root->broken = 1;
         return ddpc__err(DDPC_ERR_PROTOCOL, "store at %s: %s: unexpected reply %u", st->root->addr,
                          what, v);
@@ -405,7 +498,7 @@ static ddpc_status torch_int(ddpc_store *st, const char *what, ddpc__strbuf *b, 
 }
 
 static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n) {
-    ddpc__strbuf b = tb_start(st, TQ_GETNUMKEYS, NULL);
+    ddpc__strbuf b = tb_start(st, OP_NUM_KEYS, NULL);
     return torch_int(st, "num_keys", &b, n);
 }
 
@@ -413,13 +506,13 @@ static ddpc_status torch_num_keys(ddpc_store *st, int64_t *n) {
 static ddpc_status torch_get(ddpc_store *st, const char *key, double timeout_s, void **val,
                              size_t *len) {
     int ready = 0;
-    ddpc_status s = torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, &key, 1, timeout_s, &ready);
+    ddpc_status s = torch_keys(st, timeout_s > 0 ? OP_WAIT : OP_CHECK, &key, 1, timeout_s, &ready);
     if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
     if (s == DDPC_ERR_TIMEOUT)
         return ddpc__err(s, "store at %s: key '%s%s' was not set within %g s", st->root->addr,
                          st->prefix, key, timeout_s > 0 ? timeout_s : 0);
     DDPC_CHECK(s);
-    ddpc__strbuf b = tb_start(st, TQ_GET, key);
+    ddpc__strbuf b = tb_start(st, OP_GET, key);
     unsigned char *v;
     size_t n;
     DDPC_CHECK(trpc(st, "get", &b, 0, -1, NULL, &v, &n));
@@ -501,7 +594,7 @@ ddpc_status ddpc_store_set(ddpc_store *st, const char *key, const void *val, siz
         return ddpc__err(DDPC_ERR_INVALID_ARG, "store set '%.60s': value is NULL", key);
     if (st->root->proto == PROTO_OPS) return ddpc__ops_set(st, key, val, len);
     if (st->root->proto == PROTO_TORCH) {
-        ddpc__strbuf b = tb_start(st, TQ_SET, key);
+        ddpc__strbuf b = tb_start(st, OP_SET, key);
         tb_bytes(&b, val, len);
         return trpc(st, "set", &b, 0, 0, NULL, NULL, NULL);
     }
@@ -548,7 +641,7 @@ ddpc_status ddpc_store_add(ddpc_store *st, const char *key, int64_t delta, int64
     DDPC_CHECK(full_key_len(st, "add", key, &kl));
     if (st->root->proto == PROTO_OPS) return ddpc__ops_add(st, key, delta, result);
     if (st->root->proto == PROTO_TORCH) {
-        ddpc__strbuf b = tb_start(st, TQ_ADD, key);
+        ddpc__strbuf b = tb_start(st, OP_ADD, key);
         unsigned char d[8];
         int64_t v;
         put_i64(d, delta);
@@ -600,7 +693,7 @@ ddpc_status ddpc_store_compare_set(ddpc_store *st, const char *key, const void *
         return ddpc__ops_create(st, key, desired, desired_len, actual, actual_len);
     }
     if (st->root->proto == PROTO_TORCH) {
-        ddpc__strbuf b = tb_start(st, TQ_COMPARE_SET, key);
+        ddpc__strbuf b = tb_start(st, OP_CAS, key);
         tb_bytes(&b, expected, expected_len);
         tb_bytes(&b, desired, desired_len);
         unsigned char *v;
@@ -649,7 +742,7 @@ ddpc_status ddpc_store_wait(ddpc_store *st, const char *const *keys, int n, doub
     if (st->root->proto == PROTO_TORCH) {
         int ready = 0;
         ddpc_status s =
-            torch_keys(st, timeout_s > 0 ? TQ_WAIT : TQ_CHECK, keys, n, timeout_s, &ready);
+            torch_keys(st, timeout_s > 0 ? OP_WAIT : OP_CHECK, keys, n, timeout_s, &ready);
         if (s == DDPC_OK && !ready) s = DDPC_ERR_TIMEOUT;
         if (s == DDPC_ERR_TIMEOUT)
             return ddpc__err(s,
@@ -688,8 +781,8 @@ static ddpc_status key_flag(ddpc_store *st, int op, const char *what, const char
     }
     if (st->root->proto == PROTO_TORCH) {
         int64_t v = 0;
-        if (op == OP_CHECK) return torch_keys(st, TQ_CHECK, &key, 1, 0, flag);
-        ddpc__strbuf b = tb_start(st, TQ_DELETE_KEY, key);
+        if (op == OP_CHECK) return torch_keys(st, OP_CHECK, &key, 1, 0, flag);
+        ddpc__strbuf b = tb_start(st, OP_DELETE, key);
         DDPC_CHECK(torch_int(st, what, &b, &v));
         if (flag) *flag = v > 0;
         return DDPC_OK;

@@ -22,6 +22,7 @@ struct ddpc_store {
     double op_timeout; /* root only: seconds a reply may take beyond a request's own wait */
     char addr[300];    /* root only: "host:port", for messages */
     int proto;         /* root only: PROTO_DDPC, PROTO_TORCH or PROTO_OPS */
+    int tdialect;      /* root only, PROTO_TORCH: TORCH_1 or TORCH_2 (proto.h) */
     char host[256];    /* root only: to reconnect (TCPStore, after a wait timed out) */
     int port;
     ddpc_store_ops ops; /* root only, PROTO_OPS: the caller's functions */

@@ -584,6 +584,25 @@ TEST_T(torch_store_ddpc_client_vs_ddpc_server, 60) {
     CHECK_OK(ddpc_store_num_keys(t, &nk));
     CHECK_EQ(nk, 2); /* v/k, n */
     ddpc_store_destroy(t);
+    CHECK_OK(ddpc_store_set(c, "t", "\0torch", 6));
+
+    /* 2b. torch1 and torch2 name TCPStore's dialect (no probe): both reach
+     * the same keys; a wait that times out is dropped (1.13) or cancelled
+     * (2.x), and the client goes on */
+    const char *dialects[] = { "torch1", "torch2" };
+    for (int d = 0; d < 2; d++) {
+        setenv("DDPC_STORE_PROTOCOL", dialects[d], 1);
+        t0 = ddpc__now();
+        CHECK_OK(ddpc_store_create_tcp("127.0.0.1", port, 5, &t));
+        CHECK_MSG(ddpc__now() - t0 < 1 * t_slow(), "%s: connect took %.2f s", dialects[d],
+                  ddpc__now() - t0);
+        CHECK_STR(ddpc_store_protocol(t), "torch");
+        get_str(t, "v/k", "ddpc");
+        CHECK_STATUS(ddpc_store_wait(t, keys, 2, 0.2), DDPC_ERR_TIMEOUT);
+        CHECK_OK(ddpc_store_add(t, "n", 1, &r));
+        CHECK_EQ(r, 7 + d);
+        ddpc_store_destroy(t);
+    }
 
     /* 3. forced ddpc's protocol is ddpc's; an unknown value is refused */
     setenv("DDPC_STORE_PROTOCOL", "ddpc", 1);
