@@ -3,7 +3,9 @@
  * with its agent's store, 1 and 2 nodes, and with its c10d rendezvous;
  * torch.distributed.launch, which passes --local_rank; an elastic restart),
  * giving ddpc-run's model bit for bit, and a PyTorch gloo DDP program under
- * ddpc-run (1 and 2 nodes, a restart), everything on loopback.
+ * ddpc-run (1 and 2 nodes, a restart), everything on loopback; torch 2.x's
+ * torchrun and a torch 2.x gloo program too when DDPC_TEST_TORCH2_PY names
+ * a Python with torch 2.x (they skip otherwise).
  *
  * PyTorch's launchers run from /usr/bin/python3 through tests/py/torchrun.py,
  * which fixes the one parser that breaks Debian 12's torch 1.13 on Python
@@ -49,6 +51,21 @@ static void need_torch(void) {
         SKIP(PYTHON " cannot import torch (apt-get install python3-torch): %s",
              why ? why + 1 : out);
     }
+}
+
+/* The torch 2.x Python named by DDPC_TEST_TORCH2_PY (the Makefile's venv);
+ * skips the test when it is unset or cannot import torch 2.x. */
+static const char *need_torch2(void) {
+    const char *p = getenv("DDPC_TEST_TORCH2_PY");
+    if (!p || !*p)
+        SKIP("DDPC_TEST_TORCH2_PY is unset: it names a Python with torch 2.x (the Makefile sets "
+             "build/venv-torch2/bin/python)");
+    if (run(30,
+            "%s -c 'import sys, torch.distributed.run; "
+            "sys.exit(torch.__version__.startswith(\"1.\"))' 2>&1",
+            p) != 0)
+        SKIP("DDPC_TEST_TORCH2_PY=%s cannot import torch 2.x: %.300s", p, out);
+    return p;
 }
 
 static void need_data(void) {
@@ -166,6 +183,29 @@ TEST_T(launchers_torchrun_ddpc_train_1x2, 90) {
     CHECK_CONTAINS(out, "epoch 0: loss ");
     CHECK_CONTAINS(out, "keys under ddpc/attempt_0/");
     CHECK(strstr(out, "attempt_1") == NULL);
+    ddpc_run_reference(2, ref);
+    same_file(ckpt, ref);
+    t_tmp_remove();
+}
+
+/* a3. the same under torch 2.x's torchrun (DDPC_TEST_TORCH2_PY), run as it
+ * comes: its agent's store is torch 2.x's TCPStore, which ddpc's client
+ * finds silent to ddpc's handshake and answering 2.x's VALIDATE. */
+TEST_T(launchers_torchrun2_ddpc_train_1x2, 90) {
+    const char *py2 = need_torch2();
+    need_data();
+    const char *w = worker_sh(), *ckpt = t_tmp_path("torchrun.st"),
+               *ref = t_tmp_path("ddpc-run.st");
+    int rc = run(60,
+                 "DDPC_DEBUG=INFO DDPC_DEBUG_SUBSYS=INIT %s -m torch.distributed.run "
+                 "--monitor_interval=0.2 --master_addr=127.0.0.1 --nproc_per_node=2 "
+                 "--master_port=%d --no_python %s %s %s --checkpoint %s 2>&1",
+                 py2, t_free_port(), w, bin("ddpc-train"), TRAIN_ARGS, ckpt);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    all_workers_ok(2, 0, "torch 2.x torchrun 1x2");
+    CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
+    CHECK_CONTAINS(out, "epoch 0: loss ");
+    CHECK_CONTAINS(out, "keys under ddpc/attempt_0/");
     ddpc_run_reference(2, ref);
     same_file(ckpt, ref);
     t_tmp_remove();
@@ -315,6 +355,17 @@ TEST_T(launchers_ddpc_run_pytorch_gloo_1x2, 90) {
     need_torch();
     int rc = run(60, "%s --nproc-per-node=2 --master-port=%d " PYTHON " %s 2>&1", bin("ddpc-run"),
                  t_free_port(), py("ddp_gloo.py"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "[0]: ddp_gloo ok rank 0 world 2 store agent attempt 0 ");
+    CHECK_CONTAINS(out, "[1]: ddp_gloo ok rank 1 world 2 store agent attempt 0 ");
+}
+
+/* f2. the same program under torch 2.x (DDPC_TEST_TORCH2_PY): its
+ * TCPStore client validates, then speaks 2.x's queries to ddpc-run's store. */
+TEST_T(launchers_ddpc_run_pytorch2_gloo_1x2, 90) {
+    const char *py2 = need_torch2();
+    int rc = run(60, "%s --nproc-per-node=2 --master-port=%d %s %s 2>&1", bin("ddpc-run"),
+                 t_free_port(), py2, py("ddp_gloo.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: ddp_gloo ok rank 0 world 2 store agent attempt 0 ");
     CHECK_CONTAINS(out, "[1]: ddp_gloo ok rank 1 world 2 store agent attempt 0 ");
