@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -416,6 +417,18 @@ static int conn_step(struct ddpc_store_server *s, conn *c, short re, double now)
     if (!c->out_len && (re & (POLLIN | POLLHUP | POLLERR)) &&
         (c->state == C_HANDSHAKE || c->state == C_READY) && conn_read(s, c) < 0)
         return -1;
+    if (!c->admitted && c->state != C_CLOSING && now >= c->deadline && s->gate.allow_torch &&
+        c->pending.stage == 0) {
+        /* PyTorch 1.13's TCPStore opens a second connection for watch_key
+         * callbacks and sends nothing on it until it watches a key: where
+         * torch clients are served, a connection that has sent nothing is
+         * kept (its first byte still goes through the gate) */
+        DDPC_INFO(STORE,
+                  "store: %s has sent nothing in DDPC_AUTH_TIMEOUT=%g s: kept as a TCPStore "
+                  "client's idle connection (DDPC_STORE_TORCH=1)",
+                  c->peer, s->gate.auth_s);
+        c->deadline = HUGE_VAL;
+    }
     if (!c->admitted && c->state != C_CLOSING && now >= c->deadline) {
         DDPC_WARN(STORE,
                   "store: refused the connection from %s: it did not prove the job token "
