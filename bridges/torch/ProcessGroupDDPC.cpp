@@ -1,6 +1,7 @@
 /*
  * ProcessGroupDDPC.cpp — torch.distributed's `ddpc` backend: a
- * c10d::ProcessGroup (torch 1.13) over libddpc's public C API.
+ * c10d::Backend (torch 2.x) or c10d::ProcessGroup (torch 1.13) over
+ * libddpc's public C API; compat.h holds what differs between the two.
  *
  * It holds no algorithm. Each torch call becomes one or more of ddpc's async
  * collectives, issued in call order on the group's communicator; the only
@@ -11,9 +12,15 @@
  *     through one flat buffer that ddpc fills, then copied into the list;
  *   - dtypes: torch's scalar types map onto ddpc's; bool travels as uint8,
  *     with SUM/BOR as MAX and PRODUCT/BAND as MIN (logical or / and);
- *   - completion: a Work per call, completed by the group's completion
- *     thread (so that futures complete without anyone waiting, as DDP's
- *     reducer and comm hooks need) or by whoever calls wait() first.
+ *   - completion: a Work per call, driven by the group's completion thread
+ *     (so that futures complete without anyone waiting, as DDP's reducer
+ *     and comm hooks need) or by whoever calls wait() first; its future's
+ *     callbacks run on a callback thread, never on the completion thread,
+ *     so a callback may itself issue a collective and wait for it (DDP's
+ *     PowerSGD hook does);
+ *   - timeouts: a call's own timeout option, when set, bounds that call;
+ *     past it the call fails ("Timed out") and the communicator is aborted,
+ *     so every later call fails at once instead of running out of step.
  *
  * Bootstrap goes through the c10d Store torch hands the creator (a
  * PrefixStore over TCPStore for env://, over FileStore for file://), wrapped
@@ -21,9 +28,8 @@
  * never leaves a TCPStore connection waiting), add. C++ exceptions never
  * cross into C: every callback catches and returns a status.
  */
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
+#include "compat.h"
+
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/core/ivalue.h>
@@ -160,7 +166,32 @@ struct Buf {
     ddpc_dtype dt;
 };
 
-static Buf buf_of(const at::Tensor &contiguous, const char *what) {
+static bool dtype_known(at::ScalarType t) {
+    switch (t) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kChar:
+    case at::kByte:
+    case at::kBool:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+    case at::kComplexFloat:
+    case at::kComplexDouble:
+    case at::kComplexHalf: return true;
+    default: return false;
+    }
+}
+
+/* bytes_ok: the call only moves data (broadcast, gathers, scatters,
+ * all-to-all, send/recv), so a dtype ddpc cannot reduce (float8, unsigned
+ * 16-64 bit, ...) travels as its bytes. */
+static Buf buf_of(const at::Tensor &contiguous, const char *what, bool bytes_ok = false) {
+    if (bytes_ok && !dtype_known(contiguous.scalar_type()))
+        return { contiguous.numel() ? contiguous.data_ptr() : nullptr,
+                 static_cast<size_t>(contiguous.numel()) * contiguous.element_size(), DDPC_UINT8 };
     at::Tensor t = contiguous.is_complex() ? at::view_as_real(contiguous) : contiguous;
     return { t.numel() ? t.data_ptr() : nullptr, static_cast<size_t>(t.numel()),
              dtype_of(t.scalar_type(), what) };
@@ -184,6 +215,61 @@ static void check_one(const std::vector<at::Tensor> &ts, const char *what) {
 
 class WorkDDPC;
 
+/* Where a finished work's future is completed, and so where its callbacks
+ * run: never on the completion thread, which must stay free to drive the
+ * works those callbacks may issue and wait for (a collective inside a
+ * future's callback, as DDP's PowerSGD hook has, would otherwise wait for
+ * the very thread it blocks). One thread takes the jobs in order; when every
+ * thread is inside a callback that waits, another is started (up to
+ * kMaxThreads), as gloo's worker threads let one callback wait on another
+ * collective. */
+struct Callbacks {
+    static constexpr int kMaxThreads = 16;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> jobs;
+    std::vector<std::thread> threads;
+    int idle = 0;
+    bool stop = false;
+
+    void post(std::function<void()> job) {
+        std::lock_guard<std::mutex> g(mu);
+        jobs.push_back(std::move(job));
+        if (idle == 0 && static_cast<int>(threads.size()) < kMaxThreads)
+            threads.emplace_back([this] { run(); });
+        else
+            cv.notify_one();
+    }
+    /* Runs what is queued, then joins the threads. */
+    void shutdown() {
+        {
+            std::lock_guard<std::mutex> g(mu);
+            stop = true;
+        }
+        cv.notify_all();
+        for (auto &t : threads)
+            if (t.joinable()) t.join();
+        threads.clear();
+    }
+
+  private:
+    void run() {
+        std::unique_lock<std::mutex> g(mu);
+        for (;;) {
+            idle++;
+            cv.wait(g, [&] { return stop || !jobs.empty(); });
+            idle--;
+            if (jobs.empty()) return; /* stop, and nothing left */
+            std::function<void()> job = std::move(jobs.front());
+            jobs.pop_front();
+            g.unlock();
+            job();
+            job = nullptr; /* drops the work (and its tensors) here */
+            g.lock();
+        }
+    }
+};
+
 /* The completion thread's queue. The communicator has no progress thread
  * of its own: each call runs on the thread that waits for it. The caller
  * that waits at once, as every synchronous torch.distributed call does, runs
@@ -197,6 +283,7 @@ struct Completion {
     std::deque<c10::intrusive_ptr<WorkDDPC>> queue;
     bool stop = false;
     bool urgent = false;
+    Callbacks callbacks;
     void wake() {
         {
             std::lock_guard<std::mutex> g(mu);
@@ -208,12 +295,16 @@ struct Completion {
 
 class WorkDDPC : public c10d::Work {
   public:
+    /* limit_s: the call's own timeout (< 0: the group's); on_timeout is
+     * called when it passes with the call still running. */
     WorkDDPC(int rank, c10d::OpType type, const char *title, std::vector<at::Tensor> outputs,
-             const std::vector<at::Tensor> &inputs, std::shared_ptr<Completion> completion)
+             const std::vector<at::Tensor> &inputs, std::shared_ptr<Completion> completion,
+             double limit_s, std::function<void()> on_timeout)
         : Work(rank, type, title, c10::optional<std::vector<at::Tensor>>(inputs)),
           completion_(std::move(completion)), outputs_(std::move(outputs)),
           future_(c10::make_intrusive<at::ivalue::Future>(
-              c10::ListType::create(c10::TensorType::get()))) {}
+              c10::ListType::create(c10::TensorType::get()))),
+          title_(title), limit_s_(limit_s), on_timeout_(std::move(on_timeout)) {}
 
     ~WorkDDPC() override {
         for (ddpc_work *h : handles_) ddpc_work_destroy(h);
@@ -253,17 +344,24 @@ class WorkDDPC : public c10d::Work {
     void set_source(int r) { source_ = r; }
     void source_from_receive() { any_source_ = true; }
 
-    /* Waits for the ddpc calls and completes this work; false if timeout_s
-   * passed first. timeout_s < 0: until they end, which the group's timeout
-   * (the communicator's per-operation limit) bounds. */
-    bool drive(double timeout_s) {
+    /* Waits for the ddpc calls; false if timeout_s passed first (then
+     * nothing is recorded). timeout_s < 0: until they end, which the call's
+     * own timeout, or else the group's (the communicator's per-operation
+     * limit), bounds. The outcome is kept for complete(). */
+    bool settle(double timeout_s) {
         std::string err = error_;
+        const bool own = timeout_s < 0 && limit_s_ >= 0;
         for (ddpc_work *h : handles_) {
-            ddpc_status s = ddpc_work_wait(h, timeout_s < 0 ? HUGE_VAL : timeout_s);
-            if (s == DDPC_ERR_TIMEOUT && timeout_s >= 0) {
-                int done = 0;
-                ddpc_work_test(h, &done);
-                if (!done) return false; /* only the caller's wait ran out */
+            double t = timeout_s >= 0 ? timeout_s : own ? limit_s_ : HUGE_VAL;
+            ddpc_status s = ddpc_work_wait(h, t);
+            int done = 1;
+            if (s == DDPC_ERR_TIMEOUT && (timeout_s >= 0 || own)) ddpc_work_test(h, &done);
+            if (!done && timeout_s >= 0) return false; /* only the caller's wait ran out */
+            if (!done) { /* the call's own timeout: abort, so the work ends */
+                timed_out_ = true;
+                if (on_timeout_) on_timeout_();
+                ddpc_work_wait(h, HUGE_VAL);
+                continue;
             }
             if (s != DDPC_OK && err.empty()) {
                 err = ddpc_last_error();
@@ -272,35 +370,24 @@ class WorkDDPC : public c10d::Work {
             }
         }
         if (any_source_ && !handles_.empty()) source_ = ddpc_work_source(handles_[0]);
-        complete(err);
+        if (timed_out_) /* whichever thread saw it, the timeout is the cause */
+            err = "Timed out: " + std::string(title_) + " did not complete within its timeout (" +
+                  std::to_string(static_cast<long long>(limit_s_ * 1000)) +
+                  " ms); the group is aborted";
+        std::lock_guard<std::mutex> g(settled_mu_);
+        if (!settled_) settled_err_ = err, settled_ = true;
         return true;
     }
 
-    bool wait(std::chrono::milliseconds timeout) override {
-        if (!drive(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
-            fail("Operation timed out after " + std::to_string(timeout.count()) +
-                 " ms (still running)");
-        return Work::wait(kNoTimeout);
-    }
-
-    bool isCompleted() override {
-        drive(0);
-        if (!claimed_) completion_->wake(); /* a caller polling it: someone must run it */
-        return Work::isCompleted();
-    }
-
-    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-        if (!claimed_) completion_->wake();
-        return future_;
-    }
-    std::vector<at::Tensor> result() override { return outputs_; }
-    int sourceRank() const override { return source_; }
-
-  private:
-    /* The first caller finishes the work; later ones find it finished. */
-    void complete(const std::string &err) {
+    /* The first caller finishes the work (copy-outs, then the future and
+     * its callbacks); later ones find it finished. */
+    void complete() {
         if (claimed_.exchange(true)) return;
-        std::string msg = err;
+        std::string msg;
+        {
+            std::lock_guard<std::mutex> g(settled_mu_);
+            msg = settled_err_;
+        }
         if (msg.empty()) {
             try {
                 for (auto &f : after_) f();
@@ -320,6 +407,28 @@ class WorkDDPC : public c10d::Work {
         }
     }
 
+    bool wait(std::chrono::milliseconds timeout) override {
+        if (!settle(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
+            fail("Operation timed out after " + std::to_string(timeout.count()) +
+                 " ms (still running)");
+        complete();
+        return Work::wait(kNoTimeout);
+    }
+
+    bool isCompleted() override {
+        if (settle(0)) complete();
+        if (!claimed_) completion_->wake(); /* a caller polling it: someone must run it */
+        return Work::isCompleted();
+    }
+
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+        if (!claimed_) completion_->wake();
+        return future_;
+    }
+    std::vector<at::Tensor> result() override { return outputs_; }
+    int sourceRank() const override { return source_; }
+
+  private:
     std::shared_ptr<Completion> completion_;
     std::vector<ddpc_work *> handles_;
     std::vector<std::function<void()>> after_; /* copy-outs, once every call is done */
@@ -327,18 +436,24 @@ class WorkDDPC : public c10d::Work {
     std::vector<at::Tensor> outputs_;
     c10::intrusive_ptr<at::ivalue::Future> future_;
     std::string error_;
+    std::mutex settled_mu_;
+    bool settled_ = false;
+    std::string settled_err_;
     std::atomic<bool> claimed_{ false };
+    std::atomic<bool> timed_out_{ false }; /* the call's own timeout passed */
+    const char *title_;                    /* "ddpc:all_reduce": static storage */
+    double limit_s_;
+    std::function<void()> on_timeout_;
     int source_ = -1;
     bool any_source_ = false;
 };
-
 /* ------------------------------------------------------------ the group */
 
-class ProcessGroupDDPC : public c10d::ProcessGroup {
+class ProcessGroupDDPC : public BackendBase {
   public:
     ProcessGroupDDPC(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                      std::chrono::milliseconds timeout)
-        : ProcessGroup(rank, size), timeout_(timeout), completion_(std::make_shared<Completion>()) {
+        : BackendBase(rank, size), timeout_(timeout), completion_(std::make_shared<Completion>()) {
         StoreRef ref{ store };
         ddpc_store_ops ops{ kv_set, kv_get, kv_add };
         ddpc_store *st = nullptr;
@@ -376,21 +491,38 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         }
         if (Py_IsInitialized() && PyGILState_Check()) {
             pybind11::gil_scoped_release nogil;
-            shutdown();
+            close();
         } else {
-            shutdown();
+            close();
         }
     }
 
     const std::string getBackendName() const override { return "ddpc"; }
 
+#if DDPC_TORCH2
+    /* destroy_process_group: finish what is queued and close (the
+     * destructor then finds it closed). */
+    void shutdown() override {
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release nogil;
+            close();
+        } else {
+            close();
+        }
+    }
+    /* torch's abort: every waiting and later call fails at once. */
+    void abort() override {
+        if (comm_) ddpc_comm_abort(comm_);
+    }
+#endif
+
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
                                              const c10d::BroadcastOptions &o) override {
         const char *what = "broadcast";
         check_one(ts, what);
-        auto w = work(c10d::OpType::BROADCAST, "ddpc:broadcast", ts, ts);
+        auto w = work(c10d::OpType::BROADCAST, "ddpc:broadcast", ts, ts, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf b = buf_of(w->inout(ts[0]), what);
+        Buf b = buf_of(w->inout(ts[0]), what, true);
         ddpc_work *h = nullptr;
         w->issued(
             ddpc_broadcast_async(comm_, b.ptr, b.ptr, b.count, b.dt, root(o.rootRank, what), &h),
@@ -403,7 +535,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         const char *what = "all_reduce";
         check_one(ts, what);
         ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-        auto w = work(c10d::OpType::ALLREDUCE, "ddpc:all_reduce", ts, ts);
+        auto w = work(c10d::OpType::ALLREDUCE, "ddpc:all_reduce", ts, ts, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         Buf b = buf_of(w->inout(ts[0]), what);
         ddpc_work *h = nullptr;
@@ -423,7 +555,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
                 fail(std::string(what) + ": tensors must all have one dtype");
         }
         ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-        auto w = work(c10d::OpType::ALLREDUCE_COALESCED, "ddpc:all_reduce", ts, ts);
+        auto w = work(c10d::OpType::ALLREDUCE_COALESCED, "ddpc:all_reduce", ts, ts, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         std::vector<at::Tensor> flat;
         for (auto &t : ts) flat.push_back(t.reshape({ -1 }));
@@ -447,7 +579,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         const char *what = "reduce";
         check_one(ts, what);
         ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
-        auto w = work(c10d::OpType::REDUCE, "ddpc:reduce", ts, ts);
+        auto w = work(c10d::OpType::REDUCE, "ddpc:reduce", ts, ts, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         Buf b = buf_of(w->inout(ts[0]), what);
         ddpc_work *h = nullptr;
@@ -459,29 +591,29 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
 
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outs,
                                              std::vector<at::Tensor> &ins,
-                                             const c10d::AllgatherOptions &) override {
+                                             const c10d::AllgatherOptions &o) override {
         const char *what = "all_gather";
         check_one(ins, what);
         if (outs.size() != 1) fail(std::string(what) + ": expects one output list");
         check_list(outs[0], ins[0], what);
-        auto w = work(c10d::OpType::ALLGATHER, "ddpc:all_gather", outs[0], ins);
+        auto w = work(c10d::OpType::ALLGATHER, "ddpc:all_gather", outs[0], ins, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         gather_into(*w, outs[0], ins[0], what);
         return submit(w, what);
     }
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
-                                                   const c10d::AllgatherOptions &) override {
+                                                   const c10d::AllgatherOptions &o) override {
         const char *what = "_allgather_base";
         check_cpu(in, what);
         check_cpu(out, what);
         if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
             fail(std::string(what) +
                  ": the output must hold world_size times the input's elements, same dtype");
-        auto w =
-            work(c10d::OpType::_ALLGATHER_BASE, "ddpc:all_gather_into_tensor", { out }, { in });
+        auto w = work(c10d::OpType::_ALLGATHER_BASE, "ddpc:all_gather_into_tensor", { out }, { in },
+                      o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
+        Buf bi = buf_of(w->in(in), what, true), bo = buf_of(w->out(out), what, true);
         ddpc_work *h = nullptr;
         w->issued(ddpc_allgather_async(comm_, bi.ptr, bo.ptr, bi.count, bi.dt, &h), h);
         return submit(w, what);
@@ -489,7 +621,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
 
     c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outs,
                                                        std::vector<at::Tensor> &ins,
-                                                       const c10d::AllgatherOptions &) override {
+                                                       const c10d::AllgatherOptions &o) override {
         const char *what = "all_gather_coalesced";
         if (outs.size() != static_cast<size_t>(getSize()))
             fail(std::string(what) + ": expects world_size output lists");
@@ -498,7 +630,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
                 fail(std::string(what) + ": each output list must match the inputs");
         std::vector<at::Tensor> all;
         for (auto &l : outs) all.insert(all.end(), l.begin(), l.end());
-        auto w = work(c10d::OpType::ALLGATHER_COALESCED, "ddpc:all_gather", all, ins);
+        auto w = work(c10d::OpType::ALLGATHER_COALESCED, "ddpc:all_gather", all, ins, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         for (size_t i = 0; i < ins.size(); i++) {
             std::vector<at::Tensor> col;
@@ -524,15 +656,15 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         } else if (!outs.empty() && !outs[0].empty()) {
             fail(std::string(what) + ": only the root gives an output list");
         }
-        auto w = work(c10d::OpType::GATHER, "ddpc:gather", list, ins);
+        auto w = work(c10d::OpType::GATHER, "ddpc:gather", list, ins, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf bi = buf_of(w->in(ins[0]), what);
+        Buf bi = buf_of(w->in(ins[0]), what, true);
         void *dst = nullptr;
         if (getRank() == r) {
             at::Tensor flat = at::empty({ getSize() * ins[0].numel() }, ins[0].options());
             w->keep(flat);
             w->then([list, flat]() mutable { unpack(list, flat); });
-            dst = buf_of(flat, what).ptr;
+            dst = buf_of(flat, what, true).ptr;
         }
         ddpc_work *h = nullptr;
         w->issued(ddpc_gather_async(comm_, bi.ptr, dst, bi.count, bi.dt, r, &h), h);
@@ -546,7 +678,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         check_one(outs, what);
         int r = root(o.rootRank, what);
         auto w = work(c10d::OpType::SCATTER, "ddpc:scatter", outs,
-                      getRank() == r && !ins.empty() ? ins[0] : outs);
+                      getRank() == r && !ins.empty() ? ins[0] : outs, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         void *src = nullptr;
         if (getRank() == r) {
@@ -554,11 +686,11 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
             check_list(ins[0], outs[0], what);
             at::Tensor flat = pack(ins[0]);
             w->keep(flat);
-            src = buf_of(flat, what).ptr;
+            src = buf_of(flat, what, true).ptr;
         } else if (!ins.empty() && !ins[0].empty()) {
             fail(std::string(what) + ": only the root gives an input list");
         }
-        Buf bo = buf_of(w->out(outs[0]), what);
+        Buf bo = buf_of(w->out(outs[0]), what, true);
         ddpc_work *h = nullptr;
         w->issued(ddpc_scatter_async(comm_, src, bo.ptr, bo.count, bo.dt, r, &h), h);
         return submit(w, what);
@@ -572,7 +704,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         if (ins.size() != 1) fail(std::string(what) + ": expects one input list");
         check_list(ins[0], outs[0], what);
         ddpc_op op = op_of(o.reduceOp, outs[0].scalar_type(), what);
-        auto w = work(c10d::OpType::REDUCE_SCATTER, "ddpc:reduce_scatter", outs, ins[0]);
+        auto w = work(c10d::OpType::REDUCE_SCATTER, "ddpc:reduce_scatter", outs, ins[0], o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         at::Tensor flat = pack(ins[0]);
         w->keep(flat);
@@ -592,8 +724,8 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
             fail(std::string(what) +
                  ": the input must hold world_size times the output's elements, same dtype");
         ddpc_op op = op_of(o.reduceOp, out.scalar_type(), what);
-        auto w =
-            work(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpc:reduce_scatter_tensor", { out }, { in });
+        auto w = work(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpc:reduce_scatter_tensor", { out },
+                      { in }, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
         ddpc_work *h = nullptr;
@@ -601,19 +733,56 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         return submit(w, what);
     }
 
+#if DDPC_TORCH2
+    /* The tensor forms, coalesced (torch 2.x's _coalescing_manager): one
+     * all-gather per pair, issued back to back, completed as one work. */
+    c10::intrusive_ptr<c10d::Work>
+    allgather_into_tensor_coalesced(std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+                                    const c10d::AllgatherOptions &o) override {
+        const char *what = "all_gather_into_tensor_coalesced";
+        pairs_check(outs, ins, getSize(), 1, what);
+        auto w = work(c10d::OpType::COALESCED, "ddpc:all_gather_into_tensor_coalesced", outs, ins,
+                      o.timeout);
+        std::lock_guard<std::mutex> g(issue_mu_);
+        for (size_t i = 0; i < ins.size(); i++) {
+            Buf bi = buf_of(w->in(ins[i]), what, true), bo = buf_of(w->out(outs[i]), what, true);
+            ddpc_work *h = nullptr;
+            w->issued(ddpc_allgather_async(comm_, bi.ptr, bo.ptr, bi.count, bi.dt, &h), h);
+        }
+        return submit(w, what);
+    }
+
+    c10::intrusive_ptr<c10d::Work>
+    reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+                                    const c10d::ReduceScatterOptions &o) override {
+        const char *what = "reduce_scatter_tensor_coalesced";
+        pairs_check(outs, ins, 1, getSize(), what);
+        auto w = work(c10d::OpType::COALESCED, "ddpc:reduce_scatter_tensor_coalesced", outs, ins,
+                      o.timeout);
+        std::lock_guard<std::mutex> g(issue_mu_);
+        for (size_t i = 0; i < ins.size(); i++) {
+            ddpc_op op = op_of(o.reduceOp, outs[i].scalar_type(), what);
+            Buf bi = buf_of(w->in(ins[i]), what), bo = buf_of(w->out(outs[i]), what);
+            ddpc_work *h = nullptr;
+            w->issued(ddpc_reduce_scatter_async(comm_, bi.ptr, bo.ptr, bo.count, bo.dt, op, &h), h);
+        }
+        return submit(w, what);
+    }
+#endif
+
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &out, at::Tensor &in,
                                                  std::vector<int64_t> &outSplits,
                                                  std::vector<int64_t> &inSplits,
-                                                 const c10d::AllToAllOptions &) override {
+                                                 const c10d::AllToAllOptions &o) override {
         const char *what = "all_to_all_single";
         check_cpu(in, what);
         check_cpu(out, what);
         if (out.scalar_type() != in.scalar_type())
             fail(std::string(what) + ": input and output dtypes differ");
         const int n = getSize();
-        auto w = work(c10d::OpType::ALLTOALL_BASE, "ddpc:all_to_all", { out }, { in });
+        auto w = work(c10d::OpType::ALLTOALL_BASE, "ddpc:all_to_all", { out }, { in }, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf bi = buf_of(w->in(in), what), bo = buf_of(w->out(out), what);
+        Buf bi = buf_of(w->in(in), what, true), bo = buf_of(w->out(out), what, true);
         const int64_t in_row = in.numel() / std::max<int64_t>(in.size(0), 1);
         const int64_t out_row = out.numel() / std::max<int64_t>(out.size(0), 1);
         if (outSplits.empty() && inSplits.empty()) {
@@ -637,7 +806,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
 
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outs,
                                             std::vector<at::Tensor> &ins,
-                                            const c10d::AllToAllOptions &) override {
+                                            const c10d::AllToAllOptions &o) override {
         const char *what = "all_to_all";
         const int n = getSize();
         if (static_cast<int>(outs.size()) != n || static_cast<int>(ins.size()) != n)
@@ -649,7 +818,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
                 outs[i].scalar_type() != ins[0].scalar_type())
                 fail(std::string(what) + ": all tensors must have one dtype");
         }
-        auto w = work(c10d::OpType::ALLTOALL, "ddpc:all_to_all", outs, ins);
+        auto w = work(c10d::OpType::ALLTOALL, "ddpc:all_to_all", outs, ins, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         at::Tensor src = pack(ins);
         std::vector<at::Tensor> flat_out;
@@ -665,7 +834,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
             sc[i] = ins[i].numel() * k, sd[i] = sa, sa += sc[i];
             rc[i] = outs[i].numel() * k, rd[i] = ra, ra += rc[i];
         }
-        Buf bi = buf_of(src, what), bo = buf_of(dst, what);
+        Buf bi = buf_of(src, what, true), bo = buf_of(dst, what, true);
         ddpc_work *h = nullptr;
         w->issued(ddpc_alltoallv_async(comm_, bi.ptr, sc.data(), sd.data(), bo.ptr, rc.data(),
                                        rd.data(), bi.dt, &h),
@@ -678,7 +847,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         check_one(ts, what);
         auto w = work(c10d::OpType::SEND, "ddpc:send", ts, ts);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf b = buf_of(w->in(ts[0]), what);
+        Buf b = buf_of(w->in(ts[0]), what, true);
         ddpc_work *h = nullptr;
         w->issued(ddpc_send_async(comm_, b.ptr, b.count, b.dt, peer(dst, what), &h), h);
         return submit(w, what);
@@ -689,7 +858,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         check_one(ts, what);
         auto w = work(c10d::OpType::RECV, "ddpc:recv", ts, ts);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf b = buf_of(w->out(ts[0]), what);
+        Buf b = buf_of(w->out(ts[0]), what, true);
         w->set_source(peer(src, what));
         ddpc_work *h = nullptr;
         w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, src, &h), h);
@@ -701,15 +870,15 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         check_one(ts, what);
         auto w = work(c10d::OpType::RECVANYSOURCE, "ddpc:recvAnySource", ts, ts);
         std::lock_guard<std::mutex> g(issue_mu_);
-        Buf b = buf_of(w->out(ts[0]), what);
+        Buf b = buf_of(w->out(ts[0]), what, true);
         w->source_from_receive();
         ddpc_work *h = nullptr;
         w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, DDPC_ANY_SOURCE, &h), h);
         return submit(w, what);
     }
 
-    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override {
-        auto w = work(c10d::OpType::BARRIER, "ddpc:barrier", {}, {});
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &o) override {
+        auto w = work(c10d::OpType::BARRIER, "ddpc:barrier", {}, {}, o.timeout);
         std::lock_guard<std::mutex> g(issue_mu_);
         ddpc_work *h = nullptr;
         w->issued(ddpc_barrier_async(comm_, &h), h);
@@ -718,18 +887,17 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
 
     /* ddpc numbers every collective itself; torch's group-wide sequence
    * number (used by its debug wrapper) starts at 0 on every rank. */
-    void setSequenceNumberForGroup() override { sequenceNum_ = c10d::SequenceNum(0); }
-    uint64_t getSequenceNumberForGroup() override {
-        if (!sequenceNum_) return 0;
-        return sequenceNum_->get();
-    }
+    void setSequenceNumberForGroup() override { seq_ = 0; }
+    uint64_t getSequenceNumberForGroup() override { return seq_; }
 
   private:
     /* Finishes the works still queued, stops the completion thread, then
-   * destroys the communicator (which says goodbye to the peers). */
-    void shutdown() {
+   * destroys the communicator (which says goodbye to the peers). Once. */
+    void close() {
         stop_completion();
+        std::lock_guard<std::mutex> g(issue_mu_);
         ddpc_comm_destroy(comm_);
+        comm_ = nullptr;
     }
     void stop_completion() {
         {
@@ -738,6 +906,7 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         }
         completion_->cv.notify_all();
         if (thread_.joinable()) thread_.join();
+        completion_->callbacks.shutdown();
     }
     static std::mutex &live_mu() {
         static std::mutex mu;
@@ -753,10 +922,15 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
    * (under the names gloo uses, which torch's tests look for). */
     c10::intrusive_ptr<WorkDDPC> work(c10d::OpType type, const char *title,
                                       std::vector<at::Tensor> outs,
-                                      const std::vector<at::Tensor> &ins) {
-        if (sequenceNum_) sequenceNum_->increment();
+                                      const std::vector<at::Tensor> &ins,
+                                      std::chrono::milliseconds limit = c10d::kUnsetTimeout) {
+        if (!comm_) fail(std::string(title) + ": the process group was shut down");
+        seq_++;
+        const double limit_s = limit.count() > 0 ? limit.count() / 1000.0 : -1.0;
+        ddpc_comm *comm = comm_;
         return c10::make_intrusive<WorkDDPC>(getRank(), type, title, std::move(outs), ins,
-                                             completion_);
+                                             completion_, limit_s,
+                                             [comm] { ddpc_comm_abort(comm); });
     }
 
     c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkDDPC> &w, const char *what) {
@@ -777,7 +951,8 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
                 c10::intrusive_ptr<WorkDDPC> w = c.queue.front();
                 c.queue.pop_front();
                 g.unlock();
-                w->drive(-1);
+                w->settle(-1);
+                c.callbacks.post([w] { w->complete(); });
                 w.reset();
                 g.lock();
             }
@@ -798,6 +973,24 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
         return r;
     }
 
+    /* Pairs (outs[i], ins[i]) of CPU tensors of one dtype each, where
+     * outs[i] holds out_k/in_k times ins[i]'s elements. */
+    static void pairs_check(const std::vector<at::Tensor> &outs, const std::vector<at::Tensor> &ins,
+                            int out_k, int in_k, const char *what) {
+        if (outs.size() != ins.size())
+            fail(std::string(what) + ": " + std::to_string(outs.size()) + " outputs for " +
+                 std::to_string(ins.size()) + " inputs");
+        for (size_t i = 0; i < ins.size(); i++) {
+            check_cpu(ins[i], what);
+            check_cpu(outs[i], what);
+            if (outs[i].numel() * in_k != ins[i].numel() * out_k ||
+                outs[i].scalar_type() != ins[i].scalar_type())
+                fail(std::string(what) + ": pair " + std::to_string(i) +
+                     ": sizes or dtypes do not match (the gathered side holds world_size times "
+                     "the other's elements)");
+        }
+    }
+
     /* A list of world_size tensors shaped and typed like t. */
     void check_list(const std::vector<at::Tensor> &list, const at::Tensor &t,
                     const char *what) const {
@@ -815,13 +1008,14 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
     /* all_gather of in into list: through one flat buffer. */
     void gather_into(WorkDDPC &w, const std::vector<at::Tensor> &list, const at::Tensor &in,
                      const char *what) {
-        Buf bi = buf_of(w.in(in), what);
+        Buf bi = buf_of(w.in(in), what, true);
         at::Tensor flat = at::empty({ getSize() * in.numel() }, in.options());
         w.keep(flat);
         w.then([list, flat]() mutable { unpack(list, flat); });
         ddpc_work *h = nullptr;
-        w.issued(ddpc_allgather_async(comm_, bi.ptr, buf_of(flat, what).ptr, bi.count, bi.dt, &h),
-                 h);
+        w.issued(
+            ddpc_allgather_async(comm_, bi.ptr, buf_of(flat, what, true).ptr, bi.count, bi.dt, &h),
+            h);
     }
 
     static at::Tensor pack(const std::vector<at::Tensor> &list) {
@@ -859,14 +1053,15 @@ class ProcessGroupDDPC : public c10d::ProcessGroup {
 
     ddpc_comm *comm_ = nullptr;
     std::chrono::milliseconds timeout_;
-    std::mutex issue_mu_; /* one caller at a time issues, so calls keep their order */
+    std::mutex issue_mu_;            /* one caller at a time issues, so calls keep their order */
+    std::atomic<uint64_t> seq_{ 0 }; /* calls issued, torch's sequence number */
     std::shared_ptr<Completion> completion_;
     std::thread thread_;
 };
 
-static c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store> &store,
-                                                     int rank, int size,
-                                                     std::chrono::milliseconds timeout) {
+static c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store> &store,
+                                              int rank, int size,
+                                              std::chrono::milliseconds timeout) {
     return c10::make_intrusive<ProcessGroupDDPC>(store, rank, size, timeout);
 }
 
@@ -875,7 +1070,7 @@ static c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c1
 PYBIND11_MODULE(_C, m) {
     namespace py = pybind11;
     py::module::import("torch.distributed");
-    py::class_<ddpc_torch::ProcessGroupDDPC, c10d::ProcessGroup,
+    py::class_<ddpc_torch::ProcessGroupDDPC, ddpc_torch::BackendBase,
                c10::intrusive_ptr<ddpc_torch::ProcessGroupDDPC>>(m, "ProcessGroupDDPC");
     m.def(
         "create_process_group",
@@ -886,6 +1081,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
         "A ddpc process group of world_size ranks meeting through store (torch's c10d Store).");
+    m.def("built_torch_version", &ddpc_torch::built_torch_version,
+          "The torch version this module was compiled against.");
     m.def("_stop_completion_threads", &ddpc_torch::ProcessGroupDDPC::stop_all_completion_threads,
           py::call_guard<py::gil_scoped_release>(),
           "At exit: every live group's completion thread finishes its queue and stops.");

@@ -1,0 +1,60 @@
+"""Builds ddpc_torch._C against the torch of the running environment.
+
+libddpc's C sources (src/ of this repository, two folders up) are built by
+the repository's Makefile into build/pip/libddpc.a and linked into the
+module, so the wheel stands alone: it needs torch and the system's C
+libraries, not an installed libddpc. Only the libraries the linked objects
+use end up needed (--as-needed). Build from a checkout:
+    pip install --no-build-isolation ./bridges/torch
+    pip wheel --no-build-isolation --no-deps ./bridges/torch
+"""
+import os
+import subprocess
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+BUILD = os.path.join(ROOT, "build", "pip")
+LIB = os.path.join(BUILD, "libddpc.a")
+
+
+def pkg_libs(*pkgs):
+    """The -l flags pkg-config gives for pkgs, or nothing if it knows none."""
+    try:
+        out = subprocess.run(["pkg-config", "--libs", *pkgs], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [f[2:] for f in out.split() if f.startswith("-l")]
+
+
+class Build(BuildExtension):
+    """Builds libddpc.a with the repository's Makefile first."""
+
+    def run(self):
+        if not os.path.exists(os.path.join(ROOT, "src", "comm")):
+            raise RuntimeError(f"ddpc_torch builds from a ddpc checkout: {ROOT}/src is missing")
+        subprocess.run(["make", "-C", ROOT, "-s", f"-j{os.cpu_count() or 1}", "BUILD=build/pip", "build/pip/libddpc.a"], check=True)
+        super().run()
+
+
+libs = pkg_libs("openblas") or ["openblas"]
+libs += pkg_libs("zlib") or ["z"]
+libs += pkg_libs("libcjson")
+libs += ["m", "pthread", "rt"]
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "ddpc_torch._C",
+            ["ProcessGroupDDPC.cpp"],
+            include_dirs=[os.path.join(ROOT, "include"), HERE],
+            extra_compile_args=["-O2", "-Wno-unused-parameter"],
+            extra_objects=[LIB],
+            extra_link_args=["-Wl,--as-needed"],
+            libraries=libs,
+        )
+    ],
+    cmdclass={"build_ext": Build},
+)
