@@ -40,7 +40,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests torch torch-module test check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
+.PHONY: all lib tools examples tests torch torch-module torch2 test check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
 all: lib tools examples tests
 
 help:
@@ -53,6 +53,7 @@ help:
 	@echo "make check-san    every test under address,undefined, then under thread (T= filters too)"
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
 	@echo "make torch        the torch.distributed backend 'ddpc': $(BUILD)/python/ddpc_torch"
+	@echo "make torch2       the same for pip's torch 2.x, pip-installed into $(TORCH2_VENV)"
 	@echo "make hccl         HCCL's C API on CPUs: $(BUILD)/libhccl.so, libascendcl.so, HCCL's test programs"
 	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint, store, rank-table and handshake parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
@@ -146,9 +147,24 @@ $(TORCH_PKG)/__init__.py: bridges/torch/ddpc_torch/__init__.py
 	cp $< $@
 
 # (Python loads a plain _C.so as the extension module ddpc_torch._C)
-$(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp $(HEADERS) $(BUILD)/libddpc.a
+$(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp bridges/torch/compat.h $(HEADERS) $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
 	$(CXX) $(TORCH_CXXFLAGS) -I$(TORCH_PYINC) -shared -o $@ $< $(BUILD)/libddpc.a $(TORCH_LIBS) $(LDLIBS)
+
+# The backend for pip's torch 2.x: `pip install --no-build-isolation
+# ./bridges/torch` into the venv scripts/setup.sh makes (torch==2.13.0,
+# DDPC_SETUP_PEERS=1), as a user would into theirs; the tests find it
+# through DDPC_TEST_TORCH2_PY. Skipped, saying so, where there is no venv.
+TORCH2_VENV  ?= build/venv-torch2
+TORCH2_PY    := $(TORCH2_VENV)/bin/python
+TORCH2_STAMP := $(TORCH2_VENV)/.ddpc_torch-installed
+torch2:
+	@if [ -x $(TORCH2_PY) ]; then $(MAKE) --no-print-directory $(TORCH2_STAMP); \
+	else echo "make torch2: skipped: no torch 2.x venv at $(TORCH2_VENV) (DDPC_SETUP_PEERS=1 bash scripts/setup.sh makes it)"; fi
+
+$(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py) $(LIB_SRC) $(HEADERS)
+	$(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
+	touch $@
 
 # Runs every test binary (the tests find the tools through DDPC_BIN) and
 # prints one closing line for all of them.
@@ -157,8 +173,9 @@ $(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp $(HEADERS) $(BUILD)/libdd
 SAN_PRELOAD = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
   $(if $(findstring undefined,$(SAN)),$(shell $(CC) -print-file-name=libubsan.so)) \
   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so))
-test: all torch
+test: all torch torch2
 	DDPC_BIN=$(abspath $(BUILD)/bin) DDPC_TEST_PRELOAD="$(strip $(SAN_PRELOAD))" DDPC_TEST_LEAN=$(LEAN) \
+	  DDPC_TEST_TORCH2_PY=$$([ -f $(TORCH2_STAMP) ] && echo $(abspath $(TORCH2_PY))) \
 	  scripts/run-tests.sh $(TEST_BIN) -- $(T)
 
 # The suite under AddressSanitizer + UndefinedBehaviorSanitizer alone (CI

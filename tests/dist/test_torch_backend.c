@@ -1,16 +1,22 @@
 /* test_torch_backend.c — torch.distributed's 'ddpc' backend (bridges/torch)
- * from PyTorch itself: every collective, dtype and size against references
- * at world sizes 2 and 3 (tests/py/torch_backend.py); a lost and a silent
- * peer fail the survivors' calls within the group's timeout, naming it
- * (tests/py/torch_fail.py), with env:// and file:// initialisation; the
- * seed's program (examples/ddp_mnist.py) trained on 'ddpc' ends with the
- * same parameters as on 'gloo'; and a CI-sized part of PyTorch's own
- * distributed test suite (tests/py/dist_suite.py --subset ci).
+ * from PyTorch itself, on Debian's torch 1.13 (make torch) and on pip's
+ * torch 2.13 (make torch2: a venv, DDPC_TEST_TORCH2_PY): every collective,
+ * dtype and size against references at world sizes 2 and 3
+ * (tests/py/torch_backend.py), a collective inside a future's callback
+ * among them; a lost and a silent peer fail the survivors' calls within the
+ * group's timeout, naming it, and a call's own timeout bounds that call
+ * (tests/py/torch_fail.py), with env:// and file:// initialisation; DDP and
+ * its hooks, ZeRO, FSDP, FSDP2, DTensor and groups train to the same
+ * parameters as on 'gloo' (tests/py/torch_features.py); the seed's program
+ * (examples/ddp_mnist.py) trained on 'ddpc' ends with the same parameters as
+ * on 'gloo'; and a CI-sized part of PyTorch's own distributed test suite
+ * (tests/py/dist_suite.py --subset ci).
  *
- * Every test skips when /usr/bin/python3 cannot import torch or the module
- * is not built (make torch); the training one without Fashion-MNIST. In a
- * sanitizer build Python runs with the sanitizers' runtimes preloaded, and
- * the seed's program and PyTorch's suite are left to the plain build. */
+ * Every test skips when its Python cannot import torch or the module is not
+ * built; the training one without Fashion-MNIST. In a sanitizer build
+ * Python runs with the sanitizers' runtimes preloaded (torch 1.13 only: the
+ * venv's module is pip's plain build), and the seed's program, the features
+ * and PyTorch's suite are left to the plain build. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +44,27 @@ static const char *repo(const char *name) {
     return b;
 }
 
-/* The environment Python runs in: PYTHONPATH=<build>/python, where make
- * torch puts ddpc_torch; in a sanitizer build also the sanitizers' runtimes
- * preloaded (DDPC_TEST_PRELOAD, which make sets: Python itself is not built
- * with them, and a module that is cannot load otherwise), Python's own leaks
- * not reported. */
+/* The Python a test runs: Debian's with torch 1.13, or the venv's with
+ * torch 2.13 (DDPC_TEST_TORCH2_PY, set by make test when make torch2 has
+ * installed ddpc_torch there). */
+static int torch2;
+static const char *python(void) {
+    const char *p = getenv("DDPC_TEST_TORCH2_PY");
+    return torch2 ? (p && *p ? p : "") : PYTHON;
+}
+#define PY python()
+
+/* The environment Python runs in: for torch 1.13, PYTHONPATH=<build>/python,
+ * where make torch puts ddpc_torch (the venv has it installed); in a
+ * sanitizer build also the sanitizers' runtimes preloaded
+ * (DDPC_TEST_PRELOAD, which make sets: Python itself is not built with them,
+ * and a module that is cannot load otherwise), Python's own leaks not
+ * reported. */
 static const char *py_env(void) {
     static char b[4096];
     const char *pre = getenv("DDPC_TEST_PRELOAD");
-    int n = snprintf(b, sizeof b, "PYTHONPATH=%s/../python", t_bin(""));
+    int n = torch2 ? snprintf(b, sizeof b, "TORCH_CPP_LOG_LEVEL=ERROR")
+                   : snprintf(b, sizeof b, "PYTHONPATH=%s/../python", t_bin(""));
     if (pre && *pre) {
         const char *asan = getenv("ASAN_OPTIONS");
         snprintf(b + n, sizeof b - (size_t)n, " LD_PRELOAD='%s' ASAN_OPTIONS='%s%sdetect_leaks=0'",
@@ -62,13 +80,21 @@ static int sanitized(void) {
 }
 
 static void need_module(void) {
-    if (run(60, "%s " PYTHON " -c 'import ddpc_torch' 2>&1", py_env()) != 0) {
+    if (torch2 && !*python())
+        SKIP("no torch 2.x venv (DDPC_TEST_TORCH2_PY unset: DDPC_SETUP_PEERS=1 bash "
+             "scripts/setup.sh; "
+             "make torch2)");
+    if (torch2 && sanitized())
+        SKIP("a sanitizer build: the torch 2.x venv holds pip's plain build of ddpc_torch (the "
+             "plain "
+             "run tests it)");
+    if (run(60, "%s %s -c 'import ddpc_torch' 2>&1", py_env(), PY) != 0) {
         size_t n = strlen(out);
         while (n && out[n - 1] == '\n') out[--n] = '\0';
         const char *why = strrchr(out, '\n');
-        SKIP("cannot import ddpc_torch with " PYTHON " (make torch; apt-get install python3-torch "
-             "libtorch-dev pybind11-dev): %s",
-             why ? why + 1 : out);
+        SKIP("cannot import ddpc_torch with %s (make torch or torch2; DDPC_SETUP_PEERS=1 bash "
+             "scripts/setup.sh): %s",
+             PY, why ? why + 1 : out);
     }
 }
 
@@ -79,8 +105,8 @@ static void need_data(void) {
 
 static void checks(int world) {
     need_module();
-    int rc = run(240, "%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s 2>&1", py_env(),
-                 t_bin("ddpc-run"), world, t_free_port(), repo("tests/py/torch_backend.py"));
+    int rc = run(240, "%s %s --nproc-per-node=%d --master-port=%d %s %s 2>&1", py_env(),
+                 t_bin("ddpc-run"), world, t_free_port(), PY, repo("tests/py/torch_backend.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     char want[64];
     snprintf(want, sizeof want, "checks ok on %d ranks (ddpc)", world);
@@ -89,22 +115,31 @@ static void checks(int world) {
 
 TEST_T(torch_backend_collectives_world2, 300) { checks(2); }
 TEST_T(torch_backend_collectives_world3, 300) { checks(3); }
+TEST_T(torch2_backend_collectives_world2, 300) {
+    torch2 = 1;
+    checks(2);
+}
+TEST_T(torch2_backend_collectives_world3, 300) {
+    torch2 = 1;
+    checks(3);
+}
 
 /* mode: exit or silent; init: env:// or a file:// URL. */
 static void peer_fails(const char *mode, const char *init) {
     need_module();
-    int rc =
-        run(90,
-            "%s TORCH_FAIL_MODE=%s TORCH_FAIL_INIT=%s %s --nproc-per-node=3 "
-            "--master-port=%d " PYTHON " %s 2>&1",
-            py_env(), mode, init, t_bin("ddpc-run"), t_free_port(), repo("tests/py/torch_fail.py"));
+    int rc = run(90,
+                 "%s TORCH_FAIL_MODE=%s TORCH_FAIL_INIT=%s %s --nproc-per-node=3 "
+                 "--master-port=%d %s %s 2>&1",
+                 py_env(), mode, init, t_bin("ddpc-run"), t_free_port(), PY,
+                 repo("tests/py/torch_fail.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     for (int r = 0; r < 3; r += 2) {
         char want[64];
         snprintf(want, sizeof want, "[%d]: rank %d: failed after ", r, r);
         CHECK_CONTAINS(out, want);
     }
-    CHECK_CONTAINS(out, "rank 1");
+    if (strcmp(mode, "call_timeout")) /* that one fails on its own clock, naming none */
+        CHECK_CONTAINS(out, "rank 1");
     CHECK(strstr(out, "succeeded without rank 1") == NULL);
 }
 
@@ -119,6 +154,20 @@ TEST_T(torch_backend_file_init, 120) {
     peer_fails("exit", url);
     t_tmp_remove();
 }
+/* A call's own timeout (2 s, the group's 60 s) fails that call in time. */
+static void call_timeout(void) {
+    peer_fails("call_timeout", "env://");
+    CHECK_CONTAINS(out, "did not complete within its timeout (2000 ms)");
+}
+TEST_T(torch_backend_call_timeout, 120) { call_timeout(); }
+TEST_T(torch2_backend_lost_peer, 120) {
+    torch2 = 1;
+    peer_fails("exit", "env://");
+}
+TEST_T(torch2_backend_call_timeout, 120) {
+    torch2 = 1;
+    call_timeout();
+}
 
 /* Ranks that disagree get ddpc's mismatch error, also under torch's
  * TORCH_DISTRIBUTED_DEBUG=DETAIL. */
@@ -127,8 +176,8 @@ TEST_T(torch_backend_mismatch_named, 120) {
     int rc = run(90,
                  "%s TORCH_FAIL_MODE=mismatch TORCH_DISTRIBUTED_DEBUG=DETAIL %s "
                  "--nproc-per-node=3 "
-                 "--master-port=%d " PYTHON " %s 2>&1",
-                 py_env(), t_bin("ddpc-run"), t_free_port(), repo("tests/py/torch_fail.py"));
+                 "--master-port=%d %s %s 2>&1",
+                 py_env(), t_bin("ddpc-run"), t_free_port(), PY, repo("tests/py/torch_fail.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[1]: rank 1: mismatch: ddpc: ");
     CHECK_CONTAINS(out, "collective mismatch");
@@ -173,6 +222,48 @@ static void seed(int world, int exact) {
 
 TEST_T(torch_backend_seed_program_2_ranks_bit_identical_to_gloo, 600) { seed(2, 1); }
 TEST_T(torch_backend_seed_program_3_ranks_close_to_gloo, 600) { seed(3, 0); }
+
+/* PyTorch's data-parallel features (tests/py/torch_features.py) on both
+ * backends: 2 ranks bit-identical, more within float tolerance. only: a
+ * comma-separated subset, or NULL for all. */
+static void features(int world, int exact, const char *only) {
+    if (sanitized())
+        SKIP("a sanitizer build: training under the preloaded sanitizers takes minutes; the "
+             "collectives tests run the same calls of the backend (the plain build runs it)");
+    need_module();
+    const char *p[2] = { t_tmp_path("gloo.pt"), t_tmp_path("ddpc.pt") };
+    const char *backend[2] = { "gloo", "ddpc" };
+    for (int b = 0; b < 2; b++) {
+        int rc = run(
+            400, "%s %s --nproc-per-node=%d --master-port=%d %s %s --backend %s --save %s%s%s 2>&1",
+            py_env(), t_bin("ddpc-run"), world, t_free_port(), PY,
+            repo("tests/py/torch_features.py"), backend[b], p[b], only ? " --only " : "",
+            only ? only : "");
+        CHECK_MSG(rc == 0, "%s: rc=%d: %s", backend[b], rc, out);
+        CHECK_CONTAINS(out, "features: ");
+    }
+    int rc = run(60, "%s %s %s --compare %s %s%s 2>&1", py_env(), PY,
+                 repo("tests/py/torch_features.py"), p[0], p[1], exact ? " --exact" : "");
+    CHECK_MSG(rc == 0, "ddpc's results differ from gloo's: %s", out);
+    CHECK_CONTAINS(out, ", same (");
+    t_tmp_remove();
+}
+
+TEST_T(torch_backend_features_2_ranks_bit_identical_to_gloo, 900) { features(2, 1, NULL); }
+TEST_T(torch_backend_features_3_ranks_close_to_gloo, 900) { features(3, 0, NULL); }
+TEST_T(torch2_backend_features_2_ranks_bit_identical_to_gloo, 900) {
+    torch2 = 1;
+    features(2, 1, NULL);
+}
+TEST_T(torch2_backend_features_3_ranks_close_to_gloo, 900) {
+    torch2 = 1;
+    features(3, 0, NULL);
+}
+/* DTensor on a 2 x 2 mesh, FSDP2 on 4 ranks */
+TEST_T(torch2_backend_dtensor_2d_mesh_4_ranks, 900) {
+    torch2 = 1;
+    features(4, 0, "dtensor_ops,fsdp2_fully_shard");
+}
 
 /* PyTorch's own distributed_test.py, the collectives and CPU DDP tests. */
 TEST_T(torch_backend_pytorch_suite_ci_subset, 900) {

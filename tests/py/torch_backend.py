@@ -167,8 +167,27 @@ def views_and_async(rank, world):
     t = torch.ones(3)
     fut = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
     same(fut.wait(), torch.full((3,), 2.0 * world), "future then")
+    # a collective issued and waited inside a future's callback, two deep
+    # (DDP's PowerSGD hook does this; it hung when callbacks ran on the
+    # thread that completes the works)
+    a, b, c = torch.ones(4), torch.ones(4), torch.ones(4)
+
+    def inner(_):
+        return dist.all_reduce(c, async_op=True).get_future().wait()[0]
+
+    def outer(_):
+        return dist.all_reduce(b, async_op=True).get_future().then(inner).wait()
+
+    got = dist.all_reduce(a, async_op=True).get_future().then(outer).wait()
+    same(got, torch.full((4,), float(world)), "collective inside a future's callback")
+    same(b, torch.full((4,), float(world)), "the callback's own collective")
     ts = [torch.full((3, 2), float(rank)), torch.full((5,), float(rank + 1))]
-    dist.all_reduce_coalesced(ts)
+    if hasattr(dist, "all_reduce_coalesced"):  # deprecated in torch 2.x
+        dist.all_reduce_coalesced(ts)
+    else:
+        with dist._coalescing_manager():
+            for t in ts:
+                dist.all_reduce(t)
     same(ts[0], torch.full((3, 2), float(sum(range(world)))), "all_reduce_coalesced 0")
     same(ts[1], torch.full((5,), float(sum(range(1, world + 1)))), "all_reduce_coalesced 1")
     dist.barrier()
@@ -208,6 +227,64 @@ def p2p(rank, world):
         same(got, torch.full((4,), float(rank)), "isend/irecv with a tag")
 
 
+def tensor_forms(rank, world):
+    """torch 2.x: the tensor forms, coalesced, functional collectives, float8."""
+    if not hasattr(dist, "all_gather_into_tensor"):
+        return
+    for n in [0, 1, 7, 1009]:
+        x = data(rank, n, torch.float32)
+        out = torch.empty(n * world)
+        dist.all_gather_into_tensor(out, x)
+        same(out, torch.cat([data(r, n, torch.float32) for r in range(world)]), f"all_gather_into_tensor n={n}")
+        big = torch.cat([data(rank * world + k, n, torch.float32) for k in range(world)])
+        got = torch.empty(n)
+        dist.reduce_scatter_tensor(got, big)
+        want = sum(data(r * world + rank, n, torch.float32) for r in range(world))
+        same(got, want if n else torch.empty(0), f"reduce_scatter_tensor n={n}")
+    if not hasattr(dist, "_coalescing_manager"):  # torch 1.13: the rest is 2.x's
+        return
+    # coalesced, as FSDP issues them
+    ins = [data(rank, n, torch.float32) for n in (3, 5)]
+    outs = [torch.empty(n * world) for n in (3, 5)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    for o, n in zip(outs, (3, 5)):
+        same(o, torch.cat([data(r, n, torch.float32) for r in range(world)]), f"coalesced all_gather n={n}")
+    bigs = [torch.cat([data(rank * world + k, n, torch.float32) for k in range(world)]) for n in (3, 5)]
+    gots = [torch.empty(n) for n in (3, 5)]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for g, b in zip(gots, bigs):
+            dist.reduce_scatter_tensor(g, b)
+    cm.wait()
+    for g, n in zip(gots, (3, 5)):
+        same(g, sum(data(r * world + rank, n, torch.float32) for r in range(world)), f"coalesced reduce_scatter n={n}")
+    # functional collectives (what DTensor and torch.compile issue)
+    import torch.distributed._functional_collectives as funcol
+
+    t = funcol.all_reduce(torch.full((6,), float(rank)), "sum", dist.group.WORLD)
+    same(funcol.wait_tensor(t), torch.full((6,), float(sum(range(world)))), "funcol all_reduce")
+    t = funcol.all_gather_tensor(torch.full((2,), float(rank)), 0, dist.group.WORLD)
+    same(funcol.wait_tensor(t), torch.cat([torch.full((2,), float(r)) for r in range(world)]), "funcol all_gather")
+    # float8 moves as bytes; reducing it is refused by name
+    if hasattr(torch, "float8_e4m3fn"):
+        f8 = torch.full((5,), float(rank + 1)).to(torch.float8_e4m3fn)
+        dist.broadcast(f8, src=0)
+        expect(torch.equal(f8.view(torch.uint8), torch.full((5,), 1.0).to(torch.float8_e4m3fn).view(torch.uint8)),
+               "broadcast float8")
+        out = torch.empty(5 * world, dtype=torch.float8_e4m3fn)
+        dist.all_gather_into_tensor(out, torch.full((5,), float(rank + 1)).to(torch.float8_e4m3fn))
+        expect(torch.equal(out.float(), torch.cat([torch.full((5,), float(r + 1)) for r in range(world)])),
+               "all_gather float8")
+        if BACKEND == "ddpc":
+            try:
+                dist.all_reduce(f8)
+                expect(False, "all_reduce of float8 is refused")
+            except RuntimeError as e:
+                expect("Float8" in str(e) and "not supported" in str(e), f"float8 all_reduce named: {e}")
+
+
 def objects(rank, world):
     out = [None] * world
     dist.all_gather_object(out, {"rank": rank, "s": "x" * rank})
@@ -241,7 +318,7 @@ def main():
     dist.init_process_group(BACKEND, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    for part in (reductions, movement, uneven, views_and_async, p2p, objects, subgroups):
+    for part in (reductions, movement, uneven, views_and_async, tensor_forms, p2p, objects, subgroups):
         part(rank, world)
     dist.barrier()
     if rank == 0:

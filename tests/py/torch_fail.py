@@ -5,8 +5,11 @@ process group's timeout, naming the lost rank.
 Rank 1 exits right after a first all_reduce (TORCH_FAIL_MODE=exit, the
 default) or goes silent for 12 s (=silent); ranks 0 and 2 then call
 all_reduce (timeout 5 s) and print "failed after S s: MESSAGE" and exit 0
-when it raised in time, 1 otherwise. TORCH_FAIL_MODE=mismatch: the ranks call all_reduce with different sizes and
-each must get ddpc's mismatch error (exit 0). Also checks a second import of
+when it raised in time, 1 otherwise. TORCH_FAIL_MODE=mismatch: the ranks
+call all_reduce with different sizes and each must get ddpc's mismatch
+error (exit 0). TORCH_FAIL_MODE=call_timeout: the group's timeout is 60 s,
+rank 1 goes silent, and ranks 0 and 2 call all_reduce with its own timeout
+option at 2 s: it must fail ("Timed out") in under 10 s. Also checks a second import of
 ddpc_torch is harmless and that init through file:// works.
 """
 import datetime
@@ -24,8 +27,10 @@ importlib.reload(ddpc_torch)  # registering twice must be harmless
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
 init = os.environ.get("TORCH_FAIL_INIT", "env://")
+mode = os.environ.get("TORCH_FAIL_MODE", "exit")
+group_timeout = 60 if mode == "call_timeout" else 5
 dist.init_process_group("ddpc", init_method=init, rank=rank, world_size=world,
-                        timeout=datetime.timedelta(seconds=5))
+                        timeout=datetime.timedelta(seconds=group_timeout))
 t = torch.ones(4)
 dist.all_reduce(t)
 assert t.tolist() == [float(world)] * 4, t
@@ -38,12 +43,17 @@ if os.environ.get("TORCH_FAIL_MODE") == "mismatch":  # ranks disagree on the cou
         print(f"rank {rank}: mismatch: {e}", flush=True)
         sys.exit(0 if "mismatch" in str(e) else 1)
 if rank == 1:
-    if os.environ.get("TORCH_FAIL_MODE", "exit") == "silent":
+    if mode in ("silent", "call_timeout"):
         time.sleep(12)
     os._exit(0)
 start = time.monotonic()
 try:
-    dist.all_reduce(torch.ones(1 << 20))
+    if mode == "call_timeout":  # the call's own timeout, below the group's
+        opts = dist.AllreduceOptions()
+        opts.timeout = datetime.timedelta(seconds=2)
+        dist.distributed_c10d._get_default_group().allreduce([torch.ones(1 << 20)], opts).wait()
+    else:
+        dist.all_reduce(torch.ones(1 << 20))
     print(f"rank {rank}: all_reduce succeeded without rank 1", flush=True)
     sys.exit(1)
 except RuntimeError as e:
