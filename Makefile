@@ -280,18 +280,22 @@ clean:
 
 # ---------------------------------------------------------------- HCCL on CPUs
 # bridges/hccl: HCCL's C API (include/hccl/) as libhccl and the host-side
-# subset of Ascend's runtime (include/acl/) as libascendcl, CANN's library
-# names, over libddpc's public API; programs written for HCCL build against
-# these headers unchanged and link with -lhccl -lascendcl. tests/hccl holds
+# subset of Ascend's runtime (include/acl/) as libascendcl (libacl_rt, a
+# linker script, names it too) and its profiling calls as libmsprofiler,
+# CANN's library names, over libddpc's public API; programs written for HCCL
+# build against these headers unchanged and link with -lhccl -lascendcl (or
+# -lhccl -lacl_rt -lmsprofiler, as HCCL Test does). tests/hccl holds
 # such programs (built into $(BUILD)/bin; the _mpi one with mpicc when
 # there is one), run by tests/dist/test_hccl.c; examples/hccl HCCL's
 # benchmark. `make hccl` builds all of it.
 HCCL_SRC   := $(sort $(wildcard bridges/hccl/hccl_*.c))
 HCCL_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(HCCL_SRC))
-ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o
+ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o $(BUILD)/obj/bridges/hccl/acl_mem.o
+PROF_OBJ   := $(BUILD)/obj/bridges/hccl/acl_prof.o
 HCCL_HDRS  := $(wildcard include/hccl/*.h)
 ACL_HDRS   := $(wildcard include/acl/*.h)
-HCCL_LIBS  := $(BUILD)/libhccl.so $(BUILD)/libhccl.a $(BUILD)/libascendcl.so $(BUILD)/libascendcl.a
+HCCL_LIBS  := $(BUILD)/libhccl.so $(BUILD)/libhccl.a $(BUILD)/libascendcl.so $(BUILD)/libascendcl.a \
+              $(BUILD)/libacl_rt.so $(BUILD)/libmsprofiler.so $(BUILD)/libmsprofiler.a
 HCCL_PROG_DEPS = $(HCCL_HDRS) $(ACL_HDRS) examples/hccl/hccl_values.h $(BUILD)/libhccl.so
 HCCL_PROGS := $(patsubst tests/hccl/%.c,$(BUILD)/bin/%,$(sort $(wildcard tests/hccl/*.c)))
 MPICC      ?= $(shell command -v mpicc 2>/dev/null)
@@ -313,6 +317,17 @@ $(BUILD)/libascendcl.so: $(ACL_OBJ)
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $^ -lpthread
 $(BUILD)/libascendcl.a: $(ACL_OBJ)
 	rm -f $@ && ar rcs $@ $^
+# CANN's runtime name: a linker script, so -lacl_rt links libascendcl itself
+# (one runtime, one set of streams, however a program names it)
+$(BUILD)/libacl_rt.so:
+	@mkdir -p $(BUILD)
+	printf '/* ddpc: libacl_rt, the name CANN gives its runtime, is libascendcl */\nINPUT(-lascendcl)\n' > $@
+# the profiling calls; libascendcl beside it ($ORIGIN) keeps their errors' texts
+$(BUILD)/libmsprofiler.so: $(PROF_OBJ) $(BUILD)/libascendcl.so
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(PROF_OBJ) -L$(BUILD) -lascendcl \
+	  -Wl,-rpath,'$$ORIGIN' -lpthread
+$(BUILD)/libmsprofiler.a: $(PROF_OBJ)
+	rm -f $@ && ar rcs $@ $^
 # libhccl.so finds libddpc.so and libascendcl.so beside itself ($ORIGIN)
 $(BUILD)/libhccl.so: $(HCCL_OBJ) $(BUILD)/libddpc.so $(BUILD)/libascendcl.so
 	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(HCCL_OBJ) -L$(BUILD) -lddpc -lascendcl \
@@ -324,6 +339,11 @@ $(BUILD)/libhccl.a: $(HCCL_OBJ)
 $(BUILD)/bin/%: tests/hccl/%.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(HCCL_PROG_CFLAGS) -o $@ $< $(HCCL_PROG_LIBS) -Wl,-rpath,'$$ORIGIN/..'
+# HCCL Test's calls, linked as HCCL Test links (-lhccl -lacl_rt -lmsprofiler)
+$(BUILD)/bin/hccl_test_calls: tests/hccl/hccl_test_calls.c $(HCCL_PROG_DEPS) $(BUILD)/libacl_rt.so $(BUILD)/libmsprofiler.so
+	@mkdir -p $(dir $@)
+	$(CC) $(HCCL_PROG_CFLAGS) -o $@ $< -L$(BUILD) -Wl,-rpath-link,$(BUILD) -lhccl -lacl_rt -lmsprofiler -lm \
+	  -Wl,-rpath,'$$ORIGIN/..'
 $(BUILD)/bin/hccl_check_mpi: tests/hccl/hccl_check.c $(HCCL_PROG_DEPS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(HCCL_PROG_CFLAGS) -DHCCL_CHECK_MPI -o $@ $< $(HCCL_PROG_LIBS) -Wl,-rpath,'$$ORIGIN/..'
@@ -348,8 +368,8 @@ install-hccl: hccl-lib
 	install -m 644 $(HCCL_HDRS) $(DESTDIR)$(PREFIX)/include/hccl/
 	install -m 644 $(ACL_HDRS) $(DESTDIR)$(PREFIX)/include/acl/
 	install -m 644 include/acl/error_codes/*.h $(DESTDIR)$(PREFIX)/include/acl/error_codes/
-	install -m 644 $(BUILD)/libhccl.a $(BUILD)/libascendcl.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libhccl.so $(BUILD)/libascendcl.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libhccl.a $(BUILD)/libascendcl.a $(BUILD)/libmsprofiler.a $(BUILD)/libacl_rt.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libhccl.so $(BUILD)/libascendcl.so $(BUILD)/libmsprofiler.so $(DESTDIR)$(PREFIX)/lib/
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/^#define DDPC_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' \
 	  include/ddpc/ddpc.h | paste -sd.)|" bridges/hccl/hccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hccl.pc
@@ -358,7 +378,8 @@ install-hccl: hccl-lib
 uninstall: uninstall-hccl
 uninstall-hccl:
 	rm -rf $(DESTDIR)$(PREFIX)/include/hccl $(DESTDIR)$(PREFIX)/include/acl \
-	  $(DESTDIR)$(PREFIX)/lib/libhccl.* $(DESTDIR)$(PREFIX)/lib/libascendcl.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/hccl.pc
+	  $(DESTDIR)$(PREFIX)/lib/libhccl.* $(DESTDIR)$(PREFIX)/lib/libascendcl.* $(DESTDIR)$(PREFIX)/lib/libacl_rt.so \
+	  $(DESTDIR)$(PREFIX)/lib/libmsprofiler.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/hccl.pc
 
--include $(HCCL_OBJ:.o=.d) $(ACL_OBJ:.o=.d)
+-include $(HCCL_OBJ:.o=.d) $(ACL_OBJ:.o=.d) $(PROF_OBJ:.o=.d)
 # ------------------------------------------------------------ end HCCL on CPUs

@@ -1,7 +1,9 @@
 /*
- * acl_internal.h — what libhccl needs of libascendcl beyond ACL's API: to
- * queue a task on a stream. Exported by libascendcl under the ddpc_acl__
- * prefix (internal, as libuv's uv__ names); not for programs.
+ * acl_internal.h — what libhccl and libmsprofiler need of libascendcl
+ * beyond ACL's API: to queue a task on a stream, to keep an error's text,
+ * the device count, and what the virtual memory calls reserved and mapped.
+ * Exported by libascendcl under the ddpc_acl__ prefix (internal, as libuv's
+ * uv__ names); not for programs.
  */
 #ifndef DDPC_BRIDGES_HCCL_ACL_INTERNAL_H
 #define DDPC_BRIDGES_HCCL_ACL_INTERNAL_H
@@ -24,5 +26,18 @@ __attribute__((visibility("default"))) aclError ddpc_acl__enqueue(aclrtStream st
 
 /* Records msg as this thread's last ACL error text (aclGetRecentErrMsg). */
 __attribute__((visibility("default"))) void ddpc_acl__set_error(const char *msg);
+/* Records a formatted text as ddpc_acl__set_error does and returns code. */
+__attribute__((visibility("default"), format(printf, 2, 3))) aclError
+ddpc_acl__fail(aclError code, const char *fmt, ...);
+
+/* The devices a process sees (aclrtGetDeviceCount's). */
+__attribute__((visibility("default"))) uint32_t ddpc_acl__device_count(void);
+
+/* 1 when [va, va + size) lies inside one aclrtReserveMemAddress range. */
+__attribute__((visibility("default"))) int ddpc_acl__reserved(const void *va, size_t size);
+/* 1 when [va, va + size) is mapped (aclrtMapMem) from handle's bytes at
+ * offset, in one mapping. */
+__attribute__((visibility("default"))) int
+ddpc_acl__mapped(const void *va, size_t size, aclrtDrvMemHandle handle, size_t offset);
 
 #endif

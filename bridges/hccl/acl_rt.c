@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 
 #include "acl/acl.h"
@@ -33,8 +34,9 @@ void ddpc_acl__set_error(const char *msg) {
     snprintf(last_msg, sizeof last_msg, "%s", msg ? msg : "");
 }
 
-/* Records a formatted reason and returns code. */
-__attribute__((format(printf, 2, 3))) static aclError fail(aclError code, const char *fmt, ...) {
+#define fail ddpc_acl__fail
+
+aclError ddpc_acl__fail(aclError code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_msg, sizeof last_msg, fmt, ap);
@@ -73,7 +75,7 @@ aclError aclFinalize(void) {
 
 static _Thread_local int cur_dev = -1;
 
-static uint32_t device_count(void) {
+uint32_t ddpc_acl__device_count(void) {
     /* CANN's ASCEND_RT_VISIBLE_DEVICES ("0,1,3") names the devices a
      * process sees; without it, as many as an 8-device server, or as the
      * launcher's ranks on this host when more. */
@@ -92,14 +94,14 @@ static uint32_t device_count(void) {
 
 aclError aclrtGetDeviceCount(uint32_t *count) {
     if (!count) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceCount: count is NULL");
-    *count = device_count();
+    *count = ddpc_acl__device_count();
     return ACL_SUCCESS;
 }
 
 aclError aclrtSetDevice(int32_t deviceId) {
-    if (deviceId < 0 || (uint32_t)deviceId >= device_count())
+    if (deviceId < 0 || (uint32_t)deviceId >= ddpc_acl__device_count())
         return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtSetDevice: device %d is not in 0..%u",
-                    deviceId, device_count() - 1);
+                    deviceId, ddpc_acl__device_count() - 1);
     cur_dev = deviceId;
     return ACL_SUCCESS;
 }
@@ -118,6 +120,30 @@ aclError aclrtGetRunMode(aclrtRunMode *runMode) {
     return ACL_SUCCESS;
 }
 
+static char soc_name[128];
+static pthread_once_t soc_once = PTHREAD_ONCE_INIT;
+
+static void soc_init(void) {
+    struct utsname u;
+    snprintf(soc_name, sizeof soc_name, "CPU host (%s, ddpc)",
+             uname(&u) == 0 && u.machine[0] ? u.machine : "unknown");
+}
+
+const char *aclrtGetSocName(void) {
+    pthread_once(&soc_once, soc_init);
+    return soc_name;
+}
+
+aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode) {
+    if (mode == ACL_RT_OVERFLOW_MODE_INFNAN) return ACL_SUCCESS; /* what CPUs do */
+    if (mode == ACL_RT_OVERFLOW_MODE_SATURATION)
+        return fail(ACL_ERROR_FEATURE_UNSUPPORTED,
+                    "aclrtSetDeviceSatMode: CPUs compute floats as IEEE 754 does (overflow gives "
+                    "inf/nan); ACL_RT_OVERFLOW_MODE_SATURATION is not available");
+    return fail(ACL_ERROR_INVALID_PARAM,
+                "aclrtSetDeviceSatMode: mode %d is not an aclrtFloatOverflowMode", (int)mode);
+}
+
 /* ------------------------------------------------------------ streams */
 
 typedef struct task {
@@ -133,7 +159,8 @@ typedef struct acl_stream {
     task *head, *tail;
     uint64_t queued, done; /* tasks ever queued, ever run */
     int stop;
-    aclError err; /* first failure since the last synchronization */
+    int stop_on_failure; /* ACL_STOP_ON_FAILURE: refuse work while err is set */
+    aclError err;        /* first failure since the last synchronization */
     char msg[MSG_LEN];
     pthread_t th;
     struct acl_stream *next; /* the registry */
@@ -227,6 +254,16 @@ aclError ddpc_acl__enqueue(aclrtStream stream, ddpc_acl__task_fn fn, void *arg) 
     if (!t) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "out of memory queuing a task");
     *t = (task){ fn, arg, NULL };
     pthread_mutex_lock(&s->mu);
+    if (s->stop_on_failure && s->err != ACL_SUCCESS) {
+        char msg[MSG_LEN];
+        memcpy(msg, s->msg, sizeof msg);
+        pthread_mutex_unlock(&s->mu);
+        free(t);
+        return fail(ACL_ERROR_RT_STREAM_ABORT,
+                    "stream %p stopped at a failure (ACL_STOP_ON_FAILURE): %s; "
+                    "aclrtSynchronizeStream reports it and opens the stream again",
+                    (void *)s, msg);
+    }
     if (s->tail)
         s->tail->next = t;
     else
@@ -260,6 +297,21 @@ static aclError stream_sync(acl_stream *s) {
     pthread_mutex_unlock(&s->mu);
     if (e != ACL_SUCCESS) ddpc_acl__set_error(msg);
     return e;
+}
+
+aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode) {
+    if (mode != ACL_CONTINUE_ON_FAILURE && mode != ACL_STOP_ON_FAILURE)
+        return fail(ACL_ERROR_INVALID_PARAM,
+                    "aclrtSetStreamFailureMode: mode %llu is not ACL_CONTINUE_ON_FAILURE (0) or "
+                    "ACL_STOP_ON_FAILURE (1)",
+                    (unsigned long long)mode);
+    acl_stream *s;
+    aclError e = stream_get(stream, "aclrtSetStreamFailureMode", &s);
+    if (e != ACL_SUCCESS) return e;
+    pthread_mutex_lock(&s->mu);
+    s->stop_on_failure = mode == ACL_STOP_ON_FAILURE;
+    pthread_mutex_unlock(&s->mu);
+    return ACL_SUCCESS;
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream) {
@@ -326,7 +378,11 @@ aclError aclrtResetDevice(int32_t deviceId) {
 
 typedef struct acl_event {
     uint64_t recorded, reached; /* records made; the last one a stream reached (ev_mu) */
+    uint64_t reset_mark;        /* records up to it were undone by aclrtResetEvent (ev_mu) */
     struct timespec at;         /* when it was reached */
+    uint32_t flag;              /* ACL_EVENT_SYNC: a flag that waits block on (see acl_rt.h) */
+    int uses;                   /* tasks queued that point at it (ev_mu) */
+    int dying;                  /* aclrtDestroyEvent is waiting for those tasks (ev_mu) */
     struct acl_event *next;     /* the registry (g_mu) */
 } acl_event;
 
@@ -345,10 +401,10 @@ static aclError event_get(aclrtEvent event, const char *what, acl_event **out) {
 }
 
 aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
-    (void)flag; /* every event takes its time here */
     if (!event) return fail(ACL_ERROR_INVALID_PARAM, "aclrtCreateEvent: event is NULL");
     acl_event *e = calloc(1, sizeof *e);
     if (!e) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtCreateEvent: out of memory");
+    e->flag = flag; /* every event takes its time here, whatever the flag */
     pthread_mutex_lock(&g_mu);
     e->next = g_events;
     g_events = e;
@@ -380,8 +436,13 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
     acl_event *ev;
     aclError e = event_get(event, "aclrtDestroyEvent", &ev);
     if (e != ACL_SUCCESS) return e;
-    uint64_t target = recorded_now(ev);
-    event_wait(ev, target); /* a queued record still points at it */
+    /* Queued tasks still point at it: let them run; a stream blocked on it
+     * (an ACL_EVENT_SYNC wait no record will end) gives up with an error. */
+    pthread_mutex_lock(&ev_mu);
+    ev->dying = 1;
+    pthread_cond_broadcast(&ev_cv);
+    while (ev->uses > 0) pthread_cond_wait(&ev_cv, &ev_mu);
+    pthread_mutex_unlock(&ev_mu);
     pthread_mutex_lock(&g_mu);
     acl_event **pp = &g_events;
     while (*pp && *pp != ev) pp = &(*pp)->next;
@@ -396,6 +457,14 @@ typedef struct event_arg {
     uint64_t seq;
 } event_arg;
 
+/* Ends a task that pointed at a->ev (ev_mu held). */
+static void event_task_done(event_arg *a) {
+    a->ev->uses--;
+    pthread_cond_broadcast(&ev_cv);
+    pthread_mutex_unlock(&ev_mu);
+    free(a);
+}
+
 static aclError record_task(void *arg, char *err, size_t errlen) {
     event_arg *a = arg;
     struct timespec now;
@@ -405,16 +474,37 @@ static aclError record_task(void *arg, char *err, size_t errlen) {
         a->ev->reached = a->seq;
         a->ev->at = now;
     }
-    pthread_cond_broadcast(&ev_cv);
-    pthread_mutex_unlock(&ev_mu);
-    free(a);
+    event_task_done(a);
     return ACL_SUCCESS;
 }
 
+/* seq 0: an ACL_EVENT_SYNC wait, for a record reached after the last reset. */
 static aclError wait_task(void *arg, char *err, size_t errlen) {
     event_arg *a = arg;
-    event_wait(a->ev, a->seq);
-    free(a);
+    acl_event *ev = a->ev;
+    pthread_mutex_lock(&ev_mu);
+    for (;;) {
+        int done = a->seq ? ev->reached >= a->seq : ev->reached > ev->reset_mark;
+        if (done) break;
+        if (ev->dying) {
+            snprintf(err, errlen,
+                     "aclrtStreamWaitEvent: event %p was destroyed while a stream "
+                     "waited for its record",
+                     (void *)ev);
+            event_task_done(a);
+            return ACL_ERROR_RT_INVALID_HANDLE;
+        }
+        pthread_cond_wait(&ev_cv, &ev_mu);
+    }
+    event_task_done(a);
+    return ACL_SUCCESS;
+}
+
+static aclError reset_task(void *arg, char *err, size_t errlen) {
+    event_arg *a = arg;
+    pthread_mutex_lock(&ev_mu);
+    a->ev->reset_mark = a->ev->reached;
+    event_task_done(a);
     return ACL_SUCCESS;
 }
 
@@ -424,8 +514,17 @@ static aclError event_enqueue(aclrtStream stream, ddpc_acl__task_fn fn, acl_even
     event_arg *a = malloc(sizeof *a);
     if (!a) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "out of memory queuing an event");
     *a = (event_arg){ ev, seq };
+    pthread_mutex_lock(&ev_mu);
+    ev->uses++;
+    pthread_mutex_unlock(&ev_mu);
     aclError e = ddpc_acl__enqueue(stream, fn, a);
-    if (e != ACL_SUCCESS) free(a);
+    if (e != ACL_SUCCESS) {
+        pthread_mutex_lock(&ev_mu);
+        ev->uses--;
+        pthread_cond_broadcast(&ev_cv);
+        pthread_mutex_unlock(&ev_mu);
+        free(a);
+    }
     return e;
 }
 
@@ -449,8 +548,15 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
     acl_event *ev;
     aclError e = event_get(event, "aclrtStreamWaitEvent", &ev);
     if (e != ACL_SUCCESS) return e;
+    if (ev->flag & ACL_EVENT_SYNC) return event_enqueue(stream, wait_task, ev, 0);
     uint64_t target = recorded_now(ev);
     return target ? event_enqueue(stream, wait_task, ev, target) : ACL_SUCCESS;
+}
+
+aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
+    acl_event *ev;
+    aclError e = event_get(event, "aclrtResetEvent", &ev);
+    return e != ACL_SUCCESS ? e : event_enqueue(stream, reset_task, ev, 0);
 }
 
 aclError aclrtSynchronizeEvent(aclrtEvent event) {
@@ -481,14 +587,15 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     if (e != ACL_SUCCESS) return e;
     if (!ms) return fail(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: ms is NULL");
     pthread_mutex_lock(&ev_mu);
-    int never = a->recorded == 0 || b->recorded == 0;
     int pending = a->reached < a->recorded || b->reached < b->recorded;
+    int never = a->recorded == 0 || b->recorded == 0 ||
+                (!pending && (a->reached <= a->reset_mark || b->reached <= b->reset_mark));
     double d =
         (double)(b->at.tv_sec - a->at.tv_sec) * 1e3 + (double)(b->at.tv_nsec - a->at.tv_nsec) / 1e6;
     pthread_mutex_unlock(&ev_mu);
     if (never)
         return fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
-                    "aclrtEventElapsedTime: an event was never recorded");
+                    "aclrtEventElapsedTime: an event was never recorded (or reset since)");
     if (pending)
         return fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                     "aclrtEventElapsedTime: an event's stream has not reached it "

@@ -144,6 +144,10 @@ HcclResult hccl__wrap(ddpc_comm *c, const char *name, const HcclCommConfig *conf
     hc->size = (uint32_t)ddpc_comm_size(c);
     snprintf(hc->name, sizeof hc->name, "%s", name);
     hc->exec_timeout_s = -1;
+    uint64_t gib = config && config->hcclSymWinMaxMemSizePerRank
+                       ? config->hcclSymWinMaxMemSizePerRank
+                       : HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE;
+    hc->symwin_max = gib > (UINT64_MAX >> 30) ? UINT64_MAX : gib << 30;
     if (config && config->hcclExecTimeOut != HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET &&
         config->hcclExecTimeOut >= 0)
         hc->exec_timeout_s =
@@ -469,6 +473,7 @@ HcclResult HcclCommDestroy(HcclComm comm) {
     while (hc->pending > 0) pthread_cond_wait(&hc->cv, &hc->mu);
     pthread_mutex_unlock(&hc->mu);
     hc->magic = 0;
+    hccl__mem_forget(hc);
     ddpc_status s = ddpc_comm_destroy(hc->c);
     pthread_cond_destroy(&hc->cv);
     pthread_mutex_destroy(&hc->mu);

@@ -33,6 +33,9 @@ typedef struct hccl_comm {
     HcclResult async_err;  /* the first failure of a queued operation (mu) */
     double exec_timeout_s; /* HcclCommConfig's hcclExecTimeOut; < 0: ddpc's (HCCL_EXEC_TIMEOUT) */
     hccl_addr *addrs;      /* each rank's host when a rank table made it, else NULL (owned) */
+    uint64_t
+        symwin_max; /* the most bytes a symmetric window may have (hcclSymWinMaxMemSizePerRank) */
+    struct hccl_range *ranges; /* HcclCommSetMemoryRange's, with their active memory (owned; mu) */
 } hccl_comm;
 
 /* comm as a live communicator of ours; NULL when it is not (the caller
@@ -51,6 +54,9 @@ HcclResult hccl__op(HcclReduceOp op, ddpc_op *out);
 HcclResult hccl__result(ddpc_status s);
 /* Records r as comm's asynchronous error unless one is there already. */
 void hccl__async_error(hccl_comm *hc, HcclResult r);
+
+/* Forgets the memory ranges and windows comm still has (HcclCommDestroy). */
+void hccl__mem_forget(hccl_comm *hc);
 
 /* Keeps "HcclXxx: ..." as this thread's last error text (aclGetRecentErrMsg
  * gives it, as on NPUs) and returns r. */

@@ -2,7 +2,8 @@
  * hccl_values.h — what the HCCL programs here (examples/hccl/hccl_test.c,
  * tests/hccl/hccl_check.c) share: check macros that print HCCL's and ACL's
  * texts and exit, and element access by HcclDataType through doubles, exact
- * for the small integers these programs use (float16 and bfloat16 too).
+ * for the small integers these programs use (float16 and bfloat16 too),
+ * and the root info through a file (tests/hccl's programs under ddpc-run).
  * Header-only, written against hccl/hccl.h alone.
  */
 #ifndef HCCL_EXAMPLES_VALUES_H
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hccl/hccl.h"
 
@@ -200,6 +202,32 @@ static inline double get(const void *buf, HcclDataType t, uint64_t i) {
     }
     default: return 0;
     }
+}
+
+/* Rank 0's root info to the others through path: written whole, then
+ * renamed into place; the others read it within 60 s or exit. Needs
+ * nanosleep (_POSIX_C_SOURCE 200809L before the includes, with -std=c11). */
+static inline void hccl_share_root_info(uint32_t rank, const char *path, HcclRootInfo *id) {
+    if (rank == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "wb");
+        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
+            perror(path), exit(1);
+        return;
+    }
+    for (int tries = 0; tries < 6000; tries++) { /* 60 s */
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1) return;
+        }
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "rank %u: no root info in %s after 60 s\n", rank, path);
+    exit(1);
 }
 
 #endif

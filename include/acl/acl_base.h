@@ -66,6 +66,10 @@ static const int ACL_ERROR_RT_FAILURE = 500003;
 static const int ACL_ERROR_DRV_FAILURE = 500004;
 static const int ACL_ERROR_PROFILING_FAILURE = 500005;
 
+/* What runs the program's "devices": on CPUs "CPU host (ARCH, ddpc)", ARCH
+ * being uname's machine, e.g. "CPU host (x86_64, ddpc)". Never NULL. */
+ACL_FUNC_VISIBILITY const char *aclrtGetSocName(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,6 +67,35 @@ extern const char *HcclGetErrorString(HcclResult code);
  * always deterministic, and the other fields have no effect. */
 extern uint32_t HcclGetCommConfigCapability(void);
 
+/* Memory for the collectives, as HCCL registers it with a communicator.
+ * These are records, checked on every call: a range, an activation or a
+ * window is refused (HCCL_E_PARA, aclGetRecentErrMsg naming why) when it
+ * overlaps one already there, when its memory is not what it claims, or
+ * when it is undone with an address or handle never given. On CPUs any host
+ * memory serves the collectives, so nothing changes in how they run.
+ *
+ * A range is virtual memory aclrtReserveMemAddress reserved, known to comm
+ * (alignment and flags 0). Activating part of a range says that physical
+ * memory (handle, from offset) is mapped there: it must be (aclrtMapMem).
+ * A range with active memory in it cannot be unset; HcclCommDestroy forgets
+ * what is left. */
+extern HcclResult HcclCommSetMemoryRange(HcclComm comm, void *baseVirPtr, size_t size,
+                                         size_t alignment, uint64_t flags);
+extern HcclResult HcclCommUnsetMemoryRange(HcclComm comm, void *baseVirPtr);
+extern HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size,
+                                             size_t offset, aclrtDrvMemHandle handle,
+                                             uint64_t flags);
+extern HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr);
+
+/* A window of size bytes at addr (any memory the collectives may use) for
+ * comm, flag HCCL_WIN_COLL_SYMMETRIC (HCCL_WIN_DEFAULT is
+ * HCCL_E_NOT_SUPPORT, as in CANN). size is at most the communicator's
+ * hcclSymWinMaxMemSizePerRank GiB (16 unless its config said). */
+extern HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
+                                         HcclCommSymWindow *winHandle, uint32_t flag);
+/* winHandle: a live window of a live communicator. */
+extern HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
+
 /* Fills config with "not set" everywhere: call it before setting fields. */
 static inline void HcclCommConfigInit(HcclCommConfig *config) {
     if (config == NULL) return;

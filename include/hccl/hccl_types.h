@@ -52,7 +52,13 @@ typedef enum {
 /* A communicator: opaque, made by an HcclCommInit* call, freed by HcclCommDestroy. */
 typedef void *HcclComm;
 typedef void *HcclConn;
-typedef void *HcclCommSymWindow;
+typedef void *HcclCommSymWindow; /* a registered window (HcclCommSymWinRegister) */
+
+/* HcclCommSymWinRegister's flag */
+typedef enum {
+    HCCL_WIN_DEFAULT = 0,        /* not supported, as in CANN */
+    HCCL_WIN_COLL_SYMMETRIC = 1, /* a window for the collectives */
+} symmetricMemoryFlag;
 
 typedef enum {
     HCCL_REDUCE_SUM = 0,

@@ -511,6 +511,7 @@ TEST_T(hccl_headers_compile_alone, 60) {
                                         "acl/acl.h",
                                         "acl/acl_rt.h",
                                         "acl/acl_base.h",
+                                        "acl/acl_prof.h",
                                         "acl/error_codes/rt_error_codes.h" };
     int cxx = run(10, "command -v c++") == 0;
     for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
@@ -528,8 +529,9 @@ TEST_T(hccl_headers_compile_alone, 60) {
     }
 }
 
-/* libhccl exports HCCL's names only (31 calls); libascendcl ACL's and the one hook
- * libhccl queues its work through (ddpc_acl__*). */
+/* libhccl exports HCCL's names only (37 calls); libascendcl ACL's and the
+ * hooks libhccl and libmsprofiler use (ddpc_acl__*); libmsprofiler aclprof*
+ * only; libacl_rt is a linker script naming libascendcl. */
 TEST_T(hccl_libraries_export_only_the_api, 30) {
     if (run(10, "command -v nm") != 0) SKIP("nm is not installed (apt-get install binutils)");
     const char *dir = getenv("DDPC_BIN") ? getenv("DDPC_BIN") : "build/bin";
@@ -544,6 +546,12 @@ TEST_T(hccl_libraries_export_only_the_api, 30) {
         "grep -v '^ddpc_acl__' 2>&1",
         dir);
     CHECK_MSG(rc == 1 && out[0] == '\0', "libascendcl.so exports more than acl*: %s", out);
+    rc = run(20,
+             "nm -D --defined-only %s/../libmsprofiler.so | awk '$2==\"T\"{print $3}' | grep -v "
+             "'^aclprof' 2>&1",
+             dir);
+    CHECK_MSG(rc == 1 && out[0] == '\0', "libmsprofiler.so exports more than aclprof*: %s", out);
+    CHECK_EQ(run(20, "grep -c 'INPUT(-lascendcl)' %s/../libacl_rt.so", dir), 0);
     CHECK_EQ(run(20, "nm -D --defined-only %s/../libhccl.so | grep -c ' T Hccl'", dir), 0);
-    CHECK_MSG(atoi(out) == 31, "libhccl.so exports %d Hccl names, want 31", atoi(out));
+    CHECK_MSG(atoi(out) == 37, "libhccl.so exports %d Hccl names, want 37", atoi(out));
 }

@@ -551,32 +551,6 @@ static int init_all(uint32_t n) {
     return bad;
 }
 
-#ifndef HCCL_CHECK_MPI
-/* Rank 0's root info to the others through path. */
-static void share_root_info(uint32_t rank, const char *path, HcclRootInfo *id) {
-    if (rank == 0) {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
-            perror(path), exit(1);
-        return;
-    }
-    for (int tries = 0; tries < 6000; tries++) { /* 60 s */
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t got = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (got == 1) return;
-        }
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-    fprintf(stderr, "rank %u: no root info in %s after 60 s\n", rank, path);
-    exit(1);
-}
-#endif
-
 /* --mismatch: rank 0 reduces 4 elements, the others 5; every rank's
  * stream reports the failure, and HcclGetCommAsyncError names it. */
 static int check_mismatch(rank_ctx *x) {
@@ -667,7 +641,7 @@ int main(int argc, char **argv) {
         }
         x.rank = (uint32_t)atoi(rk), x.size = (uint32_t)atoi(ws);
         if (x.rank == 0) HCCL_OK(HcclGetRootInfo(&id));
-        share_root_info(x.rank, argv[1], &id);
+        hccl_share_root_info(x.rank, argv[1], &id);
         const char *how = "root info through a file";
 #endif
         ACL_OK(aclrtSetDevice(0));
