@@ -112,12 +112,11 @@ static aclError prop_check(const aclrtPhysicalMemProp *prop, const char *what) {
     case ACL_MEM_LOCATION_TYPE_DEVICE:
         if (prop->location.id >= ddpc_acl__device_count())
             return fail(ACL_ERROR_RT_INVALID_DEVICEID,
-                        "%s: prop->location.id %u is not a device (0..%u)", what,
-                        prop->location.id, ddpc_acl__device_count() - 1);
+                        "%s: prop->location.id %u is not a device (0..%u)", what, prop->location.id,
+                        ddpc_acl__device_count() - 1);
         return ACL_SUCCESS;
     case ACL_MEM_LOCATION_TYPE_HOST:
-    case ACL_MEM_LOCATION_TYPE_HOST_NUMA:
-        return ACL_SUCCESS;
+    case ACL_MEM_LOCATION_TYPE_HOST_NUMA: return ACL_SUCCESS;
     default:
         return fail(ACL_ERROR_INVALID_PARAM,
                     "%s: prop->location.type %d is not DEVICE, HOST or HOST_NUMA", what,
@@ -182,7 +181,8 @@ aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, vo
     if (pad) { /* keep the aligned part, give back what is around it */
         base = (char *)(((uintptr_t)m + alignment - 1) & ~(uintptr_t)(alignment - 1));
         if (base > m) munmap(m, (size_t)(base - m));
-        if (base + size < m + size + pad) munmap(base + size, (size_t)(m + size + pad - base - size));
+        if (base + size < m + size + pad)
+            munmap(base + size, (size_t)(m + size + pad - base - size));
     }
     r->base = base;
     r->size = size;
@@ -216,8 +216,10 @@ aclError aclrtReleaseMemAddress(void *virPtr) {
         return fail(ACL_ERROR_INVALID_PARAM,
                     "%s: %p is not an address aclrtReserveMemAddress returned", what, virPtr);
     if (mapped)
-        return fail(ACL_ERROR_INVALID_PARAM, "%s: %p still has memory mapped in it (aclrtUnmapMem "
-                    "first)", what, virPtr);
+        return fail(ACL_ERROR_INVALID_PARAM,
+                    "%s: %p still has memory mapped in it (aclrtUnmapMem "
+                    "first)",
+                    what, virPtr);
     munmap(r->base, r->size);
     free(r);
     return ACL_SUCCESS;
@@ -274,8 +276,10 @@ aclError aclrtFreePhysical(aclrtDrvMemHandle handle) {
                     "%s: %p is not a handle aclrtMallocPhysical returned (or it was freed)", what,
                     handle);
     if (maps)
-        return fail(ACL_ERROR_INVALID_PARAM, "%s: %p is still mapped %d time(s) (aclrtUnmapMem "
-                    "first)", what, handle, maps);
+        return fail(ACL_ERROR_INVALID_PARAM,
+                    "%s: %p is still mapped %d time(s) (aclrtUnmapMem "
+                    "first)",
+                    what, handle, maps);
     p->magic = 0;
     close(p->fd);
     free(p);
@@ -293,8 +297,8 @@ aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle
     if (e != ACL_SUCCESS) return e;
     if ((uintptr_t)va % page() || offset % page())
         return fail(ACL_ERROR_INVALID_PARAM,
-                    "%s: virPtr %p and offset %zu must be multiples of the granularity (%zu)",
-                    what, virPtr, offset, page());
+                    "%s: virPtr %p and offset %zu must be multiples of the granularity (%zu)", what,
+                    virPtr, offset, page());
     if (flags) return fail(ACL_ERROR_INVALID_PARAM, "%s: flags must be 0", what);
     vm_map *m = calloc(1, sizeof *m);
     if (!m) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of memory", what);
@@ -304,8 +308,8 @@ aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle
     vm_map *over = NULL;
     for (vm_map *o = r ? r->maps : NULL; o && !over; o = o->next)
         if (va < o->addr + o->size && o->addr < va + size) over = o;
-    if (!p) e = fail(ACL_ERROR_RT_INVALID_HANDLE, "%s: %p is not a live physical handle", what,
-                     handle);
+    if (!p)
+        e = fail(ACL_ERROR_RT_INVALID_HANDLE, "%s: %p is not a live physical handle", what, handle);
     else if (offset > p->size || size > p->size - offset)
         e = fail(ACL_ERROR_INVALID_PARAM,
                  "%s: offset %zu + size %zu is more than the handle's %zu bytes", what, offset,
@@ -317,8 +321,8 @@ aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle
     else if (over)
         e = fail(ACL_ERROR_INVALID_PARAM, "%s: [%p, +%zu) overlaps the mapping at %p (+%zu)", what,
                  virPtr, size, (void *)over->addr, over->size);
-    else if (mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, p->fd,
-                  (off_t)offset) == MAP_FAILED)
+    else if (mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, p->fd, (off_t)offset) ==
+             MAP_FAILED)
         e = fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: mmap: %s", what, strerror(errno));
     if (e == ACL_SUCCESS) {
         *m = (vm_map){ va, size, offset, p, r->maps };
@@ -343,8 +347,9 @@ aclError aclrtUnmapMem(void *virPtr) {
     if (!m)
         e = fail(ACL_ERROR_INVALID_PARAM, "%s: no mapping starts at %p (aclrtMapMem)", what,
                  virPtr);
-    else if (mmap(m->addr, m->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-                  MAP_NORESERVE, -1, 0) == MAP_FAILED) /* the reservation again */
+    else if (mmap(m->addr, m->size, PROT_NONE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+                  0) == MAP_FAILED) /* the reservation again */
         e = fail(ACL_ERROR_RT_INTERNAL_ERROR, "%s: mmap: %s", what, strerror(errno));
     if (e == ACL_SUCCESS) {
         *pp = m->next;

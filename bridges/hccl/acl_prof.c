@@ -40,7 +40,7 @@ struct aclprofConfig {
 };
 
 static pthread_mutex_t prof_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_path[PATH_MAX]; /* aclprofInit's folder; "" when not initialized */
+static char g_path[PATH_MAX];          /* aclprofInit's folder; "" when not initialized */
 static const aclprofConfig *g_running; /* the session's config (borrowed) */
 static struct timespec g_start;        /* CLOCK_REALTIME */
 static struct timespec g_start_mono;

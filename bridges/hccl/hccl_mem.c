@@ -185,8 +185,8 @@ HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
                           flag);
     if (size == 0 || size > hc->symwin_max)
         return hccl__fail(HCCL_E_PARA,
-                          "%s: size %llu is not in 1..%llu (hcclSymWinMaxMemSizePerRank GiB)",
-                          what, (unsigned long long)size, (unsigned long long)hc->symwin_max);
+                          "%s: size %llu is not in 1..%llu (hcclSymWinMaxMemSizePerRank GiB)", what,
+                          (unsigned long long)size, (unsigned long long)hc->symwin_max);
     hccl_win *w = calloc(1, sizeof *w);
     if (!w) return hccl__fail(HCCL_E_OOM, "%s: out of memory", what);
     *w = (hccl_win){ WIN_MAGIC, hc, addr, size, NULL };
