@@ -1,4 +1,5 @@
-/* test_hccl.c — HCCL programs on CPUs: tests/hccl/hccl_check.c, written
+/* test_hccl.c — HCCL programs on CPUs: tests/hccl/hccl_check.c (and
+ * hccl_test_calls.c, HCCL Test's calls beside the collectives), written
  * against hccl/hccl.h and acl/acl.h only and linked with -lhccl -lascendcl,
  * run as HCCL programs are run: ranks as processes started by ddpc-run (the
  * root info through a file) and by mpirun (the root info broadcast with
@@ -77,6 +78,23 @@ static void under_mpirun(int n) {
 }
 TEST_T(hccl_mpirun_2, 150) { under_mpirun(2); }
 TEST_T(hccl_mpirun_3, 150) { under_mpirun(3); }
+
+/* The calls Huawei's HCCL Test makes beyond the collectives (its -t, -z, -m
+ * and profiling modes), made its way and their wrong uses refused, by a
+ * program linked as it links (-lhccl -lacl_rt -lmsprofiler). */
+static void test_calls(int n) {
+    int rc = run(120, "%s --standalone --nproc-per-node=%d %s %s %s 2>&1", bin("ddpc-run"), n,
+                 bin("hccl_test_calls"), t_tmp_path("root_info"), t_tmp_path("prof"));
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    for (int r = 0; r < n; r++) {
+        char want[96];
+        snprintf(want, sizeof want, "hccl_test_calls rank %d/%d: OK", r, n);
+        CHECK_MSG(strstr(out, want) != NULL, "no line \"%s\" in: %s", want, out);
+    }
+    t_tmp_remove();
+}
+TEST_T(hccl_test_calls_2, 150) { test_calls(2); }
+TEST_T(hccl_test_calls_3, 150) { test_calls(3); }
 
 /* Ranks that disagree on a count: every rank's aclrtSynchronizeStream fails,
  * HcclGetCommAsyncError is HCCL_E_PARA, and the text names both calls. */
@@ -505,14 +523,10 @@ TEST_T(hccl_lost_peer_fails_the_others_at_once, 60) {
 
 /* Each public header compiles on its own, as C11 and as C++. */
 TEST_T(hccl_headers_compile_alone, 60) {
-    static const char *const hdrs[] = { "hccl/hccl.h",
-                                        "hccl/hccl_comm.h",
-                                        "hccl/hccl_types.h",
-                                        "acl/acl.h",
-                                        "acl/acl_rt.h",
-                                        "acl/acl_base.h",
-                                        "acl/acl_prof.h",
-                                        "acl/error_codes/rt_error_codes.h" };
+    static const char *const hdrs[] = { "hccl/hccl.h",       "hccl/hccl_comm.h",
+                                        "hccl/hccl_types.h", "acl/acl.h",
+                                        "acl/acl_rt.h",      "acl/acl_base.h",
+                                        "acl/acl_prof.h",    "acl/error_codes/rt_error_codes.h" };
     int cxx = run(10, "command -v c++") == 0;
     for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
         int rc = run(30,
