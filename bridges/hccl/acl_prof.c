@@ -7,7 +7,7 @@
  * in PATH/ddpc_prof_HOST_PID.txt, PATH being aclprofInit's folder. The line
  * says what was asked for and when, and that no device data exists here:
  *
- *   ddpc profiling session: devices=0,1 aicore_metrics=1 data_types=0x1ad
+ *   ddpc profiling session: devices=0,1 aicore_metrics=1 data_types=0x1af
  *   start=2025-01-01T10:00:00.123Z stop=... seconds=1.234 (CPU host: no
  *   device counters recorded)
  *
