@@ -37,18 +37,17 @@ static uint32_t g_rank, g_size;
 static int g_failures;
 
 /* A check that goes on: prints what failed and counts it. */
-#define CHECK(cond, ...)                                                               \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
+#define CHECK(cond, ...)                                                                \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
             fprintf(stderr, "rank %u: %s:%d: %s: ", g_rank, __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fprintf(stderr, " (%s)\n", aclGetRecentErrMsg());                          \
-            g_failures++;                                                              \
-        }                                                                              \
+            fprintf(stderr, __VA_ARGS__);                                               \
+            fprintf(stderr, " (%s)\n", aclGetRecentErrMsg());                           \
+            g_failures++;                                                               \
+        }                                                                               \
     } while (0)
 /* A call that must fail with code (an aclError or HcclResult). */
-#define REFUSED(call, code) \
-    CHECK((int)(call) == (int)(code), "%s is not %s", #call, #code)
+#define REFUSED(call, code) CHECK((int)(call) == (int)(code), "%s is not %s", #call, #code)
 
 static void sleep_ms(long ms) {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -94,7 +93,7 @@ static void check_device(aclrtStream *stream) {
 
 /* ------------------------------------------------------------ 2. profiling */
 
-#define PROF_TYPES                                                                    \
+#define PROF_TYPES                                                                      \
     (ACL_PROF_ACL_API | ACL_PROF_TASK_TIME | ACL_PROF_AICORE_METRICS | ACL_PROF_AICPU | \
      ACL_PROF_HCCL_TRACE | ACL_PROF_MSPROFTX | ACL_PROF_RUNTIME_API)
 
@@ -127,8 +126,8 @@ static void prof_stop(aclprofConfig *c, const char *dir) {
     CHECK(f && fgets(line, sizeof line, f), "no profiling record in %s", path);
     if (f) fclose(f);
     char want[128];
-    snprintf(want, sizeof want, "devices=0 aicore_metrics=1 data_types=0x%llx start=",
-             (unsigned long long)PROF_TYPES);
+    snprintf(want, sizeof want,
+             "devices=0 aicore_metrics=1 data_types=0x%llx start=", (unsigned long long)PROF_TYPES);
     CHECK(strstr(line, "ddpc profiling session: ") && strstr(line, want) &&
               strstr(line, "no device counters recorded"),
           "the profiling record is \"%s\"", line);
@@ -154,8 +153,8 @@ static void check_device_time(HcclComm comm, aclrtStream stream) {
         ACL_OK(aclrtResetEvent(sync_event, stream));
         ACL_OK(aclrtRecordEvent(start, stream));
         for (int i = 0; i < 3; i++)
-            HCCL_OK(HcclAllReduce(buf, buf, 1024, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX, comm,
-                                  stream));
+            HCCL_OK(
+                HcclAllReduce(buf, buf, 1024, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX, comm, stream));
         ACL_OK(aclrtRecordEvent(end, stream));
         sleep_ms(150);
         aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_COMPLETE;
@@ -178,7 +177,7 @@ static void check_device_time(HcclComm comm, aclrtStream stream) {
     ACL_OK(aclrtResetEvent(sync_event, sync_stream));
     ACL_OK(aclrtSynchronizeStream(sync_stream));
     ACL_OK(aclrtDestroyEvent(sync_event)); /* the stream is blocked on it */
-    sleep_ms(200); /* for the stream to note its failure */
+    sleep_ms(200);                         /* for the stream to note its failure */
     REFUSED(aclrtRecordEvent(start, stream), ACL_ERROR_RT_STREAM_ABORT);
     REFUSED(aclrtSynchronizeStream(stream), ACL_ERROR_RT_INVALID_HANDLE);
     ACL_OK(aclrtRecordEvent(start, stream));
@@ -223,7 +222,7 @@ static void check_vm_errors(size_t g) {
     ACL_OK(aclrtMallocPhysical(&h, 2 * g, &prop, 0));
     char *c = va;
     REFUSED(aclrtMapMem(c + 3 * g, 2 * g, 0, h, 0), ACL_ERROR_INVALID_PARAM); /* past the range */
-    REFUSED(aclrtMapMem(c, 2 * g, g, h, 0), ACL_ERROR_INVALID_PARAM);        /* past the handle */
+    REFUSED(aclrtMapMem(c, 2 * g, g, h, 0), ACL_ERROR_INVALID_PARAM);         /* past the handle */
     REFUSED(aclrtMapMem(c, g, 0, &x, 0), ACL_ERROR_RT_INVALID_HANDLE);
     REFUSED(aclrtMapMem(&x, g, 0, h, 0), ACL_ERROR_INVALID_PARAM); /* not reserved */
     ACL_OK(aclrtMapMem(c, 2 * g, 0, h, 0));
@@ -232,9 +231,9 @@ static void check_vm_errors(size_t g) {
     ACL_OK(aclrtMapMem(va2, g, g, h, 0));
     c[g + 5] = 42;
     CHECK(((char *)va2)[5] == 42, "a write through one mapping is not seen through the other");
-    REFUSED(aclrtFreePhysical(h), ACL_ERROR_INVALID_PARAM);      /* mapped */
+    REFUSED(aclrtFreePhysical(h), ACL_ERROR_INVALID_PARAM);       /* mapped */
     REFUSED(aclrtReleaseMemAddress(va), ACL_ERROR_INVALID_PARAM); /* mapped in */
-    REFUSED(aclrtUnmapMem(c + g), ACL_ERROR_INVALID_PARAM);      /* no mapping starts there */
+    REFUSED(aclrtUnmapMem(c + g), ACL_ERROR_INVALID_PARAM);       /* no mapping starts there */
     ACL_OK(aclrtUnmapMem(va2));
     ACL_OK(aclrtUnmapMem(va));
     REFUSED(aclrtUnmapMem(va), ACL_ERROR_INVALID_PARAM);
@@ -261,7 +260,7 @@ static void check_zero_copy(HcclComm comm, aclrtStream stream) {
     ACL_OK(aclrtReserveMemAddress(&vir, 2 * half, 0, NULL, 1));
     char *base = vir;
     HCCL_OK(HcclCommSetMemoryRange(comm, vir, 2 * half, 0, 0));
-    REFUSED(HcclCommSetMemoryRange(comm, base + g, g, 0, 0), HCCL_E_PARA); /* overlaps */
+    REFUSED(HcclCommSetMemoryRange(comm, base + g, g, 0, 0), HCCL_E_PARA);  /* overlaps */
     REFUSED(HcclCommSetMemoryRange(comm, &g, sizeof g, 0, 0), HCCL_E_PARA); /* not reserved */
     REFUSED(HcclCommSetMemoryRange(comm, vir, 2 * half, 4096, 0), HCCL_E_PARA);
     REFUSED(HcclCommSetMemoryRange(NULL, vir, 2 * half, 0, 0), HCCL_E_PTR);
@@ -271,7 +270,8 @@ static void check_zero_copy(HcclComm comm, aclrtStream stream) {
     for (int step = 0; step < 2; step++) {
         char *at = base + (size_t)step * half;
         ACL_OK(aclrtMallocPhysical(&h[step], half, &prop, 0));
-        REFUSED(HcclCommActivateCommMemory(comm, at, half, 0, h[step], 0), HCCL_E_PARA); /* unmapped */
+        REFUSED(HcclCommActivateCommMemory(comm, at, half, 0, h[step], 0),
+                HCCL_E_PARA); /* unmapped */
         ACL_OK(aclrtMapMem(at, half, 0, h[step], 0));
         REFUSED(HcclCommActivateCommMemory(comm, at, half, g, h[step], 0), HCCL_E_PARA);
         HCCL_OK(HcclCommActivateCommMemory(comm, at, half, 0, h[step], 0));
@@ -325,7 +325,8 @@ static void check_symmetric(HcclRootInfo *id, aclrtStream stream) {
     REFUSED(HcclCommSymWinRegister(comm, vir, ((uint64_t)1 << 30) + 1, &win, 1), HCCL_E_PARA);
     REFUSED(HcclCommSymWinRegister(comm, NULL, size, &win, 1), HCCL_E_PTR);
     HCCL_OK(HcclCommSymWinRegister(comm, vir, size, &win, 1));
-    REFUSED(HcclCommSymWinRegister(comm, (char *)vir + 64, 64, &other, 1), HCCL_E_PARA); /* overlaps */
+    REFUSED(HcclCommSymWinRegister(comm, (char *)vir + 64, 64, &other, 1),
+            HCCL_E_PARA); /* overlaps */
     static char spare[256];
     HCCL_OK(HcclCommSymWinRegister(comm, spare, sizeof spare, &leftover, 1)); /* left to destroy */
 
