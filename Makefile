@@ -162,8 +162,11 @@ torch2:
 	@if [ -x $(TORCH2_PY) ]; then $(MAKE) --no-print-directory $(TORCH2_STAMP); \
 	else echo "make torch2: skipped: no torch 2.x venv at $(TORCH2_VENV) (DDPC_SETUP_PEERS=1 bash scripts/setup.sh makes it)"; fi
 
+# (the plain build's libddpc.a is linked in; a sanitizer build's is not:
+# Python's own allocations would fail its checks)
 $(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py) $(LIB_SRC) $(HEADERS)
-	$(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
+	$(MAKE) --no-print-directory BUILD=build SAN= build/libddpc.a
+	DDPC_LIBDDPC=$(abspath build/libddpc.a) $(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
 	touch $@
 
 # Runs every test binary (the tests find the tools through DDPC_BIN) and

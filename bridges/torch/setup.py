@@ -16,8 +16,9 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-BUILD = os.path.join(ROOT, "build", "pip")
-LIB = os.path.join(BUILD, "libddpc.a")
+# DDPC_LIBDDPC: a libddpc.a already built by the repository's Makefile with
+# its default flags (make torch2 passes build/libddpc.a), used as it is
+LIB = os.environ.get("DDPC_LIBDDPC") or os.path.join(ROOT, "build", "pip", "libddpc.a")
 
 
 def pkg_libs(*pkgs):
@@ -35,7 +36,11 @@ class Build(BuildExtension):
     def run(self):
         if not os.path.exists(os.path.join(ROOT, "src", "comm")):
             raise RuntimeError(f"ddpc_torch builds from a ddpc checkout: {ROOT}/src is missing")
-        subprocess.run(["make", "-C", ROOT, "-s", f"-j{os.cpu_count() or 1}", "BUILD=build/pip", "build/pip/libddpc.a"], check=True)
+        if not os.environ.get("DDPC_LIBDDPC"):
+            subprocess.run(["make", "-C", ROOT, "-s", f"-j{os.cpu_count() or 1}", "BUILD=build/pip",
+                            "build/pip/libddpc.a"], check=True)
+        elif not os.path.exists(LIB):
+            raise RuntimeError(f"DDPC_LIBDDPC={LIB} does not exist")
         super().run()
 
 
