@@ -20,6 +20,8 @@ ratio ddpc/gloo per row, and the command.
     /usr/bin/python3 bench/torch_backend.py --backends gloo            # gloo alone
     /usr/bin/python3 bench/torch_backend.py --backends gloo,ddpc       # side by side
     /usr/bin/python3 bench/torch_backend.py --parts allreduce --reps 5
+    build/venv-torch2/bin/python bench/torch_backend.py --python build/venv-torch2/bin/python \
+        --backends gloo,ddpc --parts allreduce,mlp          # torch 2.13 (make torch2)
 
 'ddpc' needs `make torch` (build/python/ddpc_torch, put on PYTHONPATH here) or
 ddpc_torch installed. One BLAS/OpenMP thread per process.
@@ -86,9 +88,18 @@ def worker_allreduce(a):
     dist.destroy_process_group()
 
 
+def uses_build_python(python):
+    """Debian's torch 1.13 finds ddpc_torch in build/python (make torch); a
+    torch 2.x environment has it installed (pip install ./bridges/torch),
+    and build/python's 1.13 module must not shadow it."""
+    return os.path.isdir(os.path.join(ROOT, "build/python/ddpc_torch")) and subprocess.run(
+        [python, "-c", "import torch, sys; sys.exit(int(torch.__version__.split('.')[0]) >= 2)"],
+        stderr=subprocess.DEVNULL).returncode == 0
+
+
 def launch(a, backend, argv):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    if backend == "ddpc" and os.path.isdir(os.path.join(ROOT, "build/python/ddpc_torch")):
+    if backend == "ddpc" and uses_build_python(a.python):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "build/python"), env.get("PYTHONPATH")]))
     if a.launcher == "ddpc-run":
         cmd = [os.path.join(ROOT, "build/bin/ddpc-run"), f"--nproc-per-node={a.nproc}", "--standalone", a.python]
@@ -169,11 +180,13 @@ def main():
         sys.exit("torch_backend: --parts takes allreduce, mnist, mlp")
     if a.launcher == "ddpc-run" and not os.access(os.path.join(ROOT, "build/bin/ddpc-run"), os.X_OK):
         subprocess.run(["make", "-s", "build/bin/ddpc-run"], cwd=ROOT, check=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build/python")) if uses_build_python(a.python) else None
     if "ddpc" in backends and subprocess.run(
-            [a.python, "-c", "import ddpc_torch"], cwd=ROOT, stderr=subprocess.DEVNULL,
-            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build/python"))).returncode:
-        sys.exit("torch_backend: backend ddpc: no ddpc_torch (make torch)")
-    command = shlex.join(["/usr/bin/python3", os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:])
+            [a.python, "-c", "import ddpc_torch"], cwd=ROOT, stderr=subprocess.DEVNULL, env=env).returncode:
+        sys.exit("torch_backend: backend ddpc: no ddpc_torch (make torch; for torch 2.x make torch2 or "
+                 "pip install --no-build-isolation ./bridges/torch)")
+    py = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(ROOT + "/") else sys.executable
+    command = shlex.join([py, os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:])
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     torch_version = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"],
