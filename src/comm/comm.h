@@ -287,6 +287,9 @@ typedef struct ddpc_exec {
     uint64_t rec;        /* its flight-recorder entry, or 0 */
     double settle_until; /* > 0: timed out; collecting peers' notices until then */
     int waits_on;        /* while settling: the peer this rank waits on, or -1 */
+    double now;          /* ddpc__now() when it started or last waited: the time a
+                          * receive stamps on its peer's last_rx (no clock read a
+                          * message; at most a busy poll's span behind) */
 } ddpc_exec;
 
 /* ------------------------------------------------------------ progress */
@@ -368,8 +371,9 @@ void ddpc__rec_register(ddpc_comm *c);
 void ddpc__rec_fini(ddpc_comm *c);
 /* a was queued: a new entry, its id returned (0 when not recording). */
 uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc_args *a);
-/* e starts executing (its entry from the queue, else a new one). */
-void ddpc__rec_start(ddpc_exec *e);
+/* e starts executing at now (ddpc__now()): its entry from the queue, else a
+ * new one. */
+void ddpc__rec_start(ddpc_exec *e, double now);
 /* e ended with status s. */
 void ddpc__rec_end(ddpc_exec *e, ddpc_status s);
 /* Writes every registered communicator's record to the trace directory

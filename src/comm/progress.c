@@ -397,8 +397,8 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
             if (mv) {
                 *moved = 1;
                 pe->rx_future = 0;
-                double now = ddpc__now(); /* read by the recorder's dump */
-                __atomic_store(&pe->last_rx, &now, __ATOMIC_RELAXED);
+                /* read by the recorder's dump and the stall message */
+                __atomic_store(&pe->last_rx, &e->now, __ATOMIC_RELAXED);
             }
             if (!r->checked && r->x.done >= sizeof(ddpc_hdr)) {
                 r->checked = 1;
@@ -457,6 +457,7 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
     ddpc_comm *c = e->c;
     if (c->busy_polls > 0) {
         int n = c->poll_budget;
+        if (c->poll_waits % 16 == 0) e->now = ddpc__now(); /* last_rx's clock, now and then */
         if (c->poll_waits++ % 64 == 0) n = c->busy_polls;
         for (int i = 0; i < n; i++) {
             ddpc__cpu_relax();
@@ -477,7 +478,7 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
             if (is_aborted(c))
                 return ddpc__fail(e, DDPC_ERR_ABORTED,
                                   "the communicator was aborted (ddpc_comm_abort)");
-        } while (ddpc__now() < until);
+        } while ((e->now = ddpc__now()) < until);
     }
     return DDPC_OK;
 }
@@ -594,6 +595,7 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
     pollset_fill(c, &ps);
     int poll_errno = 0;
     int k = pollset_wait(c, &ps, ms, &poll_errno);
+    e->now = ddpc__now();
     ddpc_status s = DDPC_OK;
     if (k < 0 && poll_errno != EINTR) {
         s = ddpc__fail(e, DDPC_ERR_SYSTEM, "poll: %s", strerror(poll_errno));

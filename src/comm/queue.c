@@ -67,11 +67,13 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     e->fp.root = is_rooted(a->kind) ? a->root : -1;
     e->fp.count = a->count;
     e->fp.seq = is_collective(a->kind) ? c->seq++ : 0;
-    e->deadline = ddpc__deadline_in(c->exec_timeout);
+    double now = ddpc__now(); /* one clock read: the deadline, the record, the peers heard */
+    e->deadline = c->exec_timeout > 0 ? now + c->exec_timeout : INFINITY;
+    e->now = now;
     e->lost = -1;
     e->culprit = -1;
     e->waits_on = -1;
-    ddpc__rec_start(e);
+    ddpc__rec_start(e, now);
     if (ddpc__log_enabled(DDPC_LOG_TRACE, DDPC_SUB_COLL)) {
         char d[160];
         ddpc__describe(&e->fp, d, sizeof d);

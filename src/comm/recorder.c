@@ -8,8 +8,14 @@
  * and on SIGUSR1. `ddpc-trace DIR` reads all ranks' files and says where
  * each rank stopped (tools/ddpc-trace.c).
  *
- * Cost when nothing goes wrong: one uncontended mutex and a few stores per
- * operation. The SIGUSR1 handler only writes a byte to a pipe (write() is
+ * Cost when nothing goes wrong: a few stores per operation, no lock: the
+ * thread that writes an entry owns it through the entry's version (odd
+ * while written, a seqlock), and a dump copies each entry between two
+ * reads of its version, retrying a few times and skipping an entry being
+ * rewritten. A writer that finds its entry taken (the ring wrapped onto an
+ * operation still running) leaves it: that entry is already the newer
+ * operation's. The start time is the one the operation's deadline was
+ * taken from (no clock read of its own). The SIGUSR1 handler only writes a byte to a pipe (write() is
  * async-signal-safe); a thread of the recorder reads it and writes the
  * files. The handler is installed only where a trace directory is set and
  * nobody else handles SIGUSR1.
@@ -28,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +46,11 @@
 #include "base/env.h"
 #include "comm/comm.h"
 
+/* Every field is written and read with relaxed atomics, between the
+ * version's acquire and release (see the file's opening comment). */
 typedef struct rec_entry {
-    uint64_t id; /* 1 + the operation's index in this record; 0 = empty */
+    uint32_t ver; /* even: stable; odd: being written */
+    uint64_t id;  /* 1 + the operation's index in this record; 0 = empty */
     uint64_t seq;
     uint64_t count;
     int32_t root; /* root, or the peer of a send/receive; -1 */
@@ -51,11 +61,10 @@ typedef struct rec_entry {
 } rec_entry;
 
 struct ddpc_rec {
-    pthread_mutex_t mu;
     ddpc_comm *c; /* borrowed: registered while it lives */
     rec_entry *ring;
     size_t cap;
-    uint64_t next_id;
+    uint64_t next_id;      /* atomic: the last id handed out */
     struct ddpc_rec *next; /* the registry's list */
 };
 
@@ -144,7 +153,6 @@ ddpc_status ddpc__rec_init(ddpc_comm *c) {
                          "(DDPC_TRACE_BUFFER)",
                          cap);
     }
-    pthread_mutex_init(&r->mu, NULL);
     r->c = c;
     r->ring = ring;
     r->cap = (size_t)cap;
@@ -177,71 +185,127 @@ void ddpc__rec_fini(ddpc_comm *c) {
             break;
         }
     pthread_mutex_unlock(&reg_mu);
-    pthread_mutex_destroy(&r->mu);
     free(r->ring);
     free(r);
     c->rec = NULL;
 }
 
-/* A new entry for a (r->mu held). */
-static rec_entry *entry_new(struct ddpc_rec *r, const ddpc_args *a) {
-    uint64_t id = ++r->next_id;
-    rec_entry *x = &r->ring[(id - 1) % r->cap];
-    memset(x, 0, sizeof *x);
-    x->id = id;
-    x->kind = (uint8_t)a->kind;
-    x->dtype = (uint8_t)a->dtype;
-    x->op = (uint8_t)a->op;
-    x->count = a->count;
-    x->root = a->root;
+#define SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+#define GET(field)    __atomic_load_n(&(field), __ATOMIC_RELAXED)
+static void set_time(double *field, double v) { __atomic_store(field, &v, __ATOMIC_RELAXED); }
+
+/* Takes entry x for writing: 1 when taken (its version odd), 0 when another
+ * thread writes it now (the ring wrapped onto it: leave it). */
+static int entry_take(rec_entry *x) {
+    uint32_t v = __atomic_load_n(&x->ver, __ATOMIC_RELAXED);
+    if (v & 1) return 0;
+    if (!__atomic_compare_exchange_n(&x->ver, &v, v + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* the odd version before the fields (seqlock) */
+    return 1;
+}
+static void entry_give(rec_entry *x) { __atomic_add_fetch(&x->ver, 1, __ATOMIC_RELEASE); }
+
+/* A new entry for a, taken (entry_take); NULL when its slot is being
+ * written by another thread. *id gets its id either way. */
+static rec_entry *entry_new(struct ddpc_rec *r, const ddpc_args *a, uint64_t *id) {
+    *id = __atomic_add_fetch(&r->next_id, 1, __ATOMIC_RELAXED);
+    rec_entry *x = &r->ring[(*id - 1) % r->cap];
+    if (!entry_take(x)) return NULL;
+    SET(x->id, *id);
+    SET(x->seq, 0);
+    SET(x->count, (uint64_t)a->count);
+    SET(x->root, a->root);
+    SET(x->kind, (uint8_t)a->kind);
+    SET(x->dtype, (uint8_t)a->dtype);
+    SET(x->op, (uint8_t)a->op);
+    SET(x->state, 0);
+    SET(x->status, 0);
+    SET(x->algo, (const char *)NULL);
+    set_time(&x->t_queued, 0);
+    set_time(&x->t_start, 0);
+    set_time(&x->t_end, 0);
     return x;
 }
 
-/* Entry id, or NULL when it has been overwritten (r->mu held). */
+/* Entry id, taken; NULL when it has been overwritten or is being written. */
 static rec_entry *entry_get(struct ddpc_rec *r, uint64_t id) {
+    if (!id) return NULL;
     rec_entry *x = &r->ring[(id - 1) % r->cap];
-    return id && x->id == id ? x : NULL;
+    if (GET(x->id) != id || !entry_take(x)) return NULL;
+    if (GET(x->id) == id) return x;
+    entry_give(x);
+    return NULL;
 }
 
 uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc_args *a) {
     struct ddpc_rec *r = c->rec;
     if (!r) return 0;
-    pthread_mutex_lock(&r->mu);
-    rec_entry *x = entry_new(r, a);
-    x->state = DDPC_REC_QUEUED;
-    x->t_queued = ddpc__now();
-    uint64_t id = x->id;
-    pthread_mutex_unlock(&r->mu);
+    uint64_t id;
+    rec_entry *x = entry_new(r, a, &id);
+    if (!x) return 0;
+    SET(x->state, (uint8_t)DDPC_REC_QUEUED);
+    set_time(&x->t_queued, ddpc__now());
+    entry_give(x);
     return id;
 }
 
-void ddpc__rec_start(ddpc_exec *e) {
+void ddpc__rec_start(ddpc_exec *e, double now) {
     struct ddpc_rec *r = e->c->rec;
     if (!r) return;
-    pthread_mutex_lock(&r->mu);
-    rec_entry *x = entry_get(r, e->a.rec);
-    if (!x) x = entry_new(r, &e->a);
-    x->seq = e->fp.seq;
-    x->state = DDPC_REC_RUNNING;
-    x->t_start = ddpc__now();
-    e->rec = x->id;
-    pthread_mutex_unlock(&r->mu);
+    uint64_t id = e->a.rec;
+    rec_entry *x = entry_get(r, id);
+    if (!x) x = entry_new(r, &e->a, &id);
+    e->rec = x ? id : 0;
+    if (!x) return;
+    SET(x->seq, e->fp.seq);
+    SET(x->state, (uint8_t)DDPC_REC_RUNNING);
+    set_time(&x->t_start, now);
+    entry_give(x);
 }
 
 void ddpc__rec_end(ddpc_exec *e, ddpc_status s) {
     if (!e->c || !e->c->rec || !e->rec) return;
-    struct ddpc_rec *r = e->c->rec;
-    pthread_mutex_lock(&r->mu);
-    rec_entry *x = entry_get(r, e->rec);
-    if (x && x->state == DDPC_REC_RUNNING) {
-        x->seq = e->fp.seq; /* a send/receive gets its number once posted */
-        x->root = e->a.root;
-        x->algo = e->algo;
-        x->state = s == DDPC_OK ? DDPC_REC_DONE : DDPC_REC_FAILED;
-        x->status = (int32_t)s;
-        x->t_end = ddpc__now();
+    rec_entry *x = entry_get(e->c->rec, e->rec);
+    if (!x) return;
+    if (GET(x->state) == DDPC_REC_RUNNING) {
+        SET(x->seq, e->fp.seq); /* a send/receive gets its number once posted */
+        SET(x->root, e->a.root);
+        SET(x->algo, e->algo);
+        SET(x->state, (uint8_t)(s == DDPC_OK ? DDPC_REC_DONE : DDPC_REC_FAILED));
+        SET(x->status, (int32_t)s);
+        set_time(&x->t_end, ddpc__now());
     }
-    pthread_mutex_unlock(&r->mu);
+    entry_give(x);
+}
+
+/* Copies entry id into *out as it stood between two reads of its version
+ * (a few tries); 0 when it is not id's any more or kept changing. */
+static int entry_copy(struct ddpc_rec *r, uint64_t id, rec_entry *out) {
+    rec_entry *x = &r->ring[(id - 1) % r->cap];
+    for (int tries = 0; tries < 64; tries++) {
+        uint32_t v = __atomic_load_n(&x->ver, __ATOMIC_ACQUIRE);
+        if (v & 1) {
+            sched_yield(); /* a writer holds it for a few stores */
+            continue;
+        }
+        out->id = GET(x->id);
+        out->seq = GET(x->seq);
+        out->count = GET(x->count);
+        out->root = GET(x->root);
+        out->kind = GET(x->kind);
+        out->dtype = GET(x->dtype);
+        out->op = GET(x->op);
+        out->state = GET(x->state);
+        out->status = GET(x->status);
+        out->algo = GET(x->algo);
+        __atomic_load(&x->t_queued, &out->t_queued, __ATOMIC_RELAXED);
+        __atomic_load(&x->t_start, &out->t_start, __ATOMIC_RELAXED);
+        __atomic_load(&x->t_end, &out->t_end, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&x->ver, __ATOMIC_RELAXED) == v) return out->id == id;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ dumping */
@@ -276,11 +340,10 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
     pthread_mutex_lock(&c->err_mu);
     snprintf(err, sizeof err, "%s", c->last_err);
     pthread_mutex_unlock(&c->err_mu);
-    pthread_mutex_lock(&r->mu);
+    uint64_t last = __atomic_load_n(&r->next_id, __ATOMIC_RELAXED);
     const char *ip = c->ip[0] ? c->ip : "?";
     fprintf(f, "comm id=%s rank=%d size=%d addr=%s:%d recorded=%" PRIu64 "\n",
-            c->prefix[0] ? c->prefix : "-", c->rank, c->size, ip, c->peers[c->rank].port,
-            r->next_id);
+            c->prefix[0] ? c->prefix : "-", c->rank, c->size, ip, c->peers[c->rank].port, last);
     if (err[0]) {
         fputs("error ", f);
         one_line(f, err);
@@ -293,10 +356,10 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
         fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ip[0] ? pe->ip : "?", pe->port,
                 rx > 0 ? rx + off : 0.0);
     }
-    uint64_t first = r->next_id > r->cap ? r->next_id - r->cap + 1 : 1;
-    for (uint64_t id = first; id <= r->next_id; id++) {
-        rec_entry *x = entry_get(r, id);
-        if (!x) continue;
+    uint64_t first = last > r->cap ? last - r->cap + 1 : 1;
+    for (uint64_t id = first; id <= last; id++) {
+        rec_entry copy, *x = &copy;
+        if (!entry_copy(r, id, x)) continue;
         char st[64];
         status_token(x->state == DDPC_REC_FAILED ? x->status : DDPC_OK, st, sizeof st);
         fprintf(f,
@@ -307,7 +370,6 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
                 state_name(x->state), st, x->t_queued > 0 ? x->t_queued + off : 0.0,
                 x->t_start > 0 ? x->t_start + off : 0.0, x->t_end > 0 ? x->t_end + off : 0.0);
     }
-    pthread_mutex_unlock(&r->mu);
     fputs("end\n", f);
 }
 
