@@ -125,6 +125,9 @@ struct ddpc_conn {
     char *txd, *rxd;   /* their data */
     uint64_t cap;
     uint64_t tx_head; /* this side's copy of tx->head */
+    uint64_t tx_tail; /* tx->tail as last read: room is looked up again only when
+                       * this copy shows too little (the line the reader writes
+                       * is not fetched at every send) */
     uint64_t rx_tail; /* this side's copy of rx->tail */
     int peer_eof;     /* the socket said EOF or reset (driving thread only) */
     int shut;         /* atomic: shutdown() was called */
@@ -512,21 +515,22 @@ static void copy_in(char *dst, const char *src, size_t n, int stream) {
 static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n, int to_ring,
                         int stream) {
     size_t moved = 0, skip = x->done;
+    size_t off = (size_t)(pos % cap); /* the ring offset of the next byte */
     int i = 0;
     while (i < x->niov && skip >= x->iov[i].iov_len) skip -= x->iov[i++].iov_len;
     while (moved < n && i < x->niov) {
         char *p = (char *)x->iov[i].iov_base + skip;
         size_t len = x->iov[i].iov_len - skip;
         if (len > n - moved) len = n - moved;
-        size_t off = (size_t)((pos + moved) % cap);
         size_t first = cap - off < len ? (size_t)(cap - off) : len;
         if (to_ring) {
             copy_in(data + off, p, first, stream);
-            copy_in(data, p + first, len - first, stream);
+            if (len > first) copy_in(data, p + first, len - first, stream);
         } else {
             memcpy(p, data + off, first);
-            memcpy(p + first, data, len - first);
+            if (len > first) memcpy(p + first, data, len - first);
         }
+        off = len > first ? len - first : off + len == cap ? 0 : off + len;
         moved += len;
         skip += len;
         if (skip == x->iov[i].iov_len) {
@@ -597,8 +601,11 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     if (gone || c->peer_eof)
         return ddpc__err(DDPC_ERR_PEER_LOST, "send: the peer closed the connection");
     if (x->done >= x->total) return DDPC_OK;
-    uint64_t tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
-    size_t room = (size_t)(c->cap - (c->tx_head - tail));
+    size_t room = (size_t)(c->cap - (c->tx_head - c->tx_tail));
+    if (room < x->total - x->done) {
+        c->tx_tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
+        room = (size_t)(c->cap - (c->tx_head - c->tx_tail));
+    }
     if (room == 0) return DDPC_OK;
     size_t n = send_copy(c, x, room);
     c->tx_head += n;
