@@ -132,6 +132,10 @@
       "number of processes on this node")                                                          \
     X(GROUP_RANK, "GROUP_RANK", NULL, INT, NULL, 0, (1 << 20) - 1,                                 \
       "rank of this node (set by ddpc-run)")                                                       \
+    X(CPUS, "DDPC_CPUS", NULL, INT, NULL, 1, 1 << 20,                                              \
+      "CPUs this node's ranks share, for how a wait spins (DDPC_SPIN_US); set by ddpc-run when "   \
+      "it binds each worker to a CPU of its own (--bind-to); default: the CPUs this process may "  \
+      "run on")                                                                                    \
     X(MASTER_ADDR, "MASTER_ADDR", NULL, STR, "127.0.0.1", 0, 0,                                    \
       "host of the store (rank 0's, or the launcher's)")                                           \
     X(MASTER_PORT, "MASTER_PORT", NULL, INT, "29500", 1, 65535,                                    \

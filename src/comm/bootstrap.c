@@ -90,8 +90,10 @@ static void choose_spin(ddpc_comm *c) {
     for (int r = 0; r < c->size; r++) local += c->peers[r].machine == c->peers[c->rank].machine;
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
         ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws) == DDPC_OK && lws > local)
-        local = lws; /* a sub-communicator's host may hold more of the job's ranks */
-    long cpus = ddpc__cpu_count();
+        local = lws;               /* a sub-communicator's host may hold more of the job's ranks */
+    long cpus = ddpc__cpu_count(); /* a rank bound to one CPU is told the node's (DDPC_CPUS) */
+    if (ddpc__env_isset(DDPC_ENV_CPUS) && ddpc__env_long(DDPC_ENV_CPUS, &cpus) != DDPC_OK)
+        cpus = ddpc__cpu_count();
     c->busy_polls = local <= cpus && c->spin_s != 0 ? DDPC_BUSY_POLLS : 0;
     c->poll_budget = c->busy_polls;
     if (c->spin_s >= 0) return;

@@ -126,6 +126,47 @@ TEST_T(run_workers_see_their_environment, 60) {
     CHECK_CONTAINS(out, "OMP=3 OB=1");
 }
 
+/* --bind-to: with 2..CPUs workers each runs on a CPU of its own (auto and
+ * core); one worker, more workers than CPUs, or none: every CPU. */
+TEST_T(run_binds_workers_to_cores, 60) {
+    long cpus = ddpc__cpu_count();
+    if (cpus < 2) SKIP("needs 2 CPUs, this process may use %ld", cpus);
+    const char *d = tmpdir();
+    const char *sc = script(d, "cpus.sh",
+                            "echo \"cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "
+                            "/proc/self/status)\"\n");
+    char all[64];
+    int rc = run(20, "sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status");
+    CHECK_EQ(rc, 0);
+    snprintf(all, sizeof all, "cpus=%.*s", (int)strcspn(out, "\n"), out);
+    static const char *const modes[] = { "", "--bind-to=core", "--bind-to=none" };
+    for (int m = 0; m < 3; m++) {
+        rc = run(20, "%s --standalone --nproc-per-node=2 %s %s", R(), modes[m], sc);
+        CHECK_MSG(rc == 0, "%s: rc=%d: %s", modes[m], rc, out);
+        char *a = strstr(out, "[0]: cpus="), *b = strstr(out, "[1]: cpus=");
+        CHECK_MSG(a && b, "%s: %s", modes[m], out);
+        a += 5, b += 5;
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (m == 2) {
+            CHECK_MSG(la == strlen(all) && !strncmp(a, all, la), "--bind-to=none: %s", out);
+            CHECK_MSG(lb == strlen(all) && !strncmp(b, all, lb), "--bind-to=none: %s", out);
+        } else { /* one CPU each, not the same */
+            CHECK_MSG(!memchr(a, '-', la) && !memchr(a, ',', la), "%s: %s", modes[m], out);
+            CHECK_MSG(!memchr(b, '-', lb) && !memchr(b, ',', lb), "%s: %s", modes[m], out);
+            CHECK_MSG(la != lb || strncmp(a, b, la), "%s: both on one CPU: %s", modes[m], out);
+        }
+    }
+    rc = run(20, "%s --standalone --nproc-per-node=1 %s", R(), sc);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, all);
+    rc = run(30, "%s --standalone --nproc-per-node=%ld %s", R(), cpus + 1, sc);
+    CHECK_EQ(rc, 0);
+    CHECK_CONTAINS(out, all);
+    rc = run(20, "%s --standalone --nproc-per-node=2 --bind-to=socket %s", R(), sc);
+    CHECK_EQ(rc, 2);
+    CHECK_CONTAINS(out, "--bind-to=socket is not auto, core or none");
+}
+
 TEST_T(run_usage_errors_exit_2, 30) {
     CHECK_EQ(run(10, "%s --bogus=1 true", R()), 2);
     CHECK_CONTAINS(out, "unknown option --bogus");

@@ -75,6 +75,10 @@ static void usage(FILE *f) {
         "  -r, --redirects=SPEC   streams to the log files only: 0 none, 1 stdout,\n"
         "                         2 stderr, 3 both, or per local rank \"0:3,1:2\"\n"
         "  -t, --tee=SPEC         streams to the log files and the console (same SPEC)\n"
+        "  --bind-to=B            core: local rank i runs on the i-th CPU ddpc-run may\n"
+        "                         use; none: wherever the kernel puts it; auto (default):\n"
+        "                         core where this node runs 2 or more workers and they do\n"
+        "                         not outnumber those CPUs, else none (mpirun binds too)\n"
         "  --no-python            run PROGRAM as it is even when it ends in .py\n"
         "  -m, --module           PROGRAM is a Python module: run \"python3 -u -m PROGRAM\"\n"
         "  --env                  print the environment variables ddpc reads (Markdown)\n"
@@ -273,6 +277,17 @@ static void set_monitor_interval(opts *o, const char *name, const char *val, int
     o->monitor_interval = parse_real_opt(name, val, 0.001, 3600);
 }
 
+static void set_bind_to(opts *o, const char *name, const char *val, int *seen) {
+    if (!strcmp(val, "auto"))
+        o->bind = BIND_AUTO;
+    else if (!strcmp(val, "none"))
+        o->bind = BIND_NONE;
+    else if (!strcmp(val, "core"))
+        o->bind = BIND_CORE;
+    else
+        die_usage("--%s=%s is not auto, core or none", name, val);
+}
+
 static void set_hb_timeout(opts *o, const char *name, const char *val, int *seen) {
     o->hb_timeout = parse_real_opt(name, val, 0.001, 1e7);
 }
@@ -434,6 +449,7 @@ static const struct option_row {
     { "rdzv-backend", 1, 1, set_rdzv_backend },
     { "rdzv-conf", 1, 1, set_rdzv_conf },
     { "start-method", 1, 1, set_start_method },
+    { "bind-to", 1, 1, set_bind_to },
 };
 #define N_OPTIONS (sizeof option_table / sizeof option_table[0])
 

@@ -36,6 +36,8 @@
 
 /* ------------------------------------------------------------ options.c */
 
+enum { BIND_AUTO, BIND_NONE, BIND_CORE };
+
 typedef struct opts {
     int nproc; /* workers on this node */
     int nnodes;
@@ -55,6 +57,7 @@ typedef struct opts {
     int log_any; /* log_dir given */
     char run_id[129];
     int no_python, module;
+    int bind;      /* --bind-to: BIND_AUTO, BIND_NONE or BIND_CORE (workers.c: worker_cpu) */
     char **argv;   /* PROGRAM ARGS..., NULL-terminated (borrowed from main) */
     int rank_base; /* global rank of this node's local rank 0 */
     int world;     /* ranks in the job */
