@@ -14,8 +14,10 @@
  * reads of its version, retrying a few times and skipping an entry being
  * rewritten. A writer that finds its entry taken (the ring wrapped onto an
  * operation still running) leaves it: that entry is already the newer
- * operation's. The start time is the one the operation's deadline was
- * taken from (no clock read of its own). The SIGUSR1 handler only writes a byte to a pipe (write() is
+ * operation's. No clock read of its own but on failure: the start time is
+ * the one the operation's deadline was taken from, and a successful
+ * operation ends at its last clock read (its start, or its last wait:
+ * ddpc_exec's now), a failed one when it failed. The SIGUSR1 handler only writes a byte to a pipe (write() is
  * async-signal-safe); a thread of the recorder reads it and writes the
  * files. The handler is installed only where a trace directory is set and
  * nobody else handles SIGUSR1.
@@ -274,7 +276,9 @@ void ddpc__rec_end(ddpc_exec *e, ddpc_status s) {
         SET(x->algo, e->algo);
         SET(x->state, (uint8_t)(s == DDPC_OK ? DDPC_REC_DONE : DDPC_REC_FAILED));
         SET(x->status, (int32_t)s);
-        set_time(&x->t_end, ddpc__now());
+        /* a failure's own clock read (ddpc-trace orders the ranks' first
+         * failures by it); a success ends at its last one (e->now) */
+        set_time(&x->t_end, s == DDPC_OK ? e->now : ddpc__now());
     }
     entry_give(x);
 }
