@@ -14,9 +14,15 @@
 #   mpi_tcp  OpenMPI forced onto TCP: mpirun --mca pml ob1 --mca btl tcp,self
 #   gloo     PyTorch's gloo backend (bench/gloo_allreduce.py, /usr/bin/python3),
 #            TCP over loopback
-# mpirun binds rank r to core r by default; ddpc-run does not pin.
+# mpirun binds rank r to core r by default; so does ddpc-run (--bind-to=auto).
 # Each tool runs ROUNDS times (default 3), interleaved (ddpc, mpi_sm,
-# ddpc_tcp, mpi_tcp, gloo, ddpc, ...). All three time alike: warm-up, barrier, then each call timed
+# ddpc_tcp, mpi_tcp, gloo, ddpc, ...). TOOLS picks some of them, SIZES the
+# sizes; the small-message sweep of issue 30 (every power of 4 from 8 B to
+# 32 KiB, shared memory against OpenMPI's, plus each size's worst ratio):
+#   TOOLS="ddpc mpi_sm" SIZES="-b 8 -e 32K -f 4" ITERS=2000 sh bench/allreduce_peers.sh 3
+# ddpc_base runs ddpc from another build (BASE_BIN, e.g. a checkout of the
+# commit before a change, built), interleaved with the others: before and
+# after in one run. All three time alike: warm-up, barrier, then each call timed
 # on its own; a row's time is the median over iterations of the maximum over
 # ranks, and every size's result is checked. The summary gives, per size,
 # the median over rounds of each tool's time and busbw and the ratios
@@ -33,10 +39,11 @@ BIN=${DDPC_BIN:-build/bin}
 OUT=${OUT:-build/bench/peers}
 PY=/usr/bin/python3
 TIMEOUT=${TIMEOUT:-300}
+TOOLS=${TOOLS:-"ddpc mpi_sm ddpc_tcp mpi_tcp gloo"}
 
 mkdir -p "$OUT"
 [ -x "$BIN/ddpc-bench" ] || { echo "allreduce_peers: $BIN/ddpc-bench is not built (run make)" >&2; exit 1; }
-mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c
+case " $TOOLS " in *" mpi_"*) mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c ;; esac
 
 # A TCP port free on 127.0.0.1 now.
 free_port() {
@@ -70,6 +77,7 @@ run_ddpc() {
     fi
 }
 run_ddpc_tcp() { DDPC_SHM=0 run_ddpc "$1"; }
+run_ddpc_base() { (BIN=${BASE_BIN:?ddpc_base needs BASE_BIN, a build of ddpc}; run_ddpc "$1"); }
 mpi() {
     out=$1; shift
     timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 "$@" \
@@ -84,17 +92,16 @@ run_gloo() {
 
 i=1
 while [ $i -le "$ROUNDS" ]; do
-    for tool in ddpc mpi_sm ddpc_tcp mpi_tcp gloo; do
+    for tool in $TOOLS; do
         echo "round $i/$ROUNDS: $tool" >&2
         run_$tool "$OUT/$tool.$i.txt"
     done
     i=$((i + 1))
 done
 
-$PY - "$OUT" "$ROUNDS" <<'EOF'
+$PY - "$OUT" "$ROUNDS" $TOOLS <<'EOF'
 import statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-tools = ["ddpc", "mpi_sm", "ddpc_tcp", "mpi_tcp", "gloo"]
+out, rounds, tools = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 data = {}  # tool -> size -> [(time_us, busbw)]
 for t in tools:
     for i in range(1, rounds + 1):
@@ -108,10 +115,14 @@ for t in tools:
                 data.setdefault(t, {}).setdefault(int(f[0]), []).append((float(f[5]), float(f[7])))
 med = {t: {s: (statistics.median(v[0] for v in vs), statistics.median(v[1] for v in vs))
            for s, vs in data[t].items()} for t in tools}
-sizes = sorted(med["ddpc"])
+sizes = sorted(med[tools[0]])
 names = {"ddpc": "ddpc shm", "mpi_sm": "MPI shm", "ddpc_tcp": "ddpc TCP", "mpi_tcp": "MPI TCP",
-         "gloo": "gloo"}
-pairs = [("ddpc", "mpi_sm"), ("ddpc_tcp", "mpi_tcp"), ("ddpc_tcp", "gloo")]
+         "gloo": "gloo", "ddpc_base": "base shm"}
+pairs = [(a, b) for a, b in (("ddpc", "mpi_sm"), ("ddpc_base", "mpi_sm"), ("ddpc", "ddpc_base"),
+                             ("ddpc_tcp", "mpi_tcp"), ("ddpc_tcp", "gloo"))
+         if a in tools and b in tools]
+def us(t):
+    return f"{t:.2f}" if t < 10 else f"{t:.1f}"
 def r(a, b):
     return f"{a / b:.2f}" if b else "-"
 print(f"2 ranks, float32 sum allreduce, medians of {rounds} interleaved rounds "
@@ -122,13 +133,20 @@ print("|---:" * (1 + 2 * len(tools) + 2 * len(pairs)) + "|")
 for s in sizes:
     if not all(s in med[t] for t in tools):
         continue
-    print(f"| {s} | " + " | ".join(f"{med[t][s][0]:.1f} | {med[t][s][1]:.3f}" for t in tools) + " | " +
+    print(f"| {s} | " + " | ".join(f"{us(med[t][s][0])} | {med[t][s][1]:.3f}" for t in tools) + " | " +
           " | ".join(f"{r(med[a][s][0], med[b][s][0])} | {r(med[a][s][1], med[b][s][1])}" for a, b in pairs) +
           " |")
 print()
+for a, b in pairs:  # each round's ratio, so one slow round shows
+    worst = max((max(x[0] for x in data[a][s]) / min(x[0] for x in data[b][s]), s)
+                for s in sizes if s in med[b])
+    over = [s for s in sizes if s in med[b] and med[a][s][0] > med[b][s][0]]
+    print(f"time {names[a]}/{names[b]}: sizes where the median is above the peer's: "
+          f"{', '.join(map(str, over)) or 'none'}; the widest spread (slowest {names[a]} round "
+          f"over fastest {names[b]} round) {worst[0]:.2f} at {worst[1]} B")
 for s, name in ((8, "8 B"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB")):
     if all(s in med[t] for t in tools):
-        print(f"{name:>6}: " + " | ".join(f"{names[t]} {med[t][s][0]:.1f} us {med[t][s][1]:.3f} GB/s" for t in tools))
+        print(f"{name:>6}: " + " | ".join(f"{names[t]} {us(med[t][s][0])} us {med[t][s][1]:.3f} GB/s" for t in tools))
         print(f"{'':>6}  " + ", ".join(f"{names[a]}/{names[b]}: time {r(med[a][s][0], med[b][s][0])}, "
                                       f"busbw {r(med[a][s][1], med[b][s][1])}" for a, b in pairs))
 EOF
