@@ -22,7 +22,8 @@
 #   TOOLS="ddpc mpi_sm" SIZES="-b 8 -e 32K -f 4" ITERS=2000 sh bench/allreduce_peers.sh 3
 # ddpc_base runs ddpc from another build (BASE_BIN, e.g. a checkout of the
 # commit before a change, built), interleaved with the others: before and
-# after in one run. All three time alike: warm-up, barrier, then each call timed
+# after in one run. line (bench/shm_line.c) is the floor at 8 B: one cache
+# line each way per round between CPUs 0 and 1, nothing else. All three time alike: warm-up, barrier, then each call timed
 # on its own; a row's time is the median over iterations of the maximum over
 # ranks, and every size's result is checked. The summary gives, per size,
 # the median over rounds of each tool's time and busbw and the ratios
@@ -44,6 +45,7 @@ TOOLS=${TOOLS:-"ddpc mpi_sm ddpc_tcp mpi_tcp gloo"}
 mkdir -p "$OUT"
 [ -x "$BIN/ddpc-bench" ] || { echo "allreduce_peers: $BIN/ddpc-bench is not built (run make)" >&2; exit 1; }
 case " $TOOLS " in *" mpi_"*) mpicc -O2 -o "$OUT/mpi_allreduce" bench/mpi_allreduce.c ;; esac
+case " $TOOLS " in *" line "*) cc -O2 -o "$OUT/shm_line" bench/shm_line.c ;; esac
 
 # A TCP port free on 127.0.0.1 now.
 free_port() {
@@ -86,6 +88,10 @@ mpi() {
 }
 run_mpi_sm() { mpi "$1" --mca btl vader,self; }
 run_mpi_tcp() { mpi "$1" --mca btl tcp,self --mca btl_tcp_if_include lo; }
+run_line() {
+    timeout "$TIMEOUT" "$OUT/shm_line" -n "$((ITERS * 10))" > "$1" 2>&1 ||
+        { echo "allreduce_peers: shm_line failed:" >&2; cat "$1" >&2; exit 1; }
+}
 run_gloo() {
     two_ranks "$1" $PY bench/gloo_allreduce.py $SIZES -n "$ITERS" -w 5
 }
@@ -117,8 +123,9 @@ med = {t: {s: (statistics.median(v[0] for v in vs), statistics.median(v[1] for v
            for s, vs in data[t].items()} for t in tools}
 sizes = sorted(med[tools[0]])
 names = {"ddpc": "ddpc shm", "mpi_sm": "MPI shm", "ddpc_tcp": "ddpc TCP", "mpi_tcp": "MPI TCP",
-         "gloo": "gloo", "ddpc_base": "base shm"}
+         "gloo": "gloo", "ddpc_base": "base shm", "line": "line floor"}
 pairs = [(a, b) for a, b in (("ddpc", "mpi_sm"), ("ddpc_base", "mpi_sm"), ("ddpc", "ddpc_base"),
+                             ("ddpc", "line"), ("mpi_sm", "line"),
                              ("ddpc_tcp", "mpi_tcp"), ("ddpc_tcp", "gloo"))
          if a in tools and b in tools]
 def us(t):
@@ -130,17 +137,20 @@ print(f"2 ranks, float32 sum allreduce, medians of {rounds} interleaved rounds "
 print("| size (B) | " + " | ".join(f"{names[t]} us | {names[t]} GB/s" for t in tools) + " | " +
       " | ".join(f"time {names[a]}/{names[b]} | busbw {names[a]}/{names[b]}" for a, b in pairs) + " |")
 print("|---:" * (1 + 2 * len(tools) + 2 * len(pairs)) + "|")
+def cell(t, s):
+    return f"{us(med[t][s][0])} | {med[t][s][1]:.3f}" if s in med[t] else "- | -"
+def ratios(a, b, s):
+    if s not in med[a] or s not in med[b]:
+        return "- | -"
+    return f"{r(med[a][s][0], med[b][s][0])} | {r(med[a][s][1], med[b][s][1])}"
 for s in sizes:
-    if not all(s in med[t] for t in tools):
-        continue
-    print(f"| {s} | " + " | ".join(f"{us(med[t][s][0])} | {med[t][s][1]:.3f}" for t in tools) + " | " +
-          " | ".join(f"{r(med[a][s][0], med[b][s][0])} | {r(med[a][s][1], med[b][s][1])}" for a, b in pairs) +
-          " |")
+    print(f"| {s} | " + " | ".join(cell(t, s) for t in tools) + " | " +
+          " | ".join(ratios(a, b, s) for a, b in pairs) + " |")
 print()
 for a, b in pairs:  # each round's ratio, so one slow round shows
-    worst = max((max(x[0] for x in data[a][s]) / min(x[0] for x in data[b][s]), s)
-                for s in sizes if s in med[b])
-    over = [s for s in sizes if s in med[b] and med[a][s][0] > med[b][s][0]]
+    both = [s for s in sizes if s in med[a] and s in med[b]]
+    worst = max((max(x[0] for x in data[a][s]) / min(x[0] for x in data[b][s]), s) for s in both)
+    over = [s for s in both if med[a][s][0] > med[b][s][0]]
     print(f"time {names[a]}/{names[b]}: sizes where the median is above the peer's: "
           f"{', '.join(map(str, over)) or 'none'}; the widest spread (slowest {names[a]} round "
           f"over fastest {names[b]} round) {worst[0]:.2f} at {worst[1]} B")
