@@ -70,11 +70,11 @@ int main(int argc, char **argv) {
     if (iters < 100) iters = 100;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus < 2) {
-        fprintf(stderr, "shm_line: needs 2 CPUs (spins without a bound)\n");
+        fprintf(stderr, "shm_line: needs 2 CPUs (each side spins on one of its own)\n");
         return 1;
     }
-    line *l = mmap(NULL, 2 * sizeof(line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+    line *l =
+        mmap(NULL, 2 * sizeof(line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (l == MAP_FAILED) return 1;
     memset(l, 0, 2 * sizeof(line));
     pid_t pid = fork();
