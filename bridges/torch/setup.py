@@ -57,6 +57,7 @@ setup(
             include_dirs=[os.path.join(ROOT, "include"), HERE],
             extra_compile_args=["-O2", "-Wno-unused-parameter"],
             extra_objects=[LIB],
+            depends=[LIB, "compat.h"],  # relinked when libddpc.a changes
             extra_link_args=["-Wl,--as-needed"],
             libraries=libs,
         )
