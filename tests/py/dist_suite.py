@@ -207,12 +207,16 @@ GATE_TEXT_2_13 = [
 CI_TESTS_2_13 = CI_TESTS_1_13 + ["test_grads_same_across_ranks_with_no_sync"]
 
 # What each torch the runner knows needs: its gate substitutions and CI
-# list, and whether its ranks need the ReplicatedTensor switch made a no-op
-# (1.13 only: torch 2.x has no such mode). Keyed by major.minor; the counts
-# in GATE_TEXT are those of 1.13.1 and 2.13.0.
+# list; whether its ranks need the ReplicatedTensor switch made a no-op
+# (1.13 only: torch 2.x has no such mode); whether ddpc_torch may come from
+# this checkout's build/python (make torch builds it for Debian's 1.13 only;
+# on 2.x it is pip-installed into the venv). Keyed by major.minor; the
+# counts in GATE_TEXT_* are those of 1.13.1 and 2.13.0.
 PROFILES = {
-    "1.13": {"gate_text": GATE_TEXT_1_13, "ci": CI_TESTS_1_13, "no_replicated_tensor": True},
-    "2.13": {"gate_text": GATE_TEXT_2_13, "ci": CI_TESTS_2_13, "no_replicated_tensor": False},
+    "1.13": {"gate_text": GATE_TEXT_1_13, "ci": CI_TESTS_1_13, "no_replicated_tensor": True,
+             "build_python": True},
+    "2.13": {"gate_text": GATE_TEXT_2_13, "ci": CI_TESTS_2_13, "no_replicated_tensor": False,
+             "build_python": False},
 }
 
 
@@ -269,6 +273,9 @@ def import_ddpc_torch():
     try:
         import ddpc_torch  # noqa: F401
     except ImportError as e:
+        if not profile()["build_python"]:
+            die(f"--backend ddpc: ddpc_torch does not import ({e}); install it into this venv "
+                f"(pip install --no-build-isolation ./bridges/torch, or make torch2)")
         build = os.path.join(REPO, "build", "python")
         if not os.path.exists(os.path.join(build, "ddpc_torch")):
             die(f"--backend ddpc: ddpc_torch does not import ({e}); build it (make torch) and put "
@@ -500,7 +507,7 @@ def run_chunks(a, names, tmp, log_dir, limits):
 
 # the skips of gloo's own features (monitored_barrier, sparse allreduce),
 # which stay gloo's: not counted as lost in --table
-GLOO_OWN = re.compile(r"Test requires backend to be one of \{'gloo'\}|Only Gloo backend support sparse")
+GLOO_OWN = re.compile(r"Test requires backend (\w+ )?to be one of \{'gloo'\}|Only Gloo backend supports? sparse")
 
 LABEL = {"ok": "ok", "fail": "FAIL", "skip": "skip", "timeout": "TIMEOUT"}
 
@@ -517,26 +524,28 @@ def counts(results):
 
 
 def table(paths):
-    """Markdown: ok/failed/skipped per backend and world size, then the tests
-    that pass on gloo but not on the other backend, per world size."""
+    """Markdown: ok/failed/skipped per torch, backend and world size, then
+    the tests that pass on gloo but not on the other backend, per torch and
+    world size."""
     runs = []
     for path in paths:
         with open(path) as f:
             runs.append(json.load(f))
-    print("| backend | world size | ok | failed | skipped | seconds |")
-    print("|---|---|---|---|---|---|")
+    print("| torch | backend | world size | ok | failed | skipped | seconds |")
+    print("|---|---|---|---|---|---|---|")
     for r in runs:
         ok, failed, skipped = counts(r["results"])
-        print(f"| {r['backend']} | {r['world_size']} | {ok} | {failed} | {skipped} | {r.get('seconds', 0):.0f} |")
-    by = {(r["backend"], r["world_size"]): r["results"] for r in runs}
-    for (backend, world), res in sorted(by.items()):
-        gloo = by.get(("gloo", world))
+        print(f"| {r.get('torch', '?')} | {r['backend']} | {r['world_size']} | {ok} | {failed} | {skipped} "
+              f"| {r.get('seconds', 0):.0f} |")
+    by = {(r.get("torch", "?"), r["backend"], r["world_size"]): r["results"] for r in runs}
+    for (torch, backend, world), res in sorted(by.items()):
+        gloo = by.get((torch, "gloo", world))
         if backend == "gloo" or gloo is None:
             continue
         lost = sorted(n for n, g in gloo.items() if g["outcome"] == "ok" and res.get(n, {}).get("outcome") != "ok")
         own = [n for n in lost if res.get(n, {}).get("outcome") == "skip" and GLOO_OWN.search(res[n].get("why", ""))]
         lost = [n for n in lost if n not in own]
-        print(f"\nPass on gloo but not on {backend}, world size {world}: {len(lost)}")
+        print(f"\nPass on gloo but not on {backend}, torch {torch}, world size {world}: {len(lost)}")
         for n in lost:
             r = res.get(n, {"outcome": "not run", "why": ""})
             print(f"- {n}: {r['outcome']} {r.get('why', '')}".rstrip())
@@ -544,7 +553,8 @@ def table(paths):
             print(f"\n(and {len(own)} of gloo's own features, skipped for {backend} by design: {', '.join(own)})")
         extra = sorted(n for n, r in res.items() if r["outcome"] == "ok" and gloo.get(n, {}).get("outcome") != "ok")
         if extra:
-            print(f"\nPass on {backend} but not on gloo, world size {world}: {len(extra)}: " + ", ".join(extra))
+            print(f"\nPass on {backend} but not on gloo, torch {torch}, world size {world}: {len(extra)}: "
+                  + ", ".join(extra))
 
 
 def main():
