@@ -10,7 +10,7 @@
  * parameters as on 'gloo' (tests/py/torch_features.py); the seed's program
  * (examples/ddp_mnist.py) trained on 'ddpc' ends with the same parameters as
  * on 'gloo'; and a CI-sized part of PyTorch's own distributed test suite
- * (tests/py/dist_suite.py --subset ci).
+ * (tests/py/dist_suite.py --subset ci), on both torches.
  *
  * Every test skips when its Python cannot import torch or the module is not
  * built; the training one without Fashion-MNIST. In a sanitizer build
@@ -265,14 +265,21 @@ TEST_T(torch2_backend_dtensor_2d_mesh_4_ranks, 900) {
     features(4, 0, "dtensor_ops,fsdp2_fully_shard");
 }
 
-/* PyTorch's own distributed_test.py, the collectives and CPU DDP tests. */
-TEST_T(torch_backend_pytorch_suite_ci_subset, 900) {
+/* PyTorch's own distributed_test.py (as the torch in use ships it: 1.13.1
+ * or 2.13.0), the collectives and CPU DDP tests. */
+static void pytorch_suite_ci(void) {
     if (sanitized())
         SKIP("a sanitizer build: PyTorch's suite starts a Python per test, 20-55 s each with the "
              "sanitizers preloaded, past this test's deadline (the plain build runs it)");
     need_module();
-    int rc = run(840, "%s " PYTHON " %s --backend ddpc --world-size 2 --subset ci 2>&1", py_env(),
+    int rc = run(840, "%s %s %s --backend ddpc --world-size 2 --subset ci 2>&1", py_env(), PY,
                  repo("tests/py/dist_suite.py"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "failed=0");
+}
+
+TEST_T(torch_backend_pytorch_suite_ci_subset, 900) { pytorch_suite_ci(); }
+TEST_T(torch2_backend_pytorch_suite_ci_subset, 900) {
+    torch2 = 1;
+    pytorch_suite_ci();
 }

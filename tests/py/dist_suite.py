@@ -4,35 +4,46 @@
     /usr/bin/python3 tests/py/dist_suite.py --backend gloo|ddpc --world-size N
         [--subset all|ci] [-k PATTERN ...] [--list] [--chunk N]
         [--chunk-timeout S] [--test-timeout S] [--json OUT] [--log-dir DIR]
+    VENV/bin/python tests/py/dist_suite.py ...     # the same on pip's torch 2.13
     /usr/bin/python3 tests/py/dist_suite.py --table A.json B.json ...
 
-The suite is torch/testing/_internal/distributed/distributed_test.py as
-Debian 12's python3-torch (1.13.1, Python 3.11) ships it. Upstream runs it
-through test/distributed/test_distributed_spawn.py, which Debian does not ship
-and whose v1.13 refuses backends other than gloo, nccl and ucc; this is our
-equivalent of it: the class TestDistBackendWithSpawn(TestDistBackend,
-DistributedTest._DistTestBase), every test in WORLD_SIZE fresh processes
-(multiprocessing "spawn") that meet through a file:// store.
+The suite is torch/testing/_internal/distributed/distributed_test.py as the
+torch of the Python that runs this file ships it: Debian 12's python3-torch
+(1.13.1, Python 3.11; a Python without torch re-executes this file under
+/usr/bin/python3), or pip's torch 2.13.0 wheel (a venv with torch==2.13.0,
+numpy and ddpc_torch installed). PROFILES below holds what differs between
+the two. Upstream runs it through test/distributed/test_distributed_spawn.py,
+which neither ships and whose v1.13 refuses backends other than gloo, nccl
+and ucc; this is our equivalent of it: the class
+TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase),
+every test in WORLD_SIZE fresh processes (multiprocessing "spawn") that meet
+through a file:// store.
 
-What Debian's torch needs, for any backend:
-  - `expecttest` is not packaged: tests/py/expecttest.py (this directory,
-    first on sys.path) stands in for it;
-  - torch.distributed._shard does not import under Python 3.11, and every rank
-    process (TestDistBackend._run) switches DDP into ReplicatedTensor mode
+What the suite needs, for any backend:
+  - `expecttest` is in neither Debian's packages nor pip's torch wheel's
+    requirements: tests/py/expecttest.py (this directory, first on sys.path)
+    stands in for it;
+  - common_utils parses sys.argv when imported: it is imported with our own
+    arguments hidden;
+  - Debian's torch 1.13 only: torch.distributed._shard does not import under
+    Python 3.11, and every rank process (TestDistBackend._run) switches DDP
+    into ReplicatedTensor mode
     (torch.nn.parallel._replicated_tensor_ddp_utils._DDP_WITH_REPLICATED_TENSOR),
     which imports it: the switch is made a no-op, so the mode stays off, as
-    it is for every user of DDP (see no_replicated_tensor());
-  - common_utils parses sys.argv when imported: it is imported with our own
-    arguments hidden.
+    it is for every user of DDP (see no_replicated_tensor()). torch 2.x has
+    neither the mode nor the broken import.
 
 For --backend ddpc every process (the runner, each chunk, each rank) imports
 ddpc_torch, which registers the backend (dist.Backend.register_backend), from
-PYTHONPATH or else from this checkout's build/python; and the suite's backend
-gates are widened to let ddpc through wherever the feature is not gloo's own
-(GATE_SETS, GATE_LISTS and GATE_TEXT below, each with its reason; every text
-substitution must match exactly as often as it does in torch 1.13.1, or the
-runner stops and says which one). Left gloo's (or CUDA's): monitored_barrier,
-sparse allreduce, the CUDA-tensor tests, the gloo-env checks of DDP logging.
+PYTHONPATH or else from this checkout's build/python (on torch 2.x torch
+itself autoloads it, from the venv); and the suite's backend gates are
+widened to let ddpc through wherever the feature is not gloo's own
+(GATE_SETS, GATE_LISTS and GATE_TEXT_* below, each with its reason; every
+text substitution must match exactly as often as it does in torch 1.13.1,
+or 2.13.0, or the runner stops and says which one). Left gloo's (or
+CUDA's): monitored_barrier (torch 2.13 itself refuses it on other
+backends), sparse allreduce, the CUDA-tensor tests, the gloo-env checks of
+DDP logging.
 
 The tests run in chunks, each chunk one child process (its own process group)
 with a deadline (--chunk-timeout) and a deadline per test (--test-timeout,
@@ -59,7 +70,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ for expecttest.py in the checkout
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SUITE = "/usr/lib/python3/dist-packages/torch/testing/_internal/distributed/distributed_test.py"
+SUITE_REL = "testing/_internal/distributed/distributed_test.py"  # in torch's package
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives only there
 
 # --subset ci: the collectives (plain, async, complex, subgroup, coalesced and
@@ -69,7 +80,7 @@ PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives only there
 # about 5 minutes at world size 2 on 2 cores. Names, not patterns, so that
 # the subset does not grow behind our back. Tests that only run from world
 # size 3 up are left to the full suite, but for two (subgroups).
-CI_TESTS = [
+CI_TESTS_1_13 = [
     # all_reduce
     "test_all_reduce_sum", "test_all_reduce_max", "test_all_reduce_sum_async",
     "test_all_reduce_sum_complex", "test_all_reduce_complex_unsupported_ops",
@@ -132,7 +143,7 @@ GATE_LISTS = ["PROFILING_SUPPORTED_BACKENDS", "SEND_RECV_PROFILING_SUPPORTED_BAC
 # imported instead of the original): (what, regex, replacement, count in
 # torch 1.13.1). Each is a comparison with a backend name that the decorators
 # evaluate at import time.
-GATE_TEXT = [
+GATE_TEXT_1_13 = [
     ("barrier timeouts (test_barrier_timeout_{global,group,full_group}): "
      "a collective that times out under the group's timeout is not gloo's own",
      r'BACKEND != "gloo", "Only gloo backend supports timeouts"',
@@ -157,6 +168,74 @@ GATE_TEXT = [
      r'BACKEND not in ("mpi", "ddpc"), "Only MPI supports \1all_to_all', 12),
 ]
 
+# torch 2.13.0's suite (pip's wheel): the same gates, grown. test_barrier_timeout_arg
+# (a call's own timeout) joins the timeouts; require_backend became
+# require_backend_is_available, and test_grads_same_across_ranks_with_no_sync
+# (DDP no_sync on CPU) joins the tests it keeps to gloo. monitored_barrier stays
+# gloo's: torch 2.13 itself refuses it on any other backend (distributed_c10d:
+# "monitored_barrier is only implemented for GLOO backend").
+GATE_TEXT_2_13 = [
+    ("barrier timeouts (test_barrier_timeout_{global,group,full_group}) and a call's own "
+     "timeout (test_barrier_timeout_arg): not gloo's own",
+     r'BACKEND != "gloo", "Only gloo backend supports timeouts"',
+     'BACKEND not in ("gloo", "ddpc"), "Only gloo backend supports timeouts"', 4),
+    ("batch_isend_irecv on CPU tensors (test_batch_isend_irecv_gloo{,_tags})",
+     r'BACKEND != "gloo", "GLOO Batch Send Recv CPU"',
+     'BACKEND not in ("gloo", "ddpc"), "GLOO Batch Send Recv CPU"', 2),
+    ("require_backend_is_available({'gloo'}) on the all_reduce_coalesced tests (12), "
+     "test_scatter_object_list and test_grads_same_across_ranks_with_no_sync; the other 5 "
+     "(monitored_barrier) stay gloo's",
+     r'@require_backend_is_available\(\{"gloo"\}\)(?=\n\s+def (?:test_all_reduce_coalesced_\w+|'
+     r'test_scatter_object_list|test_grads_same_across_ranks_with_no_sync)\()',
+     '@require_backend_is_available({"gloo", "ddpc"})', 14),
+    ("Work.get_future / DDP no_sync tests (test_accumulate_gradients_no_sync*, "
+     "test_get_future): 'only supported on mpi, nccl and gloo'",
+     r'BACKEND != "mpi" and BACKEND != "nccl" and BACKEND != "gloo",',
+     'BACKEND != "mpi" and BACKEND != "nccl" and BACKEND != "gloo" and BACKEND != "ddpc",', 5),
+    ("_test_accumulate_gradients_no_sync builds its CPU model for mpi and gloo only",
+     r'if BACKEND == "mpi" or BACKEND == "gloo":',
+     'if BACKEND == "mpi" or BACKEND == "gloo" or BACKEND == "ddpc":', 1),
+    ("all_to_all and all_to_all_single on CPU tensors, gated to MPI: tested for ddpc "
+     "(gloo: skipped, as upstream)",
+     r'BACKEND != "mpi", "Only MPI supports (CPU )?all_to_all',
+     r'BACKEND not in ("mpi", "ddpc"), "Only MPI supports \1all_to_all', 12),
+]
+
+# --subset ci on torch 2.13: 1.13's list (every name is still there), with
+# DDP's no_sync check across ranks, less test_ddp_logging_data_cpu: torch
+# 2.13 logs every plugin backend's name as "custom" (DDP's Logger asks
+# c10d::ProcessGroup::getBackendName(), which is backendTypeToString of the
+# type the Python layer gave the group, BackendType::CUSTOM for every plugin,
+# not the Backend's own getBackendName(), "ddpc"), and the test expects
+# dist.get_backend(), "ddpc". (test_barrier_timeout_arg, widened above, is
+# skipped on Linux by upstream itself: pytorch issue 179691.)
+CI_TESTS_2_13 = [n for n in CI_TESTS_1_13 if n != "test_ddp_logging_data_cpu"] + [
+    "test_grads_same_across_ranks_with_no_sync"]
+
+# What each torch the runner knows needs: its gate substitutions and CI
+# list; whether its ranks need the ReplicatedTensor switch made a no-op
+# (1.13 only: torch 2.x has no such mode); whether ddpc_torch may come from
+# this checkout's build/python (make torch builds it for Debian's 1.13 only;
+# on 2.x it is pip-installed into the venv). Keyed by major.minor; the
+# counts in GATE_TEXT_* are those of 1.13.1 and 2.13.0.
+PROFILES = {
+    "1.13": {"gate_text": GATE_TEXT_1_13, "ci": CI_TESTS_1_13, "no_replicated_tensor": True,
+             "build_python": True},
+    "2.13": {"gate_text": GATE_TEXT_2_13, "ci": CI_TESTS_2_13, "no_replicated_tensor": False,
+             "build_python": False},
+}
+
+
+def profile():
+    """The profile of the torch this Python imports (dies on one it lacks)."""
+    import torch
+
+    key = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    if key not in PROFILES:
+        die(f"torch {torch.__version__} ({sys.executable}): the runner knows torch "
+            f"{' and '.join(PROFILES)} only; add a profile (PROFILES) for it")
+    return PROFILES[key]
+
 
 def die(msg):
     """A setup error (exit status 2, as argparse's usage errors)."""
@@ -164,12 +243,12 @@ def die(msg):
     sys.exit(2)
 
 
-def widen_text(src):
-    for what, pattern, repl, count in GATE_TEXT:
+def widen_text(src, gate_text):
+    for what, pattern, repl, count in gate_text:
         src, n = re.subn(pattern, repl, src)
         if n != count:
             die(f"the suite's text changed: the gate substitution for {what!r} matched {n} times, "
-                f"expected {count}; update GATE_TEXT")
+                f"expected {count}; update GATE_TEXT for this torch")
     return src
 
 
@@ -190,10 +269,19 @@ def no_replicated_tensor():
 
 def import_ddpc_torch():
     """ddpc_torch from PYTHONPATH, else this checkout's build/python (which
-    the children then inherit through PYTHONPATH)."""
+    the children then inherit through PYTHONPATH). On torch 2.x, where
+    torch autoloads it (the torch.backends entry point) on import, it is
+    imported only if that did not register the backend."""
+    import torch.distributed as dist
+
+    if "DDPC" in dist.Backend._plugins:
+        return
     try:
         import ddpc_torch  # noqa: F401
     except ImportError as e:
+        if not profile()["build_python"]:
+            die(f"--backend ddpc: ddpc_torch does not import ({e}); install it into this venv "
+                f"(pip install --no-build-isolation ./bridges/torch, or make torch2)")
         build = os.path.join(REPO, "build", "python")
         if not os.path.exists(os.path.join(build, "ddpc_torch")):
             die(f"--backend ddpc: ddpc_torch does not import ({e}); build it (make torch) and put "
@@ -217,7 +305,9 @@ def load_suite(backend):
         torch.backends.cuda.matmul.allow_tf32 = False  # as upstream's runner
         from torch.testing._internal import common_distributed
 
-        no_replicated_tensor()
+        prof = profile()
+        if prof["no_replicated_tensor"]:
+            no_replicated_tensor()
         if backend != "ddpc":
             from torch.testing._internal.distributed import distributed_test as suite
             return suite
@@ -226,10 +316,11 @@ def load_suite(backend):
             common_distributed.DistTestCases.backend_feature[key].add("ddpc")
         path = os.path.join(os.environ["DIST_SUITE_DIR"], "ddpc_distributed_test.py")
         if not os.path.exists(path):
-            with open(SUITE) as f:
-                src = widen_text(f.read())
+            suite_file = os.path.join(os.path.dirname(torch.__file__), SUITE_REL)
+            with open(suite_file) as f:
+                src = widen_text(f.read(), prof["gate_text"])
             with open(path + f".{os.getpid()}", "w") as f:
-                f.write(f"# {SUITE}, its gates widened for ddpc by {os.path.abspath(__file__)}\n" + src)
+                f.write(f"# {suite_file}, its gates widened for ddpc by {os.path.abspath(__file__)}\n" + src)
             os.replace(path + f".{os.getpid()}", path)
         sys.path.insert(0, os.environ["DIST_SUITE_DIR"])
         import ddpc_distributed_test as suite
@@ -297,13 +388,50 @@ def run_chunk(cls, names):
 
 def select(names, patterns, subset):
     if subset == "ci":
-        missing = [n for n in CI_TESTS if n not in names]
+        ci = profile()["ci"]
+        missing = [n for n in ci if n not in names]
         if missing:
             die(f"--subset ci names tests the suite lacks: {missing}")
-        names = [n for n in names if n in CI_TESTS]
+        names = [n for n in names if n in ci]
     if patterns:
         names = [n for n in names if any(re.search(p, n) for p in patterns)]
     return names
+
+
+def known_skips(cls, names):
+    """{name: why} for the tests that a rank would skip first thing for want
+    of GPUs, on a machine without any (CUDA, HPU or XPU): those whose chain of
+    decorators holds skip_if_no_gpu or skip_if_lt_x_gpu (without
+    allow_cpu=True). They are reported skipped with the suite's own reason,
+    without spawning ranks for them (20 s a test on a loaded machine)."""
+    import inspect
+
+    import torch
+    from torch.testing._internal import common_distributed as cd
+
+    if torch.cuda.is_available() or getattr(cd, "TEST_HPU", False) or getattr(cd, "TEST_XPU", False):
+        return {}
+    world = int(os.environ["WORLD_SIZE"])
+    out = {}
+    for name in names:
+        f = getattr(cls, name)
+        if getattr(f, "__unittest_skip__", False):
+            continue  # skipped where it is defined, with its own reason, at no cost
+        for _ in range(20):  # a chain of decorators, bounded
+            code = getattr(f, "__code__", None)
+            q = code.co_qualname if code is not None else ""
+            if q == "skip_if_no_gpu.<locals>.wrapper":
+                out[name] = cd.TEST_SKIPS["no_cuda"].message
+            elif q == "skip_if_lt_x_gpu.<locals>.decorator.<locals>.wrapper":
+                free = inspect.getclosurevars(f).nonlocals
+                if not free.get("allow_cpu", False) and f"multi-gpu-{free['x']}" in cd.TEST_SKIPS:
+                    out[name] = cd.TEST_SKIPS[f"multi-gpu-{free['x']}"].message
+            if name in out or not hasattr(f, "__wrapped__"):
+                break
+            f = f.__wrapped__
+        if name in out:
+            out[name] += f" (known without spawning: no GPU; world size {world})"
+    return out
 
 
 def kill_group(p):
@@ -385,7 +513,7 @@ def run_chunks(a, names, tmp, log_dir, limits):
 
 # the skips of gloo's own features (monitored_barrier, sparse allreduce),
 # which stay gloo's: not counted as lost in --table
-GLOO_OWN = re.compile(r"Test requires backend to be one of \{'gloo'\}|Only Gloo backend support sparse")
+GLOO_OWN = re.compile(r"Test requires backend (\w+ )?to be one of \{'gloo'\}|Only Gloo backend supports? sparse")
 
 LABEL = {"ok": "ok", "fail": "FAIL", "skip": "skip", "timeout": "TIMEOUT"}
 
@@ -402,26 +530,28 @@ def counts(results):
 
 
 def table(paths):
-    """Markdown: ok/failed/skipped per backend and world size, then the tests
-    that pass on gloo but not on the other backend, per world size."""
+    """Markdown: ok/failed/skipped per torch, backend and world size, then
+    the tests that pass on gloo but not on the other backend, per torch and
+    world size."""
     runs = []
     for path in paths:
         with open(path) as f:
             runs.append(json.load(f))
-    print("| backend | world size | ok | failed | skipped | seconds |")
-    print("|---|---|---|---|---|---|")
+    print("| torch | backend | world size | ok | failed | skipped | seconds |")
+    print("|---|---|---|---|---|---|---|")
     for r in runs:
         ok, failed, skipped = counts(r["results"])
-        print(f"| {r['backend']} | {r['world_size']} | {ok} | {failed} | {skipped} | {r.get('seconds', 0):.0f} |")
-    by = {(r["backend"], r["world_size"]): r["results"] for r in runs}
-    for (backend, world), res in sorted(by.items()):
-        gloo = by.get(("gloo", world))
+        print(f"| {r.get('torch', '?')} | {r['backend']} | {r['world_size']} | {ok} | {failed} | {skipped} "
+              f"| {r.get('seconds', 0):.0f} |")
+    by = {(r.get("torch", "?"), r["backend"], r["world_size"]): r["results"] for r in runs}
+    for (torch, backend, world), res in sorted(by.items()):
+        gloo = by.get((torch, "gloo", world))
         if backend == "gloo" or gloo is None:
             continue
         lost = sorted(n for n, g in gloo.items() if g["outcome"] == "ok" and res.get(n, {}).get("outcome") != "ok")
         own = [n for n in lost if res.get(n, {}).get("outcome") == "skip" and GLOO_OWN.search(res[n].get("why", ""))]
         lost = [n for n in lost if n not in own]
-        print(f"\nPass on gloo but not on {backend}, world size {world}: {len(lost)}")
+        print(f"\nPass on gloo but not on {backend}, torch {torch}, world size {world}: {len(lost)}")
         for n in lost:
             r = res.get(n, {"outcome": "not run", "why": ""})
             print(f"- {n}: {r['outcome']} {r.get('why', '')}".rstrip())
@@ -429,7 +559,8 @@ def table(paths):
             print(f"\n(and {len(own)} of gloo's own features, skipped for {backend} by design: {', '.join(own)})")
         extra = sorted(n for n, r in res.items() if r["outcome"] == "ok" and gloo.get(n, {}).get("outcome") != "ok")
         if extra:
-            print(f"\nPass on {backend} but not on gloo, world size {world}: {len(extra)}: " + ", ".join(extra))
+            print(f"\nPass on {backend} but not on gloo, torch {torch}, world size {world}: {len(extra)}: "
+                  + ", ".join(extra))
 
 
 def main():
@@ -482,7 +613,12 @@ def main():
 
         # the suite's limit: --test-timeout, or its own longer one for a few
         # tests (TIMEOUT_OVERRIDE: test_ddp_uneven_inputs, 400 s)
-        results = run_chunks(a, names, tmp, log_dir, {n: get_timeout(n) for n in names})
+        results = {}
+        for name, why in known_skips(suite.DistributedTest._DistTestBase, names).items():
+            results[name] = {"name": name, "outcome": "skip", "seconds": 0.0, "why": why}
+            report(results[name])
+        rest = [n for n in names if n not in results]
+        results.update(run_chunks(a, rest, tmp, log_dir, {n: get_timeout(n) for n in rest}))
         took = time.monotonic() - t0
         ok, failed, skipped = counts(results)
         if a.json:
