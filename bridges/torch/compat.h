@@ -38,9 +38,7 @@ using BackendBase = c10d::ProcessGroup;
 
 /* "2.13.0" or "1.13.1": the torch the module was compiled against, which
  * __init__.py compares with the torch it is loaded into. */
-inline const char *built_torch_version() {
-    return TORCH_VERSION;
-}
+inline const char *built_torch_version() { return TORCH_VERSION; }
 
 } // namespace ddpc_torch
 
