@@ -265,6 +265,37 @@ TEST_T(torch2_backend_dtensor_2d_mesh_4_ranks, 900) {
     features(4, 0, "dtensor_ops,fsdp2_fully_shard");
 }
 
+/* torch.distributed.checkpoint (tests/py/torch_dcp.py): an FSDP2 model and
+ * its Adam state saved sharded on 2 ranks, loaded on 3 and found equal to
+ * what was saved, bit for bit, on each backend; the two backends' saved
+ * states bit-identical. */
+TEST_T(torch2_backend_dcp_save_2_ranks_load_3, 600) {
+    torch2 = 1;
+    if (sanitized())
+        SKIP("a sanitizer build: the torch 2.x venv holds pip's plain build of ddpc_torch");
+    need_module();
+    const char *dir[2] = { t_tmp_path("dcp-gloo"), t_tmp_path("dcp-ddpc") };
+    const char *backend[2] = { "gloo", "ddpc" };
+    for (int b = 0; b < 2; b++) {
+        const char *step[2] = { "save", "load" };
+        for (int s = 0; s < 2; s++) {
+            int rc = run(
+                240,
+                "%s %s --nproc-per-node=%d --master-port=%d %s %s --backend %s --dir %s --%s 2>&1",
+                py_env(), t_bin("ddpc-run"), 2 + s, t_free_port(), PY,
+                repo("tests/py/torch_dcp.py"), backend[b], dir[b], step[s]);
+            CHECK_MSG(rc == 0, "%s: %s: rc=%d: %s", backend[b], step[s], rc, out);
+        }
+        CHECK_CONTAINS(out, "equal to what was saved");
+    }
+    int rc = run(60, "%s %s %s --compare %s %s 2>&1", py_env(), PY, repo("tests/py/torch_dcp.py"),
+                 dir[0], dir[1]);
+    CHECK_MSG(rc == 0, "ddpc's saved state differs from gloo's: %s", out);
+    CHECK_CONTAINS(out, ", same (");
+    for (int b = 0; b < 2; b++) run(30, "rm -rf '%s'", dir[b]);
+    t_tmp_remove();
+}
+
 /* PyTorch's own distributed_test.py (as the torch in use ships it: 1.13.1
  * or 2.13.0), the collectives and CPU DDP tests. */
 static void pytorch_suite_ci(void) {
