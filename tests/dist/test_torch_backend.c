@@ -296,6 +296,27 @@ TEST_T(torch2_backend_dcp_save_2_ranks_load_3, 600) {
     t_tmp_remove();
 }
 
+/* init_process_group's device-map form (tests/py/torch_device_map.py):
+ * 'cpu:ddpc' puts CPU tensors on ddpc (collectives, a new_group, DDP);
+ * 'cpu:ddpc,cuda:nccl' works where torch creates an NCCL backend (a CUDA
+ * build with a GPU), and elsewhere torch refuses it exactly as it refuses
+ * 'cpu:gloo,cuda:nccl' (2.13's CPU build: no NCCL built in). */
+TEST_T(torch2_backend_device_map, 300) {
+    torch2 = 1;
+    need_module();
+    const char *spec[2] = { "cpu:ddpc", "cpu:ddpc,cuda:nccl" };
+    for (int i = 0; i < 2; i++) {
+        int rc = run(120, "%s %s --nproc-per-node=2 --master-port=%d %s %s %s 2>&1", py_env(),
+                     t_bin("ddpc-run"), t_free_port(), PY, repo("tests/py/torch_device_map.py"),
+                     spec[i]);
+        CHECK_MSG(rc == 0, "%s: rc=%d: %s", spec[i], rc, out);
+        char ok[64];
+        snprintf(ok, sizeof ok, "device map %s: ok", spec[i]);
+        CHECK_MSG(strstr(out, ok) || (i == 1 && strstr(out, "device map: torch ")), "%s: %s",
+                  spec[i], out);
+    }
+}
+
 /* PyTorch's own distributed_test.py (as the torch in use ships it: 1.13.1
  * or 2.13.0), the collectives and CPU DDP tests. */
 static void pytorch_suite_ci(void) {
