@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """torch_backend.py -- torch.distributed backends side by side ('gloo' and
-'ddpc'), 2 processes on this machine, in one run:
+'ddpc'), --nproc processes (2 by default) on this machine, in one run:
 
   allreduce  torch.distributed.all_reduce, float32 sum, at 8 B, 1 MiB and 64 MiB:
              time (median over iterations, after warm-up, of the maximum over
@@ -9,7 +9,18 @@
   mnist      examples/ddp_mnist.py, one epoch: epoch time and test accuracy;
   mlp        bench/ddp_torch.py --model mlp (784-512-512-10, ReLU), batch 128,
              SGD lr 0.01, --mlp-epochs (1) epochs: samples/s over all
-             processes (median over its epochs).
+             processes (median over its epochs);
+  fsdp2      an FSDP2 training step (`fully_shard` per layer and at the root,
+             on a CPU DeviceMesh of every process) of nn.TransformerEncoder,
+             4 layers, d_model 256, 4 heads, feed-forward 1024, batch 16 x 128
+             tokens per process, Adam: steps/s (after 2 warm-up steps, over
+             --fsdp2-steps, the slowest rank's time);
+  seed       the seed's program as it is written (examples/ddp_mnist.py
+             --torchvision: torchvision's FashionMNIST and transforms; needs a
+             Python with torchvision, e.g. pip's torch 2.14.1 + torchvision
+             0.29.1), one epoch, and beside it on the same backend its
+             communication-free ceiling (--comm-hook none: a DDP comm hook
+             that communicates nothing): epoch times and time / ceiling.
 
 Every measurement is a fresh job started by ddpc-run (or torchrun); the
 backends alternate within each repetition, in the opposite order every other
@@ -22,6 +33,9 @@ ratio ddpc/gloo per row, and the command.
     /usr/bin/python3 bench/torch_backend.py --parts allreduce --reps 5
     build/venv-torch2/bin/python bench/torch_backend.py --python build/venv-torch2/bin/python \
         --backends gloo,ddpc --parts allreduce,mlp          # torch 2.13 (make torch2)
+    build/venv-torch2/bin/python bench/torch_backend.py --python build/venv-torch2/bin/python \
+        --backends gloo,ddpc --parts fsdp2 --nproc 4
+    PY --backends gloo,ddpc --parts seed --python PY    # PY: a torch 2.x with torchvision and ddpc_torch
 
 'ddpc' needs `make torch` (build/python/ddpc_torch, put on PYTHONPATH here) or
 ddpc_torch installed. One BLAS/OpenMP thread per process.
@@ -39,6 +53,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MARK = "torch_backend-result: "
+PARTS = ("allreduce", "mnist", "mlp", "fsdp2", "seed")
 SIZES = ((8, 500, 20), (1 << 20, 100, 10), (64 << 20, 15, 3))  # bytes, iterations, warm-up
 
 
@@ -85,6 +100,45 @@ def worker_allreduce(a):
         out[str(nbytes)] = {"us": sec * 1e6, "busbw": 2 * (world - 1) / world * nbytes / sec / 1e9, "wrong": wrong}
     if rank == 0:
         print(MARK + json.dumps(out), flush=True)
+    dist.destroy_process_group()
+
+
+def worker_fsdp2(a):
+    torch, dist = init(a.backend)
+    import torch.nn as nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for block in model.layers:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(16, 128, 256, generator=g)
+
+    def step():
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+
+    for _ in range(2):
+        step()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(a.fsdp2_steps):
+        step()
+    sec = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    dist.all_reduce(sec, op=dist.ReduceOp.MAX)
+    loss = model(x).pow(2).mean().detach().reshape(1)
+    if not torch.isfinite(loss).all():
+        sys.exit(f"torch_backend: fsdp2: loss {loss.item()}")
+    if rank == 0:
+        print(MARK + json.dumps({"steps_per_s": a.fsdp2_steps / sec.item(), "loss": loss.item()}), flush=True)
     dist.destroy_process_group()
 
 
@@ -140,6 +194,24 @@ def run_part(a, part, backend):
         line = next(l for l in launch(a, backend, argv).splitlines() if '"samples_per_s"' in l)
         r = json.loads(line[line.index("{"):])
         return {f"MLP 784-512-512-10, batch 128, DDP | samples/s ({a.mlp_epochs} epoch)": r["samples_per_s"]}
+    if part == "fsdp2":
+        argv = me + ["--worker", "fsdp2", "--fsdp2-steps", str(a.fsdp2_steps)]
+        line = next(l for l in launch(a, backend, argv).splitlines() if MARK in l)
+        r = json.loads(line.split(MARK, 1)[1])
+        return {"FSDP2 TransformerEncoder 4 x 256, batch 16 x 128 | steps/s": r["steps_per_s"]}
+    if part == "seed":
+        argv = [os.path.join(ROOT, "examples/ddp_mnist.py"), "--backend", backend, "--data", a.data, "--epochs", "1",
+                "--torchvision", os.path.join(ROOT, "build/bench-data")]
+        secs = []
+        for hook in ("allreduce", "none"):  # the run, then its ceiling
+            out = launch(a, backend, argv + ["--comm-hook", hook])
+            m = re.search(r"Epoch: 0 \| \S+ \| ([0-9.]+) s \|", out)
+            if not m:
+                sys.exit(f"torch_backend: {backend}: no epoch line from ddp_mnist.py:\n{out[-4000:]}")
+            secs.append(float(m.group(1)))
+        return {"seed's program (torchvision), 1 epoch | epoch time (s), lower is better": secs[0],
+                "seed's program (torchvision), 1 epoch | ceiling: no-communication hook (s)": secs[1],
+                "seed's program (torchvision), 1 epoch | time / ceiling, lower is better": secs[0] / secs[1]}
     raise ValueError(part)
 
 
@@ -168,16 +240,17 @@ def main():
     ap.add_argument("--mlp-epochs", type=int, default=1)
     ap.add_argument("--mnist-limit", type=int, default=0, help="ddp_mnist.py --limit (0: the whole epoch)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per job")
-    ap.add_argument("--worker", choices=("allreduce",), help=argparse.SUPPRESS)
+    ap.add_argument("--fsdp2-steps", type=int, default=5, help="timed FSDP2 steps per job (default 5)")
+    ap.add_argument("--worker", choices=("allreduce", "fsdp2"), help=argparse.SUPPRESS)
     ap.add_argument("--backend", help=argparse.SUPPRESS)
     a, _ = ap.parse_known_args()  # torch.distributed.launch adds --local_rank
     if a.worker:
-        return worker_allreduce(a)
+        return worker_allreduce(a) if a.worker == "allreduce" else worker_fsdp2(a)
 
     backends = a.backends.split(",")
     parts = a.parts.split(",")
-    if any(p not in ("allreduce", "mnist", "mlp") for p in parts):
-        sys.exit("torch_backend: --parts takes allreduce, mnist, mlp")
+    if any(p not in PARTS for p in parts):
+        sys.exit(f"torch_backend: --parts takes {', '.join(PARTS)}")
     if a.launcher == "ddpc-run" and not os.access(os.path.join(ROOT, "build/bin/ddpc-run"), os.X_OK):
         subprocess.run(["make", "-s", "build/bin/ddpc-run"], cwd=ROOT, check=True)
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build/python")) if uses_build_python(a.python) else None

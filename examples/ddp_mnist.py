@@ -10,6 +10,14 @@ no torchvision. --save FILE writes rank 0's final parameters (torch.save of
 the state_dict; compare two with torch.load + torch.equal, not cmp: torch.save
 names the archive inside after the file). --limit N trains on the first N
 samples only (fast tests).
+
+Where torchvision is installed (pip's torch 2.x with torchvision),
+--torchvision ROOT reads the data as the seed writes it,
+datasets.FashionMNIST(ROOT, transform=Compose([ToTensor(), Normalize((0.5,),
+(0.5,))])), from ROOT/FashionMNIST/raw (the IDX files unpacked; they are
+unpacked there from --data when missing). --comm-hook none registers a DDP
+comm hook that communicates nothing (each rank keeps its own gradients):
+the run's communication-free ceiling, for benchmarks.
 """
 import argparse
 import gzip
@@ -34,6 +42,31 @@ def mnist(data, split):  # datasets.MNIST(data, train=..., transform=ToTensor + 
     return TensorDataset(x, torch.from_numpy(y.astype(np.int64)))
 
 
+def torchvision_mnist(root, data, train):
+    """The seed's dataset: torchvision's FashionMNIST with its transforms,
+    from root/FashionMNIST/raw, unpacked there from data's .gz files first
+    (torchvision would download them)."""
+    from torchvision import datasets, transforms
+
+    raw = os.path.join(root, "FashionMNIST", "raw")
+    os.makedirs(raw, exist_ok=True)
+    for name in sorted(os.listdir(data)):
+        dst = os.path.join(raw, name[:-3])
+        if name.endswith(".gz") and not os.path.exists(dst):
+            with gzip.open(os.path.join(data, name)) as f, open(dst + f".{os.getpid()}", "wb") as g:
+                g.write(f.read())
+            os.replace(dst + f".{os.getpid()}", dst)  # ranks unpack at once: each file whole
+    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))])
+    return datasets.FashionMNIST(root, train=train, download=False, transform=tf)
+
+
+def no_communication(state, bucket):
+    """A DDP comm hook that communicates nothing: the bucket as it is."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="gloo")
@@ -41,6 +74,9 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--save", help="write rank 0's final parameters here")
     ap.add_argument("--limit", type=int, help="train on the first N samples only")
+    ap.add_argument("--torchvision", metavar="ROOT", help="read the data with torchvision's datasets and transforms")
+    ap.add_argument("--comm-hook", choices=("allreduce", "none"), default="allreduce",
+                    help="none: a hook that communicates nothing (the ceiling)")
     a, _ = ap.parse_known_args()  # torch.distributed.launch adds --local_rank
     if a.backend == "ddpc":
         import ddpc_torch  # noqa: F401  registers the backend
@@ -50,10 +86,19 @@ def main():
     dist.init_process_group(a.backend, init_method="env://")
     rank = dist.get_rank()
     model = DDP(nn.Linear(784, 10))
-    dataset = mnist(a.data, "train")
-    if a.limit:
-        dataset = TensorDataset(*(t[:a.limit] for t in dataset.tensors))
-    test = mnist(a.data, "test")
+    if a.comm_hook == "none":
+        model.register_comm_hook(None, no_communication)
+    if a.torchvision:
+        dataset = torchvision_mnist(a.torchvision, a.data, True)
+        if a.limit:
+            dataset = torch.utils.data.Subset(dataset, range(a.limit))
+        t = torchvision_mnist(a.torchvision, a.data, False)
+        test = TensorDataset(torch.stack([t[i][0].reshape(784) for i in range(len(t))]), t.targets)
+    else:
+        dataset = mnist(a.data, "train")
+        if a.limit:
+            dataset = TensorDataset(*(t[:a.limit] for t in dataset.tensors))
+        test = mnist(a.data, "test")
     sampler = DistributedSampler(dataset, seed=0)
     loader = DataLoader(dataset, batch_size=32, sampler=sampler)
     criterion = nn.CrossEntropyLoss()
@@ -64,7 +109,7 @@ def main():
         start, losses = time.perf_counter(), []
         for batch, (data, target) in enumerate(loader):
             optimizer.zero_grad()
-            loss = criterion(model(data), target)
+            loss = criterion(model(data.reshape(-1, 784)), target)
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
