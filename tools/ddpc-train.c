@@ -373,8 +373,9 @@ static void progress_bar(size_t done, size_t total, double loss, double secs) {
 
 /* Seconds this rank spent in each phase of the epoch's steps (as PyTorch
  * DDP's logging data splits a step), written to --metrics. */
-enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_N };
-static const char *const phase_name[PH_N] = { "data", "forward", "backward", "sync", "step" };
+enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_CKPT, PH_N };
+static const char *const phase_name[PH_N] = { "data", "forward", "backward",
+                                              "sync", "step",    "checkpoint" };
 typedef struct phases {
     double s[PH_N];
 } phases;
@@ -453,12 +454,14 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
          * stopped), then rank 0 copies the state and writes it on a thread;
          * the epoch's last step is saved by the epoch's checkpoint */
         if (o->checkpoint_every && t->step % (uint64_t)o->checkpoint_every == 0 && bi + 1 < total) {
+            double k0 = ddpc__now(); /* the cost on the training loop: PH_CKPT */
             DDPC_CHECK(reduce_sums(t, s->v, 3));
             for (int k = 0; k < 3; k++) t->acc.v[k] += s->v[k];
             memset(s, 0, sizeof *s);
             uint64_t at_pos =
                 pos + (uint64_t)(bi + 1) * (uint64_t)o->batch_size * (uint64_t)t->world;
             if (t->rank == 0) DDPC_CHECK(save_step_checkpoint(t, epoch, done + bi + 1, at_pos));
+            ph->s[PH_CKPT] += ddpc__now() - k0;
         }
         if (t->rank == 0 && o->log_every && bi % (size_t)o->log_every == 0 && !bar) {
             printf("Epoch: %" PRIu64 " | Batch: %zu | Loss: %.4f\n", epoch, bi, (double)loss);

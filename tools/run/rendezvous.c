@@ -13,6 +13,8 @@
  *   gen<g>/ndone      nodes whose workers all exited 0
  *   gen<g>/outcome    the generation's outcome, as outcome_encode writes it
  *   exit/<r>          node r has finished (node 0 keeps the store up until all have)
+ *   rdzv/count        --nnodes=MIN:MAX: launchers other than the store's host that joined
+ *   rdzv/closed       --nnodes=MIN:MAX: the number of nodes the job started with
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -111,10 +113,18 @@ done:
     return rc;
 }
 
-/* Hosts the store (node 0) and connects to it. 0 or -1 (said why). */
+/* Hosts the store (node 0) and connects to it. 0 or -1 (said why). With
+ * --nnodes=MIN:MAX the launcher that can listen at the endpoint hosts it
+ * and is node 0; the others (the address is not this host's, or the port
+ * is taken by that launcher) are clients. */
 static int connect_store(job *J) {
     opts *o = J->o;
-    if (o->node_rank == 0) {
+    if (o->max_nodes) {
+        J->rdzv_host =
+            ddpc_store_server_create(o->master_addr, o->master_port, &J->server) == DDPC_OK;
+        DDPC_INFO(RUN, "elastic rendezvous: %s the store at %s:%d",
+                  J->rdzv_host ? "hosting" : "joining", o->master_addr, o->master_port);
+    } else if (o->node_rank == 0) {
         if (ddpc_store_server_create(o->master_addr, o->master_port, &J->server) != DDPC_OK) {
             say("cannot host the job's store at %s:%d: %s (choose another with --master-port)",
                 o->master_addr, o->master_port, ddpc_last_error());
@@ -186,9 +196,102 @@ done:
     return rc;
 }
 
+/* The nodes' count: the store's host plus rdzv/count. -1 on a store error. */
+static int joined_count(job *J) {
+    int64_t v = 0;
+    if (ddpc_store_add(J->store, key(J, "rdzv/count"), 0, &v) != DDPC_OK) return -1;
+    return 1 + (int)v;
+}
+
+/*
+ * --nnodes=MIN:MAX, torchrun's c10d rendezvous: sets nnodes and node_rank.
+ * 1. The store's host is node 0; every other launcher takes the next number
+ *    from rdzv/count (1, 2, ...).
+ * 2. Every node watches the count: MAX joined, or MIN joined and
+ *    last_call_timeout passed since this node saw MIN, closes the round (the
+ *    first compare-and-set of rdzv/closed wins; all read its value).
+ * 3. A node numbered past the closed round is refused: the job has started.
+ * Bounded by --join-timeout; 0, or an exit code (said why).
+ */
+static int elastic_join(job *J) {
+    opts *o = J->o;
+    int me = 0;
+    if (!J->rdzv_host) {
+        int64_t v = 0;
+        if (ddpc_store_add(J->store, key(J, "rdzv/count"), 1, &v) != DDPC_OK) {
+            say("cannot join the rendezvous at %s:%d: %s", o->master_addr, o->master_port,
+                ddpc_last_error());
+            return 1;
+        }
+        me = (int)v;
+    }
+    double deadline = ddpc__now() + o->join_timeout, min_seen = 0;
+    int closed = 0;
+    while (!closed) {
+        void *v = NULL;
+        size_t n = 0;
+        ddpc_status s = ddpc_store_get(J->store, key(J, "rdzv/closed"), 0, &v, &n);
+        if (s == DDPC_OK) {
+            closed = atoi((char *)v);
+            free(v);
+            break;
+        }
+        if (s != DDPC_ERR_TIMEOUT) {
+            say("lost the rendezvous' store at %s:%d: %s", o->master_addr, o->master_port,
+                ddpc_last_error());
+            return 1;
+        }
+        int count = joined_count(J);
+        if (count < 0) {
+            say("lost the rendezvous' store: %s", ddpc_last_error());
+            return 1;
+        }
+        double now = ddpc__now();
+        if (count >= o->min_nodes && !min_seen) min_seen = now;
+        if (count >= o->max_nodes || (min_seen && now - min_seen >= o->last_call)) {
+            char want[16], *got = NULL;
+            snprintf(want, sizeof want, "%d", count < o->max_nodes ? count : o->max_nodes);
+            if (claim(J, key(J, "rdzv/closed"), want, &got) < 0) return 1;
+            closed = atoi(got);
+            free(got);
+            break;
+        }
+        handle_signals(J);
+        if (J->got_signal) return 128 + J->got_signal;
+        if (now >= deadline) {
+            say("only %d of at least %d nodes joined run id '%s' at %s:%d within %g s "
+                "(--join-timeout); start more with the same --nnodes=%d:%d",
+                count, o->min_nodes, o->run_id, o->master_addr, o->master_port, o->join_timeout,
+                o->min_nodes, o->max_nodes);
+            return 1;
+        }
+        ddpc__sleep(0.05);
+    }
+    if (me >= closed) {
+        say("run id '%s' at %s:%d started with %d nodes before this one joined; a node joining a "
+            "running job is not supported yet (start it with the next job)",
+            o->run_id, o->master_addr, o->master_port, closed);
+        return 1;
+    }
+    o->nnodes = closed;
+    o->node_rank = me;
+    o->rank_base = me * o->nproc;
+    o->world = closed * o->nproc;
+    say("elastic rendezvous (--nnodes=%d:%d): %d nodes, this one node %d (ranks %d-%d of %d)",
+        o->min_nodes, o->max_nodes, closed, me, o->rank_base, o->rank_base + o->nproc - 1,
+        o->world);
+    return 0;
+}
+
 int join_job(job *J) {
     opts *o = J->o;
-    if (connect_store(J) != 0 || register_node(J) != 0) return 1;
+    if (connect_store(J) != 0) return 1;
+    if (o->max_nodes) {
+        int rc = elastic_join(J);
+        if (rc != 0) return rc;
+        /* the heartbeat records, sized for MAX nodes (alloc_job), hold nnodes */
+    }
+    if (register_node(J) != 0) return 1;
     if (o->nnodes > 1) {
         char missing[1024];
         int rc = wait_nodes(J, "node", -1, o->join_timeout, 1, missing, sizeof missing);

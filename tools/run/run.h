@@ -42,6 +42,10 @@ typedef struct opts {
     int nproc; /* workers on this node */
     int nnodes;
     int node_rank;
+    /* --nnodes=MIN:MAX (MIN < MAX): the rendezvous sets nnodes and node_rank
+     * (rendezvous.c: elastic_join); 0, 0 otherwise */
+    int min_nodes, max_nodes;
+    double last_call; /* --rdzv-conf last_call_timeout=S: seconds to wait for more than MIN */
     char master_addr[256];
     int master_port;
     int rdzv_port; /* --rdzv-endpoint's port: wins over --master-port, as in torchrun */
@@ -138,6 +142,7 @@ typedef struct job {
     ddpc_store_server *server; /* node 0 only */
     ddpc_store *store;         /* every node */
     int store_lost;
+    int rdzv_host; /* --nnodes=MIN:MAX: this launcher hosts the store (node 0) */
     int joined;    /* every node joined: the end is confirmed to node 0 */
     int node_lost; /* a node's launcher fell silent: nobody waits for it */
     int sfd;       /* signalfd */
