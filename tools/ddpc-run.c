@@ -315,11 +315,13 @@ static int run_job(job *J) {
         if (o->nnodes > 1 && J->gen > 0 && (rc = await_restart(J)) != 0) break; /* start together */
         run_generation(J, &oc);
         if (oc.kind == RUN_OK) break;
-        int restartable = outcome_restartable(&oc);
+        /* elastic: a lost node is a change of membership, restarted as one */
+        int restartable = outcome_restartable(&oc) || (o->max_nodes && oc.kind == RUN_NODE_LOST);
         if (restartable && J->gen < o->max_restarts && !J->got_signal) {
             say("%s", outcome_text(&oc));
             say("restarting all workers on all nodes (restart %d of at most %d)", J->gen + 1,
                 o->max_restarts);
+            if (o->max_nodes && (rc = elastic_rejoin(J)) != 0) break;
             continue;
         }
         if (restartable || !J->got_signal)

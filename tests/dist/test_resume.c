@@ -362,6 +362,55 @@ TEST_T(resume_step_checkpoint_new_world_size, 300) {
     t_tmp_remove();
 }
 
+/* An elastic job (--nnodes=1:2, two launchers of 2 workers on loopback)
+ * loses node 1 (its launcher and workers SIGKILLed) mid-epoch, after a
+ * step checkpoint: node 0 notices, rejoins the rendezvous alone and
+ * restarts its workers at world size 2, which continue the epoch from the
+ * checkpoint, re-sharded: its metrics line counts 60000 samples (each
+ * once) at world_size 2. */
+TEST_T(resume_elastic_node_killed_mid_epoch, 200) {
+    need_data();
+    int port = t_free_port_pair();
+    char el[320], tr[512];
+    snprintf(el, sizeof el,
+             "--nnodes=1:2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+             "--rdzv-id=el --rdzv-conf=last_call_timeout=1 --max-restarts=2 "
+             "--monitor-interval=0.2 --heartbeat-timeout=2",
+             port);
+    snprintf(tr, sizeof tr,
+             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
+             "--checkpoint-every 20 --checkpoint %s --metrics %s",
+             t_tmp_path("e.st"), t_tmp_path("e.jsonl"));
+    /* each step checkpoint's write pauses 100 ms, so the epoch lasts */
+    int rc = t_run_cmdf(
+        180, out, sizeof out,
+        "cd %s || exit 1; export DDPC_CKPT_DELAY_MS=100; %s %s %s %s > n0.log 2>&1 & p0=$!; "
+        "sleep 0.3; %s %s %s %s > n1.log 2>&1 & p1=$!; i=0; "
+        "while [ $i -lt 6000 ]; do "
+        "  if head -c 400 e.st 2>/dev/null | grep -Eq 'epoch_step=(20|40|60|80) '; then break; fi; "
+        "  sleep 0.005; i=$((i+1)); done; "
+        "c=$(cat /proc/$p1/task/$p1/children); kill -9 $p1 $c && echo \"killed node 1\"; "
+        "wait $p0; echo \"rc0=$?\"; cat n0.log",
+        t_tmp_dir(), t_bin("ddpc-run"), el, t_bin("ddpc-train"), tr, t_bin("ddpc-run"), el,
+        t_bin("ddpc-train"), tr);
+    CHECK_MSG(rc == 0 && strstr(out, "rc0=0\n"), "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "killed node 1");
+    CHECK_CONTAINS(out,
+                   "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 0 (ranks 0-1 of 4)");
+    CHECK_CONTAINS(out, "restarting all workers on all nodes (restart 1 of at most 2)");
+    CHECK_CONTAINS(out,
+                   "elastic rendezvous (--nnodes=1:2): 1 nodes, this one node 0 (ranks 0-1 of 2)");
+    CHECK_CONTAINS(out, "epoch 0 continues after its step ");
+    CHECK_CONTAINS(out,
+                   " at world size 2, the checkpoint's 4: the rest is re-sharded (restart 1 of "
+                   "the job)");
+    static char lines[4][1024];
+    CHECK_EQ(read_lines(t_tmp_path("e.jsonl"), lines, 4), 1);
+    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
+    CHECK_CONTAINS(lines[0], "\"world_size\": 2,");
+    t_tmp_remove();
+}
+
 /* One process, as a restarted attempt would see it (TORCHELASTIC_RESTART_COUNT
  * set by hand): it continues from --checkpoint, says so, and keeps the
  * metrics log to one line per epoch; the first attempt starts over;

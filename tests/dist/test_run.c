@@ -865,6 +865,42 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     CHECK_CONTAINS(out, "lost the job's store");
 }
 
+/* --nnodes=2:3, two launchers of workers that wait: node 1 killed (its
+ * launcher and workers), so one node is left, fewer than MIN: node 0 ends
+ * the job saying so; node 0 (the store's host) killed: node 1 ends the job
+ * saying it lost the store. */
+TEST_T(run_elastic_node_lost_below_min_and_store_lost, 60) {
+    const char *d = tmpdir();
+    char body[256];
+    snprintf(body, sizeof body, "touch %s/flag.$RANK; trap 'exit 0' TERM; sleep 30 & wait\n", d);
+    const char *sc = script(d, "up.sh", body);
+    for (int victim = 1; victim >= 0; victim--) {
+        int port = t_free_port_pair();
+        char el[320];
+        snprintf(el, sizeof el,
+                 "--nnodes=2:3 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+                 "--rdzv-conf=last_call_timeout=0.5 --max-restarts=2 --monitor-interval=0.1 "
+                 "--heartbeat-timeout=1",
+                 port);
+        /* the first launcher hosts the store (node 0) */
+        int rc = run(40,
+                     "rm -f %s/flag.*; %s %s %s & p0=$!; sleep 0.3; %s %s %s & p1=$!; "
+                     "for i in $(seq 200); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; "
+                     "sleep 0.05; done; "
+                     "v=$p%d; c=$(cat /proc/$v/task/$v/children); kill -9 $v $c; "
+                     "wait $p%d; echo rc=$?",
+                     d, R(), el, sc, R(), el, sc, d, d, victim, 1 - victim);
+        CHECK_EQ(rc, 0);
+        CHECK_CONTAINS(out, "rc=1");
+        if (victim == 1) {
+            CHECK_CONTAINS(out, "node(s) 1 of 2 sent no heartbeat for 1 s (--heartbeat-timeout): "
+                                "1 node(s) remain, fewer than --nnodes=2:3 needs; the job ends");
+        } else {
+            CHECK_CONTAINS(out, "node 1 lost the job's store on node 0");
+        }
+    }
+}
+
 static const char *DDP_PY =
     "import os, torch, torch.distributed as dist\n"
     "import torch.nn as nn\n"

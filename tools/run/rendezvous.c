@@ -13,8 +13,11 @@
  *   gen<g>/ndone      nodes whose workers all exited 0
  *   gen<g>/outcome    the generation's outcome, as outcome_encode writes it
  *   exit/<r>          node r has finished (node 0 keeps the store up until all have)
- *   rdzv/count        --nnodes=MIN:MAX: launchers other than the store's host that joined
- *   rdzv/closed       --nnodes=MIN:MAX: the number of nodes the job started with
+ *   rdzv<k>/count     --nnodes=MIN:MAX: launchers other than the store's host that joined
+ *                     round k (0: the start; k: after k membership changes)
+ *   rdzv<k>/closed    --nnodes=MIN:MAX: the number of nodes round k started with
+ * From round k >= 1 on, all keys but rdzv<k>/ are under "run/<run-id>/r<k>/",
+ * so that each membership has its own node ranks, heartbeats and generations.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -50,7 +53,8 @@ int job_token(job *J) {
 
 char *key(job *J, const char *fmt, ...) {
     static char buf[512];
-    int n = snprintf(buf, sizeof buf, "run/%s/", J->o->run_id);
+    int n = J->round ? snprintf(buf, sizeof buf, "run/%s/r%d/", J->o->run_id, J->round)
+                     : snprintf(buf, sizeof buf, "run/%s/", J->o->run_id);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
@@ -196,77 +200,61 @@ done:
     return rc;
 }
 
-/* The nodes' count: the store's host plus rdzv/count. -1 on a store error. */
-static int joined_count(job *J) {
+/* Round k's key "rdzv<k>/what" (outside any round's prefix). */
+static char *rdzv_key(job *J, int k, const char *what) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "run/%s/rdzv%d/%s", J->o->run_id, k, what);
+    return buf;
+}
+
+/* The nodes' count in round k: the store's host plus rdzv<k>/count. -1 on a
+ * store error. */
+static int joined_count(job *J, int k) {
     int64_t v = 0;
-    if (ddpc_store_add(J->store, key(J, "rdzv/count"), 0, &v) != DDPC_OK) return -1;
+    if (ddpc_store_add(J->store, rdzv_key(J, k, "count"), 0, &v) != DDPC_OK) return -1;
     return 1 + (int)v;
 }
 
-/*
- * --nnodes=MIN:MAX, torchrun's c10d rendezvous: sets nnodes and node_rank.
- * 1. The store's host is node 0; every other launcher takes the next number
- *    from rdzv/count (1, 2, ...).
- * 2. Every node watches the count: MAX joined, or MIN joined and
- *    last_call_timeout passed since this node saw MIN, closes the round (the
- *    first compare-and-set of rdzv/closed wins; all read its value).
- * 3. A node numbered past the closed round is refused: the job has started.
- * Bounded by --join-timeout; 0, or an exit code (said why).
- */
-static int elastic_join(job *J) {
+/* Round k's size once closed (> 0), 0 while open, -1 on a store error. */
+static int closed_size(job *J, int k) {
+    void *v = NULL;
+    size_t n = 0;
+    ddpc_status s = ddpc_store_get(J->store, rdzv_key(J, k, "closed"), 0, &v, &n);
+    if (s == DDPC_ERR_TIMEOUT) return 0;
+    if (s != DDPC_OK) return -1;
+    int c = atoi((char *)v);
+    free(v);
+    return c > 0 ? c : -1;
+}
+
+/* Takes this node's number in round k: 0 for the store's host, else the
+ * next from the counter. -1 (said why) on a store error. */
+static int take_number(job *J, int k) {
+    if (J->rdzv_host) return 0;
+    int64_t v = 0;
+    if (ddpc_store_add(J->store, rdzv_key(J, k, "count"), 1, &v) != DDPC_OK) {
+        say("cannot join the rendezvous at %s:%d: %s", J->o->master_addr, J->o->master_port,
+            ddpc_last_error());
+        return -1;
+    }
+    return (int)v;
+}
+
+/* Closes round k at `count` nodes (MAX at most); the first to close wins:
+ * returns the size it closed at, or -1 (said why). */
+static int close_round(job *J, int k, int count) {
+    char want[16], *got = NULL;
+    snprintf(want, sizeof want, "%d", count < J->o->max_nodes ? count : J->o->max_nodes);
+    if (claim(J, rdzv_key(J, k, "closed"), want, &got) < 0) return -1;
+    int c = atoi(got);
+    free(got);
+    return c;
+}
+
+/* This node takes its place in the round that closed at `closed` nodes;
+ * me past it: refused (the round started without it). 0 or 1. */
+static int take_place(job *J, int me, int closed) {
     opts *o = J->o;
-    int me = 0;
-    if (!J->rdzv_host) {
-        int64_t v = 0;
-        if (ddpc_store_add(J->store, key(J, "rdzv/count"), 1, &v) != DDPC_OK) {
-            say("cannot join the rendezvous at %s:%d: %s", o->master_addr, o->master_port,
-                ddpc_last_error());
-            return 1;
-        }
-        me = (int)v;
-    }
-    double deadline = ddpc__now() + o->join_timeout, min_seen = 0;
-    int closed = 0;
-    while (!closed) {
-        void *v = NULL;
-        size_t n = 0;
-        ddpc_status s = ddpc_store_get(J->store, key(J, "rdzv/closed"), 0, &v, &n);
-        if (s == DDPC_OK) {
-            closed = atoi((char *)v);
-            free(v);
-            break;
-        }
-        if (s != DDPC_ERR_TIMEOUT) {
-            say("lost the rendezvous' store at %s:%d: %s", o->master_addr, o->master_port,
-                ddpc_last_error());
-            return 1;
-        }
-        int count = joined_count(J);
-        if (count < 0) {
-            say("lost the rendezvous' store: %s", ddpc_last_error());
-            return 1;
-        }
-        double now = ddpc__now();
-        if (count >= o->min_nodes && !min_seen) min_seen = now;
-        if (count >= o->max_nodes || (min_seen && now - min_seen >= o->last_call)) {
-            char want[16], *got = NULL;
-            snprintf(want, sizeof want, "%d", count < o->max_nodes ? count : o->max_nodes);
-            if (claim(J, key(J, "rdzv/closed"), want, &got) < 0) return 1;
-            closed = atoi(got);
-            free(got);
-            break;
-        }
-        handle_signals(J);
-        if (J->got_signal) return 128 + J->got_signal;
-        if (now >= deadline) {
-            say("only %d of at least %d nodes joined run id '%s' at %s:%d within %g s "
-                "(--join-timeout); start more with the same --nnodes=%d:%d",
-                count, o->min_nodes, o->run_id, o->master_addr, o->master_port, o->join_timeout,
-                o->min_nodes, o->max_nodes);
-            return 1;
-        }
-        ddpc__sleep(0.05);
-    }
     if (me >= closed) {
         say("run id '%s' at %s:%d started with %d nodes before this one joined; a node joining a "
             "running job is not supported yet (start it with the next job)",
@@ -281,6 +269,130 @@ static int elastic_join(job *J) {
         o->min_nodes, o->max_nodes, closed, me, o->rank_base, o->rank_base + o->nproc - 1,
         o->world);
     return 0;
+}
+
+/*
+ * --nnodes=MIN:MAX, torchrun's c10d rendezvous: sets nnodes and node_rank.
+ * 1. The store's host is node 0; every other launcher takes the next number
+ *    from rdzv/count (1, 2, ...).
+ * 2. Every node watches the count: MAX joined, or MIN joined and
+ *    last_call_timeout passed since this node saw MIN, closes the round (the
+ *    first compare-and-set of rdzv/closed wins; all read its value).
+ * 3. A node numbered past the closed round is refused: the job has started.
+ * Bounded by --join-timeout; 0, or an exit code (said why).
+ */
+static int elastic_join(job *J) {
+    opts *o = J->o;
+    int me = take_number(J, 0);
+    if (me < 0) return 1;
+    double deadline = ddpc__now() + o->join_timeout, min_seen = 0;
+    int closed;
+    while ((closed = closed_size(J, 0)) == 0) {
+        int count = joined_count(J, 0);
+        if (count < 0) break;
+        double now = ddpc__now();
+        if (count >= o->min_nodes && !min_seen) min_seen = now;
+        if (count >= o->max_nodes || (min_seen && now - min_seen >= o->last_call)) {
+            closed = close_round(J, 0, count);
+            break;
+        }
+        handle_signals(J);
+        if (J->got_signal) return 128 + J->got_signal;
+        if (now >= deadline) {
+            say("only %d of at least %d nodes joined run id '%s' at %s:%d within %g s "
+                "(--join-timeout); start more with the same --nnodes=%d:%d",
+                count, o->min_nodes, o->run_id, o->master_addr, o->master_port, o->join_timeout,
+                o->min_nodes, o->max_nodes);
+            return 1;
+        }
+        ddpc__sleep(0.05);
+    }
+    if (closed < 0) {
+        say("lost the rendezvous' store at %s:%d: %s", o->master_addr, o->master_port,
+            ddpc_last_error());
+        return 1;
+    }
+    return take_place(J, me, closed);
+}
+
+/*
+ * 1. Take a number in round k = round + 1 (the store's host: 0).
+ * 2. Until the round closes: bump this node's heartbeat of the last round;
+ *    count the last round's nodes still alive (a heartbeat within
+ *    --heartbeat-timeout); fewer than MIN: the job ends, saying so; all of
+ *    them joined (or MAX, or MIN and last_call_timeout): close the round.
+ * 3. Take this node's place; the last round's heartbeat records are reset.
+ */
+int elastic_rejoin(job *J) {
+    opts *o = J->o;
+    int k = J->round + 1, prev = o->nnodes, me = take_number(J, k);
+    if (me < 0) return 1;
+    char **hb = calloc((size_t)prev, sizeof *hb);
+    int64_t *val = calloc((size_t)prev, sizeof *val);
+    double *seen = calloc((size_t)prev, sizeof *seen);
+    int rc = 1, closed = 0;
+    for (int r = 0; hb && r < prev; r++) hb[r] = strdup(key(J, "hb/%d", r));
+    if (!hb || !val || !seen) goto done;
+    double t0 = ddpc__now(), deadline = t0 + o->join_timeout, min_seen = 0;
+    for (int r = 0; r < prev; r++) seen[r] = t0, val[r] = -1;
+    while ((closed = closed_size(J, k)) == 0) {
+        if (!hb[o->node_rank] || ddpc_store_add(J->store, hb[o->node_rank], 1, NULL) != DDPC_OK)
+            break;
+        double now = ddpc__now();
+        int alive = 0;
+        char lost[256] = "";
+        for (int r = 0; r < prev; r++) {
+            int64_t v = 0;
+            if (hb[r] && ddpc_store_add(J->store, hb[r], 0, &v) != DDPC_OK) break;
+            if (v != val[r]) val[r] = v, seen[r] = now;
+            if (r == o->node_rank || now - seen[r] <= o->hb_timeout)
+                alive++;
+            else
+                snprintf(lost + strlen(lost), sizeof lost - strlen(lost), "%s%d",
+                         lost[0] ? ", " : "", r);
+        }
+        if (alive < o->min_nodes) {
+            say("node(s) %s of %d sent no heartbeat for %g s (--heartbeat-timeout): %d node(s) "
+                "remain, fewer than --nnodes=%d:%d needs; the job ends",
+                lost, prev, o->hb_timeout, alive, o->min_nodes, o->max_nodes);
+            goto done;
+        }
+        int count = joined_count(J, k);
+        if (count < 0) break;
+        if (count >= o->min_nodes && !min_seen) min_seen = now;
+        if (count >= alive || count >= o->max_nodes ||
+            (min_seen && now - min_seen >= o->last_call)) {
+            closed = close_round(J, k, count);
+            break;
+        }
+        handle_signals(J);
+        if (J->got_signal) {
+            rc = 128 + J->got_signal;
+            goto done;
+        }
+        if (now >= deadline) {
+            say("the nodes did not rejoin run id '%s' within %g s (--join-timeout)", o->run_id,
+                o->join_timeout);
+            goto done;
+        }
+        ddpc__sleep(0.05);
+    }
+    if (closed <= 0) {
+        J->store_lost = 1;
+        say("lost the job's store on node 0 at %s:%d while the nodes rejoined: %s", o->master_addr,
+            o->master_port, ddpc_last_error());
+        goto done;
+    }
+    J->round = k;
+    if ((rc = take_place(J, me, closed)) != 0) goto done;
+    memset(J->hb_val, 0, (size_t)o->max_nodes * sizeof *J->hb_val);
+    memset(J->hb_seen, 0, (size_t)o->max_nodes * sizeof *J->hb_seen);
+    J->node_lost = 0;
+    rc = register_node(J) != 0;
+done:
+    for (int r = 0; hb && r < prev; r++) free(hb[r]);
+    free(hb), free(val), free(seen);
+    return rc;
 }
 
 int join_job(job *J) {

@@ -143,6 +143,7 @@ typedef struct job {
     ddpc_store *store;         /* every node */
     int store_lost;
     int rdzv_host; /* --nnodes=MIN:MAX: this launcher hosts the store (node 0) */
+    int round;     /* --nnodes=MIN:MAX: membership changes so far; keys under "r<round>/" */
     int joined;    /* every node joined: the end is confirmed to node 0 */
     int node_lost; /* a node's launcher fell silent: nobody waits for it */
     int sfd;       /* signalfd */
@@ -251,6 +252,12 @@ int join_job(job *J);
 /* Every node has stopped: waits for all to be ready for generation J->gen.
  * 0 or an exit code. */
 int await_restart(job *J);
+/* --nnodes=MIN:MAX, after a generation failed or lost a node: every node
+ * still alive joins the next round of the rendezvous, which closes once
+ * each node of the last round has joined or been silent for the heartbeat
+ * timeout; the job goes on at the new size (nnodes, node_rank, world set),
+ * or ends, said why, when fewer than MIN remain. 0 or an exit code. */
+int elastic_rejoin(job *J);
 /* Publishes mine as the generation's outcome unless another node got there
  * first; *won (may be NULL, may be mine) becomes the outcome that won. */
 void publish_outcome(job *J, const run_outcome *mine, run_outcome *won);
