@@ -411,6 +411,53 @@ TEST_T(resume_elastic_node_killed_mid_epoch, 200) {
     t_tmp_remove();
 }
 
+/* An elastic job (--nnodes=1:2) started alone (one launcher, 2 workers,
+ * after last_call_timeout) gains a second launcher mid-epoch: the first
+ * sees it waiting at its next heartbeat, both rejoin and restart at world
+ * size 4, which continue the epoch from the last step checkpoint,
+ * re-sharded: one metrics line, 60000 samples, world_size 4. */
+TEST_T(resume_elastic_node_added_mid_run, 200) {
+    need_data();
+    int port = t_free_port_pair();
+    char el[320], tr[512];
+    snprintf(el, sizeof el,
+             "--nnodes=1:2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+             "--rdzv-id=add --rdzv-conf=last_call_timeout=0.5 --max-restarts=2 "
+             "--monitor-interval=0.2 --heartbeat-timeout=2",
+             port);
+    snprintf(tr, sizeof tr,
+             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
+             "--checkpoint-every 20 --checkpoint %s --metrics %s",
+             t_tmp_path("a.st"), t_tmp_path("a.jsonl"));
+    int rc = t_run_cmdf(
+        180, out, sizeof out,
+        "cd %s || exit 1; export DDPC_CKPT_DELAY_MS=100; %s %s %s %s > n0.log 2>&1 & p0=$!; i=0; "
+        "while [ $i -lt 6000 ]; do "
+        "  if head -c 400 a.st 2>/dev/null | grep -Eq 'epoch_step=(40|60|80|100) '; then break; "
+        "fi; sleep 0.005; i=$((i+1)); done; "
+        "%s %s %s %s > n1.log 2>&1; echo \"rc1=$?\"; wait $p0; echo \"rc0=$?\"; "
+        "cat n0.log n1.log",
+        t_tmp_dir(), t_bin("ddpc-run"), el, t_bin("ddpc-train"), tr, t_bin("ddpc-run"), el,
+        t_bin("ddpc-train"), tr);
+    CHECK_MSG(rc == 0 && strstr(out, "rc0=0\n") && strstr(out, "rc1=0\n"), "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 1 nodes, this one node 0 (ranks 0-1 "
+                        "of 2)");
+    CHECK_CONTAINS(out, "a node asked to join run id 'add' (1 nodes now, --nnodes=1:2): every node "
+                        "restarts at the new size");
+    CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 0 (ranks 0-1 "
+                        "of 4)");
+    CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 1 (ranks 2-3 "
+                        "of 4)");
+    CHECK_CONTAINS(out,
+                   " at world size 4, the checkpoint's 2: the rest is re-sharded (restart 1 of "
+                   "the job)");
+    static char lines[4][1024];
+    CHECK_EQ(read_lines(t_tmp_path("a.jsonl"), lines, 4), 1);
+    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
+    CHECK_CONTAINS(lines[0], "\"world_size\": 4,");
+    t_tmp_remove();
+}
+
 /* One process, as a restarted attempt would see it (TORCHELASTIC_RESTART_COUNT
  * set by hand): it continues from --checkpoint, says so, and keeps the
  * metrics log to one line per epoch; the first attempt starts over;

@@ -203,7 +203,10 @@ done:
 /* Round k's key "rdzv<k>/what" (outside any round's prefix). */
 static char *rdzv_key(job *J, int k, const char *what) {
     static char buf[512];
-    snprintf(buf, sizeof buf, "run/%s/rdzv%d/%s", J->o->run_id, k, what);
+    if (k < 0) /* the rendezvous' own keys: rdzv/current */
+        snprintf(buf, sizeof buf, "run/%s/rdzv/%s", J->o->run_id, what);
+    else
+        snprintf(buf, sizeof buf, "run/%s/rdzv%d/%s", J->o->run_id, k, what);
     return buf;
 }
 
@@ -248,6 +251,9 @@ static int close_round(job *J, int k, int count) {
     if (claim(J, rdzv_key(J, k, "closed"), want, &got) < 0) return -1;
     int c = atoi(got);
     free(got);
+    char cur[16];
+    snprintf(cur, sizeof cur, "%d", k);
+    ddpc_store_set(J->store, rdzv_key(J, -1, "current"), cur, strlen(cur)); /* for late nodes */
     return c;
 }
 
@@ -256,9 +262,8 @@ static int close_round(job *J, int k, int count) {
 static int take_place(job *J, int me, int closed) {
     opts *o = J->o;
     if (me >= closed) {
-        say("run id '%s' at %s:%d started with %d nodes before this one joined; a node joining a "
-            "running job is not supported yet (start it with the next job)",
-            o->run_id, o->master_addr, o->master_port, closed);
+        say("run id '%s' at %s:%d restarted with %d nodes (--nnodes=%d:%d) without this one",
+            o->run_id, o->master_addr, o->master_port, closed, o->min_nodes, o->max_nodes);
         return 1;
     }
     o->nnodes = closed;
@@ -281,6 +286,55 @@ static int take_place(job *J, int me, int closed) {
  * 3. A node numbered past the closed round is refused: the job has started.
  * Bounded by --join-timeout; 0, or an exit code (said why).
  */
+/* A launcher that came after the job started: it takes a number in the
+ * round after the current one, which the running nodes see at their next
+ * heartbeat, stop their workers and rejoin with it; it waits (until
+ * deadline) for that round to close. 0 or 1 (said why). */
+static int late_join(job *J, double deadline) {
+    opts *o = J->o;
+    for (int tries = 0; tries < 8; tries++) {
+        void *v = NULL;
+        size_t n = 0;
+        int cur = 0;
+        if (ddpc_store_get(J->store, rdzv_key(J, -1, "current"), 5, &v, &n) == DDPC_OK) {
+            cur = atoi((char *)v);
+            free(v);
+        }
+        int k = cur + 1, me = take_number(J, k), closed = 0;
+        if (me < 0) return 1;
+        say("run id '%s' is running with round %d of its nodes: asking to join at the next",
+            o->run_id, cur);
+        while ((closed = closed_size(J, k)) == 0 && ddpc__now() < deadline) {
+            handle_signals(J);
+            if (J->got_signal) return 128 + J->got_signal;
+            ddpc__sleep(0.05);
+        }
+        if (closed < 0) break;
+        if (closed == 0) {
+            say("the running nodes of run id '%s' did not take this one in within %g s "
+                "(--join-timeout)",
+                o->run_id, o->join_timeout);
+            return 1;
+        }
+        if (me < closed) { /* start at the job's generation, with the others */
+            if (ddpc_store_get(J->store, rdzv_key(J, k, "gen"), 5, &v, &n) != DDPC_OK) break;
+            J->first_gen = atoi((char *)v);
+            free(v);
+            J->round = k;
+            return take_place(J, me, closed);
+        }
+        /* that round closed without this node (MAX reached, or it was late again) */
+        if (closed >= o->max_nodes) {
+            say("run id '%s' has its MAX %d nodes (--nnodes=%d:%d): this one is not needed",
+                o->run_id, closed, o->min_nodes, o->max_nodes);
+            return 1;
+        }
+    }
+    say("lost the rendezvous' store at %s:%d: %s", o->master_addr, o->master_port,
+        ddpc_last_error());
+    return 1;
+}
+
 static int elastic_join(job *J) {
     opts *o = J->o;
     int me = take_number(J, 0);
@@ -312,6 +366,7 @@ static int elastic_join(job *J) {
             ddpc_last_error());
         return 1;
     }
+    if (me >= closed) return late_join(J, deadline);
     return take_place(J, me, closed);
 }
 
@@ -327,29 +382,42 @@ int elastic_rejoin(job *J) {
     opts *o = J->o;
     int k = J->round + 1, prev = o->nnodes, me = take_number(J, k);
     if (me < 0) return 1;
+    char back[32], gen[16];
+    snprintf(back, sizeof back, "back/%d", o->node_rank); /* this node of the last round is back */
+    snprintf(gen, sizeof gen, "%d", J->gen + 1);          /* the next generation, for late nodes */
+    if (ddpc_store_set(J->store, rdzv_key(J, k, "gen"), gen, strlen(gen)) != DDPC_OK ||
+        ddpc_store_set(J->store, rdzv_key(J, k, back), "", 0) != DDPC_OK) {
+        say("lost the job's store: %s", ddpc_last_error());
+        return 1;
+    }
     char **hb = calloc((size_t)prev, sizeof *hb);
     int64_t *val = calloc((size_t)prev, sizeof *val);
     double *seen = calloc((size_t)prev, sizeof *seen);
     int rc = 1, closed = 0;
     for (int r = 0; hb && r < prev; r++) hb[r] = strdup(key(J, "hb/%d", r));
     if (!hb || !val || !seen) goto done;
-    double t0 = ddpc__now(), deadline = t0 + o->join_timeout, min_seen = 0;
+    double t0 = ddpc__now(), deadline = t0 + o->join_timeout;
     for (int r = 0; r < prev; r++) seen[r] = t0, val[r] = -1;
     while ((closed = closed_size(J, k)) == 0) {
         if (!hb[o->node_rank] || ddpc_store_add(J->store, hb[o->node_rank], 1, NULL) != DDPC_OK)
             break;
         double now = ddpc__now();
-        int alive = 0;
+        int alive = 0, returned = 0;
         char lost[256] = "";
         for (int r = 0; r < prev; r++) {
             int64_t v = 0;
             if (hb[r] && ddpc_store_add(J->store, hb[r], 0, &v) != DDPC_OK) break;
             if (v != val[r]) val[r] = v, seen[r] = now;
-            if (r == o->node_rank || now - seen[r] <= o->hb_timeout)
+            if (r == o->node_rank || now - seen[r] <= o->hb_timeout) {
                 alive++;
-            else
+                int ex = 0;
+                snprintf(back, sizeof back, "back/%d", r);
+                if (ddpc_store_check(J->store, rdzv_key(J, k, back), &ex) == DDPC_OK && ex)
+                    returned++;
+            } else {
                 snprintf(lost + strlen(lost), sizeof lost - strlen(lost), "%s%d",
                          lost[0] ? ", " : "", r);
+            }
         }
         if (alive < o->min_nodes) {
             say("node(s) %s of %d sent no heartbeat for %g s (--heartbeat-timeout): %d node(s) "
@@ -359,9 +427,8 @@ int elastic_rejoin(job *J) {
         }
         int count = joined_count(J, k);
         if (count < 0) break;
-        if (count >= o->min_nodes && !min_seen) min_seen = now;
-        if (count >= alive || count >= o->max_nodes ||
-            (min_seen && now - min_seen >= o->last_call)) {
+        /* every living node of the last round is back (and whoever joined) */
+        if ((returned >= alive && count >= alive) || count >= o->max_nodes) {
             closed = close_round(J, k, count);
             break;
         }
@@ -438,7 +505,7 @@ void publish_outcome(job *J, const run_outcome *mine, run_outcome *won) {
     if (won && won != mine)
         outcome_set(won, mine->kind, mine->node, mine->rank, mine->status, "%s",
                     outcome_text(mine));
-    if (J->o->nnodes == 1 || J->store_lost) return;
+    if ((J->o->nnodes == 1 && !J->o->max_nodes) || J->store_lost) return;
     char *text = outcome_encode(mine);
     void *got = NULL;
     size_t gl = 0;
@@ -522,6 +589,20 @@ int heartbeat(job *J, run_outcome *oc) {
                         r, who ? (char *)who : "?", now - J->hb_seen[r], o->hb_timeout);
             free(who);
             J->node_lost = 1;
+            return 1;
+        }
+    }
+    if (o->max_nodes) { /* a launcher waiting in the next round: all restart with it */
+        int next = joined_count(J, J->round + 1);
+        if (next < 0) {
+            store_lost(J, oc, ": node 0's launcher is gone");
+            return 1;
+        }
+        if (next > 1 && o->nnodes < o->max_nodes) {
+            outcome_set(oc, RUN_NODE_JOINED, -1, -1, 0,
+                        "a node asked to join run id '%s' (%d nodes now, --nnodes=%d:%d): every "
+                        "node restarts at the new size",
+                        o->run_id, o->nnodes, o->min_nodes, o->max_nodes);
             return 1;
         }
     }

@@ -144,6 +144,7 @@ typedef struct job {
     int store_lost;
     int rdzv_host; /* --nnodes=MIN:MAX: this launcher hosts the store (node 0) */
     int round;     /* --nnodes=MIN:MAX: membership changes so far; keys under "r<round>/" */
+    int first_gen; /* the generation this launcher starts at (a late node: the job's) */
     int joined;    /* every node joined: the end is confirmed to node 0 */
     int node_lost; /* a node's launcher fell silent: nobody waits for it */
     int sfd;       /* signalfd */
@@ -202,6 +203,7 @@ typedef enum run_kind {
     RUN_INTERRUPTED,      /* a launcher got SIGINT, SIGTERM or SIGHUP */
     RUN_NODE_LOST,        /* a node's launcher sent no heartbeat in time */
     RUN_STORE_LOST,       /* the job's store on node 0 went away */
+    RUN_NODE_JOINED,      /* --nnodes=MIN:MAX: a node waits to join (all restart with it) */
     RUN_MALFORMED,        /* the outcome in the store could not be read */
     RUN_KIND_COUNT
 } run_kind;
