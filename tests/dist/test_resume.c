@@ -303,6 +303,34 @@ TEST_T(resume_step_checkpoint_sigkill, 300) {
     t_tmp_remove();
 }
 
+/* The metrics log at path has one line, epoch 0, counting each of the
+ * 60000 training samples once, at world size `world`. */
+static void one_epoch_all_samples(const char *path, int world) {
+    static char lines[4][1024];
+    char want[64];
+    CHECK_EQ(read_lines(path, lines, 4), 1);
+    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
+    snprintf(want, sizeof want, "\"world_size\": %d,", world);
+    CHECK_CONTAINS(lines[0], want);
+}
+
+/* An elastic job's ddpc-run options (--nnodes=1:2, 2 workers a node, id,
+ * last_call_timeout) into el, and ddpc-train's (one epoch of the linear
+ * model, a step checkpoint every 20 steps, DIR/NAME.st, DIR/NAME.jsonl)
+ * into tr. */
+static void elastic_args(char *el, size_t elcap, char *tr, size_t trcap, const char *name,
+                         double last_call) {
+    snprintf(el, elcap,
+             "--nnodes=1:2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+             "--rdzv-id=%s --rdzv-conf=last_call_timeout=%g --max-restarts=2 "
+             "--monitor-interval=0.2 --heartbeat-timeout=2",
+             t_free_port_pair(), name, last_call);
+    snprintf(tr, trcap,
+             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
+             "--checkpoint-every 20 --checkpoint %s/%s.st --metrics %s/%s.jsonl",
+             t_tmp_dir(), name, t_tmp_dir(), name);
+}
+
 /* A job of `from` workers stopped for good (a worker killed, no restarts
  * left) after its step checkpoint of epoch 0 that `pattern` (grep -E)
  * matches, then
@@ -343,11 +371,7 @@ static void resume_at_new_size(int from, int to, const char *pattern) {
     snprintf(want, sizeof want, " at world size %d, the checkpoint's %d: the rest is re-sharded",
              to, from);
     CHECK_CONTAINS(out, want);
-    static char lines[4][1024];
-    CHECK_EQ(read_lines(mt, lines, 4), 1);
-    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
-    snprintf(want, sizeof want, "\"world_size\": %d,", to);
-    CHECK_CONTAINS(lines[0], want);
+    one_epoch_all_samples(mt, to);
 }
 
 /* 4 workers -> 2 and 2 -> 4 mid-epoch, from a step checkpoint. */
@@ -370,17 +394,8 @@ TEST_T(resume_step_checkpoint_new_world_size, 300) {
  * once) at world_size 2. */
 TEST_T(resume_elastic_node_killed_mid_epoch, 200) {
     need_data();
-    int port = t_free_port_pair();
     char el[320], tr[512];
-    snprintf(el, sizeof el,
-             "--nnodes=1:2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
-             "--rdzv-id=el --rdzv-conf=last_call_timeout=1 --max-restarts=2 "
-             "--monitor-interval=0.2 --heartbeat-timeout=2",
-             port);
-    snprintf(tr, sizeof tr,
-             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
-             "--checkpoint-every 20 --checkpoint %s --metrics %s",
-             t_tmp_path("e.st"), t_tmp_path("e.jsonl"));
+    elastic_args(el, sizeof el, tr, sizeof tr, "e", 1);
     /* each step checkpoint's write pauses 100 ms, so the epoch lasts */
     int rc = t_run_cmdf(
         180, out, sizeof out,
@@ -404,10 +419,7 @@ TEST_T(resume_elastic_node_killed_mid_epoch, 200) {
     CHECK_CONTAINS(out,
                    " at world size 2, the checkpoint's 4: the rest is re-sharded (restart 1 of "
                    "the job)");
-    static char lines[4][1024];
-    CHECK_EQ(read_lines(t_tmp_path("e.jsonl"), lines, 4), 1);
-    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
-    CHECK_CONTAINS(lines[0], "\"world_size\": 2,");
+    one_epoch_all_samples(t_tmp_path("e.jsonl"), 2);
     t_tmp_remove();
 }
 
@@ -418,17 +430,8 @@ TEST_T(resume_elastic_node_killed_mid_epoch, 200) {
  * re-sharded: one metrics line, 60000 samples, world_size 4. */
 TEST_T(resume_elastic_node_added_mid_run, 200) {
     need_data();
-    int port = t_free_port_pair();
     char el[320], tr[512];
-    snprintf(el, sizeof el,
-             "--nnodes=1:2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
-             "--rdzv-id=add --rdzv-conf=last_call_timeout=0.5 --max-restarts=2 "
-             "--monitor-interval=0.2 --heartbeat-timeout=2",
-             port);
-    snprintf(tr, sizeof tr,
-             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
-             "--checkpoint-every 20 --checkpoint %s --metrics %s",
-             t_tmp_path("a.st"), t_tmp_path("a.jsonl"));
+    elastic_args(el, sizeof el, tr, sizeof tr, "a", 0.5);
     int rc = t_run_cmdf(
         180, out, sizeof out,
         "cd %s || exit 1; export DDPC_CKPT_DELAY_MS=100; %s %s %s %s > n0.log 2>&1 & p0=$!; i=0; "
@@ -442,7 +445,7 @@ TEST_T(resume_elastic_node_added_mid_run, 200) {
     CHECK_MSG(rc == 0 && strstr(out, "rc0=0\n") && strstr(out, "rc1=0\n"), "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 1 nodes, this one node 0 (ranks 0-1 "
                         "of 2)");
-    CHECK_CONTAINS(out, "a node asked to join run id 'add' (1 nodes now, --nnodes=1:2): every node "
+    CHECK_CONTAINS(out, "a node asked to join run id 'a' (1 nodes now, --nnodes=1:2): every node "
                         "restarts at the new size");
     CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 0 (ranks 0-1 "
                         "of 4)");
@@ -451,10 +454,7 @@ TEST_T(resume_elastic_node_added_mid_run, 200) {
     CHECK_CONTAINS(out,
                    " at world size 4, the checkpoint's 2: the rest is re-sharded (restart 1 of "
                    "the job)");
-    static char lines[4][1024];
-    CHECK_EQ(read_lines(t_tmp_path("a.jsonl"), lines, 4), 1);
-    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
-    CHECK_CONTAINS(lines[0], "\"world_size\": 4,");
+    one_epoch_all_samples(t_tmp_path("a.jsonl"), 4);
     t_tmp_remove();
 }
 
