@@ -386,6 +386,33 @@ TEST_T(resume_step_checkpoint_new_world_size, 300) {
     t_tmp_remove();
 }
 
+/* Step checkpoints are written off the training loop: with each write
+ * made to last 200 ms (DDPC_CKPT_DELAY_MS), 3 step checkpoints 100 steps
+ * apart cost the loop far less than the 0.6 s that writing them in line
+ * would (the metrics' "checkpoint" phase), and the file is still whole. */
+TEST_T(resume_step_checkpoint_written_off_the_loop, 120) {
+    need_data();
+    const char *ck = t_tmp_path("o.st"), *mt = t_tmp_path("o.jsonl");
+    int rc = t_run_cmdf(100, out, sizeof out,
+                        "DDPC_CKPT_DELAY_MS=200 %s --standalone --nproc-per-node=2 %s --model mlp "
+                        "--epochs 1 --max-batches 350 --max-eval-batches 1 --momentum 0.9 "
+                        "--log-every 0 --checkpoint %s --checkpoint-every 100 --metrics %s 2>&1",
+                        t_bin("ddpc-run"), t_bin("ddpc-train"), ck, mt);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    static char lines[4][1024];
+    CHECK_EQ(read_lines(mt, lines, 4), 1);
+    const char *p = strstr(lines[0], "\"checkpoint\": ");
+    CHECK_MSG(p != NULL, "no checkpoint phase: %s", lines[0]);
+    double secs = atof(p + strlen("\"checkpoint\": "));
+    CHECK_MSG(secs < 0.3, "3 step checkpoints cost the loop %.3f s (in line: >= 0.6 s)", secs);
+    ckpt c;
+    ckpt_read(ck, "mlp", &c);
+    CHECK_EQ(c.meta.epoch, 1);
+    CHECK_EQ(c.meta.step, 350);
+    free(c.p), free(c.mom);
+    t_tmp_remove();
+}
+
 /* An elastic job (--nnodes=1:2, two launchers of 2 workers on loopback)
  * loses node 1 (its launcher and workers SIGKILLed) mid-epoch, after a
  * step checkpoint: node 0 notices, rejoins the rendezvous alone and
