@@ -113,6 +113,7 @@ static int watch_nodes(job *J, gen_state *g, double now) {
         J->node_lost = 1;
         if (!J->store_lost) publish_outcome(J, &t, &t);
     }
+    if (t.kind == RUN_NODE_JOINED && !J->store_lost) publish_outcome(J, &t, &t);
     outcome_clear(&g->oc);
     g->oc = t;
     g->decided = 1;
@@ -191,7 +192,9 @@ static void kill_stragglers(job *J) {
 /* Runs one generation: starts the workers, streams their output, watches
  * them (and the other nodes), stops them. *oc gets how it ended. */
 static void run_generation(job *J, run_outcome *oc) {
-    gen_state g = { .multi = J->o->nnodes > 1, .oc = { RUN_OK, -1, -1, 0, NULL } };
+    /* elastic, even alone: the store is watched for nodes that join */
+    gen_state g = { .multi = J->o->nnodes > 1 || J->o->max_nodes,
+                    .oc = { RUN_OK, -1, -1, 0, NULL } };
     J->gen_start = ddpc__now();
     J->kill_at = 0;
     start_workers(J, &g);
@@ -311,15 +314,19 @@ static int run_job(job *J) {
     opts *o = J->o;
     run_outcome oc = { RUN_OK, -1, -1, 0, NULL };
     int rc = join_job(J);
-    for (J->gen = 0; rc == 0; J->gen++) {
+    for (J->gen = J->first_gen; rc == 0; J->gen++) {
         if (o->nnodes > 1 && J->gen > 0 && (rc = await_restart(J)) != 0) break; /* start together */
         run_generation(J, &oc);
         if (oc.kind == RUN_OK) break;
-        int restartable = outcome_restartable(&oc);
+        /* elastic: a lost node is a change of membership, restarted as one */
+        int restartable =
+            outcome_restartable(&oc) ||
+            (o->max_nodes && (oc.kind == RUN_NODE_LOST || oc.kind == RUN_NODE_JOINED));
         if (restartable && J->gen < o->max_restarts && !J->got_signal) {
             say("%s", outcome_text(&oc));
             say("restarting all workers on all nodes (restart %d of at most %d)", J->gen + 1,
                 o->max_restarts);
+            if (o->max_nodes && (rc = elastic_rejoin(J)) != 0) break;
             continue;
         }
         if (restartable || !J->got_signal)

@@ -55,6 +55,9 @@ static void usage(FILE *f) {
         "                      (atomically); a restarted attempt (TORCHELASTIC_RESTART_COUNT >= "
         "1,\n"
         "                      set by ddpc-run --max-restarts and torchrun) continues from it\n"
+        "  --checkpoint-every N  also write --checkpoint every N optimizer steps (rank 0, on a\n"
+        "                      thread, from a copy): a restart continues after that step, at\n"
+        "                      any world size (default 0 = at epoch ends only)\n"
         "  --resume FILE       continue from a checkpoint (model, optimizer, epoch, step)\n"
         "  --resume auto       continue from --checkpoint FILE whenever it exists, first attempt\n"
         "                      too (torchrun's recipe); else start from epoch 0\n"
@@ -150,6 +153,7 @@ SETTER(set_weight_decay, (p->wd = opt_float(name, val, 0, 1e6), p->o->wd_set = 1
 SETTER(set_seed, p->o->seed = (uint64_t)opt_long(name, val, 0, INT64_MAX))
 SETTER(set_log_every, p->o->log_every = (int)opt_long(name, val, 0, 1 << 30))
 SETTER(set_checkpoint, p->o->checkpoint = val)
+SETTER(set_checkpoint_every, p->o->checkpoint_every = opt_long(name, val, 0, 1L << 40))
 SETTER(set_resume,
        (p->o->resume_auto = !strcmp(val, "auto"), p->o->resume = p->o->resume_auto ? NULL : val))
 SETTER(set_metrics, p->o->metrics = val)
@@ -203,6 +207,7 @@ static const struct {
     { "--seed", 1, set_seed },
     { "--log-every", 1, set_log_every },
     { "--checkpoint", 1, set_checkpoint },
+    { "--checkpoint-every", 1, set_checkpoint_every },
     { "--resume", 1, set_resume },
     { "--metrics", 1, set_metrics },
     { "--threads", 1, set_threads },
@@ -260,6 +265,8 @@ static void parse_options(int argc, char **argv, options *o) {
     if (p.nesterov && p.momentum == 0) bad_option("--nesterov needs --momentum > 0");
     if (o->resume_auto && !o->checkpoint)
         bad_option("--resume auto continues from --checkpoint FILE, and there is none");
+    if (o->checkpoint_every && !o->checkpoint)
+        bad_option("--checkpoint-every N writes --checkpoint FILE, and there is none");
     o->opt.momentum = p.momentum;
     o->opt.nesterov = p.nesterov;
 }
@@ -342,6 +349,7 @@ static ddpc_status setup(trainer *t) {
 }
 
 static void teardown(trainer *t) {
+    checkpoint_wait(t); /* its thread reads the model's names */
     if (t->metrics) fclose(t->metrics);
     ddpc_ddp_destroy(t->ddp);
     ddpc_optim_destroy(t->opt);
@@ -363,15 +371,11 @@ static void progress_bar(size_t done, size_t total, double loss, double secs) {
     fflush(stderr);
 }
 
-/* The epoch's sums: [0] loss * samples, [1] correct, [2] samples. */
-typedef struct epoch_sums {
-    double v[3];
-} epoch_sums;
-
 /* Seconds this rank spent in each phase of the epoch's steps (as PyTorch
  * DDP's logging data splits a step), written to --metrics. */
-enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_N };
-static const char *const phase_name[PH_N] = { "data", "forward", "backward", "sync", "step" };
+enum { PH_DATA, PH_FORWARD, PH_BACKWARD, PH_SYNC, PH_STEP, PH_CKPT, PH_N };
+static const char *const phase_name[PH_N] = { "data", "forward", "backward",
+                                              "sync", "step",    "checkpoint" };
 typedef struct phases {
     double s[PH_N];
 } phases;
@@ -400,9 +404,18 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
     memset(s, 0, sizeof *s);
     memset(ph, 0, sizeof *ph);
     ddpc_model_train(t->m, 1);
-    DDPC_CHECK(ddpc_loader_start_epoch(t->train, epoch));
+    /* a step checkpoint's epoch continues after the samples all ranks took
+     * before it, at this world size (resume.c set the position) */
+    uint64_t done = epoch == t->start_epoch ? t->epoch_step : 0;
+    uint64_t pos = epoch == t->start_epoch ? t->epoch_samples : 0;
+    if (epoch != t->start_epoch) memset(&t->acc, 0, sizeof t->acc);
+    DDPC_CHECK(ddpc_loader_start_epoch_at(t->train, epoch, (size_t)pos));
     size_t total = ddpc_loader_num_batches(t->train);
-    if (o->max_batches && (size_t)o->max_batches < total) total = (size_t)o->max_batches;
+    if (o->max_batches) {
+        size_t left =
+            (uint64_t)o->max_batches > done ? (size_t)((uint64_t)o->max_batches - done) : 0;
+        if (left < total) total = left;
+    }
     int bar = show_bar(t);
     double t0 = ddpc__now(), last_bar = 0;
     if (t->tl) ddpc_model_set_layer_timer(t->m, tl_layer, t->tl); /* off in evaluation */
@@ -436,6 +449,20 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
         s->v[0] += (double)loss * b->size;
         s->v[1] += correct;
         s->v[2] += b->size;
+        /* a step checkpoint: every rank folds its sums into the epoch's
+         * (so a resumed epoch adds them up in the same order as a run never
+         * stopped), then rank 0 copies the state and writes it on a thread;
+         * the epoch's last step is saved by the epoch's checkpoint */
+        if (o->checkpoint_every && t->step % (uint64_t)o->checkpoint_every == 0 && bi + 1 < total) {
+            double k0 = ddpc__now(); /* the cost on the training loop: PH_CKPT */
+            DDPC_CHECK(reduce_sums(t, s->v, 3));
+            for (int k = 0; k < 3; k++) t->acc.v[k] += s->v[k];
+            memset(s, 0, sizeof *s);
+            uint64_t at_pos =
+                pos + (uint64_t)(bi + 1) * (uint64_t)o->batch_size * (uint64_t)t->world;
+            if (t->rank == 0) DDPC_CHECK(save_step_checkpoint(t, epoch, done + bi + 1, at_pos));
+            ph->s[PH_CKPT] += ddpc__now() - k0;
+        }
         if (t->rank == 0 && o->log_every && bi % (size_t)o->log_every == 0 && !bar) {
             printf("Epoch: %" PRIu64 " | Batch: %zu | Loss: %.4f\n", epoch, bi, (double)loss);
             fflush(stdout);
@@ -443,7 +470,8 @@ static ddpc_status train_epoch(trainer *t, uint64_t epoch, epoch_sums *s, double
         if (bar) {
             double now = ddpc__now();
             if (now - last_bar > 0.1 || bi + 1 == total) {
-                progress_bar(bi + 1, total, s->v[0] / s->v[2], now - t0);
+                double sn = s->v[2] + t->acc.v[2];
+                progress_bar(bi + 1, total, sn > 0 ? (s->v[0] + t->acc.v[0]) / sn : 0, now - t0);
                 last_bar = now;
             }
         }
@@ -495,15 +523,17 @@ static ddpc_status run(trainer *t) {
         epoch_sums tr, te;
         phases ph;
         double secs = 0;
+        epoch_sums before = epoch == t->start_epoch ? t->acc : (epoch_sums){ { 0, 0, 0 } };
         DDPC_CHECK(train_epoch(t, epoch, &tr, &secs, &ph));
         DDPC_CHECK(reduce_sums(t, tr.v, 3));
+        for (int k = 0; k < 3; k++) tr.v[k] += t->acc.v[k]; /* folded at step checkpoints */
         double te0 = ddpc__now();
         DDPC_CHECK(evaluate(t, &te));
         double eval_secs = ddpc__now() - te0;
         double loss = tr.v[2] ? tr.v[0] / tr.v[2] : 0, train_acc = tr.v[2] ? tr.v[1] / tr.v[2] : 0;
         double test_acc = te.v[2] ? te.v[1] / te.v[2] : 0,
                test_loss = te.v[2] ? te.v[0] / te.v[2] : 0;
-        double sps = secs > 0 ? tr.v[2] / secs : 0;
+        double sps = secs > 0 ? (tr.v[2] - before.v[2]) / secs : 0; /* this attempt's */
         if (t->rank == 0) {
             printf("epoch %" PRIu64
                    ": loss %.4f | train acc %.2f%% | test acc %.2f%% | %.0f samples/s | %.2f s\n",
@@ -518,13 +548,14 @@ static ddpc_status run(trainer *t) {
                 fprintf(t->metrics,
                         "{\"epoch\": %" PRIu64
                         ", \"loss\": %.6f, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f, "
-                        "\"test_loss\": %.6f, \"test_samples\": %.0f, \"samples_per_s\": %.1f, "
+                        "\"test_loss\": %.6f, \"test_samples\": %.0f, \"train_samples\": %.0f, "
+                        "\"samples_per_s\": %.1f, "
                         "\"seconds\": %.4f, "
                         "\"eval_seconds\": %.4f, "
                         "\"step\": %" PRIu64
                         ", \"model\": \"%s\", \"world_size\": %d, \"phase_seconds\": {%s}}\n",
-                        epoch, loss, train_acc, test_acc, test_loss, te.v[2], sps, secs, eval_secs,
-                        t->step, o->model, t->world, phs);
+                        epoch, loss, train_acc, test_acc, test_loss, te.v[2], tr.v[2], sps, secs,
+                        eval_secs, t->step, o->model, t->world, phs);
                 fflush(t->metrics);
             }
             if (o->checkpoint) DDPC_CHECK(save_checkpoint(t, epoch + 1));
@@ -552,6 +583,8 @@ int main(int argc, char **argv) {
     if (s == DDPC_OK) s = setup(&t);
     if (s == DDPC_OK && t.o.trace) s = tl_open(&t);
     if (s == DDPC_OK) s = run(&t);
+    ddpc_status ws = checkpoint_wait(&t); /* a step checkpoint still being written */
+    if (s == DDPC_OK) s = ws;
     ddpc_status ts = tl_close(&t);
     if (s == DDPC_OK) s = ts;
     if (s != DDPC_OK) {

@@ -120,7 +120,15 @@ DDPC_API ddpc_sampler_options ddpc_sampler_options_default(void);
  */
 DDPC_API ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
                                          ddpc_sampler **out);
+/* Sets the epoch (and its start back to 0). */
 DDPC_API void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch);
+/* Continues the current epoch after its first `start` positions (samples
+ * consumed by all ranks together, at any earlier world size): rank r then
+ * takes positions start + r + i * num_replicas of the epoch's order, so the
+ * ranks split exactly what is left (padded as torch pads). Same world size,
+ * start = steps * batch * num_replicas: the indices a run never stopped
+ * takes from there. Cleared by set_epoch. */
+DDPC_API void ddpc_sampler_set_start(ddpc_sampler *s, size_t start);
 DDPC_API size_t ddpc_sampler_len(const ddpc_sampler *s); /* this rank's number of samples */
 DDPC_API size_t
 ddpc_sampler_dataset_len(const ddpc_sampler *s); /* the dataset_len it was made for */
@@ -165,6 +173,11 @@ DDPC_API ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sa
 /* Starts (or restarts, also mid-epoch) an epoch: stops the thread's current
  * work, calls ddpc_sampler_set_epoch(epoch) and begins again at batch 0. */
 DDPC_API ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch);
+/* ddpc_loader_start_epoch, then ddpc_sampler_set_start(start): the epoch
+ * continues after the `start` samples all ranks consumed before (a resume
+ * mid-epoch); num_batches counts the batches left. Needs a sampler when
+ * start > 0. */
+DDPC_API ddpc_status ddpc_loader_start_epoch_at(ddpc_loader *l, uint64_t epoch, size_t start);
 /* *b = the next batch (valid until the next call), NULL at the end of the
  * epoch. Waits for the prefetch thread at most DDPC_DATA_TIMEOUT seconds
  * (then DDPC_ERR_TIMEOUT). Before any start_epoch: DDPC_ERR_INVALID_ARG. */

@@ -340,12 +340,26 @@ typedef struct ddpc_ckpt_meta {
      * logged once) */
     uint64_t metrics_bytes;
     int metrics_kept;
+    /* the trainer's own state, a string saved under __metadata__ "trainer"
+     * and read back ("" when none; ddpc-train keeps the position within an
+     * epoch there) */
+    char trainer[256];
 } ddpc_ckpt_meta;
 
 /* Writes path atomically (a temporary file in the same directory, fsync,
  * rename). optim may be NULL (weights only). */
 DDPC_API ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m,
                                           const ddpc_optim *optim, const ddpc_ckpt_meta *meta);
+
+/* A copy of what ddpc_checkpoint_save(m, optim, meta) would write, taken
+ * in one memcpy per block, so that another thread can write it while
+ * training changes the model (m must outlive it: its names and shapes are
+ * read). _write writes it atomically as ddpc_checkpoint_save does. */
+typedef struct ddpc_ckpt_snapshot ddpc_ckpt_snapshot;
+DDPC_API ddpc_status ddpc_checkpoint_snapshot(const ddpc_model *m, const ddpc_optim *optim,
+                                              const ddpc_ckpt_meta *meta, ddpc_ckpt_snapshot **out);
+DDPC_API ddpc_status ddpc_checkpoint_snapshot_write(const ddpc_ckpt_snapshot *sn, const char *path);
+DDPC_API void ddpc_checkpoint_snapshot_destroy(ddpc_ckpt_snapshot *sn); /* NULL harmless */
 
 /* Reads path into m (and optim's state, when optim is not NULL) and *meta
  * (may be NULL). Validates everything before changing anything: a malformed

@@ -250,7 +250,14 @@ ddpc_status ddpc_loader_create(const ddpc_dataset *ds, ddpc_sampler *sampler,
  * order; 3. resets the counters and wakes the thread.
  */
 ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
+    return ddpc_loader_start_epoch_at(l, epoch, 0);
+}
+
+ddpc_status ddpc_loader_start_epoch_at(ddpc_loader *l, uint64_t epoch, size_t start) {
     if (!l) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_loader_start_epoch: loader is NULL");
+    if (start && !l->sampler)
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "ddpc_loader_start_epoch_at: start %zu needs a sampler", start);
     pthread_mutex_lock(&l->mu);
     l->cancel = 1;
     pthread_cond_broadcast(&l->space);
@@ -267,7 +274,11 @@ ddpc_status ddpc_loader_start_epoch(ddpc_loader *l, uint64_t epoch) {
     }
     if (l->sampler) {
         ddpc_sampler_set_epoch(l->sampler, epoch);
+        ddpc_sampler_set_start(l->sampler, start);
         l->idx = ddpc_sampler_indices(l->sampler);
+        l->len = ddpc_sampler_len(l->sampler); /* what is left after start */
+        l->nb = l->drop_last ? l->len / (size_t)l->batch_size
+                             : (l->len + (size_t)l->batch_size - 1) / (size_t)l->batch_size;
     } else {
         l->idx = l->identity;
     }

@@ -84,7 +84,8 @@ struct ddpc_sampler {
     size_t len; /* dataset length */
     int replicas, rank, shuffle, drop_last;
     uint64_t seed, epoch;
-    size_t num_samples; /* this rank's share */
+    size_t start;       /* positions of the epoch's order done before (set_start) */
+    size_t num_samples; /* this rank's share (of what is left after start) */
     size_t total_size;  /* num_samples * replicas */
     int64_t *perm;      /* (len) the epoch's order before padding */
     int64_t *indices;   /* (num_samples) this rank's indices */
@@ -150,10 +151,34 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *
     return DDPC_OK;
 }
 
+/* The share of the m positions left: torch's rule over m in place of len. */
+static size_t share(const ddpc_sampler *s, size_t m) {
+    size_t R = (size_t)s->replicas;
+    return (s->drop_last && m % R != 0) ? m / R : (m + R - 1) / R;
+}
+
 void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch) {
     if (!s) return;
-    if (epoch != s->epoch) s->valid = 0;
+    if (epoch != s->epoch || s->start) s->valid = 0;
     s->epoch = epoch;
+    s->start = 0;
+    s->num_samples = share(s, s->len);
+}
+
+/*
+ * The first `start` positions of the epoch's global order are done (by
+ * this job at whatever world size): this rank's share becomes positions
+ * start + rank + i * replicas of the order (wrapping round to its head as
+ * torch's padding does), so the ranks of any world size split what is left
+ * with no position taken twice or skipped. start 0 is torch's sampler;
+ * start >= len leaves nothing.
+ */
+void ddpc_sampler_set_start(ddpc_sampler *s, size_t start) {
+    if (!s) return;
+    if (start > s->len) start = s->len;
+    if (start != s->start) s->valid = 0;
+    s->start = start;
+    s->num_samples = share(s, s->len - start);
 }
 
 size_t ddpc_sampler_len(const ddpc_sampler *s) { return s ? s->num_samples : 0; }
@@ -164,7 +189,7 @@ size_t ddpc_sampler_dataset_len(const ddpc_sampler *s) { return s ? s->len : 0; 
  * set_epoch: 1. the order (randperm from seed + epoch, or 0..len-1);
  * 2. padded by wrapping round (padded[j] = order[j % len], which is what
  * torch's head-repeating does even when the padding exceeds len) or cut to
- * total_size; 3. rank r takes padded[r + i * replicas].
+ * total_size; 3. rank r takes padded[start + r + i * replicas].
  */
 const int64_t *ddpc_sampler_indices(ddpc_sampler *s) {
     if (!s) return NULL;
@@ -174,7 +199,7 @@ const int64_t *ddpc_sampler_indices(ddpc_sampler *s) {
     else
         for (size_t i = 0; i < s->len; i++) s->perm[i] = (int64_t)i;
     for (size_t i = 0; i < s->num_samples; i++) {
-        size_t j = (size_t)s->rank + i * (size_t)s->replicas; /* < total_size */
+        size_t j = s->start + (size_t)s->rank + i * (size_t)s->replicas;
         s->indices[i] = s->perm[j % s->len];
     }
     s->valid = 1;

@@ -8,7 +8,10 @@
  * then each optimizer state block per parameter ("optim.0.weight.momentum"),
  * all float32; its __metadata__ holds format, epoch, step, the dropout
  * RNG's state, the optimizer's kind, steps and learning rate, and the
- * trainer's metrics_bytes where it keeps a metrics log.
+ * trainer's metrics_bytes where it keeps a metrics log, and the trainer's
+ * own "trainer" string (ddpc-train: where in the epoch a step checkpoint
+ * was taken). A snapshot copies what a save writes, so that another thread
+ * can write it while training goes on.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -79,61 +82,159 @@ static int rng_unhex(const char *s, ddpc_rng *r) {
 
 /* ------------------------------------------------------------- saving */
 
+/* What a save writes: views of the live model and optimizer, or of a
+ * snapshot's copies of them. */
+typedef struct ckpt_src {
+    const ddpc_model *m;        /* names and shapes (borrowed) */
+    const float *blocks[1 + 4]; /* parameters, then each optimizer state block (numel) */
+    const char *snames[4];      /* the state blocks' names */
+    int nstate, has_optim;
+    ddpc_optim_options op; /* kind and lr, when has_optim */
+    uint64_t osteps;       /* the optimizer's steps */
+    ddpc_rng rng;          /* the dropout RNG */
+    ddpc_ckpt_meta meta;
+} ckpt_src;
+
+/* The live state of m and optim (may be NULL) as a ckpt_src, nothing copied. */
+static ddpc_status src_live(const ddpc_model *m, const ddpc_optim *optim,
+                            const ddpc_ckpt_meta *meta, ckpt_src *c) {
+    memset(c, 0, sizeof *c);
+    ddpc_optim *o = (ddpc_optim *)optim; /* only read */
+    c->m = m;
+    c->blocks[0] = m->pblock;
+    c->nstate = ddpc_optim_num_state(o);
+    if (c->nstate > 4)
+        return ddpc__err(DDPC_ERR_INTERNAL, "checkpoint: %d state blocks", c->nstate);
+    for (int j = 0; j < c->nstate; j++) c->blocks[1 + j] = ddpc_optim_state(o, j, &c->snames[j]);
+    if (o) {
+        c->has_optim = 1;
+        c->op = *ddpc_optim_get_options(o);
+        c->osteps = ddpc_optim_steps(o);
+    }
+    c->rng = m->rng;
+    if (meta) c->meta = *meta;
+    return DDPC_OK;
+}
+
 /*
  * 1. List the tensors: parameters, then optimizer state blocks.
  * 2. The metadata: format, epoch, step, RNG, and the optimizer's.
  * 3. Write them as one safetensors file, atomically.
  */
-ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
-                                 const ddpc_ckpt_meta *meta) {
-    if (!path || !*path) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: path is empty");
-    if (!m || !m->built)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: model is NULL or not built");
-    ddpc_optim *o = (ddpc_optim *)optim; /* only read */
-    ckpt_tensor *ts;
-    int nt;
-    DDPC_CHECK(list_tensors(m, o, &ts, &nt));
-    ddpc_status s = DDPC_OK;
+static ddpc_status save_src(const char *path, const ckpt_src *c) {
+    const ddpc_model *m = c->m;
+    int nt = m->nparams * (1 + c->nstate);
+    char(*names)[128] = calloc((size_t)(nt ? nt : 1), sizeof *names);
     ddpc__st_out *out = calloc((size_t)(nt ? nt : 1), sizeof *out);
-    if (!out) {
+    ddpc_status s = DDPC_OK;
+    if (!out || !names) {
         s = ddpc__err(DDPC_ERR_NOMEM, "checkpoint save: out of memory");
         goto done;
     }
-    for (int i = 0; i < nt; i++) {
-        out[i].name = ts[i].name;
-        out[i].ndim = ts[i].p->ndim;
-        for (int d = 0; d < ts[i].p->ndim; d++) out[i].shape[d] = ts[i].p->shape[d];
-        out[i].data = ts[i].data;
-        out[i].numel = ts[i].p->numel;
-    }
+    /* 1. */
+    for (int j = -1, k = 0; j < c->nstate; j++)
+        for (int i = 0; i < m->nparams; i++, k++) {
+            const ddpc_param *p = &m->params[i];
+            if (j < 0)
+                snprintf(names[k], sizeof names[k], "%s", p->name);
+            else
+                snprintf(names[k], sizeof names[k], "optim.%s.%s", p->name, c->snames[j]);
+            out[k].name = names[k];
+            out[k].ndim = p->ndim;
+            for (int d = 0; d < p->ndim; d++) out[k].shape[d] = p->shape[d];
+            out[k].data = c->blocks[1 + j] + p->offset;
+            out[k].numel = p->numel;
+        }
+    /* 2. */
+    const ddpc_ckpt_meta *meta = &c->meta;
     char epoch[24], step[24], rng[65], steps[24], lr[32];
-    snprintf(epoch, sizeof epoch, "%" PRIu64, meta ? meta->epoch : 0);
-    snprintf(step, sizeof step, "%" PRIu64, meta ? meta->step : 0);
-    rng_hex(&m->rng, rng);
+    snprintf(epoch, sizeof epoch, "%" PRIu64, meta->epoch);
+    snprintf(step, sizeof step, "%" PRIu64, meta->step);
+    rng_hex(&c->rng, rng);
     const char *kv[16] = { "format", "ddpc", "epoch", epoch, "step", step, "rng", rng };
     int nmeta = 4;
     char mbytes[24];
-    snprintf(mbytes, sizeof mbytes, "%" PRIu64, meta ? meta->metrics_bytes : 0);
-    if (meta && meta->metrics_kept) {
+    snprintf(mbytes, sizeof mbytes, "%" PRIu64, meta->metrics_bytes);
+    if (meta->metrics_kept) {
         kv[2 * nmeta] = "metrics_bytes";
         kv[2 * nmeta + 1] = mbytes;
         nmeta++;
     }
-    if (o) {
-        const ddpc_optim_options *op = ddpc_optim_get_options(o);
-        snprintf(steps, sizeof steps, "%" PRIu64, ddpc_optim_steps(o));
-        snprintf(lr, sizeof lr, "%.9g", (double)op->lr);
-        const char *more[6] = { "optim",       ddpc_optim_kind_name(op->kind),
+    if (meta->trainer[0]) {
+        kv[2 * nmeta] = "trainer";
+        kv[2 * nmeta + 1] = meta->trainer;
+        nmeta++;
+    }
+    if (c->has_optim) {
+        snprintf(steps, sizeof steps, "%" PRIu64, c->osteps);
+        snprintf(lr, sizeof lr, "%.9g", (double)c->op.lr);
+        const char *more[6] = { "optim",       ddpc_optim_kind_name(c->op.kind),
                                 "optim.steps", steps,
                                 "optim.lr",    lr };
         memcpy(kv + 2 * nmeta, more, sizeof more);
         nmeta += 3;
     }
+    /* 3. */
     s = ddpc__st_write(path, kv, nmeta, out, nt);
 done:
     free(out);
-    free(ts);
+    free(names);
     return s;
+}
+
+ddpc_status ddpc_checkpoint_save(const char *path, const ddpc_model *m, const ddpc_optim *optim,
+                                 const ddpc_ckpt_meta *meta) {
+    if (!path || !*path) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: path is empty");
+    if (!m || !m->built)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint save: model is NULL or not built");
+    ckpt_src c;
+    DDPC_CHECK(src_live(m, optim, meta, &c));
+    return save_src(path, &c);
+}
+
+/* ---------------------------------------------------------- snapshots */
+
+struct ddpc_ckpt_snapshot {
+    ckpt_src src;
+    float *copy; /* (numel * (1 + nstate)) owned: the blocks src points into */
+};
+
+/* Copies the parameter block and each state block (one memcpy each) and
+ * the scalars; the model is kept only for its names and shapes. */
+ddpc_status ddpc_checkpoint_snapshot(const ddpc_model *m, const ddpc_optim *optim,
+                                     const ddpc_ckpt_meta *meta, ddpc_ckpt_snapshot **out) {
+    if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint snapshot: out is NULL");
+    *out = NULL;
+    if (!m || !m->built)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint snapshot: model is NULL or not built");
+    ddpc_ckpt_snapshot *sn = calloc(1, sizeof *sn);
+    if (!sn) return ddpc__err(DDPC_ERR_NOMEM, "checkpoint snapshot: out of memory");
+    ddpc_status s = src_live(m, optim, meta, &sn->src);
+    size_t n = m->numel, nb = 1 + (size_t)sn->src.nstate;
+    if (s == DDPC_OK && !(sn->copy = malloc((n ? n : 1) * nb * sizeof(float))))
+        s = ddpc__err(DDPC_ERR_NOMEM, "checkpoint snapshot: cannot copy %zu floats", n * nb);
+    if (s != DDPC_OK) {
+        ddpc_checkpoint_snapshot_destroy(sn);
+        return s;
+    }
+    for (size_t j = 0; j < nb; j++) {
+        memcpy(sn->copy + j * n, sn->src.blocks[j], n * sizeof(float));
+        sn->src.blocks[j] = sn->copy + j * n;
+    }
+    *out = sn;
+    return DDPC_OK;
+}
+
+ddpc_status ddpc_checkpoint_snapshot_write(const ddpc_ckpt_snapshot *sn, const char *path) {
+    if (!sn || !path || !*path)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "checkpoint write: snapshot or path is NULL");
+    return save_src(path, &sn->src);
+}
+
+void ddpc_checkpoint_snapshot_destroy(ddpc_ckpt_snapshot *sn) {
+    if (!sn) return;
+    free(sn->copy);
+    free(sn);
 }
 
 /* ------------------------------------------------------------ loading */
@@ -269,10 +370,18 @@ ddpc_status ddpc_checkpoint_load(const char *path, ddpc_model *m, ddpc_optim *op
     if ((s = match_tensors(path, &f, ts, nt, 1, osteps, used)) != DDPC_OK) goto done;
     if ((s = check_all_used(path, &f, used, m, optim, okind)) != DDPC_OK) goto done;
     /* 3. */
-    ddpc_ckpt_meta mt = { 0, 0, 0, 0 };
+    ddpc_ckpt_meta mt;
+    memset(&mt, 0, sizeof mt);
     if ((s = parse_u64_meta(path, &f, "epoch", &mt.epoch)) != DDPC_OK) goto done;
     if ((s = parse_u64_meta(path, &f, "metrics_bytes", &mt.metrics_bytes)) != DDPC_OK) goto done;
     mt.metrics_kept = ddpc__st_meta(&f, "metrics_bytes") != NULL;
+    const char *tr = ddpc__st_meta(&f, "trainer");
+    if (tr && strlen(tr) >= sizeof mt.trainer) {
+        s = ddpc__err(DDPC_ERR_IO, "checkpoint %s: __metadata__ \"trainer\" is over %zu bytes",
+                      path, sizeof mt.trainer - 1);
+        goto done;
+    }
+    if (tr) memcpy(mt.trainer, tr, strlen(tr) + 1);
     if ((s = parse_u64_meta(path, &f, "step", &mt.step)) != DDPC_OK) goto done;
     ddpc_rng rng = m->rng;
     const char *rh = ddpc__st_meta(&f, "rng");

@@ -232,6 +232,259 @@ TEST_T(resume_sigkill_4_workers, 300) {
     sigkill_job(4, seeds, 3);
 }
 
+/* The job killed (a worker, SIGKILL) just after the step checkpoint of
+ * epoch 1 that `pattern` matches in the file's header is written: it must
+ * continue from that step and succeed. */
+static void killed_after_step_ckpt(int world, const char *args, const char *pattern) { /* grep -E */
+    char job[2048];
+    job_cmd(job, sizeof job, world, args, "k");
+    int rc = t_run_cmdf(200, out, sizeof out,
+                        "cd %s || exit 1; rm -f k.st k.jsonl; %s > k.log 2>&1 & L=$!; i=0; "
+                        "while [ $i -lt 3000 ]; do "
+                        "  if head -c 400 k.st 2>/dev/null | grep -Eq '%s'; then break; fi; "
+                        "  sleep 0.005; i=$((i+1)); done; "
+                        "set -- $(cat /proc/$L/task/$L/children 2>/dev/null); "
+                        "if [ $# -gt 1 ]; then kill -9 $2 && echo \"killed worker $2\"; fi; "
+                        "wait $L; echo \"rc=$?\"; cat k.log",
+                        t_tmp_dir(), job, pattern);
+    CHECK_MSG(rc == 0 && strstr(out, "rc=0\n"), "killed after a step checkpoint: rc=%d: %s", rc,
+              out);
+    CHECK_CONTAINS(out, "killed worker ");
+}
+
+/* --checkpoint-every 7: a worker killed right after a step checkpoint of
+ * epoch 1, then at random moments (seeds 21-23): the restart continues
+ * from the step after the checkpoint, says so, and the job ends with the
+ * parameters, momentum and metrics of a run never killed, bit for bit. */
+TEST_T(resume_step_checkpoint_sigkill, 300) {
+    need_data();
+    int world = 2, epochs = 3;
+    char args[320], ref[512], got[512], refm[512], gotm[512];
+    snprintf(args, sizeof args,
+             "--model mlp --epochs %d --max-batches 40 --max-eval-batches 1 --momentum 0.9 "
+             "--log-every 0 --checkpoint-every 7",
+             epochs);
+    double secs = reference(world, args);
+    snprintf(ref, sizeof ref, "%s", t_tmp_path("ref.st"));
+    snprintf(refm, sizeof refm, "%s", t_tmp_path("ref.jsonl"));
+    snprintf(got, sizeof got, "%s", t_tmp_path("k.st"));
+    snprintf(gotm, sizeof gotm, "%s", t_tmp_path("k.jsonl"));
+    /* epoch 1 is steps 40-79: checkpoints after its steps 2 (step 42), 9, ... */
+    killed_after_step_ckpt(world, args, "\"epoch\":\"1\".*epoch_step=(2|9|16) ");
+    /* "k.st: 1 epochs, 42 steps done; epoch 1 continues after its step 2 (128 of
+     * 60000 samples done) (restart 1 of the job)", or step 9 or 16 */
+    const char *line = strstr(out, "k.st: 1 epochs, ");
+    unsigned long long steps = 0, estep = 0, samples = 0;
+    CHECK_MSG(line && sscanf(line,
+                             "k.st: 1 epochs, %llu steps done; epoch 1 continues after its step "
+                             "%llu (%llu of 60000 samples done) (restart 1 of the job)",
+                             &steps, &estep, &samples) == 3,
+              "no resume line naming epoch 1 and its step: %s", out);
+    CHECK_EQ(steps, 40 + estep);
+    CHECK_EQ(samples, estep * 32 * 2);
+    CHECK(strstr(out, "re-sharded") == NULL);
+    for (int e = 0; e < epochs; e++) { /* no epoch was finished twice */
+        char line[32];
+        snprintf(line, sizeof line, "[0]: epoch %d: ", e);
+        int n = 0;
+        for (const char *p = out; (p = strstr(p, line)); p++) n++;
+        CHECK_MSG(n == 1, "'%s' %d times: %s", line, n, out);
+    }
+    same_ckpt(ref, got, "mlp");
+    same_metrics(refm, gotm, epochs);
+    static const uint64_t seeds[] = { 21, 22, 23 };
+    for (int k = 0; k < 3; k++) {
+        uint64_t r = mix(seeds[k]);
+        killed_at(world, args, secs * (0.15 + 0.8 * (double)(r % 1000) / 1000),
+                  (int)((r >> 20) % (uint64_t)world));
+        same_ckpt(ref, got, "mlp");
+        same_metrics(refm, gotm, epochs);
+    }
+    t_tmp_remove();
+}
+
+/* The metrics log at path has one line, epoch 0, counting each of the
+ * 60000 training samples once, at world size `world`. */
+static void one_epoch_all_samples(const char *path, int world) {
+    static char lines[4][1024];
+    char want[64];
+    CHECK_EQ(read_lines(path, lines, 4), 1);
+    CHECK_CONTAINS(lines[0], "\"train_samples\": 60000, ");
+    snprintf(want, sizeof want, "\"world_size\": %d,", world);
+    CHECK_CONTAINS(lines[0], want);
+}
+
+/* An elastic job's ddpc-run options (--nnodes=1:2, 2 workers a node, id,
+ * last_call_timeout) into el, and ddpc-train's (one epoch of the linear
+ * model, a step checkpoint every 20 steps, DIR/NAME.st, DIR/NAME.jsonl)
+ * into tr. */
+static void elastic_args(char *el, size_t elcap, char *tr, size_t trcap, const char *name,
+                         double last_call) {
+    snprintf(el, elcap,
+             "--nnodes=1:2 --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+             "--rdzv-id=%s --rdzv-conf=last_call_timeout=%g --max-restarts=2 "
+             "--monitor-interval=0.2 --heartbeat-timeout=2",
+             t_free_port_pair(), name, last_call);
+    snprintf(tr, trcap,
+             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
+             "--checkpoint-every 20 --checkpoint %s/%s.st --metrics %s/%s.jsonl",
+             t_tmp_dir(), name, t_tmp_dir(), name);
+}
+
+/* A job of `from` workers stopped for good (a worker killed, no restarts
+ * left) after its step checkpoint of epoch 0 that `pattern` (grep -E)
+ * matches, then
+ * started again by hand at `to` workers with --resume auto: the epoch
+ * continues where the checkpoint left it, re-sharded over the new world
+ * size, and its one metrics line counts every training sample once
+ * (60000: no sample trained twice or skipped) at world_size `to`. */
+static void resume_at_new_size(int from, int to, const char *pattern) {
+    char args[320], job[2048], want[256];
+    const char *ck = t_tmp_path("w.st"), *mt = t_tmp_path("w.jsonl");
+    snprintf(args, sizeof args,
+             "--model linear --epochs 1 --batch-size 100 --max-eval-batches 1 --log-every 0 "
+             "--checkpoint-every 20 --checkpoint %s --metrics %s",
+             ck, mt);
+    snprintf(job, sizeof job, "%s --standalone --nproc-per-node=%d %s %s", t_bin("ddpc-run"), from,
+             t_bin("ddpc-train"), args);
+    int rc =
+        t_run_cmdf(200, out, sizeof out,
+                   "cd %s || exit 1; rm -f w.st w.jsonl; DDPC_CKPT_DELAY_MS=100 %s > w.log 2>&1 & "
+                   "L=$!; i=0; "
+                   "while [ $i -lt 6000 ]; do "
+                   "  if head -c 400 w.st 2>/dev/null | grep -Eq '%s'; then break; fi; "
+                   "  sleep 0.005; i=$((i+1)); done; "
+                   "set -- $(cat /proc/$L/task/$L/children 2>/dev/null); "
+                   "if [ $# -gt 1 ]; then kill -9 $2 && echo \"killed worker $2\"; fi; "
+                   "wait $L; echo \"rc=$?\"; cat w.log",
+                   t_tmp_dir(), job, pattern);
+    CHECK_MSG(rc == 0 && strstr(out, "killed worker ") && !strstr(out, "rc=0\n"),
+              "the job of %d did not fail as meant: rc=%d: %s", from, rc, out);
+    struct stat st;
+    CHECK_MSG(stat(mt, &st) != 0 || st.st_size == 0, "epoch 0 ended before the kill: %s", out);
+    rc = t_run_cmdf(200, out, sizeof out,
+                    "%s --standalone --nproc-per-node=%d %s %s --resume auto 2>&1",
+                    t_bin("ddpc-run"), to, t_bin("ddpc-train"), args);
+    CHECK_MSG(rc == 0, "resumed at %d: rc=%d: %s", to, rc, out);
+    snprintf(want, sizeof want, "epoch 0 continues after its step ");
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof want, " at world size %d, the checkpoint's %d: the rest is re-sharded",
+             to, from);
+    CHECK_CONTAINS(out, want);
+    one_epoch_all_samples(mt, to);
+}
+
+/* 4 workers -> 2 and 2 -> 4 mid-epoch, from a step checkpoint. */
+TEST_T(resume_step_checkpoint_new_world_size, 300) {
+    need_data();
+    /* batch 100 x 4 = 400 samples a step, 150 steps an epoch; x 2: 300.
+     * Each step checkpoint's write pauses 100 ms (DDPC_CKPT_DELAY_MS) and
+     * the next one waits for it, so the epoch lasts long enough for the
+     * kill to land in it after a step checkpoint from its middle */
+    resume_at_new_size(4, 2, "\"epoch\":\"0\".*epoch_step=(40|60|80|100) ");
+    resume_at_new_size(2, 4, "\"epoch\":\"0\".*epoch_step=(80|100|120|140|160|180|200) ");
+    t_tmp_remove();
+}
+
+/* Step checkpoints are written off the training loop: with each write
+ * made to last 200 ms (DDPC_CKPT_DELAY_MS), 3 step checkpoints 100 steps
+ * apart cost the loop far less than the 0.6 s that writing them in line
+ * would (the metrics' "checkpoint" phase), and the file is still whole. */
+TEST_T(resume_step_checkpoint_written_off_the_loop, 120) {
+    need_data();
+    const char *ck = t_tmp_path("o.st"), *mt = t_tmp_path("o.jsonl");
+    int rc = t_run_cmdf(100, out, sizeof out,
+                        "DDPC_CKPT_DELAY_MS=200 %s --standalone --nproc-per-node=2 %s --model mlp "
+                        "--epochs 1 --max-batches 350 --max-eval-batches 1 --momentum 0.9 "
+                        "--log-every 0 --checkpoint %s --checkpoint-every 100 --metrics %s 2>&1",
+                        t_bin("ddpc-run"), t_bin("ddpc-train"), ck, mt);
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    static char lines[4][1024];
+    CHECK_EQ(read_lines(mt, lines, 4), 1);
+    const char *p = strstr(lines[0], "\"checkpoint\": ");
+    CHECK_MSG(p != NULL, "no checkpoint phase: %s", lines[0]);
+    double secs = atof(p + strlen("\"checkpoint\": "));
+    CHECK_MSG(secs < 0.3, "3 step checkpoints cost the loop %.3f s (in line: >= 0.6 s)", secs);
+    ckpt c;
+    ckpt_read(ck, "mlp", &c);
+    CHECK_EQ(c.meta.epoch, 1);
+    CHECK_EQ(c.meta.step, 350);
+    free(c.p), free(c.mom);
+    t_tmp_remove();
+}
+
+/* An elastic job (--nnodes=1:2, two launchers of 2 workers on loopback)
+ * loses node 1 (its launcher and workers SIGKILLed) mid-epoch, after a
+ * step checkpoint: node 0 notices, rejoins the rendezvous alone and
+ * restarts its workers at world size 2, which continue the epoch from the
+ * checkpoint, re-sharded: its metrics line counts 60000 samples (each
+ * once) at world_size 2. */
+TEST_T(resume_elastic_node_killed_mid_epoch, 200) {
+    need_data();
+    char el[320], tr[512];
+    elastic_args(el, sizeof el, tr, sizeof tr, "e", 1);
+    /* each step checkpoint's write pauses 100 ms, so the epoch lasts */
+    int rc = t_run_cmdf(
+        180, out, sizeof out,
+        "cd %s || exit 1; export DDPC_CKPT_DELAY_MS=100; %s %s %s %s > n0.log 2>&1 & p0=$!; "
+        "sleep 0.3; %s %s %s %s > n1.log 2>&1 & p1=$!; i=0; "
+        "while [ $i -lt 6000 ]; do "
+        "  if head -c 400 e.st 2>/dev/null | grep -Eq 'epoch_step=(20|40|60|80) '; then break; fi; "
+        "  sleep 0.005; i=$((i+1)); done; "
+        "c=$(cat /proc/$p1/task/$p1/children); kill -9 $p1 $c && echo \"killed node 1\"; "
+        "wait $p0; echo \"rc0=$?\"; cat n0.log",
+        t_tmp_dir(), t_bin("ddpc-run"), el, t_bin("ddpc-train"), tr, t_bin("ddpc-run"), el,
+        t_bin("ddpc-train"), tr);
+    CHECK_MSG(rc == 0 && strstr(out, "rc0=0\n"), "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "killed node 1");
+    CHECK_CONTAINS(out,
+                   "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 0 (ranks 0-1 of 4)");
+    CHECK_CONTAINS(out, "restarting all workers on all nodes (restart 1 of at most 2)");
+    CHECK_CONTAINS(out,
+                   "elastic rendezvous (--nnodes=1:2): 1 nodes, this one node 0 (ranks 0-1 of 2)");
+    CHECK_CONTAINS(out, "epoch 0 continues after its step ");
+    CHECK_CONTAINS(out,
+                   " at world size 2, the checkpoint's 4: the rest is re-sharded (restart 1 of "
+                   "the job)");
+    one_epoch_all_samples(t_tmp_path("e.jsonl"), 2);
+    t_tmp_remove();
+}
+
+/* An elastic job (--nnodes=1:2) started alone (one launcher, 2 workers,
+ * after last_call_timeout) gains a second launcher mid-epoch: the first
+ * sees it waiting at its next heartbeat, both rejoin and restart at world
+ * size 4, which continue the epoch from the last step checkpoint,
+ * re-sharded: one metrics line, 60000 samples, world_size 4. */
+TEST_T(resume_elastic_node_added_mid_run, 200) {
+    need_data();
+    char el[320], tr[512];
+    elastic_args(el, sizeof el, tr, sizeof tr, "a", 0.5);
+    int rc = t_run_cmdf(
+        180, out, sizeof out,
+        "cd %s || exit 1; export DDPC_CKPT_DELAY_MS=100; %s %s %s %s > n0.log 2>&1 & p0=$!; i=0; "
+        "while [ $i -lt 6000 ]; do "
+        "  if head -c 400 a.st 2>/dev/null | grep -Eq 'epoch_step=(40|60|80|100) '; then break; "
+        "fi; sleep 0.005; i=$((i+1)); done; "
+        "%s %s %s %s > n1.log 2>&1; echo \"rc1=$?\"; wait $p0; echo \"rc0=$?\"; "
+        "cat n0.log n1.log",
+        t_tmp_dir(), t_bin("ddpc-run"), el, t_bin("ddpc-train"), tr, t_bin("ddpc-run"), el,
+        t_bin("ddpc-train"), tr);
+    CHECK_MSG(rc == 0 && strstr(out, "rc0=0\n") && strstr(out, "rc1=0\n"), "rc=%d: %s", rc, out);
+    CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 1 nodes, this one node 0 (ranks 0-1 "
+                        "of 2)");
+    CHECK_CONTAINS(out, "a node asked to join run id 'a' (1 nodes now, --nnodes=1:2): every node "
+                        "restarts at the new size");
+    CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 0 (ranks 0-1 "
+                        "of 4)");
+    CHECK_CONTAINS(out, "elastic rendezvous (--nnodes=1:2): 2 nodes, this one node 1 (ranks 2-3 "
+                        "of 4)");
+    CHECK_CONTAINS(out,
+                   " at world size 4, the checkpoint's 2: the rest is re-sharded (restart 1 of "
+                   "the job)");
+    one_epoch_all_samples(t_tmp_path("a.jsonl"), 4);
+    t_tmp_remove();
+}
+
 /* One process, as a restarted attempt would see it (TORCHELASTIC_RESTART_COUNT
  * set by hand): it continues from --checkpoint, says so, and keeps the
  * metrics log to one line per epoch; the first attempt starts over;

@@ -177,7 +177,15 @@ TEST_T(run_usage_errors_exit_2, 30) {
     CHECK_EQ(run(10, "%s --nnodes=2 --node-rank=2 true", R()), 2);
     CHECK_CONTAINS(out, "--node-rank=2");
     CHECK_EQ(run(10, "%s --nnodes=1:4 true", R()), 2);
-    CHECK_CONTAINS(out, "elastic");
+    CHECK_CONTAINS(out, "--nnodes=1:4 (elastic) needs --rdzv-backend=c10d and --rdzv-endpoint");
+    CHECK_EQ(run(10, "%s --nnodes=4:1 true", R()), 2);
+    CHECK_CONTAINS(out, "--nnodes=4:1: MIN is above MAX");
+    CHECK_EQ(run(10,
+                 "%s --nnodes=1:4 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:1 --node-rank=1 "
+                 "true",
+                 R()),
+             2);
+    CHECK_CONTAINS(out, "the rendezvous ranks the nodes as they join; drop --node-rank");
     CHECK_EQ(run(10, "%s --master-port=70000 true", R()), 2);
     CHECK_CONTAINS(out, "master-port");
     CHECK_EQ(run(10, "%s --nproc-per-node=2", R()), 2);
@@ -722,6 +730,58 @@ TEST_T(run_ddpc_train_progress_bar_on_a_terminal, 60) {
     CHECK_CONTAINS(log, "] 40/40 loss");
 }
 
+/* --nnodes=MIN:MAX with the c10d rendezvous, launchers on loopback: three
+ * of --nnodes=2:3 start at once (MAX joined), each a node rank of its own;
+ * two start after last_call_timeout; one alone never reaches MIN and ends
+ * saying so. */
+TEST_T(run_elastic_two_and_three_launchers, 90) {
+    const char *d = tmpdir();
+    const char *sc = script(d, "env.sh", ENV_SCRIPT);
+    for (int n = 3; n >= 2; n--) {
+        int port = t_free_port_pair();
+        char el[256];
+        snprintf(el, sizeof el,
+                 "--nnodes=2:3 --nproc-per-node=2 --rdzv-backend=c10d "
+                 "--rdzv-endpoint=127.0.0.1:%d --rdzv-id=el%d --rdzv-conf=last_call_timeout=1",
+                 port, n);
+        double t0 = ddpc__now();
+        int rc = run(60,
+                     "%s %s %s > %s/n0.log 2>&1 & a=$!; sleep 0.2; "
+                     "%s %s %s > %s/n1.log 2>&1 & b=$!; "
+                     "if [ %d = 3 ]; then %s %s %s > %s/n2.log 2>&1; echo rc2=$?; fi; "
+                     "wait $a; ra=$?; wait $b; echo \"rc0=$ra rc1=$?\"; cat %s/n*.log",
+                     R(), el, sc, d, R(), el, sc, d, n, R(), el, sc, d, d);
+        double dt = ddpc__now() - t0;
+        CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+        CHECK_CONTAINS(out, "rc0=0 rc1=0");
+        if (n == 3) {
+            CHECK_CONTAINS(out, "rc2=0");
+            CHECK_MSG(dt < 20 * t_slow(), "MAX joined, yet it took %.1f s", dt);
+        } else {
+            CHECK_MSG(dt >= 0.9, "started after %.2f s, before last_call_timeout=1", dt);
+        }
+        char want[256];
+        snprintf(want, sizeof want, "elastic rendezvous (--nnodes=2:3): %d nodes, this one node 0",
+                 n);
+        CHECK_CONTAINS(out, want);
+        for (int r = 0; r < 2 * n; r++) { /* every rank once, node ranks 0..n-1 */
+            snprintf(want, sizeof want,
+                     "[%d]: R=%d L=%d W=%d LW=2 G=%d RR=%d RW=%d MA=127.0.0.1 "
+                     "MP=%d",
+                     r, r, r % 2, 2 * n, r / 2, r, 2 * n, port);
+            CHECK_CONTAINS(out, want);
+        }
+    }
+    /* MIN never met: the job ends naming the cause */
+    int port = t_free_port_pair();
+    int rc = run(20,
+                 "%s --nnodes=2:3 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+                 "--join-timeout=1 true",
+                 R(), port);
+    CHECK_EQ(rc, 1);
+    CHECK_CONTAINS(out, "only 1 of at least 2 nodes joined run id 'none'");
+}
+
 TEST_T(run_node_that_never_arrives, 30) {
     int port = t_free_port_pair();
     double t0 = ddpc__now();
@@ -803,6 +863,42 @@ TEST_T(run_notices_a_dead_launcher, 60) {
     CHECK_EQ(rc, 0);
     CHECK_CONTAINS(out, "rc1=1");
     CHECK_CONTAINS(out, "lost the job's store");
+}
+
+/* --nnodes=2:3, two launchers of workers that wait: node 1 killed (its
+ * launcher and workers), so one node is left, fewer than MIN: node 0 ends
+ * the job saying so; node 0 (the store's host) killed: node 1 ends the job
+ * saying it lost the store. */
+TEST_T(run_elastic_node_lost_below_min_and_store_lost, 60) {
+    const char *d = tmpdir();
+    char body[256];
+    snprintf(body, sizeof body, "touch %s/flag.$RANK; trap 'exit 0' TERM; sleep 30 & wait\n", d);
+    const char *sc = script(d, "up.sh", body);
+    for (int victim = 1; victim >= 0; victim--) {
+        int port = t_free_port_pair();
+        char el[320];
+        snprintf(el, sizeof el,
+                 "--nnodes=2:3 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:%d "
+                 "--rdzv-conf=last_call_timeout=0.5 --max-restarts=2 --monitor-interval=0.1 "
+                 "--heartbeat-timeout=1",
+                 port);
+        /* the first launcher hosts the store (node 0) */
+        int rc = run(40,
+                     "rm -f %s/flag.*; %s %s %s & p0=$!; sleep 0.3; %s %s %s & p1=$!; "
+                     "for i in $(seq 200); do [ -e %s/flag.0 ] && [ -e %s/flag.1 ] && break; "
+                     "sleep 0.05; done; "
+                     "v=$p%d; c=$(cat /proc/$v/task/$v/children); kill -9 $v $c; "
+                     "wait $p%d; echo rc=$?",
+                     d, R(), el, sc, R(), el, sc, d, d, victim, 1 - victim);
+        CHECK_EQ(rc, 0);
+        CHECK_CONTAINS(out, "rc=1");
+        if (victim == 1) {
+            CHECK_CONTAINS(out, "node(s) 1 of 2 sent no heartbeat for 1 s (--heartbeat-timeout): "
+                                "1 node(s) remain, fewer than --nnodes=2:3 needs; the job ends");
+        } else {
+            CHECK_CONTAINS(out, "node 1 lost the job's store on node 0");
+        }
+    }
 }
 
 static const char *DDP_PY =

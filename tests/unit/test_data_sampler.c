@@ -100,6 +100,70 @@ TEST(data_sampler_epochs_and_args) {
     free(e0);
 }
 
+/* A resume mid-epoch (set_start): with the first `start` positions of the
+ * epoch done at world size R0, the ranks of any world size R take exactly
+ * the positions left, each once (plus torch's padding from the epoch's
+ * head); at R0 itself, the indices a sampler never stopped takes from
+ * there. */
+static void check_start(size_t len, int R0, int R, size_t start, int drop_last) {
+    int64_t *perm = malloc((len + 1) * sizeof *perm);
+    ddpc_randperm(len, 3 + 1, perm); /* seed 3, epoch 1 */
+    size_t left = len - start;
+    size_t want =
+        (drop_last && left % (size_t)R) ? left / (size_t)R : (left + (size_t)R - 1) / (size_t)R;
+    char *seen = calloc(len + 1, 1);
+    size_t taken = 0;
+    for (int r = 0; r < R; r++) {
+        ddpc_sampler *s = NULL;
+        CHECK_OK(mk_sampler(len, R, r, 1, 3, drop_last, &s));
+        ddpc_sampler_set_epoch(s, 1);
+        ddpc_sampler_set_start(s, start);
+        CHECK_EQ(ddpc_sampler_len(s), want);
+        const int64_t *ix = ddpc_sampler_indices(s);
+        for (size_t i = 0; i < want; i++) {
+            size_t j = start + (size_t)r + i * (size_t)R;
+            CHECK_EQ(ix[i], perm[j % len]);
+            if (j >= len) continue; /* padding: the epoch's head again, as torch pads */
+            CHECK_MSG(!seen[ix[i]], "len %zu R %d start %zu: index %lld twice", len, R, start,
+                      (long long)ix[i]);
+            seen[ix[i]] = 1;
+            taken++;
+        }
+        if (R == R0) { /* the same as a sampler never stopped, from step start / R */
+            ddpc_sampler *u = NULL;
+            CHECK_OK(mk_sampler(len, R, r, 1, 3, drop_last, &u));
+            ddpc_sampler_set_epoch(u, 1);
+            size_t skip = start / (size_t)R;
+            CHECK_EQ(ddpc_sampler_len(u), skip + want);
+            CHECK(memcmp(ddpc_sampler_indices(u) + skip, ix, want * sizeof *ix) == 0);
+            ddpc_sampler_destroy(u);
+        }
+        ddpc_sampler_set_epoch(s, 1); /* clears the start */
+        if (ddpc_sampler_len(s)) CHECK_EQ(ddpc_sampler_indices(s)[0], perm[(size_t)r % len]);
+        ddpc_sampler_destroy(s);
+    }
+    if (!drop_last) CHECK_EQ(taken, left);
+    for (size_t i = 0; i < start; i++) CHECK_MSG(!seen[perm[i]], "position %zu taken again", i);
+    free(seen);
+    free(perm);
+}
+
+TEST(data_sampler_start_reshards) {
+    const size_t lens[] = { 1, 7, 100, 1001 };
+    const int reps[] = { 1, 2, 3, 4 };
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++)
+                for (int dl = 0; dl < 2; dl++) {
+                    int R0 = reps[b];
+                    /* k steps of batch 2 at R0 done (never past the epoch) */
+                    size_t start = (size_t)(3 * c) * 2 * (size_t)R0;
+                    if (start >= lens[a] || (dl && lens[a] % (size_t)R0)) continue;
+                    for (size_t d = 0; d < 4; d++) check_start(lens[a], R0, reps[d], start, dl);
+                }
+    ddpc_sampler_set_start(NULL, 5); /* harmless */
+}
+
 /* torch.randperm(10, generator=manual_seed(0)) as printed by PyTorch 1.13. */
 TEST(data_randperm_known_values) {
     int64_t p[10];

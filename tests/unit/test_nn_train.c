@@ -38,6 +38,9 @@ TEST(train_bad_options) {
         { "--nesterov", "--nesterov needs --momentum > 0" },
         { "stray", "unexpected argument 'stray'" },
         { "--max-eval-batches -1", "out of range" },
+        { "--checkpoint-every 5",
+          "--checkpoint-every N writes --checkpoint FILE, and there is none" },
+        { "--checkpoint c.st --checkpoint-every -1", "out of range" },
     };
     char out[4096];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

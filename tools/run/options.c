@@ -41,7 +41,9 @@ static void usage(FILE *f) {
         "--run-id (SLURM_JOB_ID); PET_ variables and the command line still win.\n"
         "\n"
         "  --nproc-per-node=N     workers on this node (or auto/cpu: one per core; default 1)\n"
-        "  --nnodes=N             nodes in the job (N or N:N; default 1)\n"
+        "  --nnodes=N             nodes in the job (N or N:N; default 1); MIN:MAX (with\n"
+        "                         --rdzv-backend=c10d --rdzv-endpoint): any number of nodes\n"
+        "                         from MIN to MAX form the job, ranked as they join\n"
         "  --node-rank=R          this node's rank, 0..nnodes-1 (default 0); node R's\n"
         "                         workers are ranks R*N .. R*N+N-1\n"
         "  --master-addr=HOST     host of node 0 (default 127.0.0.1)\n"
@@ -67,7 +69,9 @@ static void usage(FILE *f) {
         "                         --master-addr=H --master-port=P)\n"
         "  --rdzv-backend=B       c10d or static: both mean ddpc-run's store; with c10d and\n"
         "                         several nodes, each node needs its --node-rank\n"
-        "  --rdzv-conf=K=V,...    torchrun's: join_timeout=S is --join-timeout; other keys\n"
+        "  --rdzv-conf=K=V,...    torchrun's: join_timeout=S is --join-timeout;\n"
+        "                         last_call_timeout=S: with --nnodes=MIN:MAX, start S s after\n"
+        "                         MIN nodes joined (default 30) unless MAX join first; other keys\n"
         "                         are accepted\n"
         "  --start-method=M       spawn, fork or forkserver: accepted, workers are always exec'd\n"
         "  --log-dir=DIR          write DIR/<run-id>/attempt_<restart>/<rank>/{stdout,stderr}.log\n"
@@ -163,6 +167,7 @@ static void set_defaults(opts *o) {
     o->join_timeout = env_real(DDPC_ENV_CONNECT_TIMEOUT);
     o->hb_timeout = env_real(DDPC_ENV_HEARTBEAT_TIMEOUT);
     o->grace = env_real(DDPC_ENV_KILL_GRACE);
+    o->last_call = 30; /* torchrun's default */
     snprintf(o->run_id, sizeof o->run_id, "none");
 }
 
@@ -226,9 +231,10 @@ static void set_nnodes(opts *o, const char *name, const char *val, int *seen) {
     char lo[32];
     snprintf(lo, sizeof lo, "%.*s", (int)(colon - val), val);
     long a1 = parse_int_opt(name, lo, 1, 65536), a2 = parse_int_opt(name, colon + 1, 1, 65536);
-    if (a1 != a2)
-        die_usage("--nnodes=%s: elastic node ranges are not supported; give MIN == MAX", val);
+    if (a1 > a2) die_usage("--nnodes=%s: MIN is above MAX", val);
     o->nnodes = (int)a1;
+    o->min_nodes = o->max_nodes = 0;
+    if (a1 < a2) o->min_nodes = (int)a1, o->max_nodes = (int)a2; /* elastic */
 }
 
 static void set_run_id(opts *o, const char *name, const char *val, int *seen) {
@@ -312,7 +318,8 @@ static void set_rdzv_backend(opts *o, const char *name, const char *val, int *se
 }
 
 /* torchrun's "KEY=VALUE,..." for its rendezvous: join_timeout (seconds)
- * sets the join timeout; the other keys (read_timeout, last_call_timeout,
+ * sets the join timeout; last_call_timeout (seconds) how long an elastic
+ * job waits for more than MIN nodes; the other keys (read_timeout,
  * close_timeout, ...) are accepted and have no use here. */
 static void set_rdzv_conf(opts *o, const char *name, const char *val, int *seen) {
     char buf[1024];
@@ -324,6 +331,7 @@ static void set_rdzv_conf(opts *o, const char *name, const char *val, int *seen)
         if (!eq || eq == kv) die_usage("--rdzv-conf=%s: '%s' is not KEY=VALUE", val, kv);
         *eq = 0;
         if (!strcmp(kv, "join_timeout")) o->join_timeout = parse_real_opt(name, eq + 1, 0.001, 1e7);
+        if (!strcmp(kv, "last_call_timeout")) o->last_call = parse_real_opt(name, eq + 1, 0, 1e7);
     }
 }
 
@@ -533,6 +541,21 @@ static void finish_options(opts *o, int seen) {
     /* torchrun's c10d rendezvous ranks the nodes as they join; ddpc-run's
      * nodes know theirs (a Kubeflow PyTorchJob with an elasticPolicy sets
      * no PET_NODE_RANK) */
+    if (o->max_nodes && !o->standalone) {
+        /* the nodes' ranks come from the rendezvous (rendezvous.c: elastic_join) */
+        if (!(seen & SEEN_C10D) || !(seen & SEEN_MASTER))
+            die_usage("--nnodes=%d:%d (elastic) needs --rdzv-backend=c10d and "
+                      "--rdzv-endpoint=HOST:PORT (the node hosting the store)",
+                      o->min_nodes, o->max_nodes);
+        if (seen & SEEN_NODE_RANK)
+            die_usage("--nnodes=%d:%d (elastic): the rendezvous ranks the nodes as they join; "
+                      "drop --node-rank",
+                      o->min_nodes, o->max_nodes);
+        if (rank_table_opt) die_usage("--nnodes=MIN:MAX and --rank-table do not go together");
+        seen |= SEEN_NODE_RANK;   /* given by the rendezvous */
+        o->nnodes = o->max_nodes; /* until the rendezvous says */
+    }
+    if (o->standalone) o->min_nodes = o->max_nodes = 0;
     if ((seen & SEEN_C10D) && o->nnodes > 1 && !(seen & SEEN_NODE_RANK))
         die_usage("--rdzv-backend=c10d with --nnodes=%d and no --node-rank: ddpc-run's nodes do "
                   "not get their ranks as they join; give each node its --node-rank "

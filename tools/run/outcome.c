@@ -24,6 +24,7 @@ static const char *const kind_names[RUN_KIND_COUNT] = {
     [RUN_INTERRUPTED] = "interrupted",
     [RUN_NODE_LOST] = "node-lost",
     [RUN_STORE_LOST] = "store-lost",
+    [RUN_NODE_JOINED] = "node-joined",
     [RUN_MALFORMED] = "malformed",
 };
 

@@ -42,6 +42,10 @@ typedef struct opts {
     int nproc; /* workers on this node */
     int nnodes;
     int node_rank;
+    /* --nnodes=MIN:MAX (MIN < MAX): the rendezvous sets nnodes and node_rank
+     * (rendezvous.c: elastic_join); 0, 0 otherwise */
+    int min_nodes, max_nodes;
+    double last_call; /* --rdzv-conf last_call_timeout=S: seconds to wait for more than MIN */
     char master_addr[256];
     int master_port;
     int rdzv_port; /* --rdzv-endpoint's port: wins over --master-port, as in torchrun */
@@ -138,6 +142,9 @@ typedef struct job {
     ddpc_store_server *server; /* node 0 only */
     ddpc_store *store;         /* every node */
     int store_lost;
+    int rdzv_host; /* --nnodes=MIN:MAX: this launcher hosts the store (node 0) */
+    int round;     /* --nnodes=MIN:MAX: membership changes so far; keys under "r<round>/" */
+    int first_gen; /* the generation this launcher starts at (a late node: the job's) */
     int joined;    /* every node joined: the end is confirmed to node 0 */
     int node_lost; /* a node's launcher fell silent: nobody waits for it */
     int sfd;       /* signalfd */
@@ -196,6 +203,7 @@ typedef enum run_kind {
     RUN_INTERRUPTED,      /* a launcher got SIGINT, SIGTERM or SIGHUP */
     RUN_NODE_LOST,        /* a node's launcher sent no heartbeat in time */
     RUN_STORE_LOST,       /* the job's store on node 0 went away */
+    RUN_NODE_JOINED,      /* --nnodes=MIN:MAX: a node waits to join (all restart with it) */
     RUN_MALFORMED,        /* the outcome in the store could not be read */
     RUN_KIND_COUNT
 } run_kind;
@@ -246,6 +254,12 @@ int join_job(job *J);
 /* Every node has stopped: waits for all to be ready for generation J->gen.
  * 0 or an exit code. */
 int await_restart(job *J);
+/* --nnodes=MIN:MAX, after a generation failed or lost a node: every node
+ * still alive joins the next round of the rendezvous, which closes once
+ * each node of the last round has joined or been silent for the heartbeat
+ * timeout; the job goes on at the new size (nnodes, node_rank, world set),
+ * or ends, said why, when fewer than MIN remain. 0 or an exit code. */
+int elastic_rejoin(job *J);
 /* Publishes mine as the generation's outcome unless another node got there
  * first; *won (may be NULL, may be mine) becomes the outcome that won. */
 void publish_outcome(job *J, const run_outcome *mine, run_outcome *won);

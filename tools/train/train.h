@@ -12,6 +12,7 @@
 #ifndef DDPC_TRAIN_H
 #define DDPC_TRAIN_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -31,6 +32,7 @@ typedef struct options {
     uint64_t seed;
     int log_every;          /* batches between "Epoch | Batch | Loss" lines; 0 = none */
     const char *checkpoint; /* written atomically at start and at each epoch end */
+    long checkpoint_every;  /* and every N optimizer steps (0: not) */
     const char *resume;     /* read before training (NULL with resume_auto) */
     int resume_auto;        /* --resume auto: from --checkpoint whenever it exists */
     const char *metrics;    /* one JSON line per epoch */
@@ -42,6 +44,21 @@ typedef struct options {
     int progress;           /* -1 auto (a terminal), 0 off, 1 on */
     ddpc_ddp_options ddp;   /* buckets and compression */
 } options;
+
+/* The epoch's sums: [0] loss * samples, [1] correct, [2] samples. */
+typedef struct epoch_sums {
+    double v[3];
+} epoch_sums;
+
+/* Rank 0's step checkpoint being written on its own thread (resume.c). */
+typedef struct ckpt_writer {
+    pthread_t thread;
+    int running;            /* a thread to join */
+    ddpc_ckpt_snapshot *sn; /* owned: what it writes */
+    const char *path;       /* borrowed: --checkpoint */
+    ddpc_status s;          /* its result */
+    char err[1024];         /* its error, when s is not DDPC_OK */
+} ckpt_writer;
 
 /* One process's training: what every part reads and fills. */
 typedef struct trainer {
@@ -58,6 +75,11 @@ typedef struct trainer {
     ddpc_optim *opt;
     uint64_t start_epoch; /* epochs already done (from a checkpoint) */
     uint64_t step;        /* optimizer steps done */
+    /* where a step checkpoint left epoch start_epoch (0, 0 at its start): */
+    uint64_t epoch_step;    /* its steps done, at the world size of the time */
+    uint64_t epoch_samples; /* samples all ranks took: the sampler's start */
+    epoch_sums acc;         /* the epoch's sums over all ranks, folded at checkpoints */
+    ckpt_writer writer;     /* rank 0 */
     FILE *metrics;
     long restart;          /* TORCHELASTIC_RESTART_COUNT: attempts before this one */
     int resumed_own;       /* continued from --checkpoint (not from --resume FILE) */
@@ -79,6 +101,13 @@ ddpc_status trim_metrics(trainer *t);
 /* Rank 0 saves --checkpoint with `epochs` epochs done, with where the
  * metrics log ends. */
 ddpc_status save_checkpoint(trainer *t, uint64_t epochs);
+/* Rank 0, after `estep` steps of epoch `epoch` (all ranks having taken
+ * `samples` samples of it): copies the state and writes --checkpoint on a
+ * thread, after waiting for the previous one. */
+ddpc_status save_step_checkpoint(trainer *t, uint64_t epoch, uint64_t estep, uint64_t samples);
+/* Waits for the step checkpoint being written (if any); its error, if it
+ * failed. Harmless when none. */
+ddpc_status checkpoint_wait(trainer *t);
 
 /* ------------------------------------------------------------ timeline.c */
 
