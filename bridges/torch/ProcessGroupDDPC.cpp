@@ -849,7 +849,7 @@ class ProcessGroupDDPC : public BackendBase {
         std::lock_guard<std::mutex> g(issue_mu_);
         Buf b = buf_of(w->in(ts[0]), what, true);
         ddpc_work *h = nullptr;
-        w->issued(ddpc_send_async(comm_, b.ptr, b.count, b.dt, peer(dst, what), &h), h);
+        w->issued(ddpc_send_tagged_async(comm_, b.ptr, b.count, b.dt, peer(dst, what), tag, &h), h);
         return submit(w, what);
     }
 
@@ -861,7 +861,7 @@ class ProcessGroupDDPC : public BackendBase {
         Buf b = buf_of(w->out(ts[0]), what, true);
         w->set_source(peer(src, what));
         ddpc_work *h = nullptr;
-        w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, src, &h), h);
+        w->issued(ddpc_recv_tagged_async(comm_, b.ptr, b.count, b.dt, src, tag, &h), h);
         return submit(w, what);
     }
 
@@ -873,7 +873,7 @@ class ProcessGroupDDPC : public BackendBase {
         Buf b = buf_of(w->out(ts[0]), what, true);
         w->source_from_receive();
         ddpc_work *h = nullptr;
-        w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, DDPC_ANY_SOURCE, &h), h);
+        w->issued(ddpc_recv_tagged_async(comm_, b.ptr, b.count, b.dt, DDPC_ANY_SOURCE, tag, &h), h);
         return submit(w, what);
     }
 
