@@ -214,10 +214,20 @@ TEST_T(comm_alltoallv, 30) {
 
 /* ------------------------------------------------------------------ tags */
 
-/* Sets the rank up over shared memory (arg NULL) or TCP only (arg "tcp"). */
+/* Sets the rank up over shared memory (arg NULL), TCP only (arg "tcp"), or
+ * as if on a host of its own with 4 TCP streams per pair ("streams": a
+ * large message is split across them by its length, so a receive must
+ * read it as it was sent). */
 static ddpc_comm *tag_comm(int rank, int world, void *arg) {
     if (arg) setenv("DDPC_SHM", "0", 1);
-    return env_comm(rank, world);
+    if (!arg || strcmp(arg, "streams") != 0) return env_comm(rank, world);
+    char id[32];
+    snprintf(id, sizeof id, "tags-host-%d", rank);
+    setenv("DDPC_HOST_ID", id, 1);
+    setenv("DDPC_SOCKETS_PER_PEER", "4", 1);
+    ddpc_comm *c = env_comm_unchecked(rank, world);
+    CHECK_EQ(ddpc__peer_sockets(c, 1 - rank), 4);
+    return c;
 }
 
 static void fill_bytes(uint8_t *b, size_t n, int seed) {
@@ -325,6 +335,11 @@ TEST_T(comm_send_recv_tags_tcp, 60) {
     t_run_ranks(2, 55, tags_body, (void *)"tcp");
 }
 
+TEST_T(comm_send_recv_tags_tcp_streams, 60) {
+    g_port = t_free_port();
+    t_run_ranks(2, 55, tags_body, (void *)"streams");
+}
+
 /* A receive from any source takes the first message of its tag: rank 1
  * sends tags 3 then 7, rank 2 tag 5; rank 0's any-source receive of tag 7
  * looks behind rank 1's tag 3 (held aside) and chooses rank 1. */
@@ -388,4 +403,35 @@ static void tag_timeout_body(int rank, int world, void *arg) {
 TEST_T(comm_recv_tag_timeout, 30) {
     g_port = t_free_port();
     t_run_ranks(2, 25, tag_timeout_body, NULL);
+}
+
+/* Messages held aside are bounded: with DDPC_P2P_UNEXPECTED_BYTES=4096, a
+ * second 3000-byte message that no receive wants yet fails the receive
+ * naming the variable and the message (the first is held). */
+static void tag_unexpected_limit_body(int rank, int world, void *arg) {
+    setenv("DDPC_P2P_UNEXPECTED_BYTES", "4096", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    uint8_t a[3000], b[3000], d[8];
+    fill_bytes(a, sizeof a, 1);
+    fill_bytes(b, sizeof b, 2);
+    if (rank == 0) {
+        ddpc_work *w[3];
+        CHECK_OK(ddpc_send_tagged_async(c, a, sizeof a, DDPC_UINT8, 1, 1, &w[0]));
+        CHECK_OK(ddpc_send_tagged_async(c, b, sizeof b, DDPC_UINT8, 1, 2, &w[1]));
+        CHECK_OK(ddpc_send_tagged_async(c, d, sizeof d, DDPC_UINT8, 1, 3, &w[2]));
+        for (int i = 0; i < 3; i++) {
+            ddpc_work_wait(w[i], -1); /* rank 1 fails, and may hang up before the last */
+            ddpc_work_destroy(w[i]);
+        }
+    } else {
+        CHECK_STATUS(ddpc_recv_tagged(c, d, sizeof d, DDPC_UINT8, 0, 3), DDPC_ERR_NOMEM);
+        CHECK_CONTAINS(ddpc_last_error(), "DDPC_P2P_UNEXPECTED_BYTES=4096");
+        CHECK_CONTAINS(ddpc_last_error(), "rank 0 sent a message with tag 2 (3000 bytes)");
+    }
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_recv_tag_unexpected_limit, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, tag_unexpected_limit_body, NULL);
 }
