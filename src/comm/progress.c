@@ -425,8 +425,10 @@ static ddpc_status take_ux(ddpc_exec *e, ddpc_req *r, ddpc_req *u) {
 }
 
 /* Completes every receive posted from pe that has read nothing yet and whose
- * tag an unexpected message holds, in the order posted. */
-static ddpc_status match_ux(ddpc_exec *e, ddpc_peer *pe) {
+ * tag an unexpected message holds, in the order posted; *moved = 1 when one
+ * completed (so that the wait does not go to sleep in poll: no byte may
+ * come to wake it). */
+static ddpc_status match_ux(ddpc_exec *e, ddpc_peer *pe, int *moved) {
     ddpc_req **rp = &pe->rq, *prev = NULL;
     while (*rp && pe->ux_head) {
         ddpc_req *r = *rp, *u = NULL, *uprev = NULL;
@@ -444,6 +446,7 @@ static ddpc_status match_ux(ddpc_exec *e, ddpc_peer *pe) {
         if (pe->ux_tail == u) pe->ux_tail = uprev;
         *rp = r->next;
         if (pe->rq_tail == r) pe->rq_tail = prev;
+        *moved = 1;
         DDPC_CHECK(take_ux(e, r, u));
     }
     return DDPC_OK;
@@ -607,7 +610,7 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
             pe->sq = r->next;
             if (!pe->sq) pe->sq_tail = NULL;
         }
-        if (pe->ux_head && pe->rq) DDPC_CHECK(match_ux(e, pe));
+        if (pe->ux_head && pe->rq) DDPC_CHECK(match_ux(e, pe, moved));
         while ((r = pe->rq) != NULL) {
             if (r->tagged && r->x.done == 0 && !r->ux_buf) {
                 int wait = 0;
@@ -637,7 +640,7 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
                 pe->ux_in = NULL;
                 r->next = NULL;
                 enqueue(&pe->ux_head, &pe->ux_tail, r);
-                if (pe->rq) DDPC_CHECK(match_ux(e, pe));
+                if (pe->rq) DDPC_CHECK(match_ux(e, pe, moved));
             }
         }
     }
