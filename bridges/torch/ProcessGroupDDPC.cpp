@@ -301,10 +301,8 @@ class WorkDDPC : public c10d::Work {
              const std::vector<at::Tensor> &inputs, std::shared_ptr<Completion> completion,
              double limit_s, std::function<void()> on_timeout)
         : Work(rank, type, title, c10::optional<std::vector<at::Tensor>>(inputs)),
-          completion_(std::move(completion)), outputs_(std::move(outputs)),
-          future_(c10::make_intrusive<at::ivalue::Future>(
-              c10::ListType::create(c10::TensorType::get()))),
-          title_(title), limit_s_(limit_s), on_timeout_(std::move(on_timeout)) {}
+          completion_(std::move(completion)), outputs_(std::move(outputs)), title_(title),
+          limit_s_(limit_s), on_timeout_(std::move(on_timeout)) {}
 
     ~WorkDDPC() override {
         for (ddpc_work *h : handles_) ddpc_work_destroy(h);
@@ -397,15 +395,22 @@ class WorkDDPC : public c10d::Work {
         }
         after_.clear();
         keep_.clear();
-        if (msg.empty()) {
-            finish();
-            future_->markCompleted(c10::IValue(outputs_));
-        } else {
-            auto ep = std::make_exception_ptr(std::runtime_error("ddpc: " + msg));
-            finish(ep);
-            future_->setError(ep);
+        std::exception_ptr ep;
+        if (!msg.empty()) ep = std::make_exception_ptr(std::runtime_error("ddpc: " + msg));
+        finish(ep);
+        c10::intrusive_ptr<at::ivalue::Future> f;
+        {
+            std::lock_guard<std::mutex> g(future_mu_);
+            done_ = true;
+            error_ptr_ = ep;
+            f = future_;
         }
+        if (f) settle_future(f); /* outside the lock: its callbacks run here */
     }
+
+    /* Whether the work is finished (complete() ran): the completion thread
+     * then has nothing left to do for it. */
+    bool claimed() const { return claimed_; }
 
     bool wait(std::chrono::milliseconds timeout) override {
         if (!settle(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
@@ -421,8 +426,18 @@ class WorkDDPC : public c10d::Work {
         return Work::isCompleted();
     }
 
+    /* The future is made on demand: a synchronous call (most of them) never
+     * asks for one, and making it costs a type and a future per call. One
+     * asked for after the work finished is completed at once (it has no
+     * callbacks yet). */
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
         if (!claimed_) completion_->wake();
+        std::lock_guard<std::mutex> g(future_mu_);
+        if (!future_) {
+            static const c10::TypePtr kTensors = c10::ListType::create(c10::TensorType::get());
+            future_ = c10::make_intrusive<at::ivalue::Future>(kTensors);
+            if (done_) settle_future(future_);
+        }
         return future_;
     }
     std::vector<at::Tensor> result() override { return outputs_; }
@@ -434,7 +449,17 @@ class WorkDDPC : public c10d::Work {
     std::vector<std::function<void()>> after_; /* copy-outs, once every call is done */
     std::vector<at::Tensor> keep_;             /* staging buffers kept alive */
     std::vector<at::Tensor> outputs_;
-    c10::intrusive_ptr<at::ivalue::Future> future_;
+    void settle_future(const c10::intrusive_ptr<at::ivalue::Future> &f) {
+        if (error_ptr_)
+            f->setError(error_ptr_);
+        else
+            f->markCompleted(c10::IValue(outputs_));
+    }
+
+    std::mutex future_mu_;                          /* guards future_, done_, error_ptr_ */
+    c10::intrusive_ptr<at::ivalue::Future> future_; /* made by getFuture */
+    bool done_ = false;                             /* complete() ran */
+    std::exception_ptr error_ptr_;                  /* its outcome, when it failed */
     std::string error_;
     std::mutex settled_mu_;
     bool settled_ = false;
@@ -849,7 +874,7 @@ class ProcessGroupDDPC : public BackendBase {
         std::lock_guard<std::mutex> g(issue_mu_);
         Buf b = buf_of(w->in(ts[0]), what, true);
         ddpc_work *h = nullptr;
-        w->issued(ddpc_send_async(comm_, b.ptr, b.count, b.dt, peer(dst, what), &h), h);
+        w->issued(ddpc_send_tagged_async(comm_, b.ptr, b.count, b.dt, peer(dst, what), tag, &h), h);
         return submit(w, what);
     }
 
@@ -861,7 +886,7 @@ class ProcessGroupDDPC : public BackendBase {
         Buf b = buf_of(w->out(ts[0]), what, true);
         w->set_source(peer(src, what));
         ddpc_work *h = nullptr;
-        w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, src, &h), h);
+        w->issued(ddpc_recv_tagged_async(comm_, b.ptr, b.count, b.dt, src, tag, &h), h);
         return submit(w, what);
     }
 
@@ -873,7 +898,7 @@ class ProcessGroupDDPC : public BackendBase {
         Buf b = buf_of(w->out(ts[0]), what, true);
         w->source_from_receive();
         ddpc_work *h = nullptr;
-        w->issued(ddpc_recv_async(comm_, b.ptr, b.count, b.dt, DDPC_ANY_SOURCE, &h), h);
+        w->issued(ddpc_recv_tagged_async(comm_, b.ptr, b.count, b.dt, DDPC_ANY_SOURCE, tag, &h), h);
         return submit(w, what);
     }
 
@@ -951,8 +976,10 @@ class ProcessGroupDDPC : public BackendBase {
                 c10::intrusive_ptr<WorkDDPC> w = c.queue.front();
                 c.queue.pop_front();
                 g.unlock();
-                w->settle(-1);
-                c.callbacks.post([w] { w->complete(); });
+                if (!w->claimed()) { /* its waiter finished it (a synchronous call): nothing to do */
+                    w->settle(-1);
+                    c.callbacks.post([w] { w->complete(); });
+                }
                 w.reset();
                 g.lock();
             }

@@ -324,12 +324,23 @@ DDPC_API ddpc_status ddpc_alltoallv_async(ddpc_comm *c, const void *send, const 
 DDPC_API ddpc_status ddpc_barrier(ddpc_comm *c);
 DDPC_API ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w);
 
-/* Point to point. Matched in order per (sender, receiver) pair; the counts
- * and dtypes of a matched pair must agree (else DDPC_ERR_MISMATCH). Sends
- * and receives queued one after another progress together, so two ranks
- * may each send before they receive. A receive from DDPC_ANY_SOURCE takes
- * the next message any rank sends this one (receives queued after it wait
- * until it has chosen); ddpc_work_source then names the sender. */
+/* Point to point. Every message carries a tag (any int; 0 for ddpc_send
+ * and ddpc_recv) and matches as MPI's and gloo's do: a receive from peer P
+ * with tag T takes the earliest message P sent this rank with tag T that no
+ * receive took yet. Per (sender, receiver, tag) messages match in the order
+ * sent; messages of different tags may be received in any order. A message
+ * that arrives before a receive of its tag is posted is held aside by the
+ * receiver (all such held at most DDPC_P2P_UNEXPECTED_BYTES, default 256
+ * MiB; one more fails the receive with DDPC_ERR_NOMEM naming it), so two
+ * ranks never wait on each other's tags. The counts and dtypes of a matched
+ * pair must agree (else DDPC_ERR_MISMATCH); a receive whose message never
+ * comes fails after DDPC_TIMEOUT (DDPC_ERR_TIMEOUT, naming peer and tag).
+ * Empty messages (count 0) complete at once and do not travel. Sends and
+ * receives queued one after another progress together, so two ranks may
+ * each send before they receive. A receive from DDPC_ANY_SOURCE takes the
+ * earliest message of its tag any rank sends this one (receives queued
+ * after it wait until it has chosen); ddpc_work_source then names the
+ * sender. */
 #define DDPC_ANY_SOURCE (-1)
 /* The rank a completed receive took its message from; -1 while not done. */
 DDPC_API int ddpc_work_source(ddpc_work *w);
@@ -339,6 +350,15 @@ DDPC_API ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count
 DDPC_API ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer);
 DDPC_API ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
                                      ddpc_work **w);
+/* The same with a tag (ddpc_send == ddpc_send_tagged with tag 0). */
+DDPC_API ddpc_status ddpc_send_tagged(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
+                                      int peer, int tag);
+DDPC_API ddpc_status ddpc_send_tagged_async(ddpc_comm *c, const void *buf, size_t count,
+                                            ddpc_dtype t, int peer, int tag, ddpc_work **w);
+DDPC_API ddpc_status ddpc_recv_tagged(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
+                                      int tag);
+DDPC_API ddpc_status ddpc_recv_tagged_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t,
+                                            int peer, int tag, ddpc_work **w);
 
 #ifdef __cplusplus
 }

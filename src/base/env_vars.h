@@ -75,6 +75,9 @@
     X(SHM_BYTES, "DDPC_SHM_BYTES", NULL, INT, "1048576", 4096, 1L << 30,                           \
       "bytes of each shared-memory ring, one per direction per pair of ranks on a host (8 ranks: " \
       "28 pairs, 56 rings); every rank must set the same")                                         \
+    X(P2P_UNEXPECTED_BYTES, "DDPC_P2P_UNEXPECTED_BYTES", NULL, INT, "268435456", 0, 1L << 40,      \
+      "most payload bytes a rank holds of point-to-point messages that came before a receive of "  \
+      "their tag was posted (sent with tags out of order); one more fails the receive")            \
     X(LAZY_CONNECT, "DDPC_LAZY_CONNECT", NULL, STR, "auto", 0, 0,                                  \
       "1: a pair of ranks connects the first time an operation needs it (a rank holds only the "   \
       "connections its collectives use); 0: every pair at creation (a full mesh: every rank sees " \

@@ -42,7 +42,7 @@ static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, s
                       const char *what) {
     if (async && !w) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = { k, send, recv, count, t, op, root, NULL, ddpc__run, 0 };
+    ddpc_args a = { k, send, recv, count, t, op, root, NULL, ddpc__run, 0, 0 };
     return ddpc__submit(c, &a, async ? w : NULL);
 }
 
@@ -221,7 +221,7 @@ static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendc
     memcpy(vec + 2 * n, recvcounts, sizeof *vec * (size_t)n);
     memcpy(vec + 3 * n, rdispls, sizeof *vec * (size_t)n);
     if (async) *w = NULL;
-    ddpc_args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run, 0 };
+    ddpc_args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run, 0, 0 };
     return ddpc__submit(c, &a, async ? w : NULL); /* owns vec from here */
 }
 ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
@@ -246,35 +246,62 @@ ddpc_status ddpc_barrier_async(ddpc_comm *c, ddpc_work **w) {
 }
 
 static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_dtype t, int peer,
-                       ddpc_work **w, int async) {
-    const char *what = is_send ? "ddpc_send" : "ddpc_recv";
+                       int tag, ddpc_work **w, int async, const char *what) {
     int any = !is_send && peer == DDPC_ANY_SOURCE;
     DDPC_CHECK(check(what, c, count, t, 2, DDPC_SUM, any ? NOROOT : peer, 1));
     DDPC_CHECK(need(what, "buf", buf, count));
     if (peer == c->rank)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: peer %d is this rank (no self send/recv)", what,
                          peer);
+    if (async && !w) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
+    if (async) *w = NULL;
+    ddpc_args a = { is_send ? DDPC_K_SEND : DDPC_K_RECV,
+                    is_send ? buf : NULL,
+                    is_send ? NULL : buf,
+                    count,
+                    t,
+                    DDPC_SUM,
+                    peer,
+                    NULL,
+                    ddpc__run,
+                    0,
+                    tag };
     if (any && !async) { /* through the queue, where a source is chosen (comm.c: run_p2p) */
         ddpc_work *aw = NULL;
-        DDPC_CHECK(go(c, DDPC_K_RECV, NULL, buf, count, t, DDPC_SUM, peer, &aw, 1, what));
+        DDPC_CHECK(ddpc__submit(c, &a, &aw));
         ddpc_status s = ddpc_work_wait(aw, INFINITY);
         ddpc_work_destroy(aw);
         return s;
     }
-    return go(c, is_send ? DDPC_K_SEND : DDPC_K_RECV, is_send ? buf : NULL, is_send ? NULL : buf,
-              count, t, DDPC_SUM, peer, w, async, what);
+    return ddpc__submit(c, &a, async ? w : NULL);
 }
 ddpc_status ddpc_send(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer) {
-    return p2p(c, 1, (void *)buf, count, t, peer, NULL, 0);
+    return p2p(c, 1, (void *)buf, count, t, peer, 0, NULL, 0, "ddpc_send");
 }
 ddpc_status ddpc_send_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer,
                             ddpc_work **w) {
-    return p2p(c, 1, (void *)buf, count, t, peer, w, 1);
+    return p2p(c, 1, (void *)buf, count, t, peer, 0, w, 1, "ddpc_send_async");
 }
 ddpc_status ddpc_recv(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer) {
-    return p2p(c, 0, buf, count, t, peer, NULL, 0);
+    return p2p(c, 0, buf, count, t, peer, 0, NULL, 0, "ddpc_recv");
 }
 ddpc_status ddpc_recv_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
                             ddpc_work **w) {
-    return p2p(c, 0, buf, count, t, peer, w, 1);
+    return p2p(c, 0, buf, count, t, peer, 0, w, 1, "ddpc_recv_async");
+}
+ddpc_status ddpc_send_tagged(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t, int peer,
+                             int tag) {
+    return p2p(c, 1, (void *)buf, count, t, peer, tag, NULL, 0, "ddpc_send_tagged");
+}
+ddpc_status ddpc_send_tagged_async(ddpc_comm *c, const void *buf, size_t count, ddpc_dtype t,
+                                   int peer, int tag, ddpc_work **w) {
+    return p2p(c, 1, (void *)buf, count, t, peer, tag, w, 1, "ddpc_send_tagged_async");
+}
+ddpc_status ddpc_recv_tagged(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
+                             int tag) {
+    return p2p(c, 0, buf, count, t, peer, tag, NULL, 0, "ddpc_recv_tagged");
+}
+ddpc_status ddpc_recv_tagged_async(ddpc_comm *c, void *buf, size_t count, ddpc_dtype t, int peer,
+                                   int tag, ddpc_work **w) {
+    return p2p(c, 0, buf, count, t, peer, tag, w, 1, "ddpc_recv_tagged_async");
 }

@@ -1,9 +1,12 @@
 /*
  * p2p.c — send, recv and barrier.
  *
- * Point-to-point messages carry a per-(sender, receiver) sequence number in
- * place of the collective one, so sends match receives in order per pair
- * and a count or dtype that differs is caught by the header check. The
+ * Point-to-point messages carry their tag in the header's root field and a
+ * per-(sender, receiver) sequence number (for diagnostics) in place of the
+ * collective one; a receive takes the earliest message of its (peer, tag),
+ * held aside or yet to come (comm/progress.c), and a count or dtype that
+ * differs is caught by the header check. Empty messages (nbytes 0) do not
+ * travel, as in the queue's batches (comm/queue.c). The
  * barrier is a dissemination barrier: ceil(log2 n) rounds of empty messages
  * to rank + 2^k.
  */
@@ -11,6 +14,7 @@
 
 ddpc_status ddpc__send(ddpc_exec *e, const void *buf, size_t nbytes, int peer) {
     ddpc_req q;
+    if (nbytes == 0) return DDPC_OK;
     e->fp.seq = e->c->p2p_sent[peer]++;
     ddpc__post_send(e, &q, peer, buf, nbytes);
     return ddpc__wait(e, &q);
@@ -18,8 +22,9 @@ ddpc_status ddpc__send(ddpc_exec *e, const void *buf, size_t nbytes, int peer) {
 
 ddpc_status ddpc__recv(ddpc_exec *e, void *buf, size_t nbytes, int peer) {
     ddpc_req q;
+    if (nbytes == 0) return DDPC_OK;
     e->fp.seq = e->c->p2p_recvd[peer]++;
-    ddpc__post_recv(e, &q, peer, buf, nbytes);
+    ddpc__post_recv_tagged(e, &q, peer, buf, nbytes);
     return ddpc__wait(e, &q);
 }
 

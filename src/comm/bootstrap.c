@@ -127,7 +127,7 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
 static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     char val[512], key[64];
     const ddpc_peer *me = &c->peers[c->rank];
-    snprintf(val, sizeof val, "v5 %d %d %s %s %d %ld %llx %d %d", c->size, port, c->ip, me->host,
+    snprintf(val, sizeof val, "v6 %d %d %s %s %d %ld %llx %d %d", c->size, port, c->ip, me->host,
              c->shm, c->shm_bytes, (unsigned long long)me->machine, c->lazy, c->streams);
     snprintf(key, sizeof key, "peer/%d", c->rank);
     void *actual = NULL;
@@ -195,7 +195,13 @@ static ddpc_status parse_entry(ddpc_comm *c, int r, const char *txt) {
     ddpc_peer *pe = &c->peers[r];
     int psize = 0, lazy = 0, streams = 0;
     unsigned long long machine = 0;
-    if (sscanf(txt, "v5 %d %d %63s %127s %d %ld %llx %d %d", &psize, &pe->port, pe->ip, pe->host,
+    /* v6: point-to-point headers carry their tag in root (progress.c) */
+    if (txt[0] == 'v' && strncmp(txt, "v6 ", 3) != 0)
+        return ddpc__err(DDPC_ERR_PROTOCOL,
+                         "rank %d runs a ddpc of another wire version ('%.8s', this rank's v6): "
+                         "every rank must run the same ddpc",
+                         r, txt);
+    if (sscanf(txt, "v6 %d %d %63s %127s %d %ld %llx %d %d", &psize, &pe->port, pe->ip, pe->host,
                &pe->shm, &pe->shm_bytes, &machine, &lazy, &streams) != 9 ||
         streams < 1 || streams > DDPC_STREAMS_MAX)
         return ddpc__err(DDPC_ERR_PROTOCOL, "rank %d published a malformed entry '%.200s'", r, txt);

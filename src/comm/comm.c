@@ -80,6 +80,9 @@ static ddpc_status read_settings(ddpc_comm *c) {
     DDPC_CHECK(ddpc__auth_token(&token));
     c->auth = token != NULL;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_SHM_BYTES, &c->shm_bytes));
+    long ux_max;
+    DDPC_CHECK(ddpc__env_long(DDPC_ENV_P2P_UNEXPECTED_BYTES, &ux_max));
+    c->ux_max = (size_t)ux_max;
     long streams;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_SOCKETS_PER_PEER, &streams));
     c->streams = (int)streams; /* published; rank 0's decides (bootstrap.c) */
@@ -139,6 +142,7 @@ static void comm_free(ddpc_comm *c) {
         if (c->peers[i].conn) c->peers[i].tp->close(c->peers[i].conn);
         free(c->peers[i].notes.more); /* a stall's (stall.c) */
     }
+    ddpc__ux_free(c);
     free(c->peers);
     free(c->p2p_sent);
     free(c->p2p_recvd);

@@ -64,7 +64,7 @@ enum {
 typedef struct ddpc_hdr {
     uint32_t magic;
     uint8_t kind, dtype, op, flags;
-    int32_t root; /* root of rooted collectives, else -1 */
+    int32_t root; /* root of rooted collectives, the tag of a point-to-point message, else -1 */
     uint32_t rsvd;
     uint64_t seq;    /* collective sequence number, or per-pair p2p number */
     uint64_t count;  /* elements, as the caller passed them */
@@ -93,6 +93,7 @@ typedef struct ddpc_args {
     ddpc_run_fn run; /* executes it (a send or receive that waits in the queue
                       * is run by the queue's own batching instead) */
     uint64_t rec;    /* its flight-recorder entry once queued (recorder.c), else 0 */
+    int tag;         /* send/recv: the message's tag (matched by (peer, tag)); else 0 */
 } ddpc_args;
 
 /* One posted send or receive of a message to or from one peer. Lives in the
@@ -104,7 +105,10 @@ typedef struct ddpc_req {
     int peer;
     int is_send;
     int done;
-    int checked; /* recv: header compared with want */
+    int checked;  /* recv: header compared with want */
+    int tagged;   /* recv: point to point, matched by (peer, want.root = tag) (progress.c) */
+    int ux;       /* an unexpected message's own receive (owned by the peer, progress.c) */
+    void *ux_buf; /* ux: its payload (owned) */
     struct ddpc_req *next;
 } ddpc_req;
 
@@ -138,9 +142,13 @@ typedef struct ddpc_peer {
     ddpc_req *sq, *sq_tail;  /* posted sends, in order */
     ddpc_req *rq, *rq_tail;  /* posted receives, in order */
     int rx_future;           /* the next message waiting is for a later operation */
-    int bye;                 /* the peer said goodbye (destroyed cleanly) */
-    char host[128];          /* host id the peer published */
-    uint64_t machine;        /* hash of the peer's real host identity (DDPC_HOST_ID aside) */
+    ddpc_req *ux_head, *ux_tail; /* unexpected point-to-point messages from it, whole, in
+                                  * arrival order, waiting for a receive of their tag (owned) */
+    ddpc_req *ux_in;             /* the unexpected message being read from it, at rq's head
+                                  * (owned), or NULL */
+    int bye;                     /* the peer said goodbye (destroyed cleanly) */
+    char host[128];              /* host id the peer published */
+    uint64_t machine;            /* hash of the peer's real host identity (DDPC_HOST_ID aside) */
     char ip[64];
     int port;
     int shm;        /* the peer's DDPC_SHM, as published */
@@ -220,6 +228,8 @@ struct ddpc_comm {
     /* state */
     uint64_t seq;                   /* collectives executed */
     uint64_t *p2p_sent, *p2p_recvd; /* [size] point-to-point counters */
+    size_t ux_bytes;                /* payload bytes of every peer's unexpected messages */
+    size_t ux_max;                  /* DDPC_P2P_UNEXPECTED_BYTES: the most ux_bytes may reach */
     int abort_fd;                   /* eventfd: readable once aborted */
     int aborted;                    /* atomic */
     ddpc_status failed;             /* sticky: once a transfer fails the comm is dead */
@@ -320,6 +330,19 @@ void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_
  * ddpc_xfer) instead of copied there. Only where ddpc__peer_combines. */
 void ddpc__post_recv_combine(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
                              ddpc_combine_fn fn, void *ctx, size_t unit);
+/* Posts a point-to-point receive of exactly nbytes from peer into buf,
+ * matched by (peer, tag = e->fp.root): it takes the earliest message from
+ * peer with that tag, held as unexpected or yet to come (progress.c). */
+void ddpc__post_recv_tagged(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes);
+/* For a receive from any source: 1 when a message with tag from peer is
+ * held as unexpected or next on its stream; 0 when not; -1 when the next
+ * message on its stream is one of another tag, which ddpc__p2p_drain can
+ * take aside (as unexpected) to look behind it. Does not block. */
+int ddpc__p2p_waiting(ddpc_comm *c, int peer, int tag);
+/* Posts a receive of peer's next message as unexpected (its rq must be empty). */
+ddpc_status ddpc__p2p_drain(ddpc_comm *c, int peer);
+/* Frees every peer's unexpected messages (destroy). */
+void ddpc__ux_free(ddpc_comm *c);
 /* 1 when peer's transport can combine on receive (shared memory). */
 int ddpc__peer_combines(const ddpc_exec *e, int peer);
 /* Drives every posted transfer once without blocking; when block is set and

@@ -37,6 +37,7 @@ struct ddpc_work {
 };
 
 static int is_collective(ddpc_kind k) { return k != DDPC_K_SEND && k != DDPC_K_RECV; }
+static int is_p2p(ddpc_kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
 static int is_reducing(ddpc_kind k) {
     return k == DDPC_K_ALLREDUCE || k == DDPC_K_REDUCE || k == DDPC_K_REDUCE_SCATTER;
 }
@@ -64,7 +65,7 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
     e->fp.kind = (uint8_t)(a->kind == DDPC_K_RECV ? DDPC_K_SEND : a->kind);
     e->fp.dtype = a->kind == DDPC_K_BARRIER ? 0 : (uint8_t)a->dtype;
     e->fp.op = is_reducing(a->kind) ? (uint8_t)a->op : 0;
-    e->fp.root = is_rooted(a->kind) ? a->root : -1;
+    e->fp.root = is_rooted(a->kind) ? a->root : is_p2p(a->kind) ? a->tag : -1; /* p2p: the tag */
     e->fp.count = a->count;
     e->fp.seq = is_collective(a->kind) ? c->seq++ : 0;
     double now = ddpc__now(); /* one clock read: the deadline, the record, the peers heard */
@@ -132,25 +133,21 @@ static void work_complete(struct ddpc_work *w, ddpc_status st) {
     work_release(w);
 }
 
-static int is_p2p(ddpc_kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
-
-/* The rank whose next message to this one is the point-to-point message
- * due next from it, for a receive from DDPC_ANY_SOURCE (its header is read
- * without being taken); -1 when none has arrived yet. Ranks with a receive
- * already posted are passed over: their next message is that one's. */
+/* A rank with a point-to-point message of a's tag for this one, held as
+ * unexpected or next on its stream, for a receive from DDPC_ANY_SOURCE
+ * (nothing is taken); -1 when none has come yet. A rank whose next message
+ * has another tag gets it read aside as unexpected (ddpc__p2p_drain), so
+ * that a later call sees behind it. Ranks with a receive of that tag
+ * already posted are passed over: their next such message is that one's. */
 static int any_source(ddpc_comm *c, const ddpc_args *a) {
+    int drain[c->size > 1 ? c->size : 1], nd = 0;
     for (int k = 1; k < c->size; k++) {
         int p = (c->rank + k) % c->size;
-        ddpc_peer *pe = &c->peers[p];
-        ddpc_hdr h;
-        size_t got = 0;
-        int eof = 0;
-        if (pe->rq || !pe->conn || pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) != DDPC_OK)
-            continue;
-        if (got >= sizeof h && h.magic == DDPC_MSG_MAGIC && h.kind == DDPC_K_SEND &&
-            h.flags == DDPC_F_DATA && h.seq == c->p2p_recvd[p])
-            return p;
+        int w = ddpc__p2p_waiting(c, p, a->tag);
+        if (w > 0) return p;
+        if (w < 0) drain[nd++] = p;
     }
+    for (int i = 0; i < nd; i++) ddpc__p2p_drain(c, drain[i]); /* out of memory: tried again */
     return -1;
 }
 
@@ -232,7 +229,7 @@ static void batch_post(ddpc_comm *c, p2p_batch *bt) {
             ddpc__post_send(&it->e, &it->q, a->root, a->send, nb);
         } else {
             it->e.fp.seq = c->p2p_recvd[a->root]++;
-            ddpc__post_recv(&it->e, &it->q, a->root, a->recv, nb);
+            ddpc__post_recv_tagged(&it->e, &it->q, a->root, a->recv, nb);
         }
         it->posted = 1;
     }

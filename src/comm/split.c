@@ -50,7 +50,7 @@ static ddpc_status exchange_all(ddpc_exec *e) {
  * nothing (a barrier), on c as one blocking operation. */
 static ddpc_status split_exchange(ddpc_comm *c, ddpc_kind kind, const int32_t *mine, int32_t *all,
                                   size_t count) {
-    ddpc_args a = { kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all, 0 };
+    ddpc_args a = { kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all, 0, 0 };
     return ddpc__submit(c, &a, NULL);
 }
 

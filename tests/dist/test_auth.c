@@ -293,7 +293,7 @@ static int data_port_of_rank0(ddpc_store *st) {
     size_t n = 0;
     CHECK_OK(ddpc_store_get(st, "ddpc/comm0/peer/0", 60 * t_slow(), &v, &n));
     int size = 0, port = 0;
-    CHECK_EQ(sscanf((char *)v, "v5 %d %d", &size, &port), 2);
+    CHECK_EQ(sscanf((char *)v, "v6 %d %d", &size, &port), 2);
     free(v);
     return port;
 }

@@ -211,3 +211,227 @@ TEST_T(comm_alltoallv, 30) {
     g_port = t_free_port();
     t_run_ranks(3, 25, alltoallv_body, NULL);
 }
+
+/* ------------------------------------------------------------------ tags */
+
+/* Sets the rank up over shared memory (arg NULL), TCP only (arg "tcp"), or
+ * as if on a host of its own with 4 TCP streams per pair ("streams": a
+ * large message is split across them by its length, so a receive must
+ * read it as it was sent). */
+static ddpc_comm *tag_comm(int rank, int world, void *arg) {
+    if (arg) setenv("DDPC_SHM", "0", 1);
+    if (!arg || strcmp(arg, "streams") != 0) return env_comm(rank, world);
+    char id[32];
+    snprintf(id, sizeof id, "tags-host-%d", rank);
+    setenv("DDPC_HOST_ID", id, 1);
+    setenv("DDPC_SOCKETS_PER_PEER", "4", 1);
+    ddpc_comm *c = env_comm_unchecked(rank, world);
+    CHECK_EQ(ddpc__peer_sockets(c, 1 - rank), 4);
+    return c;
+}
+
+static void fill_bytes(uint8_t *b, size_t n, int seed) {
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(seed * 31 + i * 7 + i / 251);
+}
+
+static void check_bytes(const uint8_t *b, size_t n, int seed) {
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (uint8_t)(seed * 31 + i * 7 + i / 251)) {
+            CHECK_MSG(0, "byte %zu of message %d is %d, want %d", i, seed, b[i],
+                      (uint8_t)(seed * 31 + i * 7 + i / 251));
+            return;
+        }
+}
+
+/* Rank 0 sends tag 1 then tag 2 (blocking); rank 1 receives tag 2 first:
+ * the tag-1 message is held aside, not matched to the tag-2 receive, and
+ * the tag-2 receive does not wait behind it. Sizes 0, 1, odd and several
+ * MiB (larger than a shared-memory ring and the socket buffers). Then many
+ * tags interleaved: rank 0 sends 60 messages with tags k % 5, rank 1 posts
+ * the receives tag by tag from the last one, and per tag in order. */
+static void tags_body(int rank, int world, void *arg) {
+    ddpc_comm *c = tag_comm(rank, world, arg);
+    static const size_t sizes[] = { 0, 1, 13, 4099, (3u << 20) + 5 };
+    size_t big = (3u << 20) + 5;
+    uint8_t *a = malloc(big), *b = malloc(big);
+    CHECK(a && b);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        size_t n = sizes[k];
+        if (rank == 0) {
+            fill_bytes(a, n, 1);
+            fill_bytes(b, n, 2);
+            CHECK_OK(ddpc_send_tagged(c, a, n, DDPC_UINT8, 1, 1));
+            CHECK_OK(ddpc_send_tagged(c, b, n, DDPC_UINT8, 1, 2));
+        } else {
+            memset(a, 0, n);
+            memset(b, 0, n);
+            CHECK_OK(ddpc_recv_tagged(c, b, n, DDPC_UINT8, 0, 2));
+            check_bytes(b, n, 2);
+            CHECK_OK(ddpc_recv_tagged(c, a, n, DDPC_UINT8, 0, 1));
+            check_bytes(a, n, 1);
+        }
+    }
+    enum { M = 60, T = 5 };
+    size_t len[M], off[M], tot = 0;
+    for (int i = 0; i < M; i++) len[i] = (size_t)(i * 997) % 70001, off[i] = tot, tot += len[i];
+    uint8_t *all = malloc(tot);
+    CHECK(all);
+    ddpc_work *w[M];
+    if (rank == 0) {
+        for (int i = 0; i < M; i++) fill_bytes(all + off[i], len[i], i);
+        for (int i = 0; i < M; i++)
+            CHECK_OK(
+                ddpc_send_tagged_async(c, all + off[i], len[i], DDPC_UINT8, 1, 100 + i % T, &w[i]));
+    } else {
+        memset(all, 0, tot);
+        int k = 0;
+        for (int t = T - 1; t >= 0; t--)
+            for (int i = t; i < M; i += T)
+                CHECK_OK(ddpc_recv_tagged_async(c, all + off[i], len[i], DDPC_UINT8, 0, 100 + t,
+                                                &w[k++]));
+    }
+    for (int i = 0; i < M; i++) {
+        CHECK_OK(ddpc_work_wait(w[i], -1));
+        ddpc_work_destroy(w[i]);
+    }
+    if (rank == 1)
+        for (int i = 0; i < M; i++) check_bytes(all + off[i], len[i], i);
+    /* untagged ones still match in order (tag 0), and a collective after
+     * them finds the streams in step */
+    int32_t x = rank + 1, y = 0;
+    if (rank == 0) {
+        CHECK_OK(ddpc_send(c, &x, 1, DDPC_INT32, 1));
+        x = 7;
+        CHECK_OK(ddpc_send(c, &x, 1, DDPC_INT32, 1));
+    } else {
+        CHECK_OK(ddpc_recv(c, &y, 1, DDPC_INT32, 0));
+        CHECK_EQ(y, 1);
+        CHECK_OK(ddpc_recv(c, &y, 1, DDPC_INT32, 0));
+        CHECK_EQ(y, 7);
+    }
+    x = 1;
+    CHECK_OK(ddpc_allreduce(c, &x, &y, 1, DDPC_INT32, DDPC_SUM));
+    CHECK_EQ(y, 2);
+    /* a count that differs on the matching tag is a mismatch naming the tag */
+    if (rank == 0)
+        CHECK_OK(ddpc_send_tagged(c, a, 10, DDPC_UINT8, 1, 5));
+    else {
+        CHECK_STATUS(ddpc_recv_tagged(c, a, 11, DDPC_UINT8, 0, 5), DDPC_ERR_MISMATCH);
+        CHECK_CONTAINS(ddpc_last_error(), "count=10, uint8, tag=5");
+    }
+    free(all);
+    free(a);
+    free(b);
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_send_recv_tags_shm, 60) {
+    g_port = t_free_port();
+    t_run_ranks(2, 55, tags_body, NULL);
+}
+
+TEST_T(comm_send_recv_tags_tcp, 60) {
+    g_port = t_free_port();
+    t_run_ranks(2, 55, tags_body, (void *)"tcp");
+}
+
+TEST_T(comm_send_recv_tags_tcp_streams, 60) {
+    g_port = t_free_port();
+    t_run_ranks(2, 55, tags_body, (void *)"streams");
+}
+
+/* A receive from any source takes the first message of its tag: rank 1
+ * sends tags 3 then 7, rank 2 tag 5; rank 0's any-source receive of tag 7
+ * looks behind rank 1's tag 3 (held aside) and chooses rank 1. */
+static void any_source_tags_body(int rank, int world, void *arg) {
+    ddpc_comm *c = tag_comm(rank, world, arg);
+    int32_t v[2] = { rank, 0 };
+    if (rank == 0) {
+        ddpc_work *w;
+        CHECK_OK(ddpc_recv_tagged_async(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, 7, &w));
+        CHECK_OK(ddpc_work_wait(w, -1));
+        CHECK_EQ(ddpc_work_source(w), 1);
+        CHECK_EQ(v[1], 7);
+        ddpc_work_destroy(w);
+        CHECK_OK(ddpc_recv_tagged(c, v, 2, DDPC_INT32, DDPC_ANY_SOURCE, 5));
+        CHECK_EQ(v[0], 2);
+        CHECK_EQ(v[1], 5);
+        CHECK_OK(ddpc_recv_tagged(c, v, 2, DDPC_INT32, 1, 3));
+        CHECK_EQ(v[0], 1);
+        CHECK_EQ(v[1], 3);
+    } else if (rank == 1) {
+        v[1] = 3;
+        CHECK_OK(ddpc_send_tagged(c, v, 2, DDPC_INT32, 0, 3));
+        v[1] = 7;
+        CHECK_OK(ddpc_send_tagged(c, v, 2, DDPC_INT32, 0, 7));
+    } else {
+        ddpc__sleep(0.05);
+        v[1] = 5;
+        CHECK_OK(ddpc_send_tagged(c, v, 2, DDPC_INT32, 0, 5));
+    }
+    CHECK_OK(ddpc_barrier(c));
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_recv_any_source_tags, 30) {
+    g_port = t_free_port();
+    t_run_ranks(3, 25, any_source_tags_body, NULL);
+}
+
+/* A receive whose tag never comes fails at DDPC_TIMEOUT naming the peer and
+ * the tag (a message of another tag came, and is held aside). */
+static void tag_timeout_body(int rank, int world, void *arg) {
+    t_set_rank_env(rank, world, g_port);
+    setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
+    setenv("DDPC_TIMEOUT", "1", 1);
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_create_env(&c));
+    int32_t v = 1;
+    if (rank == 0) {
+        double t0 = ddpc__now();
+        CHECK_STATUS(ddpc_recv_tagged(c, &v, 1, DDPC_INT32, 1, 9), DDPC_ERR_TIMEOUT);
+        CHECK(ddpc__now() - t0 < 10);
+        CHECK_CONTAINS(ddpc_last_error(), "tag=9");
+        CHECK_CONTAINS(ddpc_last_error(), "rank 1");
+    } else {
+        CHECK_OK(ddpc_send_tagged(c, &v, 1, DDPC_INT32, 0, 8));
+        ddpc__sleep(4);
+    }
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_recv_tag_timeout, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, tag_timeout_body, NULL);
+}
+
+/* Messages held aside are bounded: with DDPC_P2P_UNEXPECTED_BYTES=4096, a
+ * second 3000-byte message that no receive wants yet fails the receive
+ * naming the variable and the message (the first is held). */
+static void tag_unexpected_limit_body(int rank, int world, void *arg) {
+    setenv("DDPC_P2P_UNEXPECTED_BYTES", "4096", 1);
+    ddpc_comm *c = env_comm(rank, world);
+    uint8_t a[3000], b[3000], d[8];
+    fill_bytes(a, sizeof a, 1);
+    fill_bytes(b, sizeof b, 2);
+    if (rank == 0) {
+        ddpc_work *w[3];
+        CHECK_OK(ddpc_send_tagged_async(c, a, sizeof a, DDPC_UINT8, 1, 1, &w[0]));
+        CHECK_OK(ddpc_send_tagged_async(c, b, sizeof b, DDPC_UINT8, 1, 2, &w[1]));
+        CHECK_OK(ddpc_send_tagged_async(c, d, sizeof d, DDPC_UINT8, 1, 3, &w[2]));
+        for (int i = 0; i < 3; i++) {
+            ddpc_work_wait(w[i], -1); /* rank 1 fails, and may hang up before the last */
+            ddpc_work_destroy(w[i]);
+        }
+    } else {
+        CHECK_STATUS(ddpc_recv_tagged(c, d, sizeof d, DDPC_UINT8, 0, 3), DDPC_ERR_NOMEM);
+        CHECK_CONTAINS(ddpc_last_error(), "DDPC_P2P_UNEXPECTED_BYTES=4096");
+        CHECK_CONTAINS(ddpc_last_error(), "rank 0 sent a message with tag 2 (3000 bytes)");
+    }
+    ddpc_comm_destroy(c);
+}
+
+TEST_T(comm_recv_tag_unexpected_limit, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, tag_unexpected_limit_body, NULL);
+}

@@ -227,6 +227,47 @@ def p2p(rank, world):
         same(got, torch.full((4,), float(rank)), "isend/irecv with a tag")
 
 
+def tag_exchange(rank, g, name):
+    """Rank 0 sends rank 1 tags 1-4 (sizes 0, 1, odd, large) and then 11, 12;
+    rank 1 receives them out of order (4, 2, 3, 1 posted, waited for last
+    first; 12 from any source before 11). Only isend on the sender: gloo's
+    send waits for the matching recv to be posted. Rank 1's tensors."""
+    sizes = {1: 0, 2: 1, 3: 1009, 4: 100003}
+    if rank == 0:
+        reqs = [dist.isend(data(10 + t, n, torch.float32, 101), 1, group=g, tag=t) for t, n in sizes.items()]
+        reqs += [dist.isend(torch.full((2,), float(t)), 1, group=g, tag=t) for t in (11, 12)]
+        for q in reqs:
+            q.wait()
+        return []
+    if rank != 1:
+        return []
+    bufs = {t: torch.full((n,), -1.0) for t, n in sizes.items()}
+    reqs = [dist.irecv(bufs[t], 0, group=g, tag=t) for t in (4, 2, 3, 1)]
+    for q in reversed(reqs):
+        q.wait()
+    for t, n in sizes.items():
+        same(bufs[t], data(10 + t, n, torch.float32, 101), f"{name}: tag {t} received out of order")
+    a, b = torch.empty(2), torch.empty(2)
+    src = dist.recv(a, group=g, tag=12)  # any source: rank 0's tag 12, past its tag 11
+    dist.recv(b, 0, group=g, tag=11)
+    expect(src == 0, f"{name}: recv of tag 12 from any source names rank {src}")
+    same(a, torch.full((2,), 12.0), f"{name}: tag 12 from any source")
+    same(b, torch.full((2,), 11.0), f"{name}: tag 11 after it")
+    return [bufs[t] for t in sizes] + [a, b]
+
+
+def tags(rank, world):
+    """Send/recv with tags out of order on this backend, and the same on
+    gloo: rank 1 must receive the same tensors from both."""
+    gloo = dist.new_group(backend="gloo")
+    mine = tag_exchange(rank, None, BACKEND)
+    theirs = tag_exchange(rank, gloo, "gloo")
+    expect(len(mine) == len(theirs), f"tags: {len(mine)} tensors on {BACKEND}, {len(theirs)} on gloo")
+    for k, (x, y) in enumerate(zip(mine, theirs)):
+        same(x, y, f"tags: tensor {k} on {BACKEND} vs gloo")
+    dist.destroy_process_group(gloo)
+
+
 def tensor_forms(rank, world):
     """torch 2.x: the tensor forms, coalesced, functional collectives, float8."""
     if not hasattr(dist, "all_gather_into_tensor"):
@@ -318,7 +359,7 @@ def main():
     dist.init_process_group(BACKEND, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    for part in (reductions, movement, uneven, views_and_async, tensor_forms, p2p, objects, subgroups):
+    for part in (reductions, movement, uneven, views_and_async, tensor_forms, p2p, tags, objects, subgroups):
         part(rank, world)
     dist.barrier()
     if rank == 0:
