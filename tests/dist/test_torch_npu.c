@@ -100,7 +100,8 @@ static void seed_run(const char *dir, const char *name, const char *py, int gloo
     CHECK_MSG(rc == 0, "%s: rc=%d: %s", name, rc, out);
     snprintf(cmd, sizeof cmd, launch, py, t_free_port(), "seed.py");
     rc = run(400,
-             "cd %s/%s && " ENV " %s > out.txt 2>&1; rc=$?; grep '^Epoch' out.txt > losses.txt; "
+             "cd %s/%s && export " ENV
+             " && { %s; } > out.txt 2>&1; rc=$?; grep -o 'Epoch: .*' out.txt > losses.txt; "
              "[ $rc = 0 ] || tail -30 out.txt; exit $rc",
              dir, name, cmd);
     CHECK_MSG(rc == 0, "%s: rc=%d: %s", name, rc, out);
@@ -148,9 +149,9 @@ TEST_T(torch_npu_seed_program_launchers_bit_identical_to_cpu_gloo, 600) {
              t_bin("ddpc-run"));
     /* two launchers, one process each, node 1 in the background */
     snprintf(nodes, sizeof nodes,
-             "N='-m torch.distributed.run --nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.1 "
+             "(N='-m torch.distributed.run --nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.1 "
              "--master_port=%%2$d'; %%1$s $N --node_rank=1 %%3$s > node1.txt 2>&1 & n1=$!; "
-             "%%1$s $N --node_rank=0 %%3$s; rc=$?; wait $n1 || rc=$?; exit $rc");
+             "%%1$s $N --node_rank=0 %%3$s; rc=$?; wait $n1 || rc=$?; exit $rc)");
     seed_run(dir, "ref", py, 1, TORCHRUN);
     seed_run(dir, "launch", py, 0,
              "%s -m torch.distributed.launch --use-env --nproc_per_node=2 --master_port=%d %s");
