@@ -40,7 +40,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests torch torch-module torch2 test check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
+.PHONY: all lib tools examples tests torch torch-module torch2 torch-npu test check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
 all: lib tools examples tests
 
 help:
@@ -54,6 +54,7 @@ help:
 	@echo "make check-valgrind  every test, and the tools they start, under valgrind's memcheck (T= too)"
 	@echo "make torch        the torch.distributed backend 'ddpc': $(BUILD)/python/ddpc_torch"
 	@echo "make torch2       the same for pip's torch 2.x, pip-installed into $(TORCH2_VENV)"
+	@echo "make torch-npu    ddpc_torch and ddpc_torch_npu (torch.npu, 'hccl' on CPUs) into $(TORCH_NPU_VENV)"
 	@echo "make hccl         HCCL's C API on CPUs: $(BUILD)/libhccl.so, libascendcl.so, HCCL's test programs"
 	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint, store, rank-table and handshake parsers (FUZZ_SECS each)"
 	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
@@ -169,6 +170,23 @@ $(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/
 	DDPC_LIBDDPC=$(abspath build/libddpc.a) $(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
 	touch $@
 
+# Ascend's torch.npu and backend 'hccl' on CPUs (bridges/torch_npu): both
+# packages pip-installed into the venv scripts/setup.sh makes with
+# torch==2.14.1 and torchvision==0.29.1 (DDPC_SETUP_PEERS=1); the tests find
+# it through DDPC_TEST_TORCH_NPU_PY. Skipped, saying so, where there is none.
+TORCH_NPU_VENV  ?= build/venv-torch214
+TORCH_NPU_PY    := $(TORCH_NPU_VENV)/bin/python
+TORCH_NPU_STAMP := $(TORCH_NPU_VENV)/.ddpc_torch_npu-installed
+torch-npu:
+	@if [ -x $(TORCH_NPU_PY) ]; then $(MAKE) --no-print-directory $(TORCH_NPU_STAMP); \
+	else echo "make torch-npu: skipped: no torch 2.14 venv at $(TORCH_NPU_VENV) (DDPC_SETUP_PEERS=1 bash scripts/setup.sh makes it)"; fi
+
+$(TORCH_NPU_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py bridges/torch_npu/*.cpp bridges/torch_npu/*.py bridges/torch_npu/*.toml bridges/torch_npu/ddpc_torch_npu/*.py) $(LIB_SRC) $(HEADERS)
+	$(MAKE) --no-print-directory BUILD=build SAN= build/libddpc.a
+	DDPC_LIBDDPC=$(abspath build/libddpc.a) $(TORCH_NPU_PY) -m pip install -q --no-build-isolation --no-deps ./bridges/torch
+	$(TORCH_NPU_PY) -m pip install -q --no-build-isolation --no-deps ./bridges/torch_npu
+	touch $@
+
 # Runs every test binary (the tests find the tools through DDPC_BIN) and
 # prints one closing line for all of them.
 # In a sanitizer build, programs not built with the sanitizers that load
@@ -176,9 +194,10 @@ $(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/
 SAN_PRELOAD = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
   $(if $(findstring undefined,$(SAN)),$(shell $(CC) -print-file-name=libubsan.so)) \
   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so))
-test: all torch torch2
+test: all torch torch2 torch-npu
 	DDPC_BIN=$(abspath $(BUILD)/bin) DDPC_TEST_PRELOAD="$(strip $(SAN_PRELOAD))" DDPC_TEST_LEAN=$(LEAN) \
 	  DDPC_TEST_TORCH2_PY=$$([ -f $(TORCH2_STAMP) ] && echo $(abspath $(TORCH2_PY))) \
+	  DDPC_TEST_TORCH_NPU_PY=$$([ -f $(TORCH_NPU_STAMP) ] && echo $(abspath $(TORCH_NPU_PY))) \
 	  scripts/run-tests.sh $(TEST_BIN) -- $(T)
 
 # The suite under AddressSanitizer + UndefinedBehaviorSanitizer alone (CI

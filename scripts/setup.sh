@@ -33,4 +33,15 @@ if [ "${DDPC_SETUP_PEERS:-0}" = 1 ]; then
       grep -v "^WARNING: Location" || true
     "$venv/bin/python" -c 'import torch; print("setup: torch", torch.__version__, "in", "'"$venv"'")'
   fi
+  # torch==2.14.1 with torchvision==0.29.1 (pinned: about 5.5 GB, a CUDA
+  # build that runs on the CPU) for the seed's program as written for
+  # Ascend, where make torch-npu installs ddpc_torch and ddpc_torch_npu
+  venv=${TORCH_NPU_VENV:-build/venv-torch214}
+  if ! "$venv/bin/python" -c 'import torch, torchvision' 2>/dev/null; then
+    echo "setup: making $venv with torch==2.14.1 torchvision==0.29.1"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1 numpy \
+      setuptools wheel 2>&1 | grep -v "^WARNING: Location" || true
+    "$venv/bin/python" -c 'import torch; print("setup: torch", torch.__version__, "in", "'"$venv"'")'
+  fi
 fi

@@ -197,8 +197,13 @@ static Buf buf_of(const at::Tensor &contiguous, const char *what, bool bytes_ok 
              dtype_of(t.scalar_type(), what) };
 }
 
+/* Besides the CPU, the device of ddpc_torch_npu (bridges/torch_npu), whose
+ * tensors live in host memory; off unless that package turns it on. */
+static std::atomic<bool> serve_privateuse1{ false };
+
 static void check_cpu(const at::Tensor &t, const char *what) {
-    if (!t.device().is_cpu())
+    if (!t.device().is_cpu() &&
+        !(serve_privateuse1 && t.device().type() == c10::DeviceType::PrivateUse1))
         fail(std::string(what) + ": tensors must be on the CPU (ddpc moves host memory), got " +
              t.device().str());
     if (t.is_sparse()) fail(std::string(what) + ": sparse tensors are not supported");
@@ -1110,6 +1115,15 @@ PYBIND11_MODULE(_C, m) {
         "A ddpc process group of world_size ranks meeting through store (torch's c10d Store).");
     m.def("built_torch_version", &ddpc_torch::built_torch_version,
           "The torch version this module was compiled against.");
+    m.def(
+        "_serve_host_device",
+        [](const std::string &name) {
+            if (name != "privateuseone")
+                throw std::invalid_argument(
+                    "_serve_host_device: only 'privateuseone' is known, got '" + name + "'");
+            ddpc_torch::serve_privateuse1 = true;
+        },
+        "Serve PrivateUse1 tensors as host memory (ddpc_torch_npu calls this).");
     m.def("_stop_completion_threads", &ddpc_torch::ProcessGroupDDPC::stop_all_completion_threads,
           py::call_guard<py::gil_scoped_release>(),
           "At exit: every live group's completion thread finishes its queue and stops.");
