@@ -23,6 +23,10 @@
  *   5. a group's allreduce (a step of a hierarchical one): what was asked,
  *      recursive doubling where the group has fewer elements than members
  *      (or, asked by size, where latency-bound).
+ *
+ * A change here should leave the choices as they were unless it means to
+ * change them: bench/tuner_choices.sh lists every operation's algorithm
+ * on several layouts and settings, to diff two builds' lists.
  */
 #include "coll/coll.h"
 
