@@ -21,14 +21,26 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter 
 # cJSON (libcjson-dev) reads rank table files (src/comm/ranktable.c) and
 # HCCL's whitelist (src/base/auth.c); without it ddpc says so when given one
 CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null)
-LDLIBS  += $(PKG_LIBS) $(CJSON_LIBS) -lm -lpthread -lrt
+# what libddpc (the collectives) needs; the training library adds BLAS and zlib
+CORE_LIBS := $(CJSON_LIBS) -lm -lpthread -lrt
+LDLIBS  += $(PKG_LIBS) $(CORE_LIBS)
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-LIB_SRC   := $(sort $(wildcard src/*/*.c))
-LIB_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+# Two libraries, one per stack of layers (the README's source layout;
+# `make check-layers` keeps them apart): libddpc, the collectives (base,
+# store, transport, comm, coll: what HCCL, torch and C users of collectives
+# link), and libddpc_train above it (nn, data, ddp), which alone needs BLAS
+# and zlib. A program that trains links both: $(LIBS_A) statically.
+CORE_SRC  := $(sort $(wildcard $(addprefix src/,$(addsuffix /*.c,base store transport comm coll))))
+TRAIN_SRC := $(sort $(wildcard $(addprefix src/,$(addsuffix /*.c,nn data ddp))))
+LIB_SRC   := $(CORE_SRC) $(TRAIN_SRC)
+CORE_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CORE_SRC))
+TRAIN_OBJ_LIB := $(patsubst %.c,$(BUILD)/obj/%.o,$(TRAIN_SRC))
+LIB_OBJ   := $(CORE_OBJ) $(TRAIN_OBJ_LIB)
+LIBS_A    := $(BUILD)/libddpc_train.a $(BUILD)/libddpc.a
 $(BUILD)/obj/src/comm/ranktable.o $(BUILD)/obj/src/base/auth.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOLS     := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
@@ -40,7 +52,7 @@ TEST_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_SRC)) $(BUILD)/obj/tests/har
 TEST_BIN  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 HEADERS   := $(wildcard include/ddpc/*.h)
 
-.PHONY: all lib tools examples tests torch torch-module torch2 torch-npu test check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
+.PHONY: all lib tools examples tests torch torch-module torch2 torch-npu test check-layers check-asan check-san check-valgrind fuzz install uninstall clean help headers-check format format-check docs
 all: lib tools examples tests
 
 help:
@@ -57,13 +69,14 @@ help:
 	@echo "make torch-npu    ddpc_torch and ddpc_torch_npu (torch.npu, 'hccl' on CPUs) into $(TORCH_NPU_VENV)"
 	@echo "make hccl         HCCL's C API on CPUs: $(BUILD)/libhccl.so, libascendcl.so, HCCL's test programs"
 	@echo "make fuzz         clang's libFuzzer on the IDX, checkpoint, store, rank-table and handshake parsers (FUZZ_SECS each)"
-	@echo "make install PREFIX=/usr/local   headers, libddpc.a, libddpc.so, tools, ddpc.pc"
+	@echo "make install PREFIX=/usr/local   headers, libddpc and libddpc_train (.a, .so), tools, ddpc.pc, ddpc_train.pc"
 	@echo "make headers-check  compile every public header on its own"
+	@echo "make check-layers   fail when a file includes a header of a layer above its own"
 	@echo "make format       clang-format every C file; make format-check fails on any difference"
 	@echo "make docs         rewrite docs/ENVIRONMENT.md's table and the README's example from the code"
 	@echo "make clean"
 
-lib: $(BUILD)/libddpc.a $(BUILD)/libddpc.so
+lib: $(BUILD)/libddpc.a $(BUILD)/libddpc.so $(BUILD)/libddpc_train.a $(BUILD)/libddpc_train.so
 tools: $(TOOLS)
 examples: $(EXAMPLES)
 tests: $(TEST_BIN)
@@ -72,57 +85,67 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/libddpc.a: $(LIB_OBJ)
+$(BUILD)/libddpc.a: $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libddpc.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/libddpc.so: $(CORE_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $^ $(CORE_LIBS)
+
+$(BUILD)/libddpc_train.a: $(TRAIN_OBJ_LIB)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# libddpc_train.so finds libddpc.so beside itself ($ORIGIN); it calls the
+# internal functions base/export.h marks DDPC_LAYER_API
+$(BUILD)/libddpc_train.so: $(TRAIN_OBJ_LIB) $(BUILD)/libddpc.so
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(TRAIN_OBJ_LIB) -L$(BUILD) -lddpc \
+	  -Wl,-rpath,'$$ORIGIN' $(PKG_LIBS) -lm -lpthread
 
 # ddpc-run: its main (tools/ddpc-run.c) and its parts (tools/run/*.c, one job each)
 RUN_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/run/*.c)))
-$(BUILD)/bin/ddpc-run: $(BUILD)/obj/tools/ddpc-run.o $(RUN_OBJ) $(BUILD)/libddpc.a
+$(BUILD)/bin/ddpc-run: $(BUILD)/obj/tools/ddpc-run.o $(RUN_OBJ) $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(RUN_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(RUN_OBJ) $(LIBS_A) $(LDLIBS)
 
 # ddpc-train: its main (tools/ddpc-train.c) and its parts (tools/train/*.c: resuming, the timeline)
 TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/train/*.c)))
-$(BUILD)/bin/ddpc-train: $(BUILD)/obj/tools/ddpc-train.o $(TRAIN_OBJ) $(BUILD)/libddpc.a
+$(BUILD)/bin/ddpc-train: $(BUILD)/obj/tools/ddpc-train.o $(TRAIN_OBJ) $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TRAIN_OBJ) $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TRAIN_OBJ) $(LIBS_A) $(LDLIBS)
 
 # ddpc-trace: --merge reads Chrome trace files with cJSON (libcjson-dev), when there is one
 $(BUILD)/obj/tools/ddpc-trace.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
-$(BUILD)/bin/ddpc-trace: $(BUILD)/obj/tools/ddpc-trace.o $(BUILD)/libddpc.a
+$(BUILD)/bin/ddpc-trace: $(BUILD)/obj/tools/ddpc-trace.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS) $(CJSON_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_A) $(LDLIBS) $(CJSON_LIBS)
 
-$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(BUILD)/libddpc.a
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_A) $(LDLIBS)
 
 # The soak benchmark (bench/soak.c: random collectives, every result checked
 # by the collective tests' checker, a rank killed and the job restarted),
 # built with the tools but not installed
 SOAK := $(BUILD)/bin/ddpc-soak
 tools: $(SOAK)
-$(SOAK): $(BUILD)/obj/bench/soak.o $(BUILD)/libddpc.a
+$(SOAK): $(BUILD)/obj/bench/soak.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_A) $(LDLIBS)
 
-$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(BUILD)/libddpc.a
+$(BUILD)/bin/%: $(BUILD)/obj/examples/%.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_A) $(LDLIBS)
 
 # test_timeline reads the trace's JSON with cJSON (skips without it)
 $(BUILD)/obj/tests/dist/test_timeline.o: CFLAGS += $(if $(CJSON_LIBS),-DDDPC_HAVE_CJSON $(shell pkg-config --cflags libcjson))
-$(BUILD)/tests/dist/test_timeline: $(BUILD)/obj/tests/dist/test_timeline.o $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a
+$(BUILD)/tests/dist/test_timeline: $(BUILD)/obj/tests/dist/test_timeline.o $(BUILD)/obj/tests/harness.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a $(LDLIBS) $(CJSON_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(LIBS_A) $(LDLIBS) $(CJSON_LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(BUILD)/libddpc.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(LIBS_A) $(LDLIBS)
 
 # torch.distributed's `ddpc` backend (bridges/torch): the Python package
 # $(BUILD)/python/ddpc_torch, built against Debian's libtorch-dev 1.13 and
@@ -150,7 +173,7 @@ $(TORCH_PKG)/__init__.py: bridges/torch/ddpc_torch/__init__.py
 # (Python loads a plain _C.so as the extension module ddpc_torch._C)
 $(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp bridges/torch/compat.h $(HEADERS) $(BUILD)/libddpc.a
 	@mkdir -p $(dir $@)
-	$(CXX) $(TORCH_CXXFLAGS) -I$(TORCH_PYINC) -shared -o $@ $< $(BUILD)/libddpc.a $(TORCH_LIBS) $(LDLIBS)
+	$(CXX) $(TORCH_CXXFLAGS) -I$(TORCH_PYINC) -shared -o $@ $< $(BUILD)/libddpc.a $(TORCH_LIBS) $(CORE_LIBS)
 
 # The backend for pip's torch 2.x: `pip install --no-build-isolation
 # ./bridges/torch` into the venv scripts/setup.sh makes (torch==2.13.0,
@@ -165,7 +188,7 @@ torch2:
 
 # (the plain build's libddpc.a is linked in; a sanitizer build's is not:
 # Python's own allocations would fail its checks)
-$(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py) $(LIB_SRC) $(HEADERS)
+$(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py) $(CORE_SRC) $(HEADERS)
 	$(MAKE) --no-print-directory BUILD=build SAN= build/libddpc.a
 	DDPC_LIBDDPC=$(abspath build/libddpc.a) $(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
 	touch $@
@@ -194,7 +217,7 @@ $(TORCH_NPU_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/tor
 SAN_PRELOAD = $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so)) \
   $(if $(findstring undefined,$(SAN)),$(shell $(CC) -print-file-name=libubsan.so)) \
   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so))
-test: all torch torch2 torch-npu
+test: check-layers all torch torch2 torch-npu
 	DDPC_BIN=$(abspath $(BUILD)/bin) DDPC_TEST_PRELOAD="$(strip $(SAN_PRELOAD))" DDPC_TEST_LEAN=$(LEAN) \
 	  DDPC_TEST_TORCH2_PY=$$([ -f $(TORCH2_STAMP) ] && echo $(abspath $(TORCH2_PY))) \
 	  DDPC_TEST_TORCH_NPU_PY=$$([ -f $(TORCH_NPU_STAMP) ] && echo $(abspath $(TORCH_NPU_PY))) \
@@ -243,10 +266,10 @@ FUZZ_SECS ?= 60
 FUZZ_CC ?= clang
 FUZZ_SAN := address,undefined
 fuzz:
-	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzzer-no-link,$(FUZZ_SAN) build/fuzz/libddpc.a
+	$(MAKE) BUILD=build/fuzz CC=$(FUZZ_CC) SAN=fuzzer-no-link,$(FUZZ_SAN) build/fuzz/libddpc_train.a build/fuzz/libddpc.a
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  $(FUZZ_CC) $(filter-out -fsanitize=%,$(CFLAGS)) -fsanitize=fuzzer,$(FUZZ_SAN) -DDDPC_FUZZ_ENTRY_$$t \
-	    tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_util.c build/fuzz/libddpc.a $(LDLIBS) -o build/fuzz/fuzz_$$t; \
+	    tests/fuzz/fuzz_$$t.c tests/fuzz/fuzz_util.c build/fuzz/libddpc_train.a build/fuzz/libddpc.a $(LDLIBS) -o build/fuzz/fuzz_$$t; \
 	done
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build/fuzz/corpus/$$t; echo "== fuzz_$$t, $(FUZZ_SECS) s"; \
@@ -271,6 +294,11 @@ format-check:
 docs: $(BUILD)/bin/ddpc-run
 	sh scripts/docs.sh $(BUILD)/bin
 
+# The layer rule (scripts/check-layers.sh states it): no file includes a
+# header of a layer above its own; `make test` runs it first.
+check-layers:
+	@sh scripts/check-layers.sh
+
 headers-check:
 	@for h in $(HEADERS); do echo "#include \"$${h#include/}\"" | \
 	  $(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -x c -fsyntax-only - || exit 1; done; echo "headers ok"
@@ -278,17 +306,18 @@ headers-check:
 install: lib tools
 	install -d $(DESTDIR)$(PREFIX)/include/ddpc $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/ddpc/
-	install -m 644 $(BUILD)/libddpc.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libddpc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libddpc.a $(BUILD)/libddpc_train.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libddpc.so $(BUILD)/libddpc_train.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) $(CJSON_LIBS) -lm -lpthread -lrt|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(CORE_LIBS)|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) -lm -lpthread|' ddpc_train.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc_train.pc
 	@if [ -f $(TORCH_PKG)/_C.so ]; then d=$(DESTDIR)$(TORCH_SITE)/ddpc_torch; install -d $$d && \
 	  install -m 644 $(TORCH_PKG)/__init__.py $$d/ && install -m 755 $(TORCH_PKG)/_C.so $$d/ && \
 	  echo "installed the torch backend: $$d"; else echo "not installing ddpc_torch: not built (make torch)"; fi
 
 uninstall:
-	rm -rf $(DESTDIR)$(PREFIX)/include/ddpc $(DESTDIR)$(PREFIX)/lib/libddpc.* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS))) \
+	rm -rf $(DESTDIR)$(PREFIX)/include/ddpc $(DESTDIR)$(PREFIX)/lib/libddpc.* $(DESTDIR)$(PREFIX)/lib/libddpc_train.* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc_train.pc $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(TOOLS))) \
 	  $(DESTDIR)$(TORCH_SITE)/ddpc_torch
 
 clean:

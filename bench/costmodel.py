@@ -123,7 +123,7 @@ def flat(P, H, L, S):
 
 CHUNK = 256 << 10  # DDPC_CHUNK
 
-# The candidates of DDPC_ALGO=auto across hosts (src/coll/model.c, the same
+# The candidates of DDPC_ALGO=auto across hosts (src/coll/tuner_cost.c, the same
 # formulas): s bytes a member, h members, f of a host's ranks sharing its link.
 
 def t_ring(P, h, s, f):
@@ -351,7 +351,7 @@ def main():
         w(f"### {title}\n")
         w(f"Allreduce of DDP's bucket sizes (PyTorch's default bucket is 25 MiB) on H hosts of "
           f"L = {L} ranks; time, and bus bandwidth (nccl-tests': S/t x 2(N-1)/N). "
-          "ddpc auto is hier with the cost model's choice across hosts (src/coll/model.c: "
+          "ddpc auto is hier with the cost model's choice across hosts (src/coll/tuner_cost.c: "
           "trees + RD = trees in the host around recursive doubling; ring xP = the ring "
           "pipelined in P pieces; H-D_R; RD = recursive doubling).\n")
         w("| hosts | ranks | bucket | flat ring | hier, ring across hosts | "
@@ -387,7 +387,7 @@ def main():
       f"carries 2(H-1)/H S against 2(N-1)/N S. As hosts are added the ring's 2(H-1) latency "
       f"steps across hosts take over the small buckets: at 1,024 hosts a 1 MiB bucket takes "
       f"{fmt_t(hr)} with a ring across hosts and {fmt_t(hd)} with H-D_R ({hr / hd:.1f}x): "
-      f"auto's cost model (src/coll/model.c, the formulas above with DDPC_NET_US and "
+      f"auto's cost model (src/coll/tuner_cost.c, the formulas above with DDPC_NET_US and "
       f"DDPC_NET_GBIT for the link) switches the step across hosts to H-D_R there, and "
       f"keeps the pipelined ring where the vector is large and the hosts few. ")
     if qh > qf:

@@ -44,9 +44,9 @@ class Build(BuildExtension):
         super().run()
 
 
-libs = pkg_libs("openblas") or ["openblas"]
-libs += pkg_libs("zlib") or ["z"]
-libs += pkg_libs("libcjson")
+# libddpc.a holds the collectives only (no BLAS, no zlib: those are
+# libddpc_train's)
+libs = pkg_libs("libcjson")
 libs += ["m", "pthread", "rt"]
 
 setup(

@@ -105,12 +105,6 @@ DDPC_API ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
                                               const ddpc_sampler_options *o, ddpc_sampler **out);
 
 DDPC_API int ddpc_ddp_num_buckets(const ddpc_ddp *d);
-/* Buckets whose allreduce has been issued and not yet waited for: as
- * backward ends (seen from a backward_end hook wrapping DDP's) with overlap,
- * every bucket whose gradients are final is in flight, except the last,
- * which the end of backward reduces; without overlap none is (all but the
- * last are already reduced); after backward none is. */
-DDPC_API int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d);
 /* 1 when buckets overlap backward (the options' overlap, resolved). */
 DDPC_API int ddpc_ddp_overlaps(const ddpc_ddp *d);
 /* Bucket b as a range [*first, *first + *count) of the gradient block. */

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/export.h"
 #include "ddpc/ddpc.h"
 
 /* ------------------------------------------------------------ errors */
@@ -20,12 +21,13 @@
 /* Formats the message into this thread's last-error text (see
  * ddpc_last_error), logs it at TRACE and returns s, so that a failing path
  * reads: return ddpc__err(DDPC_ERR_ENV, "RANK=%s is not an integer", v); */
-ddpc_status ddpc__err(ddpc_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+DDPC_LAYER_API ddpc_status ddpc__err(ddpc_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Same, appending ": strerror(errno)" and using DDPC_ERR_SYSTEM-like s. */
-ddpc_status ddpc__err_errno(ddpc_status s, int errnum, const char *fmt, ...)
+DDPC_LAYER_API ddpc_status ddpc__err_errno(ddpc_status s, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prepends "ctx: " to this thread's last-error text; returns s. */
-ddpc_status ddpc__err_wrap(ddpc_status s, const char *fmt, ...)
+DDPC_LAYER_API ddpc_status ddpc__err_wrap(ddpc_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Clears this thread's last-error text. */
 void ddpc__err_clear(void);
@@ -75,7 +77,7 @@ enum {
 
 /* Writes one line "host:pid:rank [SUBSYS] LEVEL message" to stderr when the
  * level and subsystem are enabled (DDPC_DEBUG, DDPC_DEBUG_SUBSYS). */
-void ddpc__log(int level, unsigned subsys, const char *fmt, ...)
+DDPC_LAYER_API void ddpc__log(int level, unsigned subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int ddpc__log_enabled(int level, unsigned subsys);
 /* The rank shown in log prefixes (-1 = unknown, shown as "-"). */
@@ -88,15 +90,15 @@ void ddpc__log_set_rank(int rank);
 /* ------------------------------------------------------ clocks, deadlines */
 
 /* Monotonic seconds. */
-double ddpc__now(void);
+DDPC_LAYER_API double ddpc__now(void);
 /* An absolute deadline seconds from now; seconds <= 0 means none (+inf). */
-double ddpc__deadline_in(double seconds);
+DDPC_LAYER_API double ddpc__deadline_in(double seconds);
 /* Milliseconds left before deadline, for poll(): -1 when there is none,
  * 0 when it has passed, at least 1 otherwise; capped at cap_ms when > 0. */
 int ddpc__deadline_ms(double deadline, int cap_ms);
-int ddpc__expired(double deadline);
+DDPC_LAYER_API int ddpc__expired(double deadline);
 /* Sleeps for seconds (restarting on EINTR). */
-void ddpc__sleep(double seconds);
+DDPC_LAYER_API void ddpc__sleep(double seconds);
 
 /* A hint to the core that this thread spins on memory another one writes. */
 static inline void ddpc__cpu_relax(void) {
@@ -111,6 +113,6 @@ static inline void ddpc__cpu_relax(void) {
 
 /* CPUs this process may run on (its affinity mask; else the online CPUs; at
  * least 1): what its ranks, BLAS threads and helper threads share. */
-long ddpc__cpu_count(void);
+DDPC_LAYER_API long ddpc__cpu_count(void);
 
 #endif /* DDPC_BASE_H */

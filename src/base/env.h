@@ -44,13 +44,13 @@ extern const int ddpc__env_table_len;
  * it came from or "default". */
 const char *ddpc__env(ddpc_env_id id, const char **source);
 /* 1 if the variable (or its alias) is set to a non-empty value. */
-int ddpc__env_isset(ddpc_env_id id);
+DDPC_LAYER_API int ddpc__env_isset(ddpc_env_id id);
 /* An INT / REAL variable's value, checked against its range; malformed or
  * out of range is DDPC_ERR_ENV naming the variable, the value and the range;
  * unset with no default is DDPC_ERR_ENV ("NAME is not set"): test
  * ddpc__env_isset first when optional. */
-ddpc_status ddpc__env_long(ddpc_env_id id, long *out);
-ddpc_status ddpc__env_double(ddpc_env_id id, double *out);
+DDPC_LAYER_API ddpc_status ddpc__env_long(ddpc_env_id id, long *out);
+DDPC_LAYER_API ddpc_status ddpc__env_double(ddpc_env_id id, double *out);
 /* The variable's name, e.g. for messages. */
 const char *ddpc__env_name(ddpc_env_id id);
 

@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "base/export.h"
+
 /* The text so far is p[0, len), always NUL-terminated once anything was
  * appended (p may be NULL before that on the heap). Binary bytes are fine:
  * the NUL after them is for text only. */
@@ -29,18 +31,19 @@ typedef struct ddpc__strbuf {
 
 /* A buffer over arr[cap] (cap >= 1), emptied. A piece that does not fit
  * whole is dropped (no half numbers), and b->cut set. */
-void ddpc__sb_fixed(ddpc__strbuf *b, char *arr, size_t cap);
+DDPC_LAYER_API void ddpc__sb_fixed(ddpc__strbuf *b, char *arr, size_t cap);
 /* Appends n bytes of s. */
-void ddpc__sb_put(ddpc__strbuf *b, const void *s, size_t n);
+DDPC_LAYER_API void ddpc__sb_put(ddpc__strbuf *b, const void *s, size_t n);
 /* Appends the C string s. */
-void ddpc__sb_puts(ddpc__strbuf *b, const char *s);
+DDPC_LAYER_API void ddpc__sb_puts(ddpc__strbuf *b, const char *s);
 /* Appends printf-formatted text (any length on the heap). */
-void ddpc__sb_printf(ddpc__strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+DDPC_LAYER_API void ddpc__sb_printf(ddpc__strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Frees a heap buffer's text and empties it; a fixed one is only emptied. */
-void ddpc__sb_free(ddpc__strbuf *b);
+DDPC_LAYER_API void ddpc__sb_free(ddpc__strbuf *b);
 
 /* Appends the ascending ranks[0..n) as runs, "0-3,5,7-8" (a run of two is
  * "7-8"); nothing when n is 0. */
-void ddpc__sb_ranks(ddpc__strbuf *b, const int *ranks, int n);
+DDPC_LAYER_API void ddpc__sb_ranks(ddpc__strbuf *b, const int *ranks, int n);
 
 #endif /* DDPC_BASE_STRBUF_H */

@@ -1,8 +1,9 @@
 /*
  * allreduce.c — allreduce (ring; recursive doubling for small messages and
  * recursive halving + doubling for large ones; tree) and reduce-scatter
- * (ring). Under DDPC_ALGO=auto on hosts of one rank each the cost model
- * (model.c) chooses among ring, halving-doubling and recursive doubling.
+ * (ring), as the tuner (tuner.c) chooses; under DDPC_ALGO=auto on hosts of
+ * one rank each its cost model picks among ring, halving-doubling and
+ * recursive doubling.
  *
  * Every variant leaves bit-identical results on all ranks: the ring reduces
  * each block on one rank and copies it round; recursive doubling combines
@@ -212,11 +213,6 @@ static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, si
     return ddpc__tree_bcast(e, NULL, recv, count * ddpc_dtype_size(t), 0);
 }
 
-/* Whether allreduce of count elements (nbytes) on n ranks is latency-bound. */
-static int small_msg(size_t nbytes, size_t count, int n) {
-    return nbytes <= DDPC_SMALL_BYTES || count < (size_t)n;
-}
-
 ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo) {
     int n = gn(e, g);
@@ -225,11 +221,9 @@ ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
-    if (algo == DDPC_GA_RD || count < (size_t)n ||
-        (algo < DDPC_GA_RING && small_msg(nbytes, count, n)))
-        return rhd_allreduce(e, g, send, recv, count, t, op);
-    if (algo == DDPC_ALGO_RHD || algo == DDPC_GA_HD)
-        return halving_doubling(e, g, send, recv, count, t, op, 0);
+    int x = ddpc__tune_group(algo, count, nbytes, n);
+    if (x == DDPC_X_RD) return rhd_allreduce(e, g, send, recv, count, t, op);
+    if (x == DDPC_X_HD) return halving_doubling(e, g, send, recv, count, t, op, 0);
     return ring_allreduce(e, g, send, recv, count, t, op, 0);
 }
 
@@ -265,45 +259,18 @@ static const ddpc_group *host_ordered(const ddpc_comm *c, ddpc_group *g, int **o
 }
 
 ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
-                            ddpc_op op) {
+                            ddpc_op op, const ddpc_tune *tu) {
     ddpc_comm *c = e->c;
-    size_t nbytes = count * ddpc_dtype_size(t);
     ddpc_status s;
     if (c->size == 1) {
-        if (recv != send) memmove(recv, send, nbytes);
+        if (recv != send) memmove(recv, send, count * ddpc_dtype_size(t));
         return DDPC_OK;
     }
-    int algo = c->algo;
-    if (algo == DDPC_ALGO_AUTO && c->nhosts >= 2 && c->max_local == 1 && count >= (size_t)c->size) {
-        /* one rank per host: the cost model's choice across hosts */
-        ddpc_model m;
-        ddpc_plan p;
-        ddpc__model_of(c, &m);
-        ddpc__model_plan(&m, c->nhosts, 1, 1, nbytes, &p);
-        ddpc__model_log(c, c->nhosts, 1, nbytes, &p);
-        if (p.x == DDPC_X_HD) {
-            e->algo = e->algo ? e->algo : "halving-doubling";
-            return halving_doubling(e, NULL, send, recv, count, t, op, 1);
-        }
-        if (p.x == DDPC_X_RD) {
-            e->algo = e->algo ? e->algo : "rhd";
-            s = rhd_allreduce(e, NULL, send, recv, count, t, op);
-            if (s == DDPC_OK) ddpc__reduce_finish(recv, count, t, op, c->size);
-            return s;
-        }
-        algo = DDPC_ALGO_RING;
-    }
-    if (algo == DDPC_ALGO_AUTO || algo == DDPC_ALGO_FLAT || algo == DDPC_ALGO_HIER)
-        algo = small_msg(nbytes, count, c->size) ? DDPC_ALGO_RHD : DDPC_ALGO_RING;
-    if (!e->algo) /* for the flight recorder (hier.c names its own) */
-        e->algo = algo == DDPC_ALGO_RING              ? "ring"
-                  : algo == DDPC_ALGO_TREE            ? "tree"
-                  : small_msg(nbytes, count, c->size) ? "rhd"
-                                                      : "halving-doubling";
+    if (!e->algo) e->algo = tu->name; /* for the flight recorder (hier.c names its own) */
     /* the ring and halving-doubling finish (AVG: divide) each block as it
      * completes; the others finish the whole vector at the end */
-    switch (algo) {
-    case DDPC_ALGO_RING: {
+    switch (tu->algo) {
+    case DDPC_X_RING: {
         ddpc_group hg;
         int *ord;
         const ddpc_group *g = host_ordered(c, &hg, &ord);
@@ -312,14 +279,9 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
         free(ord);
         return s;
     }
-    case DDPC_ALGO_TREE: s = tree_allreduce(e, send, recv, count, t, op); break;
-    default:
-        /* latency-bound: whole vectors (log2 n rounds); bandwidth-bound:
-         * halving then doubling (2 log2 n rounds, ~2x the data in all) */
-        if (!small_msg(nbytes, count, c->size))
-            return halving_doubling(e, NULL, send, recv, count, t, op, 1);
-        s = rhd_allreduce(e, NULL, send, recv, count, t, op);
-        break;
+    case DDPC_X_TREE: s = tree_allreduce(e, send, recv, count, t, op); break;
+    case DDPC_X_HD: return halving_doubling(e, NULL, send, recv, count, t, op, 1);
+    default: s = rhd_allreduce(e, NULL, send, recv, count, t, op); break;
     }
     if (s == DDPC_OK) ddpc__reduce_finish(recv, count, t, op, c->size);
     return s;

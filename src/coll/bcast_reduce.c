@@ -140,11 +140,10 @@ ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t n
     if (c->rank == root && recv != send) memmove(recv, send, nbytes);
     if (c->size == 1) return DDPC_OK;
     DDPC_CHECK(ddpc__check_ring(e));
-    int algo = c->algo;
-    if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
-        algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
-    if (!e->algo) e->algo = algo == DDPC_ALGO_TREE ? "tree" : "chain";
-    if (algo == DDPC_ALGO_TREE) return ddpc__tree_bcast(e, NULL, recv, nbytes, root);
+    ddpc_tune tu;
+    ddpc__tune_rooted(c, nbytes, &tu);
+    if (!e->algo) e->algo = tu.name;
+    if (tu.algo == DDPC_X_TREE) return ddpc__tree_bcast(e, NULL, recv, nbytes, root);
     return ddpc__chain_bcast(e, NULL, recv, nbytes, root);
 }
 
@@ -157,11 +156,10 @@ ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t coun
         return DDPC_OK;
     }
     DDPC_CHECK(ddpc__check_ring(e));
-    int algo = c->algo;
-    if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
-        algo = nbytes <= DDPC_SMALL_BYTES ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
-    if (!e->algo) e->algo = algo == DDPC_ALGO_TREE ? "tree" : "chain";
-    if (algo == DDPC_ALGO_RING) return chain_reduce(e, send, recv, count, t, op, root);
+    ddpc_tune tu;
+    ddpc__tune_rooted(c, nbytes, &tu);
+    if (!e->algo) e->algo = tu.name;
+    if (tu.algo == DDPC_X_RING) return chain_reduce(e, send, recv, count, t, op, root);
     /* the root accumulates in recv; the others in scratch */
     size_t al = (nbytes + 63) & ~(size_t)63;
     char *scr = ddpc__scratch(c, 2 * al);

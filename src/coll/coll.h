@@ -27,11 +27,6 @@
  * communicator's queue with every operation (ddpc_args.run). */
 ddpc_status ddpc__run(ddpc_exec *e);
 
-/* Messages up to this many bytes use the latency algorithms (recursive
- * doubling, binomial trees) under DDPC_ALGO=auto; larger ones the ring or
- * the pipelined chain. */
-#define DDPC_SMALL_BYTES (64u << 10)
-
 /* In-flight chunks per direction in the pipelined algorithms. */
 #ifndef DDPC_WINDOW
 #define DDPC_WINDOW 4
@@ -147,12 +142,10 @@ ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size
                               int root);
 
 /* Allreduce among the members of g only (NULL: every rank), AVG left as a
- * sum; algo is DDPC_ALGO_RING or DDPC_ALGO_RHD (recursive doubling for
- * small messages, halving then doubling for large ones), or AUTO to choose
- * by size; or exactly the model's DDPC_GA_RING, DDPC_GA_HD or DDPC_GA_RD
- * (recursive doubling wherever there are fewer elements than members).
- * Every member ends with the same bits. */
-enum { DDPC_GA_RING = 16, DDPC_GA_HD, DDPC_GA_RD };
+ * sum; algo is what the tuner asked for (DDPC_X_RING, DDPC_X_HD or
+ * DDPC_X_RD, with DDPC_X_BY_SIZE: recursive doubling when latency-bound),
+ * which ddpc__tune_group settles for this group's count. Every member ends
+ * with the same bits. */
 ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo);
 /* The plan of the ring allreduce over g (n >= 2 members; finish: AVG's
@@ -162,45 +155,99 @@ ddpc_status ddpc__ring_allreduce_plan(ddpc_exec *e, ddpc_ring *rg, const ddpc_gr
                                       const void *send, void *recv, size_t count, ddpc_dtype t,
                                       ddpc_op op, int finish);
 
-/* model.c: DDPC_ALGO=auto's choice for an allreduce across hosts. The
- * ways to run it (see model.c): trees in the host around recursive
- * doubling across; or reduce-scatter in the host, then across hosts a
- * ring, halving-doubling or recursive doubling, then allgather. */
-enum { DDPC_X_SMALL, DDPC_X_RING, DDPC_X_HD, DDPC_X_RD, DDPC_X_COUNT };
+/* ------------------------------------------------------------ the tuner
+ *
+ * tuner.c is the one place that picks how a collective runs (NCCL's
+ * tuning.cc): hierarchical or flat, the algorithm, the step across hosts
+ * and the pipeline's pieces, from DDPC_ALGO / HCCL_ALGO (comm.c reads them
+ * into c->tuner), the host layout and the size; it owns the small-message
+ * threshold and, for DDPC_ALGO=auto across hosts, asks the cost model
+ * (tuner_cost.c). Every input is the same on every rank, so every rank
+ * chooses alike without talking. */
 
-/* The link's parameters: seconds per message, seconds per byte; the
- * ring's chunk in bytes. */
-typedef struct ddpc_model {
+/* Every way a step runs, in one enum. The first DDPC_X_MODELED are the
+ * cost model's candidates for an allreduce across hosts: SMALL (trees in
+ * the host around recursive doubling across), then reduce-scatter in the
+ * host, a RING, HD (halving-doubling) or RD (recursive doubling) across
+ * hosts, allgather in the host. Flat, RING is the pipelined ring (for
+ * broadcast and reduce, the pipelined chain), HD and RD the same steps
+ * among all ranks, TREE binomial trees. */
+enum {
+    DDPC_X_SMALL,
+    DDPC_X_RING,
+    DDPC_X_HD,
+    DDPC_X_RD,
+    DDPC_X_MODELED,
+    DDPC_X_TREE = DDPC_X_MODELED,
+    DDPC_X_BY_SIZE = 16 /* or'd in: recursive doubling where latency-bound */
+};
+
+/* Up to this many bytes a message is latency-bound under DDPC_ALGO=auto:
+ * recursive doubling, binomial trees, the small hierarchical path; larger
+ * ones take the ring or the pipelined chain. */
+#define DDPC_SMALL_BYTES (64u << 10)
+
+/* The tuner's choice for one operation. */
+typedef struct ddpc_tune {
+    int hier;         /* in the hosts, then across them (else flat) */
+    int algo;         /* DDPC_X_*: flat, the algorithm; hierarchical allreduce,
+                       * DDPC_X_SMALL or the step across hosts below */
+    int inter;        /* hierarchical allreduce: the step across hosts, as
+                       * ddpc__group_allreduce takes it */
+    int pieces;       /* the hierarchical ring's pipelined pieces (1: none) */
+    const char *name; /* flat: the algorithm's name for the flight recorder */
+} ddpc_tune;
+
+/* Whether nbytes is latency-bound (DDPC_SMALL_BYTES); count elements on n
+ * ranks always are where count < n (some would get empty blocks). */
+int ddpc__tune_small(size_t nbytes);
+int ddpc__tune_latency_bound(size_t nbytes, size_t count, int n);
+/* Whether collective k of count elements runs hierarchically on c. */
+int ddpc__tune_hier(const ddpc_comm *c, ddpc_kind k, size_t count);
+/* Allreduce of count elements of esize bytes: hier, and then either the
+ * flat algo (RING, TREE, RD, HD) and name, or the hierarchical path (algo
+ * SMALL, else inter and pieces). Logs the cost model's choices. */
+void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc_tune *out);
+/* Flat broadcast and reduce of nbytes: DDPC_X_TREE or DDPC_X_RING (the
+ * chain), and name. */
+void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc_tune *out);
+/* What a group allreduce of count elements (nbytes) among n members runs
+ * (DDPC_X_RING, DDPC_X_HD or DDPC_X_RD), asked for want. */
+int ddpc__tune_group(int want, size_t count, size_t nbytes, int n);
+
+/* tuner_cost.c: the tuner's cost model (docs/COSTMODEL.md) for an
+ * allreduce across hosts: the link's parameters (seconds per message,
+ * seconds per byte) and the ring's chunk in bytes. */
+typedef struct ddpc_cost_model {
     double alpha, beta;
     size_t chunk;
-} ddpc_model;
+} ddpc_cost_model;
 
-/* A choice: x (DDPC_X_*), the pieces of the pipelined ring (1: none), and
- * the model's time (s) of each way, for the log. */
-typedef struct ddpc_plan {
+/* A choice: x (DDPC_X_SMALL .. DDPC_X_RD), the pieces of the pipelined ring
+ * (1: none), and the model's time (s) of each way, for the log. */
+typedef struct ddpc_cost_plan {
     int x, pieces;
-    double t[DDPC_X_COUNT];
-} ddpc_plan;
+    double t[DDPC_X_MODELED];
+} ddpc_cost_plan;
 
 /* The fastest way to allreduce nbytes over hosts of local ranks each (the
  * most on one host; equal: every host has as many); local = 1 for one rank
  * per host (no host steps, no small path). */
-void ddpc__model_plan(const ddpc_model *m, int hosts, int local, int equal, size_t nbytes,
-                      ddpc_plan *out);
+void ddpc__cost_plan(const ddpc_cost_model *m, int hosts, int local, int equal, size_t nbytes,
+                     ddpc_cost_plan *out);
 /* c's link parameters (DDPC_NET_US, DDPC_NET_GBIT, DDPC_CHUNK). */
-void ddpc__model_of(const ddpc_comm *c, ddpc_model *m);
+void ddpc__cost_of(const ddpc_comm *c, ddpc_cost_model *m);
 /* Logs the choice: INFO on rank 0 the first time c makes it, else TRACE. */
-void ddpc__model_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc_plan *p);
+void ddpc__cost_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc_cost_plan *p);
 /* A way's name ("ring", "halving-doubling", ...). */
-const char *ddpc__plan_name(int x);
+const char *ddpc__cost_name(int x);
 
-/* Whether collective k of count elements runs hierarchically on c (hier.c:
- * DDPC_ALGO and the host layout), and the algorithms, with
- * the contracts of ddpc__allreduce, ddpc__reduce_scatter, ddpc__allgather
- * and ddpc__broadcast. */
-int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count);
+/* The hierarchical algorithms (hier.c), where ddpc__tune_hier says so,
+ * with the contracts of ddpc__allreduce, ddpc__reduce_scatter,
+ * ddpc__allgather and ddpc__broadcast; the allreduce takes the tuner's
+ * choice. */
 ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, ddpc_op op);
+                                 ddpc_dtype t, ddpc_op op, const ddpc_tune *tu);
 ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                       ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes);
@@ -211,7 +258,7 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
  * world size); reduce-scatter and reduce leave AVG as a sum, which the
  * caller finishes with ddpc__reduce_finish. */
 ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
-                            ddpc_op op);
+                            ddpc_op op, const ddpc_tune *tu);
 ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op);
 ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,

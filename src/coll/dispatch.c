@@ -1,6 +1,6 @@
 /*
- * dispatch.c — runs one validated operation: chooses hierarchical or flat
- * (hier.c's ddpc__hier_wanted), stages float16 and bfloat16
+ * dispatch.c — runs one validated operation: asks the tuner (tuner.c)
+ * whether hierarchical or flat and, for allreduce, which algorithm; stages float16 and bfloat16
  * through float32 for the reducing collectives (one rounding per element),
  * calls the family's algorithm, and finishes AVG (division by the world
  * size, once, at the end).
@@ -13,27 +13,29 @@
 static int is_half(ddpc_dtype t) { return t == DDPC_FLOAT16 || t == DDPC_BFLOAT16; }
 
 /* The families with a hierarchical variant: that one where the
- * communicator spans hosts and DDPC_ALGO allows (ddpc__hier_wanted), else
+ * communicator spans hosts and DDPC_ALGO allows (ddpc__tune_hier), else
  * the flat one. */
 static ddpc_status allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
                              ddpc_op op) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_ALLREDUCE, count) && (e->algo = "hier"))
-        return ddpc__hier_allreduce(e, send, recv, count, t, op);
-    return ddpc__allreduce(e, send, recv, count, t, op);
+    ddpc_tune tu;
+    ddpc__tune_allreduce(e->c, count, ddpc_dtype_size(t), &tu);
+    if (tu.hier && (e->algo = "hier"))
+        return ddpc__hier_allreduce(e, send, recv, count, t, op, &tu);
+    return ddpc__allreduce(e, send, recv, count, t, op, &tu);
 }
 static ddpc_status reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
                                   ddpc_dtype t, ddpc_op op) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_REDUCE_SCATTER, count) && (e->algo = "hier"))
+    if (ddpc__tune_hier(e->c, DDPC_K_REDUCE_SCATTER, count) && (e->algo = "hier"))
         return ddpc__hier_reduce_scatter(e, send, recv, count, t, op);
     return ddpc__reduce_scatter(e, send, recv, count, t, op);
 }
 static ddpc_status allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_ALLGATHER, nbytes) && (e->algo = "hier"))
+    if (ddpc__tune_hier(e->c, DDPC_K_ALLGATHER, nbytes) && (e->algo = "hier"))
         return ddpc__hier_allgather(e, send, recv, nbytes);
     return ddpc__allgather(e, send, recv, nbytes);
 }
 static ddpc_status broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
-    if (ddpc__hier_wanted(e->c, DDPC_K_BROADCAST, nbytes) && (e->algo = "hier"))
+    if (ddpc__tune_hier(e->c, DDPC_K_BROADCAST, nbytes) && (e->algo = "hier"))
         return ddpc__hier_broadcast(e, send, recv, nbytes, root);
     return ddpc__broadcast(e, send, recv, nbytes, root);
 }

@@ -2,7 +2,7 @@
  * hier.c — hierarchical allreduce, reduce-scatter, allgather and broadcast
  * for a communicator that spans several hosts (the host layout is
  * bootstrap.c's: c->host_of, c->local_of); dispatch.c calls them where
- * ddpc__hier_wanted says so. The intra-host steps run among the ranks of
+ * the tuner (tuner.c) says so. The intra-host steps run among the ranks of
  * one host (shared memory, where the pair has it), the inter-host steps
  * among one rank per host; every step is one of the building blocks of
  * coll.h run over a ddpc_group. Reduce-scatter, allgather and broadcast
@@ -15,7 +15,7 @@
  *   2. inter-host allreduce of each block, every local rank carrying its
  *      own block at once, so all of a host's connections are busy (a ring,
  *      halving-doubling or recursive doubling: DDPC_ALGO=auto's cost model
- *      chooses, model.c; HCCL_ALGO's level1:ring or level1:H-D_R forces). Hosts
+ *      chooses, tuner.c; HCCL_ALGO's level1:ring or level1:H-D_R forces). Hosts
  *      with different rank counts cut the vector differently: the cuts of
  *      all hosts together split it into segments, and a segment is reduced
  *      among its owners (the rank holding it on each host) in increasing
@@ -40,15 +40,6 @@
 #include <string.h>
 
 #include "coll/coll.h"
-
-int ddpc__hier_wanted(const ddpc_comm *c, ddpc_kind k, size_t count) {
-    if (!c->host_of || c->nhosts < 2 || count == 0) return 0;
-    if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER &&
-        k != DDPC_K_BROADCAST)
-        return 0;
-    if (c->algo == DDPC_ALGO_HIER) return 1;
-    return c->algo == DDPC_ALGO_AUTO && c->max_local >= 2;
-}
 
 /* The ranks of every host, host by host (ranks[hoff[h] .. hoff[h + 1])), in
  * one allocation that layout_free releases. */
@@ -276,30 +267,17 @@ static ddpc_status hier_small(ddpc_exec *e, const layout *hl, const void *send, 
     if (hg.me == 0) {
         for (int h = 0; h < c->nhosts; h++) hl->group[h] = hl->ranks[hl->hoff[h]];
         ddpc_group lead = { c->nhosts, c->host, hl->group };
-        DDPC_CHECK(ddpc__group_allreduce(e, &lead, recv, recv, count, t, op, DDPC_ALGO_RHD));
+        DDPC_CHECK(
+            ddpc__group_allreduce(e, &lead, recv, recv, count, t, op, DDPC_X_HD | DDPC_X_BY_SIZE));
         ddpc__reduce_finish(recv, count, t, op, c->size);
     }
     return ddpc__tree_bcast(e, &hg, recv, nbytes, 0);
 }
 
 ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, ddpc_op op) {
+                                 ddpc_dtype t, ddpc_op op, const ddpc_tune *tu) {
     ddpc_comm *c = e->c;
-    size_t nbytes = count * ddpc_dtype_size(t);
-    int small, inter = c->algo_inter, pieces = 1;
-    if (inter == DDPC_ALGO_AUTO) { /* the cost model's choice */
-        ddpc_model m;
-        ddpc_plan p;
-        ddpc__model_of(c, &m);
-        ddpc__model_plan(&m, c->nhosts, c->max_local, c->nhosts * c->max_local == c->size, nbytes,
-                         &p);
-        ddpc__model_log(c, c->nhosts, c->max_local, nbytes, &p);
-        small = p.x == DDPC_X_SMALL;
-        inter = p.x == DDPC_X_HD ? DDPC_GA_HD : p.x == DDPC_X_RD ? DDPC_GA_RD : DDPC_GA_RING;
-        pieces = p.pieces;
-    } else { /* HCCL_ALGO's level1 */
-        small = nbytes <= DDPC_SMALL_BYTES;
-    }
+    int small = tu->algo == DDPC_X_SMALL, inter = tu->inter, pieces = tu->pieces;
     layout hl = { 0 };
     DDPC_CHECK(layout_make(e, &hl));
     DDPC_TRACE(COLL, "rank %d: hierarchical allreduce of %zu elements over %d hosts", c->rank,
@@ -509,7 +487,7 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
     ddpc_group hg = host_group(c, &hl);
     ddpc_status s = DDPC_OK;
     ddpc_req *q = NULL;
-    if (nbytes <= DDPC_SMALL_BYTES || c->nhosts * c->max_local != c->size) {
+    if (ddpc__tune_small(nbytes) || c->nhosts * c->max_local != c->size) {
         /* each host's leader: local rank l0 where the host has one, else 0 */
         int lead = l0 < hg.n ? l0 : 0;
         for (int h = 0; h < c->nhosts; h++) {
@@ -517,7 +495,7 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
             hl.group[h] = hl.ranks[hl.hoff[h] + (l0 < Lh ? l0 : 0)];
         }
         ddpc_group leaders = { c->nhosts, c->host, hl.group };
-        int small = nbytes <= DDPC_SMALL_BYTES;
+        int small = ddpc__tune_small(nbytes);
         if (c->local_rank == lead)
             s = small ? ddpc__tree_bcast(e, &leaders, recv, nbytes, h0)
                       : ddpc__chain_bcast(e, &leaders, recv, nbytes, h0);

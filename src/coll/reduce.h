@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "base/export.h"
 #include "ddpc/ddpc.h"
 
 /* dst[i] = dst[i] op src[i]; AVG acts as SUM. dst and src must not partially
@@ -37,18 +38,19 @@ void ddpc__reduce3(void *dst, const void *a, const void *b, size_t count, ddpc_d
  * and float64 multiply by 1/nranks, as NCCL does, within one ulp of the
  * quotient; float16 and bfloat16 divide in float32 and round once). Other
  * ops, or nranks <= 1: nothing. */
-void ddpc__reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op, int nranks);
+DDPC_LAYER_API void ddpc__reduce_finish(void *buf, size_t count, ddpc_dtype t, ddpc_op op,
+                                        int nranks);
 
 /* float16 / bfloat16 / float32 (also float64 and the integer types, by C
  * conversion) to float32. dst and src must not overlap unless t is float32
  * and dst == src. */
-void ddpc__to_float32(float *dst, const void *src, size_t count, ddpc_dtype t);
+DDPC_LAYER_API void ddpc__to_float32(float *dst, const void *src, size_t count, ddpc_dtype t);
 
 /* float32 to float16 / bfloat16 (round to nearest even; overflow to inf; NaN
  * stays NaN) or float32 / float64; integer types: NaN becomes 0, values
  * saturate to the type's range, then truncate toward zero. dst and src must
  * not overlap unless t is float32 and dst == src. */
-void ddpc__from_float32(void *dst, const float *src, size_t count, ddpc_dtype t);
+DDPC_LAYER_API void ddpc__from_float32(void *dst, const float *src, size_t count, ddpc_dtype t);
 
 /* For tests: 0 forces the portable (non-F16C) half conversions, 1 (the
  * default) uses the CPU's F16C instructions where it has them. */

@@ -58,8 +58,8 @@ static ddpc_status read_settings(ddpc_comm *c) {
     double us, gbit;
     DDPC_CHECK(ddpc__env_double(DDPC_ENV_NET_US, &us));
     DDPC_CHECK(ddpc__env_double(DDPC_ENV_NET_GBIT, &gbit));
-    c->net_alpha = us * 1e-6;
-    c->net_beta = 8e-9 / gbit;
+    c->tuner.net_alpha = us * 1e-6;
+    c->tuner.net_beta = 8e-9 / gbit;
     c->spin_s = -1; /* unset: chosen once the host's ranks are known (choose_spin) */
     if (ddpc__env_isset(DDPC_ENV_SPIN_US)) {
         DDPC_CHECK(ddpc__env_long(DDPC_ENV_SPIN_US, &spin));
@@ -94,8 +94,8 @@ static ddpc_status read_settings(ddpc_comm *c) {
     const char *src, *algo = ddpc__env(DDPC_ENV_ALGO, &src);
     ddpc_algo_choice ac;
     DDPC_CHECK(ddpc__algo_parse(src, algo, &ac));
-    c->algo = ac.algo;
-    c->algo_inter = ac.inter;
+    c->tuner.algo = ac.algo;
+    c->tuner.algo_inter = ac.inter;
     return DDPC_OK;
 }
 

@@ -171,6 +171,16 @@ typedef struct ddpc_peer {
 struct ddpc_work;
 typedef struct ddpc_srv_ref ddpc_srv_ref; /* comm.c: a store server shared by splits */
 
+/* The settings and state of the tuner (coll/tuner.c, tuner_cost.c): comm.c
+ * fills the settings at init; only the tuner reads them. */
+typedef struct ddpc_tuner {
+    int algo;              /* DDPC_ALGO_* */
+    int algo_inter;        /* hierarchical allreduce's inter-host step: AUTO, RING, RHD */
+    double net_alpha;      /* DDPC_NET_US: s per message across hosts (the cost model) */
+    double net_beta;       /* DDPC_NET_GBIT: s per byte on a host's link */
+    unsigned plans_logged; /* the allreduce choices already logged at INFO (tuner_cost.c) */
+} ddpc_tuner;
+
 struct ddpc_comm {
     int rank, size;
     int local_rank, local_size;
@@ -188,12 +198,8 @@ struct ddpc_comm {
     /* settings (read once at init) */
     double connect_timeout; /* s */
     double exec_timeout;    /* s; 0 = no limit */
-    int algo;               /* DDPC_ALGO_* */
-    int algo_inter;         /* hierarchical allreduce's inter-host step: AUTO, RING, RHD */
+    ddpc_tuner tuner;       /* what picks the algorithms reads (coll/tuner.c's) */
     size_t chunk;           /* bytes per pipelined chunk */
-    double net_alpha;       /* DDPC_NET_US: s per message across hosts (auto's cost model) */
-    double net_beta;        /* DDPC_NET_GBIT: s per byte on a host's link */
-    unsigned plans_logged;  /* the allreduce choices already logged at INFO (coll/model.c) */
     double spin_s;          /* seconds to spin before sleeping in poll */
     int busy_polls;         /* most retries without yielding the core first (choose_spin) */
     int poll_budget;        /* how many the next wait makes (ddpc__progress adapts it) */

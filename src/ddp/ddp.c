@@ -11,6 +11,7 @@
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "coll/reduce.h"
+#include "ddp/ddp_test.h"
 #include "ddpc/ddp.h"
 
 typedef struct bucket {
@@ -400,7 +401,7 @@ int ddpc_ddp_num_buckets(const ddpc_ddp *d) { return d->nbuckets; }
 
 int ddpc_ddp_overlaps(const ddpc_ddp *d) { return d->overlap; }
 
-int ddpc_ddp_buckets_in_flight(const ddpc_ddp *d) {
+int ddpc__ddp_buckets_in_flight(const ddpc_ddp *d) {
     int n = 0;
     for (int b = 0; b < d->nbuckets; b++) n += d->buckets[b].work != NULL;
     return n;

@@ -1,6 +1,7 @@
 /*
- * client.h — the store handle's insides, shared by the TCP client
- * (client.c) and the store made of a caller's functions (ops.c).
+ * client.h — the store handle's insides and the table of a protocol's
+ * calls, shared by client.c (checks, connecting) and the protocols:
+ * client_ddpc.c, client_torch.c, ops.c (a store of the caller's functions).
  */
 #ifndef DDPC_STORE_CLIENT_H
 #define DDPC_STORE_CLIENT_H
@@ -29,15 +30,42 @@ struct ddpc_store {
     void *ops_ctx;
 };
 
-/* ops.c: the calls of a PROTO_OPS store (st->root->proto == PROTO_OPS).
- * Arguments were validated by client.c; keys are without st's prefix. */
-ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size_t len);
-ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, void **val,
-                          size_t *len);
-ddpc_status ddpc__ops_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
-ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, size_t len,
-                             void **actual, size_t *actual_len);
-ddpc_status ddpc__ops_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s);
-ddpc_status ddpc__ops_check(ddpc_store *st, const char *key, int *exists);
+/* One protocol's calls (gloo's rendezvous/{file,prefix,...}_store.cc): client.c has
+ * checked the arguments (st non-NULL, keys valid with st's prefix, values
+ * within the limits, outputs cleared) before it calls them; keys are
+ * without st's prefix. */
+typedef struct ddpc__store_proto {
+    const char *name; /* ddpc_store_protocol's answer */
+    ddpc_status (*set)(ddpc_store *st, const char *key, const void *val, size_t len);
+    ddpc_status (*get)(ddpc_store *st, const char *key, double timeout_s, void **val, size_t *len);
+    ddpc_status (*add)(ddpc_store *st, const char *key, int64_t delta, int64_t *result);
+    ddpc_status (*compare_set)(ddpc_store *st, const char *key, const void *expected,
+                               size_t expected_len, const void *desired, size_t desired_len,
+                               void **actual, size_t *actual_len);
+    ddpc_status (*wait)(ddpc_store *st, const char *const *keys, int n, double timeout_s);
+    ddpc_status (*check)(ddpc_store *st, const char *key, int *exists);
+    ddpc_status (*del)(ddpc_store *st, const char *key, int *deleted);
+    ddpc_status (*num_keys)(ddpc_store *st, int64_t *n);
+    ddpc_status (*ping)(ddpc_store *st);
+} ddpc__store_proto;
+
+extern const ddpc__store_proto ddpc__store_proto_ddpc;  /* client_ddpc.c */
+extern const ddpc__store_proto ddpc__store_proto_torch; /* client_torch.c */
+extern const ddpc__store_proto ddpc__store_proto_ops;   /* ops.c */
+
+/* How long a server may take to show which protocol it speaks: ddpc's
+ * answers its handshake, torch 2.x's a VALIDATE + GETNUMKEYS, from their
+ * poll loops, at once. */
+#define PROBE_S 2.0
+
+/* client.c: opens st's connection (st->fd) to st->host:st->port before
+ * deadline; a failure names host:port and timeout_s. */
+ddpc_status ddpc__store_open(ddpc_store *st, double deadline, double timeout_s);
+/* client_ddpc.c: ddpc's handshake on st->fd (magic + version). */
+ddpc_status ddpc__store_ddpc_handshake(ddpc_store *st, double deadline);
+/* client_torch.c: torch 2.x's VALIDATE on st->fd; the dialect probe
+ * (client.c's opening comment), which may reopen st->fd in 1.13's. */
+ddpc_status ddpc__store_torch_validate(ddpc_store *st, double deadline);
+ddpc_status ddpc__store_torch_probe(ddpc_store *st, double deadline, double timeout_s);
 
 #endif /* DDPC_STORE_CLIENT_H */

@@ -59,7 +59,7 @@ static ddpc_status failed(const ddpc_store *st, ddpc_status s, const char *what,
                      why[0] ? why : ddpc_status_str(s));
 }
 
-ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size_t len) {
+static ddpc_status ops_set(ddpc_store *st, const char *key, const void *val, size_t len) {
     char *k = full_key(st, key), why[512] = "";
     if (!k) return DDPC_ERR_NOMEM;
     ddpc_store *r = st->root;
@@ -69,8 +69,8 @@ ddpc_status ddpc__ops_set(ddpc_store *st, const char *key, const void *val, size
     return s;
 }
 
-ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, void **val,
-                          size_t *len) {
+static ddpc_status ops_get(ddpc_store *st, const char *key, double timeout_s, void **val,
+                           size_t *len) {
     char *k = full_key(st, key), why[512] = "";
     if (!k) return DDPC_ERR_NOMEM;
     ddpc_store *r = st->root;
@@ -100,7 +100,7 @@ ddpc_status ddpc__ops_get(ddpc_store *st, const char *key, double timeout_s, voi
     return s;
 }
 
-ddpc_status ddpc__ops_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result) {
+static ddpc_status ops_add(ddpc_store *st, const char *key, int64_t delta, int64_t *result) {
     char *k = full_key(st, key), why[512] = "";
     if (!k) return DDPC_ERR_NOMEM;
     ddpc_store *r = st->root;
@@ -114,19 +114,19 @@ ddpc_status ddpc__ops_add(ddpc_store *st, const char *key, int64_t delta, int64_
     return s;
 }
 
-ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, size_t len,
-                             void **actual, size_t *actual_len) {
+static ddpc_status ops_create(ddpc_store *st, const char *key, const void *val, size_t len,
+                              void **actual, size_t *actual_len) {
     size_t kl = strlen(key);
     char *claim = malloc(kl + 7);
     if (!claim) return ddpc__err(DDPC_ERR_NOMEM, "store: out of memory");
     memcpy(claim, key, kl);
     memcpy(claim + kl, "/claim", 7);
     int64_t n = 0;
-    ddpc_status s = ddpc__ops_add(st, claim, 1, &n);
+    ddpc_status s = ops_add(st, claim, 1, &n);
     free(claim);
     if (s != DDPC_OK) return s;
     if (n == 1) { /* ours: create it */
-        DDPC_CHECK(ddpc__ops_set(st, key, val, len));
+        DDPC_CHECK(ops_set(st, key, val, len));
         if (!actual) return DDPC_OK;
         void *copy = malloc(len + 1);
         if (!copy) return ddpc__err(DDPC_ERR_NOMEM, "store: out of memory");
@@ -139,7 +139,7 @@ ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, s
     /* someone else's: its value arrives as soon as its set does */
     void *v = NULL;
     size_t vl = 0;
-    DDPC_CHECK(ddpc__ops_get(st, key, 30.0, &v, &vl));
+    DDPC_CHECK(ops_get(st, key, 30.0, &v, &vl));
     if (actual) {
         *actual = v;
         if (actual_len) *actual_len = vl;
@@ -149,12 +149,12 @@ ddpc_status ddpc__ops_create(ddpc_store *st, const char *key, const void *val, s
     return DDPC_OK;
 }
 
-ddpc_status ddpc__ops_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s) {
+static ddpc_status ops_wait(ddpc_store *st, const char *const *keys, int n, double timeout_s) {
     double deadline = ddpc__now() + (timeout_s > 0 ? timeout_s : 0);
     for (int i = 0; i < n; i++) {
         double left = deadline - ddpc__now();
         void *v = NULL;
-        ddpc_status s = ddpc__ops_get(st, keys[i], left > 0 ? left : 0, &v, NULL);
+        ddpc_status s = ops_get(st, keys[i], left > 0 ? left : 0, &v, NULL);
         free(v);
         if (s == DDPC_ERR_TIMEOUT)
             return ddpc__err(s, "%s: wait: %d keys ('%s%s'%s) were not all set within %g s",
@@ -165,10 +165,46 @@ ddpc_status ddpc__ops_wait(ddpc_store *st, const char *const *keys, int n, doubl
     return DDPC_OK;
 }
 
-ddpc_status ddpc__ops_check(ddpc_store *st, const char *key, int *exists) {
+static ddpc_status ops_check(ddpc_store *st, const char *key, int *exists) {
     void *v = NULL;
-    ddpc_status s = ddpc__ops_get(st, key, 0, &v, NULL);
+    ddpc_status s = ops_get(st, key, 0, &v, NULL);
     free(v);
     *exists = s == DDPC_OK;
     return s == DDPC_ERR_TIMEOUT ? DDPC_OK : s;
 }
+
+static ddpc_status ops_compare_set(ddpc_store *st, const char *key, const void *expected,
+                                   size_t expected_len, const void *desired, size_t desired_len,
+                                   void **actual, size_t *actual_len) {
+    if (expected_len)
+        return ddpc__err(DDPC_ERR_INVALID_ARG,
+                         "%s: compare_set '%.60s': a store made of set, get and "
+                         "add can only create an absent key (expected must be empty)",
+                         st->root->addr, key);
+    return ops_create(st, key, desired, desired_len, actual, actual_len);
+}
+
+static ddpc_status ops_delete(ddpc_store *st, const char *key, int *deleted) {
+    return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: a store made of set, get and add cannot delete",
+                     st->root->addr);
+}
+
+static ddpc_status ops_num_keys(ddpc_store *st, int64_t *n) {
+    return ddpc__err(DDPC_ERR_INVALID_ARG,
+                     "%s: a store made of set, get and add cannot count its keys", st->root->addr);
+}
+
+static ddpc_status ops_ping(ddpc_store *st) { return DDPC_OK; }
+
+const ddpc__store_proto ddpc__store_proto_ops = {
+    .name = "ops",
+    .set = ops_set,
+    .get = ops_get,
+    .add = ops_add,
+    .compare_set = ops_compare_set,
+    .wait = ops_wait,
+    .check = ops_check,
+    .del = ops_delete,
+    .num_keys = ops_num_keys,
+    .ping = ops_ping,
+};

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ddp/ddp_test.h"
 #include "ddpc/ddp.h"
 #include "ddpc/nn.h"
 #include "test.h"
@@ -167,7 +168,7 @@ static struct {
 static void spy_grad_ready(void *ctx, int i) { spy.ddp.grad_ready(ctx, i); }
 
 static ddpc_status spy_backward_end(void *ctx) {
-    spy.in_flight = ddpc_ddp_buckets_in_flight(spy.d);
+    spy.in_flight = ddpc__ddp_buckets_in_flight(spy.d);
     if (spy.check_buckets) {
         size_t n, f0, c0, fl, cl;
         float *g = ddpc_model_grad_block(spy.m, &n), mine[2] = { 0, 0 };
@@ -224,10 +225,10 @@ static void bucket_rank(int rank, int world, void *arg) {
         ddpc_ddp_set_sync(d, pass == 1);
         CHECK_OK(ddpc_model_forward(m, x, 2, NULL));
         CHECK_OK(ddpc_model_loss(m, DDPC_CROSS_ENTROPY, y, NULL));
-        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
+        CHECK_EQ(ddpc__ddp_buckets_in_flight(d), 0);
         CHECK_OK(ddpc_model_backward(m));
         CHECK_EQ(spy.in_flight, pass == 1 ? ddpc_ddp_num_buckets(d) - 1 : 0);
-        CHECK_EQ(ddpc_ddp_buckets_in_flight(d), 0);
+        CHECK_EQ(ddpc__ddp_buckets_in_flight(d), 0);
     }
     /* sync after backward is harmless: the gradients stay as they are */
     float *g = ddpc_model_grad_block(m, &n), *before = malloc(n * sizeof(float));

@@ -37,7 +37,7 @@ typedef struct hjob {
     job j; /* first: the body gets it back from coll_check.h's job pointer */
     int world, nhosts;
     int host[MAXW];
-    int want_hier;      /* what ddpc__hier_wanted must say for a non-empty allreduce */
+    int want_hier;      /* what ddpc__tune_hier must say for a non-empty allreduce */
     int want_host_ring; /* the flat ring must run in host order (not hierarchical, and
                          * some host's ranks not together in rank order) */
 } hjob;
@@ -100,12 +100,12 @@ static void check_layout(ctx *x, const hjob *hj) {
         CHECK_MSG(!strcmp(ddpc__peer_transport(c, q), want), "rank %d to rank %d: %s, want %s", r,
                   q, ddpc__peer_transport(c, q), want);
     }
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLREDUCE, 1), hj->want_hier);
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_REDUCE_SCATTER, 1), hj->want_hier);
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLGATHER, 1), hj->want_hier);
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_ALLREDUCE, 0), 0);
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_BROADCAST, 1), hj->want_hier);
-    CHECK_EQ(ddpc__hier_wanted(c, DDPC_K_REDUCE, 1), 0);
+    CHECK_EQ(ddpc__tune_hier(c, DDPC_K_ALLREDUCE, 1), hj->want_hier);
+    CHECK_EQ(ddpc__tune_hier(c, DDPC_K_REDUCE_SCATTER, 1), hj->want_hier);
+    CHECK_EQ(ddpc__tune_hier(c, DDPC_K_ALLGATHER, 1), hj->want_hier);
+    CHECK_EQ(ddpc__tune_hier(c, DDPC_K_ALLREDUCE, 0), 0);
+    CHECK_EQ(ddpc__tune_hier(c, DDPC_K_BROADCAST, 1), hj->want_hier);
+    CHECK_EQ(ddpc__tune_hier(c, DDPC_K_REDUCE, 1), 0);
 }
 
 /* ------------------------------------------------------------ the bodies */

@@ -141,10 +141,10 @@ TEST(algo_hccl_algo_is_the_alias) {
 
 /* The model's choice for H hosts of L ranks (every host alike) and n
  * bytes, at the default link (DDPC_NET_US=150, DDPC_NET_GBIT=1) and chunk. */
-static ddpc_plan plan_of(int hosts, int local, size_t nbytes) {
-    ddpc_model m = { 150e-6, 8e-9, 262144 };
-    ddpc_plan p;
-    ddpc__model_plan(&m, hosts, local, 1, nbytes, &p);
+static ddpc_cost_plan plan_of(int hosts, int local, size_t nbytes) {
+    ddpc_cost_model m = { 150e-6, 8e-9, 262144 };
+    ddpc_cost_plan p;
+    ddpc__cost_plan(&m, hosts, local, 1, nbytes, &p);
     return p;
 }
 
@@ -169,30 +169,30 @@ TEST(algo_model_choices) {
         { 4, 1, 1 << 20, DDPC_X_HD, 1 },    { 3, 1, 1 << 20, DDPC_X_RING, 1 },
     };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-        ddpc_plan p = plan_of(w[i].hosts, w[i].local, w[i].nbytes);
+        ddpc_cost_plan p = plan_of(w[i].hosts, w[i].local, w[i].nbytes);
         CHECK_MSG(p.x == w[i].x && (w[i].pieces ? p.pieces == w[i].pieces : p.pieces > 1),
                   "%d hosts x %d, %zu bytes: %s in %d pieces, not %s", w[i].hosts, w[i].local,
-                  w[i].nbytes, ddpc__plan_name(p.x), p.pieces, ddpc__plan_name(w[i].x));
-        for (int x = 0; x < DDPC_X_COUNT; x++) CHECK(p.t[p.x] <= p.t[x]); /* the least */
+                  w[i].nbytes, ddpc__cost_name(p.x), p.pieces, ddpc__cost_name(w[i].x));
+        for (int x = 0; x < DDPC_X_MODELED; x++) CHECK(p.t[p.x] <= p.t[x]); /* the least */
     }
     /* hosts of unequal rank counts: no pipeline; still the ring for 64
      * MiB, whose reduction overlaps its transfer (halving-doubling's 4
      * steps against the ring's 6 save less) */
-    ddpc_model m = { 150e-6, 8e-9, 262144 };
-    ddpc_plan p;
-    ddpc__model_plan(&m, 4, 2, 0, 64 << 20, &p);
+    ddpc_cost_model m = { 150e-6, 8e-9, 262144 };
+    ddpc_cost_plan p;
+    ddpc__cost_plan(&m, 4, 2, 0, 64 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_RING);
     CHECK_EQ(p.pieces, 1);
     /* no latency (alpha 0): halving-doubling only ties with the ring on 4
      * hosts, and a tie stays with the ring */
     m.alpha = 0;
-    ddpc__model_plan(&m, 4, 1, 1, 1 << 20, &p);
+    ddpc__cost_plan(&m, 4, 1, 1, 1 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_RING);
     /* a slower link per message moves the crossover up */
     m.alpha = 150e-6;
-    ddpc__model_plan(&m, 4, 2, 1, 16 << 20, &p);
+    ddpc__cost_plan(&m, 4, 2, 1, 16 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_RING);
     m.alpha = 5e-3;
-    ddpc__model_plan(&m, 4, 2, 1, 16 << 20, &p);
+    ddpc__cost_plan(&m, 4, 2, 1, 16 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_HD);
 }

@@ -1,10 +1,10 @@
 /*
- * model.c — the cost model behind DDPC_ALGO=auto's allreduce across hosts
- * (docs/COSTMODEL.md): Hockney's alpha + n beta per message and gamma per
- * byte reduced, with each host's link shared by its ranks. It times every
- * way ddpc can run the allreduce and hands the fastest to hier.c (a host
- * with several ranks) or allreduce.c (one rank per host); it moves no
- * bytes. Its inputs are the layout, the size and the settings every rank
+ * tuner_cost.c — the tuner's cost model for an allreduce across hosts
+ * under DDPC_ALGO=auto (docs/COSTMODEL.md): Hockney's alpha + n beta per
+ * message and gamma per byte reduced, with each host's link shared by its
+ * ranks. It times every way ddpc can run the allreduce and hands the
+ * fastest to the tuner (tuner.c), for hier.c (a host with several ranks) or
+ * allreduce.c (one rank per host); it moves no bytes. Its inputs are the layout, the size and the settings every rank
  * reads alike (DDPC_NET_US, DDPC_NET_GBIT, DDPC_CHUNK), so every rank
  * makes the same choice.
  *
@@ -37,10 +37,10 @@
 /* The most pieces the pipeline cuts a vector into. */
 #define MAX_PIECES 16
 
-static const char *const names[DDPC_X_COUNT] = { "small", "ring", "halving-doubling",
-                                                 "recursive doubling" };
+static const char *const names[DDPC_X_MODELED] = { "small", "ring", "halving-doubling",
+                                                   "recursive doubling" };
 
-const char *ddpc__plan_name(int x) { return x >= 0 && x < DDPC_X_COUNT ? names[x] : "?"; }
+const char *ddpc__cost_name(int x) { return x >= 0 && x < DDPC_X_MODELED ? names[x] : "?"; }
 
 /* floor(log2 n) for n >= 1. */
 static int log2_floor(int n) {
@@ -53,24 +53,24 @@ static int log2_floor(int n) {
  * sharing its link at once. The ring reduces each chunk while the next is
  * on the wire (ring.c), so of its reduction only a chunk a step shows;
  * the others reduce whole messages once they have arrived. */
-static double t_ring(const ddpc_model *m, int h, double s, int f) {
+static double t_ring(const ddpc_cost_model *m, int h, double s, int f) {
     if (h < 2) return 0;
     double q = (double)(h - 1) / h, blk = s / h, c = (double)m->chunk;
     return 2 * (h - 1) * m->alpha + 2 * q * s * f * m->beta + (h - 1) * (blk < c ? blk : c) * GAMMA;
 }
 
-static double t_fold(const ddpc_model *m, int h, double s, int f) {
+static double t_fold(const ddpc_cost_model *m, int h, double s, int f) {
     return h == 1 << log2_floor(h) ? 0 : 2 * m->alpha + 2 * s * f * m->beta + s * GAMMA;
 }
 
-static double t_hd(const ddpc_model *m, int h, double s, int f) {
+static double t_hd(const ddpc_cost_model *m, int h, double s, int f) {
     if (h < 2) return 0;
     int k = log2_floor(h), p = 1 << k;
     double q = (double)(p - 1) / p;
     return 2 * k * m->alpha + 2 * q * s * f * m->beta + q * s * GAMMA + t_fold(m, h, s, f);
 }
 
-static double t_rd(const ddpc_model *m, int h, double s, int f) {
+static double t_rd(const ddpc_cost_model *m, int h, double s, int f) {
     if (h < 2) return 0;
     int k = log2_floor(h);
     return k * (m->alpha + s * f * m->beta + s * GAMMA) + t_fold(m, h, s, f);
@@ -90,8 +90,8 @@ static double t_host_trees(int l, double s) {
     return k * (2 * ALPHA_L + 2 * s * BETA_L + s * GAMMA);
 }
 
-void ddpc__model_plan(const ddpc_model *m, int hosts, int local, int equal, size_t nbytes,
-                      ddpc_plan *out) {
+void ddpc__cost_plan(const ddpc_cost_model *m, int hosts, int local, int equal, size_t nbytes,
+                     ddpc_cost_plan *out) {
     double s = (double)nbytes, sl = s / local;
     double host = t_host_ring(local, s, 1) + t_host_ring(local, s, 0);
     memset(out, 0, sizeof *out);
@@ -125,21 +125,21 @@ void ddpc__model_plan(const ddpc_model *m, int hosts, int local, int equal, size
      * no empty blocks), halving-doubling, recursive doubling */
     static const int order[] = { DDPC_X_RING, DDPC_X_SMALL, DDPC_X_HD, DDPC_X_RD };
     out->x = DDPC_X_RING;
-    for (int i = 1; i < DDPC_X_COUNT; i++)
+    for (int i = 1; i < DDPC_X_MODELED; i++)
         if (out->t[order[i]] < out->t[out->x] * (1 - 1e-9)) out->x = order[i];
     if (out->x != DDPC_X_RING) out->pieces = 1;
 }
 
-void ddpc__model_of(const ddpc_comm *c, ddpc_model *m) {
-    m->alpha = c->net_alpha;
-    m->beta = c->net_beta;
+void ddpc__cost_of(const ddpc_comm *c, ddpc_cost_model *m) {
+    m->alpha = c->tuner.net_alpha;
+    m->beta = c->tuner.net_beta;
     m->chunk = c->chunk;
 }
 
-void ddpc__model_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc_plan *p) {
+void ddpc__cost_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc_cost_plan *p) {
     unsigned key = 1u << (p->x * 4 + (p->pieces > 1));
-    int first = !(c->plans_logged & key);
-    c->plans_logged |= key;
+    int first = !(c->tuner.plans_logged & key);
+    c->tuner.plans_logged |= key;
     int level = first && c->rank == 0 ? DDPC_LOG_INFO : DDPC_LOG_TRACE;
     if (!ddpc__log_enabled(level, DDPC_SUB_COLL)) return;
     char pieces[48] = "";
@@ -151,5 +151,5 @@ void ddpc__model_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const dd
               c->rank, nbytes, hosts, local,
               p->x == DDPC_X_SMALL ? "trees in the host" : names[p->x], pieces,
               p->t[DDPC_X_SMALL] * 1e3, p->t[DDPC_X_RING] * 1e3, p->t[DDPC_X_HD] * 1e3,
-              p->t[DDPC_X_RD] * 1e3, c->net_alpha * 1e6, 8e-9 / c->net_beta);
+              p->t[DDPC_X_RD] * 1e3, c->tuner.net_alpha * 1e6, 8e-9 / c->tuner.net_beta);
 }
