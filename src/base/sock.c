@@ -164,6 +164,9 @@ ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *
     if (listen(s, backlog > 0 ? backlog : 128) != 0) {
         err = errno;
         close(s);
+        /* With SO_REUSEADDR two sockets may both bind a port that neither
+         * listens on yet; the second to listen loses: try another port. */
+        if (err == EADDRINUSE) goto in_use;
         return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "listen on %s:%d", host ? host : "*", port);
     }
     if (bound_port) {

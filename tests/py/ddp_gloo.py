@@ -16,6 +16,7 @@ and prints "ddp_gloo ok rank R world W store S attempt A loss L" (S: agent
 when the launcher hosts the store, TORCHELASTIC_USE_AGENT_STORE=True, else
 rank0; A: TORCHELASTIC_RESTART_COUNT). Exits non-zero on any failure.
 """
+import gc
 import os
 import sys
 
@@ -75,6 +76,12 @@ def main():
     store = "agent" if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else "rank0"
     print(f"ddp_gloo ok rank {rank} world {world} store {store} "
           f"attempt {os.environ.get('TORCHELASTIC_RESTART_COUNT', '-')} loss {loss.item():.6f}", flush=True)
+    # DDP's reducer holds the process group from inside a reference cycle:
+    # left to the interpreter's last collection, torch 2.x's gloo worker
+    # threads may still hold Python objects while Python shuts down, and
+    # abort ("terminate called without an active exception"). Free them now.
+    del model, opt, loss
+    gc.collect()
     dist.destroy_process_group()
 
 
