@@ -108,7 +108,7 @@ $(BUILD)/bin/ddpc-run: $(BUILD)/obj/tools/ddpc-run.o $(RUN_OBJ) $(LIBS_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(RUN_OBJ) $(LIBS_A) $(LDLIBS)
 
-# ddpc-train: its main (tools/ddpc-train.c) and its parts (tools/train/*.c: resuming, the timeline)
+# ddpc-train: its main (tools/ddpc-train.c) and its parts (tools/train/*.c: resuming, the timeline, the models)
 TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/train/*.c)))
 $(BUILD)/bin/ddpc-train: $(BUILD)/obj/tools/ddpc-train.o $(TRAIN_OBJ) $(LIBS_A)
 	@mkdir -p $(dir $@)
@@ -145,7 +145,13 @@ $(BUILD)/tests/dist/test_timeline: $(BUILD)/obj/tests/dist/test_timeline.o $(BUI
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(LIBS_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/harness.o $(LIBS_A) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBS_A) $(LDLIBS)
+
+# The tests that build ddpc-train's models by name link its presets
+# (tools/train/presets.c, declared in tools/train/train.h)
+PRESET_TESTS := unit/test_nn unit/test_nn_train unit/test_nn_ckpt dist/test_resume dist/test_train_ddp
+$(patsubst %,$(BUILD)/tests/%,$(PRESET_TESTS)): $(BUILD)/obj/tools/train/presets.o
+$(patsubst %,$(BUILD)/obj/tests/%.o,$(PRESET_TESTS)): CFLAGS += -Itools
 
 # torch.distributed's `ddpc` backend (bridges/torch): the Python package
 # $(BUILD)/python/ddpc_torch, built against Debian's libtorch-dev 1.13 and

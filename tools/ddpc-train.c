@@ -16,8 +16,8 @@
  * Exit status: 0 on success, 1 when training fails, 2 for a bad option.
  *
  * This file holds the options, the training loop, evaluation and main;
- * resuming from checkpoints and the --trace timeline are in tools/train/
- * (train.h lists them).
+ * resuming from checkpoints, the --trace timeline and the models --model
+ * names are in tools/train/ (train.h lists them).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -313,7 +313,7 @@ static ddpc_status setup(trainer *t) {
     so.seed = 0;
     DDPC_CHECK(ddpc_sampler_create((size_t)t->test_ds->n, &so, &t->test_sampler));
     DDPC_CHECK(ddpc_loader_create(t->test_ds, t->test_sampler, &lo, &t->test));
-    DDPC_CHECK(ddpc_model_create_preset(o->model, o->seed, &t->m));
+    DDPC_CHECK(model_create_preset(o->model, o->seed, &t->m));
     DDPC_CHECK(ddpc_optim_create(t->m, &o->opt, &t->opt));
     DDPC_CHECK(resume(t));
     /* DDP makes rank 0's parameters (the checkpoint's) everyone's */

@@ -140,13 +140,6 @@ DDPC_API ddpc_model_options ddpc_model_options_default(void);
 DDPC_API ddpc_status ddpc_model_create(const ddpc_layer *layers, int n, const ddpc_model_options *o,
                                        ddpc_model **out);
 
-/* The models of ddpc-train, built with ddpc_model_create: "linear"
- * Flatten+Linear(784, 10); "mlp" Flatten, 784-512-512-10 with ReLU; "cnn"
- * Conv(1,16,3,pad 1), ReLU, MaxPool 2, Conv(16,32,3,pad 1), ReLU, MaxPool 2,
- * Flatten, Linear(1568,128), ReLU, Linear(128,10). Input (1, 28, 28),
- * classes 10. An unknown name is an error naming it. */
-DDPC_API ddpc_status ddpc_model_create_preset(const char *name, uint64_t seed, ddpc_model **out);
-
 /* Frees everything. NULL is harmless. */
 DDPC_API void ddpc_model_destroy(ddpc_model *m);
 

@@ -17,6 +17,7 @@
 #include "base/base.h"
 #include "ddpc/nn.h"
 #include "test.h"
+#include "train/train.h" /* model_create_preset: ddpc-train's models */
 
 #define DATA "/usr/share/datasets/fashion-mnist"
 
@@ -48,7 +49,7 @@ typedef struct ckpt {
 static void ckpt_read(const char *path, const char *model, ckpt *c) {
     ddpc_model *m;
     ddpc_optim *o;
-    CHECK_OK(ddpc_model_create_preset(model, 0, &m));
+    CHECK_OK(model_create_preset(model, 0, &m));
     ddpc_optim_options oo = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     oo.momentum = 0.9f;
     CHECK_OK(ddpc_optim_create(m, &oo, &o));

@@ -10,6 +10,7 @@
 
 #include "ddpc/nn.h"
 #include "test.h"
+#include "train/train.h" /* model_create_preset: ddpc-train's models */
 
 #define DATA "/usr/share/datasets/fashion-mnist"
 
@@ -41,7 +42,7 @@ static const char *tmp(const char *name) {
 /* The parameters stored in a checkpoint of the linear model. */
 static void load_params(const char *path, float *p, size_t *n) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create_preset("linear", 0, &m));
+    CHECK_OK(model_create_preset("linear", 0, &m));
     CHECK_OK(ddpc_checkpoint_load(path, m, NULL, NULL));
     const float *b = ddpc_model_param_block(m, n);
     memcpy(p, b, *n * sizeof *p);

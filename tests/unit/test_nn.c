@@ -7,6 +7,7 @@
 
 #include "ddpc/nn.h"
 #include "test.h"
+#include "train/train.h" /* model_create_preset: ddpc-train's models */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -213,14 +214,14 @@ TEST(nn_init_bounds) {
     }
     /* the same seed gives the same parameters; another seed others */
     ddpc_model *m2, *m3;
-    CHECK_OK(ddpc_model_create_preset("mlp", 7, &m2));
-    CHECK_OK(ddpc_model_create_preset("mlp", 7, &m3));
+    CHECK_OK(model_create_preset("mlp", 7, &m2));
+    CHECK_OK(model_create_preset("mlp", 7, &m3));
     size_t n2, n3;
     float *p2 = ddpc_model_param_block(m2, &n2), *p3 = ddpc_model_param_block(m3, &n3);
     CHECK_EQ(n2, 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10);
     CHECK(n2 == n3 && memcmp(p2, p3, n2 * 4) == 0);
     ddpc_model_destroy(m3);
-    CHECK_OK(ddpc_model_create_preset("mlp", 8, &m3));
+    CHECK_OK(model_create_preset("mlp", 8, &m3));
     p3 = ddpc_model_param_block(m3, &n3);
     CHECK(memcmp(p2, p3, n2 * 4) != 0);
     ddpc_model_destroy(m);
@@ -355,7 +356,7 @@ static void on_ready(void *ctx, int i) {
 
 TEST(nn_grad_hook_order) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create_preset("cnn", 1, &m));
+    CHECK_OK(model_create_preset("cnn", 1, &m));
     CHECK_EQ(ddpc_model_num_params(m), 8);
     const char *names[8] = { "0.weight", "0.bias", "3.weight", "3.bias",
                              "7.weight", "7.bias", "9.weight", "9.bias" };
@@ -398,7 +399,7 @@ static void on_ready_copy(void *ctx, int i) {
 
 TEST(nn_grad_hook_sees_final_grads) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create_preset("mlp", 2, &m));
+    CHECK_OK(model_create_preset("mlp", 2, &m));
     size_t n;
     float *g = ddpc_model_grad_block(m, &n);
     snap s = { m, calloc(n, sizeof(float)) };
@@ -420,7 +421,7 @@ TEST(nn_grad_accumulation) {
      * equal one pass over the whole batch; zero_grad clears */
     enum { B = 8 };
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create_preset("mlp", 3, &m));
+    CHECK_OK(model_create_preset("mlp", 3, &m));
     float x[B * 784];
     int32_t y[B];
     rand_batch(4, x, B * 784, y, B, 10);
@@ -517,7 +518,7 @@ TEST(nn_shape_errors) {
     CHECK_CONTAINS(ddpc_last_error(), "ddpc_input");
     CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_linear(4, 4), ddpc_input(1, 1, 4)), NULL, &m),
                  DDPC_ERR_INVALID_ARG);
-    CHECK_STATUS(ddpc_model_create_preset("resnet", 0, &m), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(model_create_preset("resnet", 0, &m), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "resnet");
     CHECK_STATUS(ddpc_model_create(DDPC_LAYERS(ddpc_input(0, 28, 28), ddpc_flatten()), NULL, &m),
                  DDPC_ERR_INVALID_ARG);
@@ -609,7 +610,7 @@ TEST(nn_adam_steps) {
 
 TEST(nn_optim_bad_options) {
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create_preset("linear", 0, &m));
+    CHECK_OK(model_create_preset("linear", 0, &m));
     ddpc_optim *opt;
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.nesterov = 1;

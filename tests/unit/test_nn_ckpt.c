@@ -11,6 +11,7 @@
 
 #include "ddpc/nn.h"
 #include "test.h"
+#include "train/train.h" /* model_create_preset: ddpc-train's models */
 
 /* A few SGD-with-momentum steps on random data, so parameters and state are
  * non-trivial. */
@@ -37,7 +38,7 @@ static void train_steps(ddpc_model *m, ddpc_optim *o, int steps, uint64_t seed) 
 
 static void make(const char *preset, ddpc_optim_kind k, uint64_t seed, ddpc_model **m,
                  ddpc_optim **o) {
-    CHECK_OK(ddpc_model_create_preset(preset, seed, m));
+    CHECK_OK(model_create_preset(preset, seed, m));
     ddpc_optim_options oo = ddpc_optim_options_default(k);
     oo.momentum = k == DDPC_OPTIM_SGD ? 0.9f : 0.0f;
     CHECK_OK(ddpc_optim_create(*m, &oo, o));
@@ -150,7 +151,7 @@ TEST(ckpt_mismatch_named) {
     /* SGD without momentum keeps no state: the file's momentum is named */
     ddpc_model *mlp3;
     ddpc_optim *plain;
-    CHECK_OK(ddpc_model_create_preset("mlp", 1, &mlp3));
+    CHECK_OK(model_create_preset("mlp", 1, &mlp3));
     ddpc_optim_options po = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     CHECK_OK(ddpc_optim_create(mlp3, &po, &plain));
     CHECK_STATUS(ddpc_checkpoint_load(path, mlp3, plain, NULL), DDPC_ERR_MISMATCH);

@@ -8,6 +8,7 @@
 
 #include "ddpc/nn.h"
 #include "test.h"
+#include "train/train.h" /* model_create_preset: ddpc-train's models */
 
 #define DATA "/usr/share/datasets/fashion-mnist"
 
@@ -96,7 +97,7 @@ TEST_T(train_learns_and_writes_metrics, 300) {
     CHECK_MSG(acc > 0.75, "test accuracy %.3f after 800 batches", acc); /* chance is 0.1 */
     /* the checkpoint holds the linear model, its optimizer and the epoch */
     ddpc_model *m;
-    CHECK_OK(ddpc_model_create_preset("linear", 0, &m));
+    CHECK_OK(model_create_preset("linear", 0, &m));
     ddpc_ckpt_meta meta;
     CHECK_OK(ddpc_checkpoint_load(ckpt, m, NULL, &meta));
     CHECK_EQ(meta.epoch, 2);
@@ -141,8 +142,8 @@ TEST_T(train_resume_matches_straight_run, 300) {
     CHECK_MSG(train(args, out, sizeof out) == 0, "%s", out);
     CHECK_CONTAINS(out, "resumed from");
     ddpc_model *ma, *mb;
-    CHECK_OK(ddpc_model_create_preset("mlp", 0, &ma));
-    CHECK_OK(ddpc_model_create_preset("mlp", 1, &mb));
+    CHECK_OK(model_create_preset("mlp", 0, &ma));
+    CHECK_OK(model_create_preset("mlp", 1, &mb));
     ddpc_optim_options o = ddpc_optim_options_default(DDPC_OPTIM_SGD);
     o.momentum = 0.9f;
     ddpc_optim *oa, *ob;

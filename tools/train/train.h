@@ -6,6 +6,7 @@
  *               restarts under TORCHELASTIC_RESTART_COUNT, --resume auto,
  *               the metrics log cut back to the checkpoint's epochs
  *   timeline.c  --trace: the training steps as a Chrome trace-event file
+ *   presets.c   the models --model names (the tests of those models link it)
  *
  * Everything runs on the training thread.
  */
@@ -108,6 +109,16 @@ ddpc_status save_step_checkpoint(trainer *t, uint64_t epoch, uint64_t estep, uin
 /* Waits for the step checkpoint being written (if any); its error, if it
  * failed. Harmless when none. */
 ddpc_status checkpoint_wait(trainer *t);
+
+/* ------------------------------------------------------------ presets.c */
+
+/* The models of ddpc-train, built with ddpc_model_create: "linear"
+ * Flatten+Linear(784, 10); "mlp" Flatten, 784-512-512-10 with ReLU; "cnn"
+ * Conv(1,16,3,pad 1), ReLU, MaxPool 2, Conv(16,32,3,pad 1), ReLU, MaxPool 2,
+ * Flatten, Linear(1568,128), ReLU, Linear(128,10). Input (1, 28, 28),
+ * classes 10, parameters initialised from seed. An unknown name is an error
+ * naming it. */
+ddpc_status model_create_preset(const char *name, uint64_t seed, ddpc_model **out);
 
 /* ------------------------------------------------------------ timeline.c */
 
