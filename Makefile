@@ -347,7 +347,8 @@ clean:
 # benchmark. `make hccl` builds all of it.
 HCCL_SRC   := $(sort $(wildcard bridges/hccl/hccl_*.c))
 HCCL_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(HCCL_SRC))
-ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o $(BUILD)/obj/bridges/hccl/acl_mem.o
+ACL_OBJ    := $(BUILD)/obj/bridges/hccl/acl_rt.o $(BUILD)/obj/bridges/hccl/acl_event.o \
+              $(BUILD)/obj/bridges/hccl/acl_mem.o
 PROF_OBJ   := $(BUILD)/obj/bridges/hccl/acl_prof.o
 HCCL_HDRS  := $(wildcard include/hccl/*.h)
 ACL_HDRS   := $(wildcard include/acl/*.h)

@@ -11,7 +11,7 @@
  * in a registry, so that a call with an address or handle that is not one of
  * ours fails with ACL_ERROR_INVALID_PARAM (or ACL_ERROR_RT_INVALID_HANDLE)
  * and a reason, not a crash. What this file leaves to others: streams,
- * events and plain allocations (acl_rt.c).
+ * plain allocations (acl_rt.c), events (acl_event.c).
  */
 #include <errno.h>
 #include <pthread.h>
