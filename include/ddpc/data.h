@@ -115,11 +115,16 @@ DDPC_API ddpc_sampler_options ddpc_sampler_options_default(void);
  * dropped so that it divides. Rank r takes every num_replicas-th index from
  * r. num_replicas < 1 or rank outside [0, num_replicas) is
  * DDPC_ERR_INVALID_ARG. The epoch starts at 0. Under DDP,
- * ddpc_sampler_create_dist (ddp.h) takes num_replicas and rank from the
+ * ddpc_sampler_create_dist takes num_replicas and rank from the
  * communicator.
  */
 DDPC_API ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *o,
                                          ddpc_sampler **out);
+/* DistributedSampler(dataset): ddpc_sampler_create with num_replicas and
+ * rank taken from c (o NULL = the other defaults; its num_replicas and rank
+ * are ignored). */
+DDPC_API ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
+                                              const ddpc_sampler_options *o, ddpc_sampler **out);
 /* Sets the epoch (and its start back to 0). */
 DDPC_API void ddpc_sampler_set_epoch(ddpc_sampler *s, uint64_t epoch);
 /* Continues the current epoch after its first `start` positions (samples

@@ -98,12 +98,6 @@ DDPC_API double ddpc_ddp_sync_seconds(const ddpc_ddp *d);
 /* Sums vals[0..n) over all ranks in place (metric sums: loss, correct, count). */
 DDPC_API ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n);
 
-/* DistributedSampler(dataset): ddpc_sampler_create with num_replicas and
- * rank taken from c (o NULL = the other defaults; its num_replicas and rank
- * are ignored). */
-DDPC_API ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
-                                              const ddpc_sampler_options *o, ddpc_sampler **out);
-
 DDPC_API int ddpc_ddp_num_buckets(const ddpc_ddp *d);
 /* 1 when buckets overlap backward (the options' overlap, resolved). */
 DDPC_API int ddpc_ddp_overlaps(const ddpc_ddp *d);

@@ -7,6 +7,8 @@
  * the low 32 bits of the seed) and randperm_cpu's shuffle (a forward
  * Fisher-Yates that swaps slot i with slot i + random() % (n - i)). Sharding
  * (padding, drop_last, rank striding) follows torch/utils/data/distributed.py.
+ * As torch's sampler asks torch.distributed, ddpc_sampler_create_dist asks a
+ * communicator for the rank and size through the public API (ddpc.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,16 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *
                s->num_samples);
     *out = s;
     return DDPC_OK;
+}
+
+ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
+                                     const ddpc_sampler_options *o, ddpc_sampler **out) {
+    if (!c)
+        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
+    ddpc_sampler_options so = o ? *o : ddpc_sampler_options_default();
+    so.num_replicas = ddpc_comm_size(c);
+    so.rank = ddpc_comm_rank(c);
+    return ddpc_sampler_create(dataset_len, &so, out);
 }
 
 /* The share of the m positions left: torch's rule over m in place of len. */

@@ -383,16 +383,6 @@ ddpc_status ddpc_ddp_sync(ddpc_ddp *d) {
 
 double ddpc_ddp_sync_seconds(const ddpc_ddp *d) { return d->sync_s; }
 
-ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
-                                     const ddpc_sampler_options *o, ddpc_sampler **out) {
-    if (!c)
-        return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
-    ddpc_sampler_options so = o ? *o : ddpc_sampler_options_default();
-    so.num_replicas = ddpc_comm_size(c);
-    so.rank = ddpc_comm_rank(c);
-    return ddpc_sampler_create(dataset_len, &so, out);
-}
-
 ddpc_status ddpc_ddp_allreduce_sum(ddpc_ddp *d, double *vals, int n) {
     return ddpc_allreduce(d->comm, vals, vals, (size_t)n, DDPC_FLOAT64, DDPC_SUM);
 }
