@@ -303,8 +303,8 @@ TEST_T(launchers_launch_passes_local_rank, 90) {
     CHECK_CONTAINS(out,
                    "worker rank=1 local=1 world=2 agent=True attempt=0 arg1=--local_rank=1 rc=0");
     CHECK_CONTAINS(out, "batch 32 x 2 process(es)");
-    /* the example, its data directory after --local_rank=N */
-    rc = run(60, "%s --nproc_per_node=2 --master_port=%d %s " DATA " 2>&1", torchrun(1),
+    /* the example, its --data after --local_rank=N */
+    rc = run(60, "%s --nproc_per_node=2 --master_port=%d %s --data " DATA " 2>&1", torchrun(1),
              t_free_port(), launch_script("example.py", w, bin("ddp_mnist")));
     CHECK_MSG(rc == 0, "example under torch.distributed.launch: rc=%d: %s", rc, out);
     CHECK_CONTAINS(out,

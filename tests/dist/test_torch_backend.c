@@ -198,7 +198,7 @@ static void seed(int world, int exact) {
     for (int b = 0; b < 2; b++) {
         int rc = run(240,
                      "%s %s --nproc-per-node=%d --master-port=%d " PYTHON " %s --backend %s "
-                     "--save %s 2>&1",
+                     "--epochs 1 --save %s 2>&1",
                      py_env(), t_bin("ddpc-run"), world, t_free_port(),
                      repo("examples/ddp_mnist.py"), backend[b], p[b]);
         CHECK_MSG(rc == 0, "%s: rc=%d: %s", backend[b], rc, out);

@@ -1,7 +1,8 @@
 /* test_train_ddp.c — ddpc-train under ddpc-run on the real Fashion-MNIST
  * data: it learns with 2 processes; resuming from a checkpoint equals a
  * straight run; 2 nodes x 2 processes (loopback, and two network namespaces)
- * give the same model as 1 node x 4 processes. */
+ * give the same model as 1 node x 4 processes; the example runs, and prints
+ * the lines its PyTorch twin prints. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,11 +168,73 @@ TEST_T(train_ddp_two_nodes_in_network_namespaces, 240) {
 
 TEST_T(train_ddp_example_runs, 120) {
     need_data();
-    /* the seed's program, one epoch's worth of its output from rank 0 */
+    /* the seed's program, its 10 epochs' output from rank 0 */
     int rc = run(100, "%s --standalone --nproc-per-node=2 %s 2>&1", t_bin("ddpc-run"),
                  t_bin("ddp_mnist"));
     CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
     CHECK_CONTAINS(out, "[0]: Epoch: 0 | Batch: 0 | Loss: ");
     CHECK_CONTAINS(out, "[0]: Epoch: 9 | Batch: 900 | Loss: ");
+    CHECK_CONTAINS(out, "[0]: Epoch: 9 | ddpc | ");
     CHECK(strstr(out, "[1]: Epoch:") == NULL); /* only rank 0 prints */
+}
+
+/* Rank 0's "Epoch: ..." lines with every decimal fraction as '#' and the
+ * backend's name as '*': what the two examples must print alike. */
+static void line_shapes(const char *text, char *dst, size_t len) {
+    size_t k = 0;
+    for (const char *l = strstr(text, "[0]: Epoch: "); l && k + 1 < len;
+         l = strstr(l + 1, "[0]: Epoch: ")) {
+        const char *end = strchr(l, '\n');
+        if (!end) end = l + strlen(l);
+        for (const char *c = l; c < end && k + 2 < len; c++) {
+            if (!strncmp(c, "| ddpc |", 8) || !strncmp(c, "| gloo |", 8)) {
+                k += (size_t)snprintf(dst + k, len - k, "| * |");
+                c += 7;
+            } else if (*c >= '0' && *c <= '9') {
+                const char *d = c;
+                while (d < end && ((*d >= '0' && *d <= '9') || *d == '.')) d++;
+                if (memchr(c, '.', (size_t)(d - c))) { /* a measurement: its shape only */
+                    dst[k++] = '#';
+                    c = d - 1;
+                } else {
+                    dst[k++] = *c; /* an epoch or batch number: must be equal */
+                }
+            } else {
+                dst[k++] = *c;
+            }
+        }
+        dst[k++] = '\n';
+    }
+    dst[k] = '\0';
+}
+
+/* The two examples are one program (issue 31): examples/ddp_mnist.c and
+ * examples/ddp_mnist.py (PyTorch, backend gloo), given the same arguments,
+ * run the same epochs and print the same lines from rank 0 (the loss every
+ * 100 batches, each epoch's seconds, mean loss and test accuracy),
+ * measurements aside. */
+TEST_T(train_ddp_example_twins_print_alike, 180) {
+    need_data();
+    if (run(30, "/usr/bin/python3 -c 'import torch.distributed' 2>&1") != 0)
+        SKIP("/usr/bin/python3 cannot import torch (apt-get install python3-torch)");
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    char py[1024];
+    snprintf(py, sizeof py, "%.*s%sexamples/ddp_mnist.py", slash ? (int)(slash - f) : 0, f,
+             slash ? "/../../" : "../../");
+    const char *args = "--limit 12800 --data " DATA; /* their default epochs, 10 */
+    static char c_lines[8192], py_lines[8192];
+    int rc = run(100, "%s --standalone --nproc-per-node=2 %s %s 2>&1", t_bin("ddpc-run"),
+                 t_bin("ddp_mnist"), args);
+    CHECK_MSG(rc == 0, "ddp_mnist: rc=%d: %s", rc, out);
+    line_shapes(out, c_lines, sizeof c_lines);
+    rc = run(150, "%s --standalone --nproc-per-node=2 /usr/bin/python3 %s --backend gloo %s 2>&1",
+             t_bin("ddpc-run"), py, args);
+    CHECK_MSG(rc == 0, "ddp_mnist.py: rc=%d: %s", rc, out);
+    line_shapes(out, py_lines, sizeof py_lines);
+    CHECK_CONTAINS(c_lines, "[0]: Epoch: 9 | Batch: 100 | Loss: #\n"
+                            "[0]: Epoch: 9 | * | # s | loss # | test accuracy #\n");
+    CHECK_MSG(!strcmp(c_lines, py_lines),
+              "the examples print different lines:\n"
+              "ddp_mnist.c:\n%s\nddp_mnist.py:\n%s",
+              c_lines, py_lines);
 }
