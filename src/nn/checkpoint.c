@@ -151,7 +151,9 @@ static ddpc_status save_src(const char *path, const ckpt_src *c) {
     snprintf(epoch, sizeof epoch, "%" PRIu64, meta->epoch);
     snprintf(step, sizeof step, "%" PRIu64, meta->step);
     rng_hex(&c->rng, rng);
-    const char *kv[16] = { "format", "ddpc", "epoch", epoch, "step", step, "rng", rng };
+    /* key, value pairs: 4 always, metrics_bytes, trainer, then the optimizer's 3 */
+    enum { MAX_META = 9 };
+    const char *kv[2 * MAX_META] = { "format", "ddpc", "epoch", epoch, "step", step, "rng", rng };
     int nmeta = 4;
     char mbytes[24];
     snprintf(mbytes, sizeof mbytes, "%" PRIu64, meta->metrics_bytes);
@@ -174,6 +176,7 @@ static ddpc_status save_src(const char *path, const ckpt_src *c) {
         memcpy(kv + 2 * nmeta, more, sizeof more);
         nmeta += 3;
     }
+    _Static_assert(4 + 2 + 3 <= MAX_META, "kv holds every metadata pair");
     /* 3. */
     s = ddpc__st_write(path, kv, nmeta, out, nt);
 done:
