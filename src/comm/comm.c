@@ -170,7 +170,7 @@ const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
     if (peer == c->rank) return "self";
     const ddpc_peer *pe = &c->peers[peer];
     if (pe->conn) return pe->tp->name;
-    return pe->want_shm ? "shm" : "tcp"; /* lazy: what the pair is to use once connected */
+    return pe->set.tp ? pe->set.tp->name : "tcp"; /* lazy: what the pair is to use */
 }
 
 int ddpc__peer_sockets(const ddpc_comm *c, int peer) {
