@@ -84,7 +84,8 @@ static void host_id(char *buf, size_t len, uint64_t *machine) {
  * work: 50 us, every try yielding the core. */
 static void choose_spin(ddpc_comm *c) {
     long local = 0, lws;
-    for (int r = 0; r < c->size; r++) local += c->peers[r].ep.machine == c->peers[c->rank].ep.machine;
+    for (int r = 0; r < c->size; r++)
+        local += c->peers[r].ep.machine == c->peers[c->rank].ep.machine;
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
         ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws) == DDPC_OK && lws > local)
         local = lws;               /* a sub-communicator's host may hold more of the job's ranks */

@@ -127,8 +127,8 @@ static ddpc_comm *comm_alloc(int rank, int size) {
         free(c);
         return NULL;
     }
-    /* every peer starts on TCP; same-host peers may move to shared memory
-     * as they connect (bootstrap.c, link.c) */
+    /* every peer starts on TCP; its link, when made, is carried by the
+     * transport the table chose for the pair (link.c) */
     for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc__transport_tcp;
     return c;
 }

@@ -1,6 +1,7 @@
 /*
  * comm.h — the communicator's insides: shared by its own files (comm.c
- * lifecycle, bootstrap.c, iface.c, queue.c, progress.c, split.c) and by the
+ * lifecycle, bootstrap.c, link.c, iface.c, queue.c, progress.c, fail.c,
+ * tags.c, stall.c, split.c) and by the
  * algorithms above it, which drive the sockets through the post/wait calls
  * below and hand the queue their executor with each operation.
  *
@@ -25,8 +26,8 @@
 #include <stdint.h>
 
 #include "base/base.h"
-#include "ddpc/store.h"
 #include "comm/link.h"
+#include "ddpc/store.h"
 #include "transport/transport.h"
 
 #define DDPC_MSG_MAGIC  0x4d504444u /* "DDPM" little-endian */
@@ -114,24 +115,24 @@ typedef struct ddpc_req {
 } ddpc_req;
 
 typedef struct ddpc_peer {
-    ddpc_conn *conn; /* owned; NULL for this rank itself, and until the link is up */
-    const ddpc_transport *tp; /* the transport carrying conn */
-    int link;                 /* DDPC_LINK_*: where the pair's state machine stands (link.h) */
-    ddpc_link_setup set;      /* the pair's set-up under way (link.c's alone) */
-    ddpc_endpoint ep;         /* what the peer published: host, address, settings */
-    ddpc_req *sq, *sq_tail;   /* posted sends, in order */
-    ddpc_req *rq, *rq_tail;  /* posted receives, in order */
-    int rx_future;           /* the next message waiting is for a later operation */
+    ddpc_conn *conn;             /* owned; NULL for this rank itself, and until the link is up */
+    const ddpc_transport *tp;    /* the transport carrying conn */
+    int link;                    /* DDPC_LINK_*: where the pair's state machine stands (link.h) */
+    ddpc_link_setup set;         /* the pair's set-up under way (link.c's alone) */
+    ddpc_endpoint ep;            /* what the peer published: host, address, settings */
+    ddpc_req *sq, *sq_tail;      /* posted sends, in order */
+    ddpc_req *rq, *rq_tail;      /* posted receives, in order */
+    int rx_future;               /* the next message waiting is for a later operation */
     ddpc_req *ux_head, *ux_tail; /* unexpected point-to-point messages from it, whole, in
                                   * arrival order, waiting for a receive of their tag (owned) */
     ddpc_req *ux_in;             /* the unexpected message being read from it, at rq's head
                                   * (owned), or NULL */
     int bye;                     /* the peer said goodbye (destroyed cleanly) */
-    double last_rx; /* ddpc__now() when bytes last came from it (0: never) */
-    int noted;      /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
+    double last_rx;              /* ddpc__now() when bytes last came from it (0: never) */
+    int noted;                   /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
                        notices are read (stall.c) */
-    int heard;      /* its notice came, from it or passed on by another rank */
-    int waits_on;   /* heard: the rank its notice says it waits on */
+    int heard;                   /* its notice came, from it or passed on by another rank */
+    int waits_on;                /* heard: the rank its notice says it waits on */
     struct ddpc_notes {
         ddpc_hdr in;         /* noted: the next notice being read from it */
         size_t have;         /* bytes of it read */

@@ -60,7 +60,6 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     }
 }
 
-
 ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     ddpc_comm *c = e->c;
     char what[640], desc[160], full[1024];

@@ -232,8 +232,8 @@ static ddpc_status make_link(ddpc_exec *e, int p, ddpc_conn **conns, int n, void
     ddpc_pair pr = pair_of(c, p);
     ddpc_conn *out = NULL;
     const ddpc_transport *used = tcp;
-    ddpc_status s = pe->set.tp->connect(&pr, conns, n, res, step_deadline(e), c->abort_fd, &out,
-                                        &used);
+    ddpc_status s =
+        pe->set.tp->connect(&pr, conns, n, res, step_deadline(e), c->abort_fd, &out, &used);
     if (s != DDPC_OK) {
         pe->link = DDPC_LINK_NONE;
         return fail(e, p, s, "lost rank %d while connecting to it (%s)", p, ddpc_last_error());
@@ -298,8 +298,8 @@ static ddpc_status streams_step(ddpc_exec *e, int p) {
     for (int k = 1; k < n; k++) {
         if (ls->xready & (1u << k)) continue;
         int done = 0;
-        ddpc_status s = ddpc__tcp_connect_step(ls->gather[k], &ls->xauth[k], pe->ep.ip,
-                                               pe->ep.port, step_deadline(e), &done);
+        ddpc_status s = ddpc__tcp_connect_step(ls->gather[k], &ls->xauth[k], pe->ep.ip, pe->ep.port,
+                                               step_deadline(e), &done);
         if (s == DDPC_OK && done && (s = greet(c, p, ls->gather[k], 0, k, step_deadline(e))))
             ls->gather[k] = NULL; /* greet closed it */
         if (s != DDPC_OK) return streams_failed(e, p, s);
@@ -389,7 +389,7 @@ static ddpc_status greet_and_go(ddpc_exec *e, int p, ddpc_conn *conn) {
         return fail(e, p, s, "lost rank %d while connecting to it (%s)", p, ddpc_last_error());
     }
     if (c->rank > p) return stand(e, p, conn, 1, 0); /* rule 1: it stands */
-    pe->set.pend = conn;                              /* rule 2: ask */
+    pe->set.pend = conn;                             /* rule 2: ask */
     pe->link = DDPC_LINK_ASKED;
     return DDPC_OK;
 }

@@ -357,8 +357,8 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
         ddpc_peer *pe = &c->peers[p];
         double rx;
         __atomic_load(&pe->last_rx, &rx, __ATOMIC_RELAXED);
-        fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ep.ip[0] ? pe->ep.ip : "?", pe->ep.port,
-                rx > 0 ? rx + off : 0.0);
+        fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ep.ip[0] ? pe->ep.ip : "?",
+                pe->ep.port, rx > 0 ? rx + off : 0.0);
     }
     uint64_t first = last > r->cap ? last - r->cap + 1 : 1;
     for (uint64_t id = first; id <= last; id++) {

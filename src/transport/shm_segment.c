@@ -375,10 +375,9 @@ ddpc_status ddpc__shm_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, v
     for (int k = 1; k < n; k++) ddpc__transport_tcp.close(conns[k]);
     *out = NULL;
     *used = &ddpc__transport_tcp;
-    ddpc_status s = res ? finish(res == &refused ? NULL : res, tcp, pair->name, deadline,
-                                 abort_fd, &sc)
-                        : join(tcp, pair->name, (size_t)pair->self->shm_bytes, deadline, abort_fd,
-                               &sc);
+    ddpc_status s =
+        res ? finish(res == &refused ? NULL : res, tcp, pair->name, deadline, abort_fd, &sc)
+            : join(tcp, pair->name, (size_t)pair->self->shm_bytes, deadline, abort_fd, &sc);
     if (s != DDPC_OK) {
         ddpc__transport_tcp.close(tcp);
         return s;
@@ -387,9 +386,8 @@ ddpc_status ddpc__shm_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, v
         *out = tcp;
         return DDPC_OK;
     }
-    sc->copy_policy = pair->shm_copy == COPY_CACHED || pair->shm_copy == COPY_STREAM
-                          ? pair->shm_copy
-                          : COPY_AUTO;
+    sc->copy_policy =
+        pair->shm_copy == COPY_CACHED || pair->shm_copy == COPY_STREAM ? pair->shm_copy : COPY_AUTO;
     ddpc__transport_tcp.close(tcp); /* sc holds its own duplicate of the socket */
     *out = sc;
     *used = &ddpc__transport_shm;

@@ -436,7 +436,6 @@ static void tcp_close(ddpc_conn *c) {
     free(c);
 }
 
-
 /* TCP carries every pair, over one connection. */
 static int tcp_can_connect(const ddpc_pair *pair) { return 1; }
 

@@ -79,8 +79,8 @@ typedef struct ddpc_endpoint {
 typedef struct ddpc_pair {
     const ddpc_endpoint *self, *peer;
     int rank, peer_rank;
-    int streams;  /* DDPC_SOCKETS_PER_PEER, as rank 0 published it (1..DDPC_STREAMS_MAX) */
-    int shm_copy; /* DDPC_SHM_COPY, as ddpc__shm_copy_policy gives it */
+    int streams;   /* DDPC_SOCKETS_PER_PEER, as rank 0 published it (1..DDPC_STREAMS_MAX) */
+    int shm_copy;  /* DDPC_SHM_COPY, as ddpc__shm_copy_policy gives it */
     char name[32]; /* "rank 3": the peer, in warnings */
 } ddpc_pair;
 
