@@ -1,6 +1,8 @@
 /*
- * bootstrap.c — how a communicator's ranks meet: through the store, to a
- * full mesh of connections, same-host pairs on shared memory.
+ * bootstrap.c — how a communicator's ranks meet: through the store, each
+ * rank learning every other's address and settings. It only exchanges
+ * addresses: making the pairs' connections is link.c's, over the
+ * transport table (transport/transport.h).
  *
  * In order, each step a function below:
  *   1. connect to the store (store_connect; hosting it is comm.c's) and
@@ -9,29 +11,24 @@
  *   2. listen on the chosen address (listen_for_peers; the choice is
  *      iface.c's);
  *   3. publish "peer/<rank>" = {size, host id, address, port, DDPC_SHM,
- *      DDPC_SHM_BYTES, machine, DDPC_LAZY_CONNECT} under the communicator's
- *      key prefix (publish); rank 0 waits for every rank's entry, bounded by
- *      DDPC_CONNECT_TIMEOUT, the error listing the ranks that never came
- *      (wait_entries), reads them and publishes them all as one value,
- *      "peers", which every other rank reads in one request (a store round
- *      trip per rank and entry made 64 ranks wait on 8,000 requests);
+ *      DDPC_SHM_BYTES, machine, DDPC_LAZY_CONNECT, DDPC_SOCKETS_PER_PEER}
+ *      under the communicator's key prefix (publish); rank 0 waits for
+ *      every rank's entry, bounded by DDPC_CONNECT_TIMEOUT, the error
+ *      listing the ranks that never came (wait_entries), reads them and
+ *      publishes them all as one value, "peers", which every other rank
+ *      reads in one request (a store round trip per rank and entry made 64
+ *      ranks wait on 8,000 requests);
  *   4. ranks with the same host id (DDPC_HOST_ID, else host_id below) form
  *      a host; the hosts, each rank's host and local rank are the host
- *      layout (host_layout, logged at INFO); a pair in it whose ranks both
- *      publish DDPC_SHM=1 and the same DDPC_SHM_BYTES is to talk over
- *      shared memory (shm_pair); both ends decide from the same published
- *      entries, so they always agree;
+ *      layout (host_layout, logged at INFO); the transport table picks
+ *      each pair's transport from the published entries (ddpc__link_plan:
+ *      shared memory for a pair of one host where both publish DDPC_SHM=1
+ *      and the same DDPC_SHM_BYTES, else TCP), so both ends always agree;
  *   5. connections, in the mode rank 0 published (DDPC_LAZY_CONNECT; auto:
- *      lazy above 16 ranks): lazy keeps the listener open and makes each
- *      pair's connection when an operation first needs it (link.c); eager
- *      connects to every lower rank and accepts every higher one (a full
- *      mesh; every rank sees a dead peer's sockets close), each connection
- *      opening with a hello (link.c) after the job token's handshake when
- *      DDPC_JOB_TOKEN is set (tcp.c), a connection that fails either closed
- *      with a warning naming its address; then it upgrades the shared-memory
- *      pairs (setup_shm, transport.h: ddpc__shm_offer), the TCP socket
- *      staying as its doorbell. Where shared memory cannot be had, the pair
- *      stays on TCP with a warning.
+ *      lazy above 16 ranks): the listener goes to link.c, which makes each
+ *      pair's connection when an operation first needs it (lazy), or every
+ *      pair's now (eager, ddpc__link_all: a full mesh; every rank sees a
+ *      dead peer's sockets close).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +84,8 @@ static void host_id(char *buf, size_t len, uint64_t *machine) {
  * work: 50 us, every try yielding the core. */
 static void choose_spin(ddpc_comm *c) {
     long local = 0, lws;
-    for (int r = 0; r < c->size; r++) local += c->peers[r].machine == c->peers[c->rank].machine;
+    for (int r = 0; r < c->size; r++)
+        local += c->peers[r].ep.machine == c->peers[c->rank].ep.machine;
     if (ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) &&
         ddpc__env_long(DDPC_ENV_LOCAL_WORLD_SIZE, &lws) == DDPC_OK && lws > local)
         local = lws;               /* a sub-communicator's host may hold more of the job's ranks */
@@ -126,7 +124,7 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
  * with this rank is an error naming it. */
 static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     char val[512], key[64];
-    const ddpc_peer *me = &c->peers[c->rank];
+    const ddpc_endpoint *me = &c->peers[c->rank].ep;
     snprintf(val, sizeof val, "v6 %d %d %s %s %d %ld %llx %d %d", c->size, port, c->ip, me->host,
              c->shm, c->shm_bytes, (unsigned long long)me->machine, c->lazy, c->streams);
     snprintf(key, sizeof key, "peer/%d", c->rank);
@@ -192,7 +190,7 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
 /* Parses rank r's entry txt into c->peers[r] (rank 0's also gives the
  * communicator's connection mode and streams per pair). */
 static ddpc_status parse_entry(ddpc_comm *c, int r, const char *txt) {
-    ddpc_peer *pe = &c->peers[r];
+    ddpc_endpoint *pe = &c->peers[r].ep;
     int psize = 0, lazy = 0, streams = 0;
     unsigned long long machine = 0;
     /* v6: point-to-point headers carry their tag in root (progress.c) */
@@ -338,7 +336,7 @@ static ddpc_status host_layout(ddpc_comm *c) {
     int *lof = hof + n, nh = 0;
     for (int r = 0; r < n; r++) {
         int h = 0;
-        while (h < nh && strcmp(c->peers[first[h]].host, c->peers[r].host) != 0) h++;
+        while (h < nh && strcmp(c->peers[first[h]].ep.host, c->peers[r].ep.host) != 0) h++;
         if (h == nh) first[nh++] = r;
         hof[r] = h;
         lof[r] = cnt[h]++;
@@ -381,7 +379,7 @@ static void log_hosts(const ddpc_comm *c) {
         int k = 0;
         for (int r = 0; r < c->size; r++)
             if (c->host_of[r] == h) ranks[k++] = r;
-        ddpc__sb_printf(&b, "; host %d '%s': ranks ", h, c->peers[ranks[0]].host);
+        ddpc__sb_printf(&b, "; host %d '%s': ranks ", h, c->peers[ranks[0]].ep.host);
         ddpc__sb_ranks(&b, ranks, k);
     }
     if (c->nhosts > 64) ddpc__sb_printf(&b, "; ... (%d hosts more)", c->nhosts - 64);
@@ -389,30 +387,7 @@ static void log_hosts(const ddpc_comm *c) {
     DDPC_INFO(INIT, "%s", line);
 }
 
-/* Whether this rank and peer p move to shared memory: same host, both
- * DDPC_SHM=1, the same DDPC_SHM_BYTES (from the published entries, so both
- * ends decide alike). Warns, once per pair, where the settings differ. */
-static int shm_pair(const ddpc_comm *c, int p) {
-    const ddpc_peer *pe = &c->peers[p];
-    if (p == c->rank || strcmp(pe->host, c->peers[c->rank].host) != 0) return 0;
-    if (!c->shm || !pe->shm) {
-        if (c->shm)
-            DDPC_WARN(
-                SHM, "rank %d: rank %d on this host has DDPC_SHM=0 (this rank: 1); using TCP to it",
-                c->rank, p);
-        return 0;
-    }
-    if (pe->shm_bytes != c->shm_bytes) {
-        DDPC_WARN(SHM,
-                  "rank %d: rank %d on this host has DDPC_SHM_BYTES=%ld, this rank %ld; using TCP "
-                  "to it (set the same value on every rank)",
-                  c->rank, p, pe->shm_bytes, c->shm_bytes);
-        return 0;
-    }
-    return 1;
-}
-
-/* ------------------------------------------------ 5. connections (eager) */
+/* ------------------------------------------------ 5. connections */
 
 /* The hello's communicator id: this key space and rank 0's listening
  * address as the store gave it (unique among live communicators, and the
@@ -420,128 +395,9 @@ static int shm_pair(const ddpc_comm *c, int p) {
  * ranks may spell one host differently (Kubeflow gives the master pod
  * MASTER_ADDR=localhost and the others its service name). */
 static uint64_t hello_id(const ddpc_comm *c) {
-    const ddpc_peer *p0 = &c->peers[0];
+    const ddpc_endpoint *p0 = &c->peers[0].ep;
     return ddpc__fnv1a(c->prefix, strlen(c->prefix)) ^ ((uint64_t)c->store_port << 48) ^
            (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
-}
-
-/* Eager: connects to every lower rank and greets it, on each of the
- * pair's streams. */
-static ddpc_status connect_lower(ddpc_comm *c, double deadline) {
-    for (int r = 0; r < c->rank; r++) {
-        ddpc_peer *pe = &c->peers[r];
-        ddpc_conn *first = NULL;
-        DDPC_CHECK(ddpc__link_connect(c, r, 0, deadline, &first));
-        DDPC_CHECK(ddpc__link_connect_rest(c, r, first, deadline, &pe->conn));
-        pe->tp = ddpc__link_tp(ddpc__link_streams(c, r));
-        pe->link = DDPC_LINK_UP;
-    }
-    return DDPC_OK;
-}
-
-/* The error for the higher ranks that never connected; s is how accepting
- * ended. */
-static ddpc_status never_connected(ddpc_comm *c, ddpc_status s) {
-    char miss[256] = "";
-    size_t used = 0;
-    for (int r = c->rank + 1; r < c->size; r++)
-        if (!c->peers[r].conn) {
-            int n = snprintf(miss + used, sizeof miss - used, "%s%d", used ? ", " : "", r);
-            if (n > 0 && (size_t)n < sizeof miss - used) used += (size_t)n;
-        }
-    return ddpc__err(s == DDPC_ERR_TIMEOUT ? DDPC_ERR_TIMEOUT : s,
-                     "rank %d: ranks %s never connected within DDPC_CONNECT_TIMEOUT=%g s", c->rank,
-                     miss, c->connect_timeout);
-}
-
-/* Eager: accepts every higher rank on lis (each of a pair's streams), each
- * known by its hello; connections that are not one are closed and warned
- * about (naming their address), and accepting goes on, so that a stray
- * connection does not break the bootstrap (one without the job token never
- * gets this far: tcp.c refuses it). */
-static ddpc_status accept_higher(ddpc_comm *c, ddpc_listener *lis, double deadline) {
-    double auth_s = 10;
-    if (ddpc__env_double(DDPC_ENV_AUTH_TIMEOUT, &auth_s) != DDPC_OK) auth_s = 10;
-    for (int k = c->rank + 1; k < c->size;) {
-        ddpc_conn *conn = NULL;
-        ddpc_status s = tcp->accept(lis, deadline, c->abort_fd, &conn);
-        if (s != DDPC_OK) return never_connected(c, s);
-        int r = -1, offer = 0, stream = 0;
-        double dl = ddpc__now() + auth_s < deadline ? ddpc__now() + auth_s : deadline;
-        s = ddpc__link_hello(c, conn, dl, &r, &offer, &stream);
-        if (s == DDPC_ERR_ABORTED) {
-            tcp->close(conn);
-            return ddpc__err(s, "rank %d: aborted while accepting its peers", c->rank);
-        }
-        if (s == DDPC_OK && (r <= c->rank || c->peers[r].conn || offer))
-            s = ddpc__err(DDPC_ERR_PROTOCOL,
-                          "unexpected hello from rank %d (DDPC_LAZY_CONNECT differs between "
-                          "ranks?)",
-                          r);
-        if (s != DDPC_OK) {
-            ddpc__link_reject(c, conn, ddpc_last_error());
-            continue;
-        }
-        ddpc_conn *link = NULL;
-        s = ddpc__link_gather(c, r, stream, conn, &link); /* takes conn */
-        if (s != DDPC_OK) return s;
-        if (!link) continue; /* more streams to come */
-        c->peers[r].conn = link;
-        c->peers[r].tp = ddpc__link_tp(ddpc__link_streams(c, r));
-        c->peers[r].link = DDPC_LINK_UP;
-        k++;
-    }
-    return DDPC_OK;
-}
-
-/* The upgrade of same-host connections to shared memory, in three rounds
- * so that no rank waits on one that waits on it: offers to higher ranks
- * (small writes that never block), then answers to the lower ranks'
- * offers, then the answers to this rank's own offers. */
-static ddpc_status setup_shm(ddpc_comm *c, double deadline) {
-    if (!c->shm || c->local_size < 2) return DDPC_OK;
-    ddpc_shm_pending **pend = calloc((size_t)c->size, sizeof *pend);
-    char *use = calloc((size_t)c->size, 1);
-    ddpc_status s = DDPC_OK;
-    int p = -1; /* the peer being set up */
-    if (!pend || !use) {
-        s = ddpc__err(DDPC_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (p = 0; p < c->size; p++) use[p] = (char)c->peers[p].want_shm;
-    for (int round = 0; round < 3 && s == DDPC_OK; round++) {
-        int lo = round == 1 ? 0 : c->rank + 1, hi = round == 1 ? c->rank : c->size;
-        for (p = lo; p < hi && s == DDPC_OK; p++) {
-            if (!use[p]) continue;
-            ddpc_peer *pe = &c->peers[p];
-            ddpc_conn *sc = NULL;
-            char who[32];
-            snprintf(who, sizeof who, "rank %d", p);
-            if (round == 0) {
-                s = ddpc__shm_offer(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd,
-                                    &pend[p]);
-            } else if (round == 1) {
-                s = ddpc__shm_join(pe->conn, who, (size_t)c->shm_bytes, deadline, c->abort_fd, &sc);
-            } else {
-                s = ddpc__shm_finish(pend[p], pe->conn, who, deadline, c->abort_fd, &sc);
-                pend[p] = NULL;
-            }
-            if (s != DDPC_OK) break;
-            if (sc) { /* sc has its own copy of the socket */
-                ddpc__shm_set_copy_policy(sc, c->shm_copy);
-                pe->tp->close(pe->conn);
-                pe->conn = sc;
-                pe->tp = &ddpc__transport_shm;
-            }
-        }
-    }
-    if (s != DDPC_OK)
-        s = ddpc__err_wrap(s, "rank %d: setting up shared memory with rank %d", c->rank, p);
-out:
-    for (int q = 0; pend && q < c->size; q++) ddpc__shm_pending_free(pend[q]);
-    free(pend);
-    free(use);
-    return s;
 }
 
 /* Logs, at INFO, which transport each peer uses (lazy: is to use):
@@ -578,23 +434,17 @@ static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int 
     int port = 0;
     ddpc_status s;
     *store_gone = 0;
-    host_id(c->peers[c->rank].host, sizeof c->peers[c->rank].host, &c->peers[c->rank].machine);
+    ddpc_endpoint *me = &c->peers[c->rank].ep;
+    host_id(me->host, sizeof me->host, &me->machine);
     DDPC_CHECK(listen_for_peers(c, &lis, &port));
     DDPC_CHECK_GOTO(exchange_entries(c, st, port, deadline, store_gone), s, out);
     c->hello_uid = hello_id(c);
     DDPC_CHECK_GOTO(host_layout(c), s, out);
-    for (int p = 0; p < c->size; p++) c->peers[p].want_shm = shm_pair(c, p);
+    ddpc__link_plan(c); /* each pair's transport, from the table */
     choose_spin(c);
-    if (c->lazy) {
-        c->lis = lis; /* link.c accepts on it from now on */
-        lis = NULL;
-    } else {
-        DDPC_CHECK_GOTO(connect_lower(c, deadline), s, out);
-        DDPC_CHECK_GOTO(accept_higher(c, lis, deadline), s, out);
-        tcp->close_listener(lis);
-        lis = NULL;
-        DDPC_CHECK_GOTO(setup_shm(c, deadline), s, out);
-    }
+    c->lis = lis; /* link.c accepts on it from now on */
+    lis = NULL;
+    if (!c->lazy) DDPC_CHECK_GOTO(ddpc__link_all(c, deadline), s, out);
     DDPC_INFO(INIT,
               "rank %d of %d ready: host %d of %d, local rank %d of %d, listening on %s:%d (%s); "
               "%s",

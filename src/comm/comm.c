@@ -127,8 +127,8 @@ static ddpc_comm *comm_alloc(int rank, int size) {
         free(c);
         return NULL;
     }
-    /* every peer starts on TCP; same-host peers may move to shared memory
-     * as they connect (bootstrap.c, link.c) */
+    /* every peer starts on TCP; its link, when made, is carried by the
+     * transport the table chose for the pair (link.c) */
     for (int i = 0; i < size; i++) c->peers[i].tp = &ddpc__transport_tcp;
     return c;
 }
@@ -170,7 +170,7 @@ const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
     if (peer == c->rank) return "self";
     const ddpc_peer *pe = &c->peers[peer];
     if (pe->conn) return pe->tp->name;
-    return pe->want_shm ? "shm" : "tcp"; /* lazy: what the pair is to use once connected */
+    return pe->set.tp ? pe->set.tp->name : "tcp"; /* lazy: what the pair is to use */
 }
 
 int ddpc__peer_sockets(const ddpc_comm *c, int peer) {

@@ -1,6 +1,7 @@
 /*
  * comm.h — the communicator's insides: shared by its own files (comm.c
- * lifecycle, bootstrap.c, iface.c, queue.c, progress.c, split.c) and by the
+ * lifecycle, bootstrap.c, link.c, iface.c, queue.c, progress.c, fail.c,
+ * tags.c, stall.c, split.c) and by the
  * algorithms above it, which drive the sockets through the post/wait calls
  * below and hand the queue their executor with each operation.
  *
@@ -25,6 +26,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "comm/link.h"
 #include "ddpc/store.h"
 #include "transport/transport.h"
 
@@ -112,52 +114,25 @@ typedef struct ddpc_req {
     struct ddpc_req *next;
 } ddpc_req;
 
-/* Where a pair's connection stands (link.c). Eager communicators make
- * every one at bootstrap; lazy ones when an operation first needs it. */
-enum {
-    DDPC_LINK_NONE = 0, /* no connection, none asked for */
-    DDPC_LINK_ASKED,    /* this (lower) rank connected and waits for the peer's verdict */
-    DDPC_LINK_OFFERED,  /* connected; waits for the answer to its shared-memory offer */
-    DDPC_LINK_REFUSED,  /* the peer refused this rank's connection: its own is on the way */
-    DDPC_LINK_UP,       /* conn carries messages */
-    DDPC_LINK_PROVING,  /* connected; proving the job token, answered from the peer's progress */
-    DDPC_LINK_GATHER,   /* the link's first connection stands; its other streams are coming */
-    DDPC_LINK_STREAMS   /* this rank's first connection stands; its others prove the token */
-};
-
 typedef struct ddpc_peer {
-    ddpc_conn *conn; /* owned; NULL for this rank itself, and until the link is up */
-    const ddpc_transport *tp;
-    int link;                /* DDPC_LINK_* */
-    int want_shm;            /* the pair moves to shared memory (both ends decide alike) */
-    ddpc_conn *pend;         /* PROVING, ASKED, OFFERED: the TCP connection being set up; owned */
-    ddpc__auth_cli auth;     /* PROVING: the client half of the job token's handshake */
-    ddpc_shm_pending *offer; /* OFFERED (or ASKED with an offer): this rank's segment; owned */
-    double link_since;       /* when this rank began waiting for the link (s) */
-    ddpc_conn **gather;      /* GATHER: the link's TCP connections accepted so far, by
-                              * stream; STREAMS: those this rank made ([c->streams];
-                              * owned), until they are all in */
-    ddpc__auth_cli *xauth;   /* STREAMS: each one's job token handshake ([c->streams]) */
-    uint32_t xready;         /* STREAMS: bit k, connection k is proved and greeted */
-    ddpc_req *sq, *sq_tail;  /* posted sends, in order */
-    ddpc_req *rq, *rq_tail;  /* posted receives, in order */
-    int rx_future;           /* the next message waiting is for a later operation */
+    ddpc_conn *conn;             /* owned; NULL for this rank itself, and until the link is up */
+    const ddpc_transport *tp;    /* the transport carrying conn */
+    int link;                    /* DDPC_LINK_*: where the pair's state machine stands (link.h) */
+    ddpc_link_setup set;         /* the pair's set-up under way (link.c's alone) */
+    ddpc_endpoint ep;            /* what the peer published: host, address, settings */
+    ddpc_req *sq, *sq_tail;      /* posted sends, in order */
+    ddpc_req *rq, *rq_tail;      /* posted receives, in order */
+    int rx_future;               /* the next message waiting is for a later operation */
     ddpc_req *ux_head, *ux_tail; /* unexpected point-to-point messages from it, whole, in
                                   * arrival order, waiting for a receive of their tag (owned) */
     ddpc_req *ux_in;             /* the unexpected message being read from it, at rq's head
                                   * (owned), or NULL */
     int bye;                     /* the peer said goodbye (destroyed cleanly) */
-    char host[128];              /* host id the peer published */
-    uint64_t machine;            /* hash of the peer's real host identity (DDPC_HOST_ID aside) */
-    char ip[64];
-    int port;
-    int shm;        /* the peer's DDPC_SHM, as published */
-    long shm_bytes; /* the peer's DDPC_SHM_BYTES */
-    double last_rx; /* ddpc__now() when bytes last came from it (0: never) */
-    int noted;      /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
+    double last_rx;              /* ddpc__now() when bytes last came from it (0: never) */
+    int noted;                   /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
                        notices are read (stall.c) */
-    int heard;      /* its notice came, from it or passed on by another rank */
-    int waits_on;   /* heard: the rank its notice says it waits on */
+    int heard;                   /* its notice came, from it or passed on by another rank */
+    int waits_on;                /* heard: the rank its notice says it waits on */
     struct ddpc_notes {
         ddpc_hdr in;         /* noted: the next notice being read from it */
         size_t have;         /* bytes of it read */
@@ -212,12 +187,12 @@ struct ddpc_comm {
     int lazy;    /* DDPC_LAZY_CONNECT as rank 0 published it: connect on first use */
     int auth;    /* DDPC_JOB_TOKEN is set: connections prove it (tcp.c) */
     int streams; /* DDPC_SOCKETS_PER_PEER as rank 0 published it: TCP connections a pair
-                  * on different hosts uses (ddpc__link_streams) */
+                  * on different hosts uses (the streams transport's can_connect) */
 #define DDPC_LAZY_AUTO_ABOVE 16 /* DDPC_LAZY_CONNECT=auto: lazy above this many ranks */
 
-    /* lazy connections (link.c): the listener kept open, and the connections
-     * accepted on it whose hello has not come yet */
-    ddpc_listener *lis; /* owned; NULL when eager, or for one rank */
+    /* connections (link.c): the listener (kept open when lazy), and the
+     * connections accepted on it whose hello has not come yet */
+    ddpc_listener *lis; /* owned; NULL once an eager communicator is made, or for one rank */
     struct ddpc_incoming *inc;
     int ninc;
     uint64_t hello_uid; /* the communicator id every hello carries */
@@ -306,6 +281,8 @@ typedef struct ddpc_exec {
     double now;          /* ddpc__now() when it started or last waited: the time a
                           * receive stamps on its peer's last_rx (no clock read a
                           * message; at most a busy poll's span behind) */
+    int boot;            /* not an operation: bootstrap connecting every pair (link.c);
+                          * a failure is the creation's error, not ddpc__fail's */
 } ddpc_exec;
 
 /* ------------------------------------------------------------ progress */
@@ -413,53 +390,7 @@ const char *ddpc__kind_name(int kind);
 
 /* ------------------------------------------------------------ links */
 
-/* Connects to peer p and greets it with a hello: the whole set-up of one
- * outgoing connection, bounded by deadline. offer: a shared-memory offer
- * follows (the hello says so). *out: the TCP connection (the link's first,
- * stream 0). Errors name p and its address. */
-ddpc_status ddpc__link_connect(ddpc_comm *c, int p, int offer, double deadline, ddpc_conn **out);
-/* TCP connections the link to peer p uses: c->streams between ranks of
- * different hosts, else 1 (same host: shared memory, or one socket). */
-int ddpc__link_streams(const ddpc_comm *c, int p);
-/* The connecting side's rest of a link whose first connection conn stands:
- * connects and greets streams 1.. of peer p (one connection each, each
- * through the job token's handshake); *out: the link's connection (conn
- * itself for one stream). Takes conn: closed on failure. */
-ddpc_status ddpc__link_connect_rest(ddpc_comm *c, int p, ddpc_conn *conn, double deadline,
-                                    ddpc_conn **out);
-/* Reads and checks the hello on an accepted connection (bytes already
- * there, or arriving before deadline): *rank = who it is, *offer = an
- * offer follows, *stream = which of the link's connections it is (0 the
- * first). DDPC_ERR_PROTOCOL for anything but a hello of this communicator
- * from another of its ranks. */
-ddpc_status ddpc__link_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank, int *offer,
-                             int *stream);
-/* The accepting side: files conn as stream k of peer q's link. *out: the
- * link's connection once every stream is in (they are then taken), else
- * NULL (conn kept until then). A stream out of range or already in is
- * DDPC_ERR_PROTOCOL, conn left to the caller. */
-ddpc_status ddpc__link_gather(ddpc_comm *c, int q, int k, ddpc_conn *conn, ddpc_conn **out);
-/* The transport of a link's connection made of n streams. */
-const ddpc_transport *ddpc__link_tp(int n);
-/* Closes an accepted connection that is not a link (a stranger, another
- * communicator's rank, no hello), warning with its address and why. */
-void ddpc__link_reject(ddpc_comm *c, ddpc_conn *conn, const char *why);
-/* Lazy links: advances peer p's link by what can be done without waiting on
- * the peer (connects when this rank may; see link.c). A failure fails the
- * operation (ddpc__fail). */
-ddpc_status ddpc__link_need(ddpc_exec *e, int p);
-/* Lazy links: accepts what waits on the listener, reads the hellos and
- * answers that have come, and finishes the links they complete (*moved =
- * 1 when one came up). Does not wait. */
-ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved);
-/* The descriptors a sleeping wait watches for links (listener, accepted
- * connections without a hello, connections waiting for an answer): writes
- * up to max into fds, returns how many (at most c->size * c->streams +
- * c->ninc + 1). */
-int ddpc__link_fds(ddpc_comm *c, int *fds, int max);
-/* Closes everything link.c holds (listener, accepted and pending
- * connections, offers). */
-void ddpc__link_free(ddpc_comm *c);
+/* A pair's connection, made at creation or at first use: link.h. */
 
 /* ------------------------------------------------------------ queue */
 

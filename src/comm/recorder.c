@@ -347,7 +347,7 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
     uint64_t last = __atomic_load_n(&r->next_id, __ATOMIC_RELAXED);
     const char *ip = c->ip[0] ? c->ip : "?";
     fprintf(f, "comm id=%s rank=%d size=%d addr=%s:%d recorded=%" PRIu64 "\n",
-            c->prefix[0] ? c->prefix : "-", c->rank, c->size, ip, c->peers[c->rank].port, last);
+            c->prefix[0] ? c->prefix : "-", c->rank, c->size, ip, c->peers[c->rank].ep.port, last);
     if (err[0]) {
         fputs("error ", f);
         one_line(f, err);
@@ -357,8 +357,8 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
         ddpc_peer *pe = &c->peers[p];
         double rx;
         __atomic_load(&pe->last_rx, &rx, __ATOMIC_RELAXED);
-        fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ip[0] ? pe->ip : "?", pe->port,
-                rx > 0 ? rx + off : 0.0);
+        fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ep.ip[0] ? pe->ep.ip : "?",
+                pe->ep.port, rx > 0 ? rx + off : 0.0);
     }
     uint64_t first = last > r->cap ? last - r->cap + 1 : 1;
     for (uint64_t id = first; id <= last; id++) {

@@ -47,8 +47,8 @@ static int waited_peer(ddpc_comm *c, int *reading) {
 
 /* "host:port" (IPv6 in brackets) of rank p as published. */
 static void addr_of(const ddpc_comm *c, int p, char *buf, size_t len) {
-    const char *ip = p == c->rank ? c->ip : c->peers[p].ip;
-    int port = c->peers[p].port;
+    const char *ip = p == c->rank ? c->ip : c->peers[p].ep.ip;
+    int port = c->peers[p].ep.port;
     snprintf(buf, len, strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip[0] ? ip : "?", port);
 }
 
@@ -197,13 +197,16 @@ static ddpc_status conclude(ddpc_exec *e) {
     e->lost = silent;
     addr_of(c, c->rank, mine, sizeof mine);
     addr_of(c, silent, theirs, sizeof theirs);
-    static const char *const linking[] = {
+    static const char *const linking[DDPC_LINK_STATES] = {
         [DDPC_LINK_NONE] = "not connected",
         [DDPC_LINK_ASKED] = "it has not answered this rank's connection",
         [DDPC_LINK_OFFERED] = "it has not answered this rank's shared-memory offer",
         [DDPC_LINK_REFUSED] = "its connection to this rank has not come",
         [DDPC_LINK_UP] = "",
         [DDPC_LINK_PROVING] = "it has not answered this rank's job-token handshake",
+        [DDPC_LINK_GATHER] = "its link's further connections have not all come",
+        [DDPC_LINK_STREAMS] = "it has not answered this rank's further connections",
+        [DDPC_LINK_JOINING] = "it has not sent its shared-memory offer",
     };
     if (!c->peers[silent].conn) /* a lazy link still under way (link.c) */
         snprintf(since, sizeof since, "; %s", linking[c->peers[silent].link]);
@@ -215,8 +218,8 @@ static ddpc_status conclude(ddpc_exec *e) {
     DDPC_WARN(COLL, "_________________________LINK_ERROR_INFO___________________________");
     DDPC_WARN(COLL, "| dest_ip(user_rank) | dest_port | src_ip(user_rank) | src_port | MyRole | "
                     "Status |");
-    DDPC_WARN(COLL, "| %s(%d) | %d | %s(%d) | %d | %s | time out |", c->peers[silent].ip, silent,
-              c->peers[silent].port, c->ip, c->rank, c->peers[c->rank].port,
+    DDPC_WARN(COLL, "| %s(%d) | %d | %s(%d) | %d | %s | time out |", c->peers[silent].ep.ip, silent,
+              c->peers[silent].ep.port, c->ip, c->rank, c->peers[c->rank].ep.port,
               silent == e->waits_on ? "waiter" : "bystander");
     return ddpc__fail(e, DDPC_ERR_TIMEOUT,
                       "timed out after %g s (DDPC_TIMEOUT): rank %d is silent (wait chain %s%s); "

@@ -93,10 +93,6 @@ int ddpc__shm_copy_policy(const char *v) {
     return -1;
 }
 
-void ddpc__shm_set_copy_policy(ddpc_conn *c, int policy) {
-    c->copy_policy = policy == COPY_CACHED || policy == COPY_STREAM ? policy : COPY_AUTO;
-}
-
 /* memcpy, with stream set through non-temporal stores for the 16-byte
  * aligned middle of dst (x86-64, 256 bytes or more; elsewhere plain
  * memcpy). The fence orders them before the release of head that
@@ -432,10 +428,10 @@ static void shm_close(ddpc_conn *c) {
 
 const ddpc_transport ddpc__transport_shm = {
     .name = "shm",
-    .listen = NULL, /* set up over an established TCP connection: ddpc__shm_offer/join/finish */
-    .accept = NULL,
-    .connect = NULL,
-    .close_listener = NULL,
+    .can_connect = ddpc__shm_can_connect, /* set up over the pair's TCP connection */
+    .setup = ddpc__shm_setup,
+    .connect = ddpc__shm_connect,
+    .free = ddpc__shm_free,
     .send = shm_send,
     .recv = shm_recv,
     .peek = shm_peek,

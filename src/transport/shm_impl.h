@@ -87,12 +87,21 @@ enum { COPY_AUTO, COPY_CACHED, COPY_STREAM };
 #define COPY_PROBE       (32u << 10) /* the slice copied the other way */
 #define COPY_PROBE_EVERY 16          /* large copies per probe */
 
-/* The creator's segment between offer and finish. */
-struct ddpc_shm_pending {
+/* The creator's segment between offer and finish (setup's res). */
+typedef struct shm_pending {
     char name[64];
     char *base;
     size_t len;
     uint64_t cap;
-};
+} shm_pending;
+
+/* The table's set-up functions (transport.h), in shm_segment.c. */
+int ddpc__shm_can_connect(const ddpc_pair *pair);
+ddpc_status ddpc__shm_setup(const ddpc_pair *pair, ddpc_conn *base, double deadline, int abort_fd,
+                            void **res);
+ddpc_status ddpc__shm_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
+                              double deadline, int abort_fd, ddpc_conn **out,
+                              const ddpc_transport **used);
+void ddpc__shm_free(void *res);
 
 #endif /* DDPC_TRANSPORT_SHM_IMPL_H */

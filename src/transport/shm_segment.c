@@ -4,17 +4,23 @@
  * mapped over the pair's TCP connection, which the connection keeps as
  * doorbell and liveness channel.
  *
- * Set-up, over the pair's TCP connection (comm.c drives it, after the hello):
- *   1. the lower rank (ddpc__shm_offer) creates a segment under an
+ * Whether a pair can have it (shm_can_connect): same host id, both
+ * DDPC_SHM=1, the same DDPC_SHM_BYTES; where the settings differ, a
+ * warning and TCP.
+ *
+ * Set-up, over the pair's TCP connection (comm/link.c drives it, after the
+ * hello; which end offers is link.c's rule):
+ *   1. the offering rank (setup: offer) creates a segment under an
  *      unguessable name (O_CREAT|O_EXCL, mode 0600), reserves its pages
  *      (posix_fallocate: a full /dev/shm is an error now, never a SIGBUS
  *      later), maps it and sends {magic, version, capacity, name} -- or a
  *      refusal saying why;
- *   2. the higher rank (ddpc__shm_join) opens and maps it, checks its size,
- *      owner and headers, and answers yes or no (saying why);
- *   3. the lower rank (ddpc__shm_finish) reads the answer and removes the
- *      name, on every path, so nothing is left in /dev/shm even when a rank
- *      is killed later.
+ *   2. the other rank (connect without res: join) opens and maps it,
+ *      checks its size, owner and headers, and answers yes or no (saying
+ *      why);
+ *   3. the offering rank (connect with res: finish) reads the answer and
+ *      removes the name, on every path, so nothing is left in /dev/shm even
+ *      when a rank is killed later.
  * A rank killed between steps 1 and 3 (milliseconds) leaves its name behind;
  * the first offer of each process removes such names of processes that are
  * gone (sweep_stale).
@@ -102,7 +108,7 @@ static pthread_once_t sweep_once = PTHREAD_ONCE_INIT;
 
 /* Makes, reserves and maps a segment of two rings of cap bytes into p. On
  * failure writes the reason into why and leaves nothing behind. */
-static int seg_create(uint64_t cap, struct ddpc_shm_pending *p, char *why, size_t wlen) {
+static int seg_create(uint64_t cap, shm_pending *p, char *why, size_t wlen) {
     size_t len = seg_len(cap);
     int fd = -1;
     for (int tries = 0; tries < 8; tries++) {
@@ -211,8 +217,12 @@ static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t ca
 
 /* ------------------------------------------------------------ set-up */
 
-ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                            int abort_fd, ddpc_shm_pending **pending) {
+static void pending_free(shm_pending *p);
+
+/* Step 1: creates the segment and sends the offer (or a refusal, warned:
+ * *pending = NULL). */
+static ddpc_status offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                         int abort_fd, shm_pending **pending) {
     *pending = NULL;
     shm_offer_msg o;
     memset(&o, 0, sizeof o);
@@ -221,7 +231,7 @@ ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes,
     o.pid = (int32_t)getpid();
     o.capacity = ring_cap(ring_bytes);
     pthread_once(&sweep_once, sweep_stale);
-    struct ddpc_shm_pending *p = calloc(1, sizeof *p);
+    shm_pending *p = calloc(1, sizeof *p);
     if (!p)
         snprintf(o.why, sizeof o.why, "out of memory");
     else if (seg_create(o.capacity, p, o.why, sizeof o.why) != 0) {
@@ -234,7 +244,7 @@ ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes,
     }
     ddpc_status s = ddpc__transport_tcp.send_full(tcp, &o, sizeof o, deadline, abort_fd);
     if (s != DDPC_OK) {
-        ddpc__shm_pending_free(p);
+        pending_free(p);
         return ddpc__err_wrap(s, "sending a shared-memory offer");
     }
     if (!p)
@@ -246,8 +256,10 @@ ddpc_status ddpc__shm_offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes,
     return DDPC_OK;
 }
 
-ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                           int abort_fd, ddpc_conn **out) {
+/* Step 2: reads the offer, maps the segment and answers; *out = the shm
+ * connection, or NULL when either side could not (warned). */
+static ddpc_status join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                        int abort_fd, ddpc_conn **out) {
     *out = NULL;
     shm_offer_msg o;
     DDPC_CHECK(ddpc__transport_tcp.recv_full(tcp, &o, sizeof o, deadline, abort_fd));
@@ -287,8 +299,10 @@ ddpc_status ddpc__shm_join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, 
     return conn_make(tcp, m, seg_len(o.capacity), o.capacity, 0, peer, out);
 }
 
-ddpc_status ddpc__shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
-                             int abort_fd, ddpc_conn **out) {
+/* Step 3: reads the answer and removes the segment's name; *out as for
+ * join. Consumes p (NULL included) on every path. */
+static ddpc_status finish(shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
+                          int abort_fd, ddpc_conn **out) {
     *out = NULL;
     shm_answer_msg a;
     ddpc_status s = ddpc__transport_tcp.recv_full(tcp, &a, sizeof a, deadline, abort_fd);
@@ -303,7 +317,7 @@ ddpc_status ddpc__shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *pe
                       "no shared memory with %s on this host (%s said: %s); using TCP to it "
                       "(DDPC_SHM=0 uses TCP without trying)",
                       peer, peer, a.why);
-        ddpc__shm_pending_free(p);
+        pending_free(p);
         return s == DDPC_OK ? DDPC_OK
                             : ddpc__err_wrap(s, "reading the answer to a shared-memory offer");
     }
@@ -312,9 +326,72 @@ ddpc_status ddpc__shm_finish(ddpc_shm_pending *p, ddpc_conn *tcp, const char *pe
     return s;
 }
 
-void ddpc__shm_pending_free(ddpc_shm_pending *p) {
-    if (!p) return;
+/* setup's res when this side refused (warned): finish reads the answer
+ * and the pair stays on TCP. */
+static shm_pending refused;
+
+/* Unmaps and removes an offered segment that will not be finished. */
+static void pending_free(shm_pending *p) {
+    if (!p || p == &refused) return;
     shm_unlink(p->name); /* ENOENT when finish removed it already */
     munmap(p->base, p->len);
     free(p);
 }
+
+/* ------------------------------------------------------------ the table's */
+
+int ddpc__shm_can_connect(const ddpc_pair *pair) {
+    const ddpc_endpoint *me = pair->self, *pe = pair->peer;
+    if (strcmp(pe->host, me->host) != 0) return 0;
+    if (!me->shm || !pe->shm) {
+        if (me->shm)
+            DDPC_WARN(
+                SHM, "rank %d: rank %d on this host has DDPC_SHM=0 (this rank: 1); using TCP to it",
+                pair->rank, pair->peer_rank);
+        return 0;
+    }
+    if (pe->shm_bytes != me->shm_bytes) {
+        DDPC_WARN(SHM,
+                  "rank %d: rank %d on this host has DDPC_SHM_BYTES=%ld, this rank %ld; using TCP "
+                  "to it (set the same value on every rank)",
+                  pair->rank, pair->peer_rank, pe->shm_bytes, me->shm_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+ddpc_status ddpc__shm_setup(const ddpc_pair *pair, ddpc_conn *base, double deadline, int abort_fd,
+                            void **res) {
+    shm_pending *p = NULL;
+    ddpc_status s = offer(base, pair->name, (size_t)pair->self->shm_bytes, deadline, abort_fd, &p);
+    *res = s == DDPC_OK && !p ? &refused : p;
+    return s;
+}
+
+ddpc_status ddpc__shm_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
+                              double deadline, int abort_fd, ddpc_conn **out,
+                              const ddpc_transport **used) {
+    ddpc_conn *tcp = conns[0], *sc = NULL;
+    for (int k = 1; k < n; k++) ddpc__transport_tcp.close(conns[k]);
+    *out = NULL;
+    *used = &ddpc__transport_tcp;
+    ddpc_status s =
+        res ? finish(res == &refused ? NULL : res, tcp, pair->name, deadline, abort_fd, &sc)
+            : join(tcp, pair->name, (size_t)pair->self->shm_bytes, deadline, abort_fd, &sc);
+    if (s != DDPC_OK) {
+        ddpc__transport_tcp.close(tcp);
+        return s;
+    }
+    if (!sc) { /* warned: the pair stays on TCP */
+        *out = tcp;
+        return DDPC_OK;
+    }
+    sc->copy_policy =
+        pair->shm_copy == COPY_CACHED || pair->shm_copy == COPY_STREAM ? pair->shm_copy : COPY_AUTO;
+    ddpc__transport_tcp.close(tcp); /* sc holds its own duplicate of the socket */
+    *out = sc;
+    *used = &ddpc__transport_shm;
+    return DDPC_OK;
+}
+
+void ddpc__shm_free(void *res) { pending_free(res); }

@@ -1,9 +1,10 @@
 /*
  * streams.c — one pair's link over several TCP connections (streams), so
  * that a fat link with latency is filled (DDPC_SOCKETS_PER_PEER; NCCL's
- * NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS). The communicator makes the
- * connections (src/comm/link.c: each one through the job token's handshake
- * and a hello) and hands them over; this file moves messages on them.
+ * NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS), between ranks of
+ * different hosts. The communicator makes the connections (src/comm/link.c:
+ * each one through the job token's handshake and a hello) and hands them
+ * over (connect); this file moves messages on them.
  *
  * How a transfer (one message: header + payload) is split, the same rule
  * on both ends, from the transfer's length alone:
@@ -55,7 +56,8 @@ struct ddpc_conn {
     dir tx, rx;
 };
 
-ddpc_status ddpc__streams_create(ddpc_conn **streams, int n, ddpc_conn **out) {
+/* Makes the link out of n connections (taken: closed on failure too). */
+static ddpc_status streams_create(ddpc_conn **streams, int n, ddpc_conn **out) {
     *out = NULL;
     ddpc_conn *c = calloc(1, sizeof *c);
     ddpc_status s = DDPC_OK;
@@ -289,8 +291,26 @@ static void st_close(ddpc_conn *c) {
     free(c);
 }
 
+/* ------------------------------------------------------------ a pair */
+
+/* Ranks of different hosts, DDPC_SOCKETS_PER_PEER above 1 (ranks of one
+ * host keep one connection: shared memory carries their messages anyway). */
+static int st_can_connect(const ddpc_pair *pair) {
+    if (pair->streams < 2 || !strcmp(pair->self->host, pair->peer->host)) return 0;
+    return pair->streams;
+}
+
+static ddpc_status st_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
+                              double deadline, int abort_fd, ddpc_conn **out,
+                              const ddpc_transport **used) {
+    *used = &ddpc__transport_streams;
+    return streams_create(conns, n, out);
+}
+
 const ddpc_transport ddpc__transport_streams = {
     .name = "tcp",
+    .can_connect = st_can_connect,
+    .connect = st_connect,
     .send = st_send,
     .recv = st_recv,
     .peek = st_peek,

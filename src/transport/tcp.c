@@ -240,8 +240,8 @@ static ddpc_status tcp_accept(ddpc_listener *l, double deadline, int abort_fd, d
     }
 }
 
-static ddpc_status tcp_connect(const char *ip, int port, double deadline, int listening,
-                               ddpc_conn **out) {
+ddpc_status ddpc__tcp_dial(const char *ip, int port, double deadline, int listening,
+                           ddpc_conn **out) {
     int fd;
     const char *token = NULL;
     DDPC_CHECK(ddpc__auth_token(&token));
@@ -428,7 +428,7 @@ static ddpc_status tcp_recv_full(ddpc_conn *c, void *buf, size_t len, double dea
 
 static int tcp_poll_fd(const ddpc_conn *c) { return c->fd; }
 
-static void tcp_shutdown(ddpc_conn *c) { shutdown(c->fd, SHUT_RDWR); }
+/* ------------------------------------------------------------ a pair */
 
 static void tcp_close(ddpc_conn *c) {
     if (!c) return;
@@ -436,11 +436,27 @@ static void tcp_close(ddpc_conn *c) {
     free(c);
 }
 
+/* TCP carries every pair, over one connection. */
+static int tcp_can_connect(const ddpc_pair *pair) { return 1; }
+
+/* The pair's one connection is its link. */
+static ddpc_status tcp_pair_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
+                                    double deadline, int abort_fd, ddpc_conn **out,
+                                    const ddpc_transport **used) {
+    for (int k = 1; k < n; k++) tcp_close(conns[k]);
+    *out = conns[0];
+    *used = &ddpc__transport_tcp;
+    return DDPC_OK;
+}
+
+static void tcp_shutdown(ddpc_conn *c) { shutdown(c->fd, SHUT_RDWR); }
+
 const ddpc_transport ddpc__transport_tcp = {
     .name = "tcp",
+    .can_connect = tcp_can_connect,
+    .connect = tcp_pair_connect,
     .listen = tcp_listen,
     .accept = tcp_accept,
-    .connect = tcp_connect,
     .close_listener = tcp_close_listener,
     .listener_fds = tcp_listener_fds,
     .send = tcp_send,

@@ -208,7 +208,7 @@ TEST(auth_data_listener_refuses_intruders) {
     CHECK_EQ(get32(buf + DDPC_AUTH_CHALLENGE + 4), DDPC_AUTH_REFUSED);
     expect_closed(r, 10, "replay");
     ddpc_conn *lib = NULL;
-    CHECK_OK(tcp->connect("127.0.0.1", port, ddpc__deadline_in(10), 0, &lib));
+    CHECK_OK(ddpc__tcp_dial("127.0.0.1", port, ddpc__deadline_in(10), 0, &lib));
     CHECK_OK(tcp->send_full(lib, "LIBC", 4, ddpc__deadline_in(10), -1));
     pthread_join(th, NULL);
     CHECK_OK(a.s);

@@ -235,7 +235,7 @@ static void stranger_body(int rank, int world, void *arg) {
     if (rank == 1) {
         const ddpc_peer *p0 = &c->peers[0];
         for (int k = 0; k < 3; k++)
-            CHECK_OK(ddpc__sock_connect(p0->ip, p0->port, ddpc__deadline_in(5), &fd[k]));
+            CHECK_OK(ddpc__sock_connect(p0->ep.ip, p0->ep.port, ddpc__deadline_in(5), &fd[k]));
         char junk[40];
         memset(junk, 'x', sizeof junk);
         CHECK(write(fd[0], junk, sizeof junk) == (ssize_t)sizeof junk);

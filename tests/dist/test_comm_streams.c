@@ -273,7 +273,7 @@ TEST_T(comm_streams_one_connection_closing_is_the_peer_lost, 60) {
  * says this rank's hello (link.c's, version 3) for stream k of its link. */
 static int raw_hello(ddpc_comm *c, int k) {
     int fd = -1;
-    CHECK_OK(ddpc__sock_connect(c->peers[0].ip, c->peers[0].port, ddpc__deadline_in(5), &fd));
+    CHECK_OK(ddpc__sock_connect(c->peers[0].ep.ip, c->peers[0].ep.port, ddpc__deadline_in(5), &fd));
     uint32_t hello[8] = { 0x48504444u,
                           3,
                           (uint32_t)c->hello_uid,
