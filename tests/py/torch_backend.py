@@ -9,6 +9,7 @@ collectives. Each rank's input is a function of its rank, so every rank
 computes the exact expected result itself. Prints "torch_backend: N checks
 ok" on rank 0, or raises naming the first wrong case.
 """
+import gc
 import os
 import sys
 
@@ -364,6 +365,7 @@ def main():
     dist.barrier()
     if rank == 0:
         print(f"torch_backend: {checks} checks ok on {world} ranks ({BACKEND})")
+    gc.collect()  # free DDP/FSDP cycles first: see ddp_gloo.py
     dist.destroy_process_group()
 
 

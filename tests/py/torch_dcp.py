@@ -19,6 +19,7 @@ ranks" / "dcp: loaded N tensors on W ranks, equal to what was saved" on
 rank 0, and exits 1 naming the tensor that differs. --compare finds two
 backends' references bit-identical (a 2-rank save: every sum is exact).
 """
+import gc
 import argparse
 import os
 import sys
@@ -141,6 +142,7 @@ def main():
         p.error("--dir D and one of --save, --load")
     dist.init_process_group(a.backend)
     rc = save(a) if a.save else load(a)
+    gc.collect()  # free DDP/FSDP cycles first: see ddp_gloo.py
     dist.destroy_process_group()
     return rc
 

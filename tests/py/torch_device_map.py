@@ -14,6 +14,7 @@ ddpc's place is refused alike: the script prints "device map: torch refuses
 ..." with torch's words on rank 0 and exits 0, since the refusal is torch's;
 any other error fails it. Prints "device map <spec>: ok" on rank 0.
 """
+import gc
 import os
 import sys
 
@@ -92,6 +93,7 @@ def main():
     dist.barrier()
     if r == 0:
         print(f"device map {spec}: ok ({n} ranks, CPU tensors on ddpc, torch {torch.__version__})", flush=True)
+    gc.collect()  # free DDP/FSDP cycles first: see ddp_gloo.py
     dist.destroy_process_group()
     return 0
 

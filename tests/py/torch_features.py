@@ -11,6 +11,7 @@ two terms and so exact in any order) or within float tolerance. A feature
 torch cannot run here (FSDP on torch 1.13) is skipped and named, on both
 backends alike. Prints "features: N ok, M skipped (...)" on rank 0.
 """
+import gc
 import argparse
 import os
 import sys
@@ -290,6 +291,7 @@ def run(args):
         torch.save({"results": results, "skipped": skipped, "world": dist.get_world_size()}, args.save)
         print(f"features: {len(results)} ok, {len(skipped)} skipped ({', '.join(skipped) or 'none'}) "
               f"on {args.backend}, torch {torch.__version__}", flush=True)
+    gc.collect()  # free DDP/FSDP cycles first: see ddp_gloo.py
     dist.destroy_process_group()
 
 

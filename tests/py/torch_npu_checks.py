@@ -3,6 +3,7 @@
 work on the CPU (bit for bit), views, in-place and out= operators, the
 refusals, then every collective on npu tensors through backend 'hccl'.
 Prints `npu checks ok on N ranks` at the end on rank 0."""
+import gc
 import os
 
 import torch
@@ -99,6 +100,7 @@ def main():
     dev = device_checks(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group(backend="hccl", init_method="env://")
     collective_checks(dev, rank, world)
+    gc.collect()  # free DDP/FSDP cycles first: see ddp_gloo.py
     dist.destroy_process_group()
     if rank == 0:
         print(f"npu checks ok on {world} ranks", flush=True)
