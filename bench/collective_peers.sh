@@ -17,6 +17,9 @@
 #         --mca btl vader,self (OpenMPI's shared memory, its default
 #         algorithms; mpirun binds rank r to core r at 2 ranks, and does not
 #         bind oversubscribed ranks)
+#   base  (only where BASE_BIN names another build's bin/, e.g. of the
+#         commit before a change) ddpc-bench and ddpc-run from there: before
+#         and after in the same rounds
 # Sizes up to 32 KiB run ITERS_SMALL timed calls (default 1000), the larger
 # ones ITERS_LARGE (default 20), each after 5 warm-up calls; a row's time is
 # the median over calls of the maximum over ranks, every size's result is
@@ -41,6 +44,7 @@ BIN=${DDPC_BIN:-build/bin}
 OUT=${OUT:-build/bench/coll}
 TIMEOUT=${TIMEOUT:-600}
 PY=/usr/bin/python3
+TOOLS="ddpc${BASE_BIN:+ base} mpi"
 
 mkdir -p "$OUT"
 [ -x "$BIN/ddpc-bench" ] && [ -x "$BIN/ddpc-run" ] ||
@@ -55,6 +59,7 @@ run_ddpc() {
         "$BIN/ddpc-bench" "$coll" "$@" -n "$it" -w 5 -d float32 -o sum > "$out" 2>&1 ||
         { echo "collective_peers: ddpc-bench $coll at $np ranks failed:" >&2; cat "$out" >&2; exit 1; }
 }
+run_base() { (BIN=$BASE_BIN; run_ddpc "$@"); }
 run_mpi() {
     out=$1 coll=$2 np=$3 it=$4; shift 4
     timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ob1 \
@@ -69,7 +74,7 @@ while [ "$i" -le "$ROUNDS" ]; do
     uptime > "$OUT/load.$i.txt"
     for case in $CASES; do
         coll=${case%:*} np=${case#*:}
-        for tool in ddpc mpi; do
+        for tool in $TOOLS; do
             run_$tool "$OUT/$tool.$coll.$np.small.$i.txt" "$coll" "$np" "$ITERS_SMALL" -b 8 -e 32K -f 4
             run_$tool "$OUT/$tool.$coll.$np.large.$i.txt" "$coll" "$np" "$ITERS_LARGE" -b 128K -e 32M -f 4
         done
@@ -80,9 +85,10 @@ while [ "$i" -le "$ROUNDS" ]; do
     i=$((i + 1))
 done
 
-$PY - "$OUT" "$ROUNDS" "$COPY_BYTES" $CASES <<'EOF'
+$PY - "$OUT" "$ROUNDS" "$COPY_BYTES" "$TOOLS" $CASES <<'EOF'
 import statistics, sys
-out, rounds, copy_bytes, cases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+out, rounds, copy_bytes, tools, cases = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                        sys.argv[4].split(), sys.argv[5:])
 def table(path):
     rows = {}
     for line in open(path):
@@ -98,7 +104,7 @@ med = {}  # (case, tool) -> size -> median time (us)
 spread = {}
 for case in cases:
     coll, np = case.split(":")
-    for tool in ("ddpc", "mpi"):
+    for tool in tools:
         per = {}
         for i in range(1, rounds + 1):
             for part in ("small", "large"):
@@ -122,37 +128,46 @@ def us(t):
     return f"{t:.2f}" if t < 10 else f"{t:.1f}" if t < 1000 else f"{t:.0f}"
 def sz(s):
     return f"{s >> 20} MiB" if s >= 1 << 20 else f"{s >> 10} KiB" if s >= 1024 else f"{s} B"
+names = {"ddpc": "ddpc", "base": "base", "mpi": "OpenMPI"}
 for case in cases:
     d, m = med[case, "ddpc"], med[case, "mpi"]
     sizes = sorted(s for s in set(d) & set(m) if s)  # a row of 0 bytes moves nothing
     coll, np = case.split(":")
-    print(f"\n{coll}, {np} ranks: time us (ddpc / OpenMPI / ratio)")
+    print(f"\n{coll}, {np} ranks: time us, medians; ratios to OpenMPI (lower is better)")
     print("| size | " + " | ".join(sz(s) for s in sizes) + " |")
     print("|---" * (len(sizes) + 1) + "|")
-    print("| ddpc us | " + " | ".join(us(d[s]) for s in sizes) + " |")
-    print("| OpenMPI us | " + " | ".join(us(m[s]) for s in sizes) + " |")
-    print("| ddpc/OpenMPI | " + " | ".join(
-        (f"**{d[s] / m[s]:.2f}**" if d[s] > m[s] else f"{d[s] / m[s]:.2f}") if m[s] else "-"
-        for s in sizes) + " |")
+    for t in tools:
+        print(f"| {names[t]} us | " + " | ".join(us(med[case, t][s]) for s in sizes) + " |")
+    for t in tools:
+        if t == "mpi":
+            continue
+        x = med[case, t]
+        print(f"| {names[t]}/OpenMPI | " + " | ".join(
+            (f"**{x[s] / m[s]:.2f}**" if x[s] > m[s] else f"{x[s] / m[s]:.2f}") if m[s] else "-"
+            for s in sizes) + " |")
     over = [sz(s) for s in sizes if d[s] > m[s]]
-    print(f"ddpc slower at: {', '.join(over) or 'none'}")
+    print(f"ddpc slower than OpenMPI at: {', '.join(over) or 'none'}")
 print(f"\ncopy rate (bench/shm_copy.c, {sz(copy_bytes)} each way, 2 processes at once, bytes read "
       f"+ written a second): {' '.join(f'{c:.1f}' for c in copy)} GB/s, median "
       f"{statistics.median(copy):.1f}")
 cr = statistics.median(copy)
-# Traffic model (docs/COSTMODEL.md): an allreduce of S bytes on n ranks must at
-# least read every input once and write every output once (2nS), and each
-# rank must read the n-1 blocks reduced elsewhere ((n-1)S): (3n-1)S in all.
+# Traffic model (docs/COSTMODEL.md, "Memory traffic"): an allreduce of S
+# bytes on n ranks must at least read each rank's input and write each
+# rank's output, 2nS bytes, which at 1 MiB and up per rank (two buffers a
+# rank, 2n of them in all) cannot stay in this machine's caches; the copy
+# benchmark moves 2B per process for a buffer of B. At 2 ranks the figure
+# is t(copy of S, both processes at once) / t(allreduce of S).
 for case in cases:
     coll, np = case.split(":")
     if coll != "allreduce":
         continue
     n = int(np)
-    for tool, name in (("ddpc", "ddpc"), ("mpi", "OpenMPI")):
+    for tool in tools:
+        name = names[tool]
         cells = []
         for s in sorted(med[case, tool]):
             if s >= 1 << 20:
-                gbs = (3 * n - 1) * s / med[case, tool][s] / 1e3
+                gbs = 2 * n * s / med[case, tool][s] / 1e3
                 cells.append(f"{sz(s)} {gbs:.1f} GB/s = {100 * gbs / cr:.0f}%")
         print(f"allreduce {n} ranks, {name}: model bytes / time against the copy rate: "
               + "; ".join(cells))
