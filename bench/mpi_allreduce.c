@@ -79,8 +79,10 @@ int main(int argc, char **argv) {
         for (int c = 0; c < C_N; c++)
             if (!strcmp(argv[1], coll_names[c])) coll = c;
         if (coll < 0) {
-            fprintf(stderr, "mpi_allreduce: unknown collective '%s' (allreduce, broadcast, "
-                            "reduce-scatter, allgather)\n", argv[1]);
+            fprintf(stderr,
+                    "mpi_allreduce: unknown collective '%s' (allreduce, broadcast, "
+                    "reduce-scatter, allgather)\n",
+                    argv[1]);
             return 2;
         }
         first = 2;
@@ -167,15 +169,15 @@ int main(int argc, char **argv) {
             MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
             wrong_total += wrong;
         }
-        double fac = coll == C_ALLREDUCE ? 2.0 * (world - 1) / world
+        double fac = coll == C_ALLREDUCE   ? 2.0 * (world - 1) / world
                      : coll == C_BROADCAST ? 1.0
                                            : (double)(world - 1) / world;
         double algbw = med > 0 ? (double)used / med / 1e9 : 0, busbw = algbw * fac;
         bw_sum += busbw;
         nsizes++;
         if (rank == 0) {
-            printf("  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", used, used / 4,
-                   "float32", coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER ? "sum" : "none",
+            printf("  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", used, used / 4, "float32",
+                   coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER ? "sum" : "none",
                    coll == C_BROADCAST ? 0 : -1, med * 1e6, algbw, busbw, wrong);
             fflush(stdout);
         }

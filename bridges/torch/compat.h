@@ -41,7 +41,8 @@ using BackendBase = c10d::ProcessGroup;
 
 /* Whether the caller said it waits at once (options.asyncOp == false); false
  * where the options struct has no asyncOp (torch 1.13, early 2.x). */
-template <typename Opts> constexpr auto is_sync_(const Opts &o, int) -> decltype(o.asyncOp, bool()) {
+template <typename Opts>
+constexpr auto is_sync_(const Opts &o, int) -> decltype(o.asyncOp, bool()) {
     return !o.asyncOp;
 }
 template <typename Opts> constexpr bool is_sync_(const Opts &, long) { return false; }

@@ -1,9 +1,10 @@
 /*
  * allreduce.c — allreduce (ring; recursive doubling for small messages and
  * recursive halving + doubling for large ones; tree) and reduce-scatter
- * (ring; recursive halving for small messages on 4, 8, ... ranks), as the tuner (tuner.c) chooses; under DDPC_ALGO=auto on hosts of
- * one rank each its cost model picks among ring, halving-doubling and
- * recursive doubling.
+ * (ring; recursive halving for small messages on 2, 4, 8, ... ranks), as
+ * the tuner (tuner.c) chooses; under DDPC_ALGO=auto on hosts of one rank
+ * each its cost model picks among ring, halving-doubling and recursive
+ * doubling.
  *
  * Every variant leaves bit-identical results on all ranks: the ring reduces
  * each block on one rank and copies it round; recursive doubling combines

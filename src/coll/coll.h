@@ -216,7 +216,7 @@ void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc_tune *out);
 int ddpc__tune_group(int want, size_t count, size_t nbytes, int n);
 /* Flat allgather and reduce-scatter whose larger buffer (all the blocks)
  * is nbytes: DDPC_X_RD (recursive doubling or halving, on a power of two
- * of at least 4 ranks) or DDPC_X_RING. */
+ * of ranks) or DDPC_X_RING. */
 int ddpc__tune_blocks(const ddpc_comm *c, size_t nbytes);
 
 /* tuner_cost.c: the tuner's cost model (docs/COSTMODEL.md) for an

@@ -1,7 +1,8 @@
 /*
  * gather.c — allgather (the ring, each block forwarded chunk by chunk as it
- * arrives; recursive doubling where the tuner says so), gather and scatter (the root talks to every rank at once; the
- * progress loop interleaves the connections).
+ * arrives; recursive doubling where the tuner says so), gather and scatter
+ * (the root talks to every rank at once; the progress loop interleaves the
+ * connections).
  */
 #include <stdlib.h>
 #include <string.h>
