@@ -1,12 +1,18 @@
 /*
- * mpi_allreduce.c — the OpenMPI peer of `ddpc-bench allreduce`: float32 sum
- * MPI_Allreduce, timed and printed exactly as ddpc-bench does (nccl-tests'
- * table; time = median over iterations of the maximum over ranks; busbw =
- * algbw * 2(n-1)/n; every size checked once on rank/index-dependent inputs).
+ * mpi_allreduce.c — the OpenMPI peer of `ddpc-bench COLLECTIVE`: float32
+ * MPI_Allreduce (sum), MPI_Bcast (root 0), MPI_Reduce_scatter_block (sum) or
+ * MPI_Allgather, timed and printed exactly as ddpc-bench does (nccl-tests'
+ * table and sizes: the whole send buffer of reduce-scatter, the whole
+ * receive buffer of allgather; time = median over iterations of the
+ * maximum over ranks; busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for
+ * reduce-scatter and allgather, 1 for broadcast; every size checked once on
+ * rank/index-dependent inputs).
  *
  *   mpicc -O2 -o build/bench/mpi_allreduce bench/mpi_allreduce.c
  *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 \
- *       --mca btl tcp,self build/bench/mpi_allreduce [-b 8] [-e 64M] [-f 2] [-n 20] [-w 5]
+ *       --mca btl tcp,self build/bench/mpi_allreduce [COLLECTIVE] [-b 8] [-e 64M] \
+ *       [-f 2] [-n 20] [-w 5]
+ *   COLLECTIVE: allreduce (the default), broadcast, reduce-scatter, allgather
  */
 #include <math.h>
 #include <mpi.h>
@@ -47,11 +53,41 @@ static float input(int rank, size_t i, unsigned salt) {
     return (float)((int)(x % 29) - 14);
 }
 
+enum { C_ALLREDUCE, C_BROADCAST, C_REDUCE_SCATTER, C_ALLGATHER, C_N };
+static const char *const coll_names[C_N] = { "allreduce", "broadcast", "reduce-scatter",
+                                             "allgather" };
+
+/* The call itself: n is the count per rank (of each block for
+ * reduce-scatter and allgather). */
+static void call(int coll, float *send, float *recv, int n) {
+    switch (coll) {
+    case C_ALLREDUCE: MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case C_BROADCAST: MPI_Bcast(send, n, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case C_REDUCE_SCATTER:
+        MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    default: MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD); break;
+    }
+}
+
 int main(int argc, char **argv) {
     size_t minb = 8, maxb = 64u << 20;
     long factor = 2, iters = 20, warmup = 5;
-    int check = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int check = 1, coll = C_ALLREDUCE, first = 1;
+    if (argc > 1 && argv[1][0] != '-') {
+        coll = -1;
+        for (int c = 0; c < C_N; c++)
+            if (!strcmp(argv[1], coll_names[c])) coll = c;
+        if (coll < 0) {
+            fprintf(stderr,
+                    "mpi_allreduce: unknown collective '%s' (allreduce, broadcast, "
+                    "reduce-scatter, allgather)\n",
+                    argv[1]);
+            return 2;
+        }
+        first = 2;
+    }
+    for (int i = first; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-b"))
             minb = parse_size("-b", argv[i + 1]);
         else if (!strcmp(argv[i], "-e"))
@@ -82,8 +118,8 @@ int main(int argc, char **argv) {
     double *times = malloc(sizeof(double) * (size_t)iters);
     if (!send || !recv || !times) MPI_Abort(MPI_COMM_WORLD, 1);
     if (rank == 0) {
-        printf("# mpi_allreduce: %d ranks, float32, sum, iters %ld, warmup %ld, check %d\n", world,
-               iters, warmup, check);
+        printf("# mpi_allreduce %s: %d ranks, float32, sum, iters %ld, warmup %ld, check %d\n",
+               coll_names[coll], world, iters, warmup, check);
         printf("# time: median over iterations of the maximum over ranks\n#\n");
         printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop",
                "root", "time", "algbw", "busbw", "#wrong");
@@ -94,14 +130,19 @@ int main(int argc, char **argv) {
     int nsizes = 0;
     long wrong_total = 0;
     for (size_t bytes = minb; bytes <= maxb; bytes *= (size_t)factor) {
-        int n = (int)(bytes / 4);
-        for (int i = 0; i < n; i++) send[i] = input(rank, (size_t)i, 0);
-        for (long i = 0; i < warmup; i++)
-            MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        /* n: count per rank (per block); sn, rn: elements in send and receive */
+        int total = (int)(bytes / 4), w = world;
+        int n = coll == C_REDUCE_SCATTER || coll == C_ALLGATHER ? total / w : total;
+        int sn = coll == C_REDUCE_SCATTER ? n * w : n;
+        int rn = coll == C_ALLGATHER ? n * w : n;
+        size_t used = (size_t)(coll == C_REDUCE_SCATTER ? sn : rn) * 4;
+        /* broadcast's buffer is send on every rank: the root's input, the others' output */
+        for (int i = 0; i < sn; i++) send[i] = input(coll == C_BROADCAST ? 0 : rank, (size_t)i, 0);
+        for (long i = 0; i < warmup; i++) call(coll, send, recv, n);
         MPI_Barrier(MPI_COMM_WORLD);
         for (long i = 0; i < iters; i++) {
             double t0 = MPI_Wtime();
-            MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            call(coll, send, recv, n);
             times[i] = MPI_Wtime() - t0;
         }
         MPI_Allreduce(MPI_IN_PLACE, times, (int)iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -109,23 +150,35 @@ int main(int argc, char **argv) {
         double med = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
         long wrong = 0;
         if (check) {
-            for (int i = 0; i < n; i++) send[i] = input(rank, (size_t)i, 7);
-            memset(recv, 0xa5, (size_t)n * 4);
-            MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < sn; i++)
+                send[i] = coll == C_BROADCAST && rank != 0 ? -99.0f : input(rank, (size_t)i, 7);
+            memset(recv, 0xa5, (size_t)rn * 4);
+            call(coll, send, recv, n);
+            const float *got = coll == C_BROADCAST ? send : recv;
+            for (int i = 0; i < rn; i++) {
                 float want = 0;
-                for (int r = 0; r < world; r++) want += input(r, (size_t)i, 7);
-                wrong += recv[i] != want;
+                if (coll == C_BROADCAST)
+                    want = input(0, (size_t)i, 7);
+                else if (coll == C_ALLGATHER)
+                    want = input(i / n, (size_t)(i % n), 7);
+                else
+                    for (int r = 0; r < world; r++)
+                        want += input(r, (size_t)(coll == C_REDUCE_SCATTER ? rank * n + i : i), 7);
+                wrong += got[i] != want;
             }
             MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
             wrong_total += wrong;
         }
-        double algbw = (double)n * 4 / med / 1e9, busbw = algbw * 2.0 * (world - 1) / world;
+        double fac = coll == C_ALLREDUCE   ? 2.0 * (world - 1) / world
+                     : coll == C_BROADCAST ? 1.0
+                                           : (double)(world - 1) / world;
+        double algbw = med > 0 ? (double)used / med / 1e9 : 0, busbw = algbw * fac;
         bw_sum += busbw;
         nsizes++;
         if (rank == 0) {
-            printf("  %10zu %12d %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", (size_t)n * 4, n,
-                   "float32", "sum", -1, med * 1e6, algbw, busbw, wrong);
+            printf("  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6ld\n", used, used / 4, "float32",
+                   coll == C_ALLREDUCE || coll == C_REDUCE_SCATTER ? "sum" : "none",
+                   coll == C_BROADCAST ? 0 : -1, med * 1e6, algbw, busbw, wrong);
             fflush(stdout);
         }
         if (bytes > maxb / (size_t)factor) break;

@@ -14,7 +14,10 @@
  *     with SUM/BOR as MAX and PRODUCT/BAND as MIN (logical or / and);
  *   - completion: a Work per call, driven by the group's completion thread
  *     (so that futures complete without anyone waiting, as DDP's reducer
- *     and comm hooks need) or by whoever calls wait() first; its future's
+ *     and comm hooks need) or by whoever calls wait() first; a call torch
+ *     marks synchronous (asyncOp false: torch.distributed.all_reduce and
+ *     broadcast without async_op) is finished on the caller's thread before
+ *     it returns, and never reaches the completion thread; its future's
  *     callbacks run on a callback thread, never on the completion thread,
  *     so a callback may itself issue a collective and wait for it (DDP's
  *     PowerSGD hook does);
@@ -417,8 +420,16 @@ class WorkDDPC : public c10d::Work {
      * then has nothing left to do for it. */
     bool claimed() const { return claimed_; }
 
+    /* A synchronous call: finished on the caller's thread, before the work
+     * is handed back (see ProcessGroupDDPC::submit). */
+    void finish_now() {
+        settle(-1);
+        complete();
+    }
+
     bool wait(std::chrono::milliseconds timeout) override {
-        if (!settle(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
+        /* claimed: whoever claimed it calls finish(), which Work::wait waits for */
+        if (!claimed_ && !settle(timeout == kNoTimeout ? -1.0 : timeout.count() / 1000.0))
             fail("Operation timed out after " + std::to_string(timeout.count()) +
                  " ms (still running)");
         complete();
@@ -551,13 +562,17 @@ class ProcessGroupDDPC : public BackendBase {
         const char *what = "broadcast";
         check_one(ts, what);
         auto w = work(c10d::OpType::BROADCAST, "ddpc:broadcast", ts, ts, o.timeout);
-        std::lock_guard<std::mutex> g(issue_mu_);
-        Buf b = buf_of(w->inout(ts[0]), what, true);
-        ddpc_work *h = nullptr;
-        w->issued(
-            ddpc_broadcast_async(comm_, b.ptr, b.ptr, b.count, b.dt, root(o.rootRank, what), &h),
-            h);
-        return submit(w, what);
+        {
+            std::lock_guard<std::mutex> g(issue_mu_);
+            Buf b = buf_of(w->inout(ts[0]), what, true);
+            ddpc_work *h = nullptr;
+            w->issued(ddpc_broadcast_async(comm_, b.ptr, b.ptr, b.count, b.dt,
+                                           root(o.rootRank, what), &h),
+                      h);
+            submit(w, what, is_sync(o));
+        }
+        if (is_sync(o)) w->finish_now();
+        return w;
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &ts,
@@ -566,11 +581,15 @@ class ProcessGroupDDPC : public BackendBase {
         check_one(ts, what);
         ddpc_op op = op_of(o.reduceOp, ts[0].scalar_type(), what);
         auto w = work(c10d::OpType::ALLREDUCE, "ddpc:all_reduce", ts, ts, o.timeout);
-        std::lock_guard<std::mutex> g(issue_mu_);
-        Buf b = buf_of(w->inout(ts[0]), what);
-        ddpc_work *h = nullptr;
-        w->issued(ddpc_allreduce_async(comm_, b.ptr, b.ptr, b.count, b.dt, op, &h), h);
-        return submit(w, what);
+        {
+            std::lock_guard<std::mutex> g(issue_mu_);
+            Buf b = buf_of(w->inout(ts[0]), what);
+            ddpc_work *h = nullptr;
+            w->issued(ddpc_allreduce_async(comm_, b.ptr, b.ptr, b.count, b.dt, op, &h), h);
+            submit(w, what, is_sync(o));
+        }
+        if (is_sync(o)) w->finish_now(); /* outside the issue lock: others may issue meanwhile */
+        return w;
     }
 
     /* One allreduce of the tensors packed end to end. */
@@ -963,8 +982,13 @@ class ProcessGroupDDPC : public BackendBase {
                                              [comm] { ddpc_comm_abort(comm); });
     }
 
-    c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkDDPC> &w, const char *what) {
+    /* Hands an issued work to the completion thread, unless sync: the
+     * caller then finishes it itself (finish_now) before returning it, and
+     * the completion thread would only find it claimed. */
+    c10::intrusive_ptr<c10d::Work> submit(const c10::intrusive_ptr<WorkDDPC> &w, const char *what,
+                                          bool sync = false) {
         if (w->refused_outright()) fail(std::string(what) + ": " + w->error());
+        if (sync) return w;
         std::lock_guard<std::mutex> g(completion_->mu);
         completion_->queue.push_back(w);
         return w;

@@ -9,7 +9,10 @@
  *   - the collectives only torch 2.x has (the tensor forms of coalesced
  *     all-gather and reduce-scatter), compiled where their virtuals exist;
  *   - the group-wide sequence number: a member of 1.13's ProcessGroup, kept
- *     by the backend itself on 2.x.
+ *     by the backend itself on 2.x;
+ *   - whether a call is synchronous: the options' asyncOp, which newer
+ *     torch 2.x sets false for a blocking torch.distributed call (is_sync,
+ *     false where the options have no such field).
  * Everything else (Work, the options structs, Store, ReduceOp) has one form.
  */
 #ifndef DDPC_TORCH_COMPAT_H
@@ -35,6 +38,15 @@ using BackendBase = c10d::Backend;
 #else
 using BackendBase = c10d::ProcessGroup;
 #endif
+
+/* Whether the caller said it waits at once (options.asyncOp == false); false
+ * where the options struct has no asyncOp (torch 1.13, early 2.x). */
+template <typename Opts>
+constexpr auto is_sync_(const Opts &o, int) -> decltype(o.asyncOp, bool()) {
+    return !o.asyncOp;
+}
+template <typename Opts> constexpr bool is_sync_(const Opts &, long) { return false; }
+template <typename Opts> constexpr bool is_sync(const Opts &o) { return is_sync_(o, 0); }
 
 /* "2.13.0" or "1.13.1": the torch the module was compiled against, which
  * __init__.py compares with the torch it is loaded into. */

@@ -1,9 +1,10 @@
 /*
  * allreduce.c — allreduce (ring; recursive doubling for small messages and
  * recursive halving + doubling for large ones; tree) and reduce-scatter
- * (ring), as the tuner (tuner.c) chooses; under DDPC_ALGO=auto on hosts of
- * one rank each its cost model picks among ring, halving-doubling and
- * recursive doubling.
+ * (ring; recursive halving for small messages on 2, 4, 8, ... ranks), as
+ * the tuner (tuner.c) chooses; under DDPC_ALGO=auto on hosts of one rank
+ * each its cost model picks among ring, halving-doubling and recursive
+ * doubling.
  *
  * Every variant leaves bit-identical results on all ranks: the ring reduces
  * each block on one rank and copies it round; recursive doubling combines
@@ -288,6 +289,37 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
 }
 
 /*
+ * Recursive halving, n a power of two (the first half of halving_doubling
+ * without the fold): at distance m = n/2, ..., 1 each rank keeps the half
+ * of its current run of blocks that holds its own, sends the other half to
+ * its partner and combines the partner's copy of the kept half: log2(n)
+ * rounds, after which rank r holds block r reduced, straight into recv.
+ * The first round reads send, later ones acc (scratch), so recv may alias
+ * send.
+ */
+static ddpc_status halving_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+                                          ddpc_dtype t, ddpc_op op) {
+    ddpc_comm *c = e->c;
+    int n = c->size, r = c->rank;
+    size_t bb = count * ddpc_dtype_size(t); /* bytes of one block */
+    char *acc = ddpc__scratch(c, bb * (size_t)n + bb * (size_t)(n / 2));
+    if (!acc) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for reduce_scatter");
+    char *tmp = acc + bb * (size_t)n; /* the partner's half, n/2 blocks at most */
+    const char *src = send;
+    for (int m = n / 2; m >= 1; m /= 2) {
+        int keep = r & ~(m - 1), give = (r ^ m) & ~(m - 1);
+        ddpc_req q[2];
+        ddpc__post_send(e, &q[0], r ^ m, src + (size_t)give * bb, (size_t)m * bb);
+        ddpc__post_recv(e, &q[1], r ^ m, tmp, (size_t)m * bb);
+        DDPC_CHECK(ddpc__wait_all(e, q, 2));
+        char *dst = m == 1 ? (char *)recv : acc + (size_t)keep * bb;
+        ddpc__reduce3(dst, src + (size_t)keep * bb, tmp, (size_t)m * count, t, op);
+        src = acc;
+    }
+    return DDPC_OK;
+}
+
+/*
  * Ring reduce-scatter: step s sends block r-s-1 and receives block r-s-2,
  * so after n-1 steps rank r holds the reduction of block r. Partial sums
  * travel through acc (n blocks); the last one is copied to recv.
@@ -300,6 +332,10 @@ ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, siz
     if (n == 1) {
         if (recv != send) memmove(recv, send, count * es);
         return DDPC_OK;
+    }
+    if (ddpc__tune_blocks(c, count * es * (size_t)n) == DDPC_X_RD) {
+        if (!e->algo) e->algo = "halving";
+        return halving_reduce_scatter(e, send, recv, count, t, op);
     }
     int ns = n - 1;
     /* the communicator's scratch, kept between calls: a fresh buffer each

@@ -214,6 +214,10 @@ void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc_tune *out);
 /* What a group allreduce of count elements (nbytes) among n members runs
  * (DDPC_X_RING, DDPC_X_HD or DDPC_X_RD), asked for want. */
 int ddpc__tune_group(int want, size_t count, size_t nbytes, int n);
+/* Flat allgather and reduce-scatter whose larger buffer (all the blocks)
+ * is nbytes: DDPC_X_RD (recursive doubling or halving, on a power of two
+ * of ranks) or DDPC_X_RING. */
+int ddpc__tune_blocks(const ddpc_comm *c, size_t nbytes);
 
 /* tuner_cost.c: the tuner's cost model (docs/COSTMODEL.md) for an
  * allreduce across hosts: the link's parameters (seconds per message,

@@ -1,12 +1,30 @@
 /*
  * gather.c — allgather (the ring, each block forwarded chunk by chunk as it
- * arrives), gather and scatter (the root talks to every rank at once; the
- * progress loop interleaves the connections).
+ * arrives; recursive doubling where the tuner says so), gather and scatter
+ * (the root talks to every rank at once; the progress loop interleaves the
+ * connections).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
+
+/* Recursive doubling, n a power of two: at distance m = 1, 2, 4, ...
+ * partners swap the m blocks each holds (the run of m blocks that starts
+ * at its rank with the low bits cleared): log2(n) rounds. */
+static ddpc_status rd_allgather(ddpc_exec *e, char *recv, size_t nbytes) {
+    int n = e->c->size, r = e->c->rank;
+    for (int m = 1; m < n; m <<= 1) {
+        int partner = r ^ m;
+        ddpc_req q[2];
+        ddpc__post_send(e, &q[0], partner, recv + (size_t)(r & ~(m - 1)) * nbytes,
+                        (size_t)m * nbytes);
+        ddpc__post_recv(e, &q[1], partner, recv + (size_t)(partner & ~(m - 1)) * nbytes,
+                        (size_t)m * nbytes);
+        DDPC_CHECK(ddpc__wait_all(e, q, 2));
+    }
+    return DDPC_OK;
+}
 
 ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
     ddpc_comm *c = e->c;
@@ -14,6 +32,10 @@ ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t n
     char *own = (char *)recv + (size_t)r * nbytes;
     if ((const void *)own != send) memmove(own, send, nbytes);
     if (n == 1) return DDPC_OK;
+    if (ddpc__tune_blocks(c, nbytes * (size_t)n) == DDPC_X_RD) {
+        if (!e->algo) e->algo = "rhd";
+        return rd_allgather(e, recv, nbytes);
+    }
     int ns = n - 1;
     ddpc_ring rg;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, n, ns, nbytes, 1));

@@ -22,7 +22,11 @@
  *      else the pipelined chain (DDPC_ALGO=tree or ring force one);
  *   5. a group's allreduce (a step of a hierarchical one): what was asked,
  *      recursive doubling where the group has fewer elements than members
- *      (or, asked by size, where latency-bound).
+ *      (or, asked by size, where latency-bound);
+ *   6. flat allgather and reduce-scatter: on a power of two of ranks,
+ *      recursive doubling (allgather) or halving (reduce-scatter), log2(n)
+ *      rounds instead of the ring's n-1, where latency-bound under auto or
+ *      always under DDPC_ALGO=rhd; else the ring.
  *
  * A change here should leave the choices as they were unless it means to
  * change them: bench/tuner_choices.sh lists every operation's algorithm
@@ -121,4 +125,12 @@ int ddpc__tune_group(int want, size_t count, size_t nbytes, int n) {
     if (want == DDPC_X_RD || count < (size_t)n || (by_size && ddpc__tune_small(nbytes)))
         return DDPC_X_RD;
     return want == DDPC_X_HD ? DDPC_X_HD : DDPC_X_RING;
+}
+
+int ddpc__tune_blocks(const ddpc_comm *c, size_t nbytes) {
+    int n = c->size, algo = c->tuner.algo;
+    if (n < 2 || (n & (n - 1)) || algo == DDPC_ALGO_RING || algo == DDPC_ALGO_TREE)
+        return DDPC_X_RING; /* at 2 ranks both are one exchange; RD's costs less to set up */
+    if (algo == DDPC_ALGO_RHD) return DDPC_X_RD;
+    return ddpc__tune_small(nbytes) ? DDPC_X_RD : DDPC_X_RING;
 }
