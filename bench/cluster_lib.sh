@@ -9,7 +9,7 @@
 # HOSTS network namespaces (ddpc-cl<i>), each with one veth to a bridge
 # (ddpc-clbr, itself 198.18.0.254) at 198.18.0.<i+1>/24 (the range reserved for network
 # benchmarking). Every link is shaped in both directions with tc tbf to
-# RATE: egress of the host on its own end, ingress on the bridge's end.
+# RATE (none: not shaped): egress of the host on its own end, ingress on the bridge's end.
 # (Rate only: this kernel has no netem, so no added delay.) Each namespace
 # is a host to ddpc (its host id includes the network namespace), so ranks
 # of one host share memory and ranks of two talk TCP over the shaped links.
@@ -38,9 +38,11 @@ cl_down() {
 }
 
 # tbf on dev (in namespace ns, or the root one when ns is empty): RATE, a
-# burst of 256 KiB and room for 20 ms of queue.
+# burst of 256 KiB and room for 20 ms of queue; RATE=none leaves the veth
+# unshaped (as fast as the kernel moves it).
 cl_shape() {
     cl_ns=$1 cl_dev=$2
+    [ "$RATE" = none ] && return 0
     cl_cmd="tc qdisc add dev $cl_dev root tbf rate $RATE burst 256kb latency 20ms"
     if [ -n "$cl_ns" ]; then ip netns exec "$cl_ns" $cl_cmd; else $cl_cmd; fi
 }
