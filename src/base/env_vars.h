@@ -103,8 +103,8 @@
       "microseconds a waiting collective retries its connections before sleeping in poll (0: "     \
       "sleep at once); default 1000 while this host's ranks do not outnumber its CPUs, and then "  \
       "up to 256 retries first only pause the core (fewer after waits they did not end), the "     \
-      "rest "                                                                                      \
-      "yield it; else 50, each retry yielding")                                                    \
+      "rest yield it; else 50, each retry yielding. A yield that keeps the rank off its CPU for "  \
+      "200 us or more (another program had it) ends the spin, and the next waits sleep at once")   \
     X(JOB_TOKEN, "DDPC_JOB_TOKEN", NULL, STR, NULL, 0, 0,                                          \
       "the job's secret (at least 16 characters, the same for every process of the job): every "   \
       "connection to the store and between ranks proves it knows it (HMAC-SHA256 "                 \

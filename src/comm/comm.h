@@ -179,6 +179,8 @@ struct ddpc_comm {
     int busy_polls;         /* most retries without yielding the core first (choose_spin) */
     int poll_budget;        /* how many the next wait makes (ddpc__progress adapts it) */
     unsigned poll_waits;    /* waits that reached the busy polls */
+    unsigned yield_skip;    /* waits left that sleep without yielding first (spin) */
+    unsigned yield_backoff; /* the next such run's length, doubled at each lost yield */
     int shm;                /* DDPC_SHM: same-host peers over shared memory */
     long shm_bytes;         /* DDPC_SHM_BYTES: ring bytes per direction per pair */
     int shm_copy;           /* DDPC_SHM_COPY, as ddpc__shm_copy_policy gives it */

@@ -210,7 +210,24 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
  *    hypervisor may have put two ranks on one core, where a rank that does
  *    not yield keeps its peer off it); every 64th wait tries them all again.
  * b. The rest yield the core at each try, so that a peer waiting for this
- *    core (ranks outnumbering cores) runs instead. */
+ *    core (ranks outnumbering cores) runs instead. A yield that keeps the
+ *    rank off its CPU for YIELD_LOST_S or more gave the CPU to some other
+ *    program for a time slice (milliseconds): yielding on, every message
+ *    would wait a slice (allreduce of 8 B took 8-12 ms beside a `yes` on
+ *    each CPU, 23 us sleeping at once), while a rank asleep in poll is
+ *    woken, and run, as soon as its peer rings. So the wait sleeps at
+ *    once, and so do the next 16 waits; each later lost yield doubles
+ *    that run (up to YIELD_SKIP_MAX), a wait whose yields all come back
+ *    quickly resets it. */
+#define YIELD_LOST_S   200e-6
+#define YIELD_SKIP_MAX 4096u
+
+static void yield_lost(ddpc_comm *c) {
+    c->yield_backoff = c->yield_backoff ? c->yield_backoff * 2 : 16;
+    if (c->yield_backoff > YIELD_SKIP_MAX) c->yield_backoff = YIELD_SKIP_MAX;
+    c->yield_skip = c->yield_backoff;
+}
+
 static ddpc_status spin(ddpc_exec *e, int *moved) {
     ddpc_comm *c = e->c;
     if (c->busy_polls > 0) {
@@ -228,15 +245,25 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
         c->poll_budget /= 2;
     }
     if (c->spin_s > 0) {
-        double until = ddpc__now() + c->spin_s;
-        do {
+        if (c->yield_skip > 0) {
+            c->yield_skip--;
+            return DDPC_OK; /* sleeps */
+        }
+        double t = ddpc__now(), until = t + c->spin_s;
+        for (;;) {
             sched_yield();
+            double now = ddpc__now();
+            int lost = now - t >= YIELD_LOST_S;
+            e->now = t = now;
+            if (lost) yield_lost(c);
             DDPC_CHECK(drive(e, moved));
-            if (*moved) return DDPC_OK;
+            if (*moved || lost) break;
             if (ddpc__aborted(c))
                 return ddpc__fail(e, DDPC_ERR_ABORTED,
                                   "the communicator was aborted (ddpc_comm_abort)");
-        } while ((e->now = ddpc__now()) < until);
+            if (now >= until) break;
+        }
+        if (c->yield_skip == 0) c->yield_backoff = 0; /* every yield came back quickly */
     }
     return DDPC_OK;
 }

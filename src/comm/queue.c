@@ -392,9 +392,17 @@ refuse:
 static int wait_done(struct ddpc_work *w, double timeout_s) {
     double limit = timeout_s < 0 ? (w->timeout > 0 ? w->timeout : INFINITY) : timeout_s;
     double deadline = ddpc__now() + limit;
-    double spin_until = ddpc__now() + (w->spin_s < limit ? w->spin_s : limit);
-    while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && ddpc__now() < spin_until)
-        sched_yield(); /* as the progress loop does: a sleeping core is slow to wake */
+    double t = ddpc__now(), spin_until = t + (w->spin_s < limit ? w->spin_s : limit);
+    /* yields, as the progress loop does (a sleeping core is slow to wake),
+     * until one keeps this thread off its CPU for a time slice: then some
+     * other program wants the CPU, and the condition variable wakes this
+     * thread sooner than its turn would come (progress.c, spin) */
+    while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && t < spin_until) {
+        sched_yield();
+        double now = ddpc__now();
+        if (now - t >= 200e-6) break;
+        t = now;
+    }
     pthread_mutex_lock(&w->mu);
     while (!w->done && ddpc__now() < deadline)
         ddpc__cond_wait_until(&w->cv, &w->mu, deadline, isinf(limit) ? 0 : 1.0);
