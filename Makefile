@@ -196,7 +196,8 @@ torch2:
 # Python's own allocations would fail its checks)
 $(TORCH2_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py) $(CORE_SRC) $(HEADERS)
 	$(MAKE) --no-print-directory BUILD=build SAN= build/libddpc.a
-	DDPC_LIBDDPC=$(abspath build/libddpc.a) $(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
+	DDPC_LIBDDPC=$(abspath build/libddpc.a) DDPC_TORCH_BUILD_DIR=$(abspath $(TORCH2_VENV))/ddpc_torch-build \
+	    $(TORCH2_PY) -m pip install -q --no-build-isolation ./bridges/torch
 	touch $@
 
 # Ascend's torch.npu and backend 'hccl' on CPUs (bridges/torch_npu): both
@@ -212,7 +213,8 @@ torch-npu:
 
 $(TORCH_NPU_STAMP): $(wildcard bridges/torch/*.cpp bridges/torch/*.h bridges/torch/*.py bridges/torch/*.toml bridges/torch/ddpc_torch/*.py bridges/torch_npu/*.cpp bridges/torch_npu/*.py bridges/torch_npu/*.toml bridges/torch_npu/ddpc_torch_npu/*.py) $(LIB_SRC) $(HEADERS)
 	$(MAKE) --no-print-directory BUILD=build SAN= build/libddpc.a
-	DDPC_LIBDDPC=$(abspath build/libddpc.a) $(TORCH_NPU_PY) -m pip install -q --no-build-isolation --no-deps ./bridges/torch
+	DDPC_LIBDDPC=$(abspath build/libddpc.a) DDPC_TORCH_BUILD_DIR=$(abspath $(TORCH_NPU_VENV))/ddpc_torch-build \
+	    $(TORCH_NPU_PY) -m pip install -q --no-build-isolation --no-deps ./bridges/torch
 	$(TORCH_NPU_PY) -m pip install -q --no-build-isolation --no-deps ./bridges/torch_npu
 	touch $@
 

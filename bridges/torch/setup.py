@@ -19,6 +19,13 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 # DDPC_LIBDDPC: a libddpc.a already built by the repository's Makefile with
 # its default flags (make torch2 passes build/libddpc.a), used as it is
 LIB = os.environ.get("DDPC_LIBDDPC") or os.path.join(ROOT, "build", "pip", "libddpc.a")
+# DDPC_TORCH_BUILD_DIR: where setuptools builds and writes the egg-info
+# (default: here). make gives each venv its own, so that the builds for
+# two venvs at once (make -j2 torch2 torch-npu) do not overwrite each
+# other's objects (a truncated _C.so: "file too short").
+BUILD_DIR = os.environ.get("DDPC_TORCH_BUILD_DIR")
+if BUILD_DIR:
+    os.makedirs(BUILD_DIR, exist_ok=True)
 
 
 def pkg_libs(*pkgs):
@@ -63,4 +70,5 @@ setup(
         )
     ],
     cmdclass={"build_ext": Build},
+    options={"build": {"build_base": BUILD_DIR}, "egg_info": {"egg_base": BUILD_DIR}} if BUILD_DIR else {},
 )
