@@ -12,6 +12,11 @@ import os
 import subprocess
 
 from setuptools import setup
+
+# torch 2.x loads every installed backend when imported (the torch.backends
+# entry points); a build must not load the module it is replacing, which
+# may be an older or a broken one (a failed install left it truncated)
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 HERE = os.path.dirname(os.path.abspath(__file__))

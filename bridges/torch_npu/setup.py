@@ -4,7 +4,14 @@ ddpc_torch's); it links no libddpc of its own:
     pip install --no-build-isolation ./bridges/torch
     pip install --no-build-isolation ./bridges/torch_npu
 """
+import os
+
 from setuptools import setup
+
+# torch 2.x loads every installed backend when imported (the torch.backends
+# entry points); a build must not load the module it is replacing, which
+# may be an older or a broken one (a failed install left it truncated)
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 setup(
