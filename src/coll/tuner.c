@@ -129,8 +129,9 @@ int ddpc__tune_group(int want, size_t count, size_t nbytes, int n) {
 
 int ddpc__tune_blocks(const ddpc_comm *c, size_t nbytes) {
     int n = c->size, algo = c->tuner.algo;
+    /* at 2 ranks both are one exchange, but RD's costs less to set up */
     if (n < 2 || (n & (n - 1)) || algo == DDPC_ALGO_RING || algo == DDPC_ALGO_TREE)
-        return DDPC_X_RING; /* at 2 ranks both are one exchange; RD's costs less to set up */
+        return DDPC_X_RING;
     if (algo == DDPC_ALGO_RHD) return DDPC_X_RD;
     return ddpc__tune_small(nbytes) ? DDPC_X_RD : DDPC_X_RING;
 }

@@ -156,6 +156,11 @@ typedef struct ddpc_tuner {
     unsigned plans_logged; /* the allreduce choices already logged at INFO (tuner_cost.c) */
 } ddpc_tuner;
 
+/* A sched_yield that keeps a waiting thread off its CPU this long (s)
+ * gave the CPU to another program for a time slice: the wait sleeps
+ * instead of yielding on (progress.c's spin, queue.c's work wait). */
+#define DDPC_YIELD_LOST_S 200e-6
+
 struct ddpc_comm {
     int rank, size;
     int local_rank, local_size;

@@ -211,7 +211,7 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
  *    not yield keeps its peer off it); every 64th wait tries them all again.
  * b. The rest yield the core at each try, so that a peer waiting for this
  *    core (ranks outnumbering cores) runs instead. A yield that keeps the
- *    rank off its CPU for YIELD_LOST_S or more gave the CPU to some other
+ *    rank off its CPU for DDPC_YIELD_LOST_S or more gave the CPU to some other
  *    program for a time slice (milliseconds): yielding on, every message
  *    would wait a slice (allreduce of 8 B took 8-12 ms beside a `yes` on
  *    each CPU, 23 us sleeping at once), while a rank asleep in poll is
@@ -219,7 +219,6 @@ static ddpc_status inspect_idle(ddpc_exec *e, int p) {
  *    once, and so do the next 16 waits; each later lost yield doubles
  *    that run (up to YIELD_SKIP_MAX), a wait whose yields all come back
  *    quickly resets it. */
-#define YIELD_LOST_S   200e-6
 #define YIELD_SKIP_MAX 4096u
 
 static void yield_lost(ddpc_comm *c) {
@@ -253,7 +252,7 @@ static ddpc_status spin(ddpc_exec *e, int *moved) {
         for (;;) {
             sched_yield();
             double now = ddpc__now();
-            int lost = now - t >= YIELD_LOST_S;
+            int lost = now - t >= DDPC_YIELD_LOST_S;
             e->now = t = now;
             if (lost) yield_lost(c);
             DDPC_CHECK(drive(e, moved));

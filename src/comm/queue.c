@@ -400,7 +400,7 @@ static int wait_done(struct ddpc_work *w, double timeout_s) {
     while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && t < spin_until) {
         sched_yield();
         double now = ddpc__now();
-        if (now - t >= 200e-6) break;
+        if (now - t >= DDPC_YIELD_LOST_S) break;
         t = now;
     }
     pthread_mutex_lock(&w->mu);
