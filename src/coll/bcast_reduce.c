@@ -57,15 +57,15 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *sen
     return DDPC_OK;
 }
 
-/* Chain root -> root+1 -> ... -> root-1 (members of g), in chunks of
- * DDPC_CHUNK bytes. */
+/* Chain root -> root+1 -> ... -> root-1 (members of g), in the tuner's
+ * pieces. */
 ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes,
                               int root) {
     ddpc_comm *c = e->c;
     int n = ddpc__gsize(e, g), me = ddpc__gme(e, g), v = (me - root + n) % n;
     int prev = ddpc__grank(g, (me + n - 1) % n), next = ddpc__grank(g, (me + 1) % n);
     int has_prev = v > 0, has_next = v < n - 1;
-    size_t ch = c->chunk, m = (nbytes + ch - 1) / ch;
+    size_t ch = ddpc__tune_piece(c, nbytes), m = (nbytes + ch - 1) / ch;
     ddpc_req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
     size_t nr = 0, nrd = 0, ns = 0, nsd = 0;
     char *b = buf;
@@ -99,7 +99,9 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
     int from = (c->rank + 1) % n, to = (c->rank + n - 1) % n;
     int has_from = v<n - 1, has_to = v> 0;
     size_t es = ddpc_dtype_size(t);
-    size_t ce = c->chunk / es ? c->chunk / es : 1, m = (count + ce - 1) / ce;
+    size_t ce = ddpc__tune_piece(c, count * es) / es, m;
+    if (ce == 0) ce = 1;
+    m = (count + ce - 1) / ce;
     char *slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
     if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for chain buffers");
     const char *mine = send;

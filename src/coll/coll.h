@@ -211,6 +211,8 @@ void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc_tune *o
 /* Flat broadcast and reduce of nbytes: DDPC_X_TREE or DDPC_X_RING (the
  * chain), and name. */
 void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc_tune *out);
+/* The bytes of one piece of the pipelined chain (broadcast, reduce). */
+size_t ddpc__tune_piece(const ddpc_comm *c, size_t nbytes);
 /* What a group allreduce of count elements (nbytes) among n members runs
  * (DDPC_X_RING, DDPC_X_HD or DDPC_X_RD), asked for want. */
 int ddpc__tune_group(int want, size_t count, size_t nbytes, int n);

@@ -18,8 +18,9 @@
  *   3. a flat allreduce: DDPC_ALGO=ring or tree as asked; auto on hosts of
  *      one rank each asks the cost model; otherwise recursive doubling
  *      where latency-bound, else halving-doubling (rhd) or the ring;
- *   4. flat broadcast and reduce: binomial trees up to DDPC_SMALL_BYTES,
- *      else the pipelined chain (DDPC_ALGO=tree or ring force one);
+ *   4. flat broadcast and reduce: binomial trees up to DDPC_SMALL_BYTES
+ *      (at 2 ranks up to CHAIN_MIN_PIECE), else the pipelined chain, in
+ *      pieces (ddpc__tune_piece; DDPC_ALGO=tree or ring force one);
  *   5. a group's allreduce (a step of a hierarchical one): what was asked,
  *      recursive doubling where the group has fewer elements than members
  *      (or, asked by size, where latency-bound);
@@ -110,11 +111,22 @@ void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc_tune *o
         tune_flat_allreduce(c, count, nbytes, out);
 }
 
+/* The chain cuts a message into at least CHAIN_PIECES pieces where each
+ * keeps CHAIN_MIN_PIECE bytes, and into pieces of DDPC_CHUNK at most: the
+ * next rank copies a piece out while the root writes the next one. At 2
+ * ranks the tree is the chain in one piece, so the chain takes over from
+ * CHAIN_MIN_PIECE up. Broadcast, 2 ranks: 32 KiB-512 KiB 1.2-2.6x faster than
+ * in one piece (docs/BENCHMARKS.md). */
+#define CHAIN_MIN_PIECE (16u << 10)
+#define CHAIN_PIECES    8
+
 void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc_tune *out) {
     int algo = c->tuner.algo;
     *out = (ddpc_tune){ .pieces = 1 };
     if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
-        algo = ddpc__tune_small(nbytes) ? DDPC_ALGO_TREE : DDPC_ALGO_RING;
+        algo = ddpc__tune_small(nbytes) && !(c->size == 2 && nbytes > CHAIN_MIN_PIECE)
+                   ? DDPC_ALGO_TREE
+                   : DDPC_ALGO_RING;
     out->algo = algo == DDPC_ALGO_TREE ? DDPC_X_TREE : DDPC_X_RING;
     out->name = algo == DDPC_ALGO_TREE ? "tree" : "chain";
 }
@@ -134,4 +146,11 @@ int ddpc__tune_blocks(const ddpc_comm *c, size_t nbytes) {
         return DDPC_X_RING;
     if (algo == DDPC_ALGO_RHD) return DDPC_X_RD;
     return ddpc__tune_small(nbytes) ? DDPC_X_RD : DDPC_X_RING;
+}
+
+size_t ddpc__tune_piece(const ddpc_comm *c, size_t nbytes) {
+    size_t piece = (nbytes + CHAIN_PIECES - 1) / CHAIN_PIECES;
+    piece = (piece + 63) & ~(size_t)63;
+    if (piece < CHAIN_MIN_PIECE) piece = CHAIN_MIN_PIECE;
+    return piece < c->chunk ? piece : c->chunk;
 }
