@@ -3,9 +3,11 @@
  * (log2(n) rounds), a pipelined chain for large ones (every rank forwards
  * chunk j while chunk j+1 arrives, so the root's link never idles).
  *
- * In both, some ranks only send; so each starts with ddpc__check_ring, a
- * fingerprint exchange with the ring neighbours that catches a mismatched
- * root (or any other mismatch) before any data moves.
+ * In both, some ranks only send; so each posts ddpc__check_ring_post's
+ * fingerprint exchange with the ring neighbours first, and waits for it
+ * last: a mismatched root (or any other mismatch) fails the call, and a
+ * rank that only sends still returns once its neighbours have started the
+ * same call, not a message hop later.
  */
 #include <string.h>
 
@@ -141,12 +143,14 @@ ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t n
     ddpc_comm *c = e->c;
     if (c->rank == root && recv != send) memmove(recv, send, nbytes);
     if (c->size == 1) return DDPC_OK;
-    DDPC_CHECK(ddpc__check_ring(e));
+    ddpc_req ck[4];
+    int nck = ddpc__check_ring_post(e, ck);
     ddpc_tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
-    if (tu.algo == DDPC_X_TREE) return ddpc__tree_bcast(e, NULL, recv, nbytes, root);
-    return ddpc__chain_bcast(e, NULL, recv, nbytes, root);
+    DDPC_CHECK(tu.algo == DDPC_X_TREE ? ddpc__tree_bcast(e, NULL, recv, nbytes, root)
+                                      : ddpc__chain_bcast(e, NULL, recv, nbytes, root));
+    return ddpc__wait_all(e, ck, nck);
 }
 
 ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
@@ -157,15 +161,20 @@ ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t coun
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
-    DDPC_CHECK(ddpc__check_ring(e));
+    ddpc_req ck[4];
+    int nck = ddpc__check_ring_post(e, ck);
     ddpc_tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
-    if (tu.algo == DDPC_X_RING) return chain_reduce(e, send, recv, count, t, op, root);
+    if (tu.algo == DDPC_X_RING) {
+        DDPC_CHECK(chain_reduce(e, send, recv, count, t, op, root));
+        return ddpc__wait_all(e, ck, nck);
+    }
     /* the root accumulates in recv; the others in scratch */
     size_t al = (nbytes + 63) & ~(size_t)63;
     char *scr = ddpc__scratch(c, 2 * al);
     if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
     void *acc = c->rank == root ? recv : scr;
-    return ddpc__tree_reduce(e, NULL, send, acc, scr + al, count, t, op, root);
+    DDPC_CHECK(ddpc__tree_reduce(e, NULL, send, acc, scr + al, count, t, op, root));
+    return ddpc__wait_all(e, ck, nck);
 }

@@ -88,8 +88,10 @@ ddpc_status ddpc__gather(ddpc_exec *e, const void *send, void *recv, size_t nbyt
         if ((const void *)own != send) memmove(own, send, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
-    DDPC_CHECK(ddpc__check_ring(e));
-    return fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root);
+    ddpc_req ck[4];
+    int nck = ddpc__check_ring_post(e, ck);
+    DDPC_CHECK(fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
+    return ddpc__wait_all(e, ck, nck);
 }
 
 ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
@@ -99,6 +101,8 @@ ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nby
         if ((void *)own != recv) memmove(recv, own, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
-    DDPC_CHECK(ddpc__check_ring(e));
-    return fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root);
+    ddpc_req ck[4];
+    int nck = ddpc__check_ring_post(e, ck);
+    DDPC_CHECK(fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
+    return ddpc__wait_all(e, ck, nck);
 }

@@ -344,7 +344,12 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block);
 ddpc_status ddpc__wait(ddpc_exec *e, ddpc_req *r);
 ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n);
 /* Exchanges a fingerprint-only message with the ring neighbours, so that a
- * collective in which some rank only sends still catches a mismatch. */
+ * collective in which some rank only sends still catches a mismatch.
+ * check_ring_post posts the exchange (up to 4 requests in r; returns how
+ * many) for the caller to wait on after moving its data: each message is
+ * checked as it arrives, during any wait, and precedes the data on its
+ * link, so a mismatch still fails before a mismatched message is read. */
+int ddpc__check_ring_post(ddpc_exec *e, ddpc_req r[4]);
 ddpc_status ddpc__check_ring(ddpc_exec *e);
 
 /* Marks the communicator failed with status s: records the error text

@@ -435,12 +435,11 @@ ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc__check_ring(ddpc_exec *e) {
+int ddpc__check_ring_post(ddpc_exec *e, ddpc_req r[4]) {
     ddpc_comm *c = e->c;
     int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
-    if (n == 1) return DDPC_OK;
+    if (n == 1) return 0;
     /* both directions: every neighbour of an odd one out notices */
-    ddpc_req r[4];
     int k = 0;
     ddpc__post_send_flags(e, &r[k++], next, NULL, 0, DDPC_F_CHECK);
     ddpc__post_recv_flags(e, &r[k++], prev, NULL, 0, DDPC_F_CHECK);
@@ -448,5 +447,10 @@ ddpc_status ddpc__check_ring(ddpc_exec *e) {
         ddpc__post_send_flags(e, &r[k++], prev, NULL, 0, DDPC_F_CHECK);
         ddpc__post_recv_flags(e, &r[k++], next, NULL, 0, DDPC_F_CHECK);
     }
-    return ddpc__wait_all(e, r, k);
+    return k;
+}
+
+ddpc_status ddpc__check_ring(ddpc_exec *e) {
+    ddpc_req r[4];
+    return ddpc__wait_all(e, r, ddpc__check_ring_post(e, r));
 }

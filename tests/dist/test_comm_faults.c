@@ -263,6 +263,8 @@ TEST_T(comm_mismatch_op, 30) { run_mismatch(0, 2); }
 TEST_T(comm_mismatch_count, 30) { run_mismatch(1, 3); }
 TEST_T(comm_mismatch_dtype, 30) { run_mismatch(2, 2); }
 TEST_T(comm_mismatch_root, 30) { run_mismatch(3, 3); }
+/* both ranks root: each only sends, and the check comes after its data */
+TEST_T(comm_mismatch_root_2ranks, 30) { run_mismatch(3, 2); }
 TEST_T(comm_mismatch_kind, 30) { run_mismatch(4, 4); }
 
 /* ------------------------------------------------------------ exec timeout */
