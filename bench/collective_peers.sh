@@ -20,6 +20,10 @@
 #   base  (only where BASE_BIN names another build's bin/, e.g. of the
 #         commit before a change) ddpc-bench and ddpc-run from there: before
 #         and after in the same rounds
+# FRESH=1 has both write every cache line of their input before each
+# timed call, untimed (-F 1), as a training step leaves the data it
+# wrote; by default a call finds the buffer the previous one left, clean,
+# which favours a peer that reads it in place (OpenMPI's single copy).
 # Sizes up to 32 KiB run ITERS_SMALL timed calls (default 1000), the larger
 # ones ITERS_LARGE (default 20), each after 5 warm-up calls; a row's time is
 # the median over calls of the maximum over ranks, every size's result is
@@ -38,6 +42,7 @@ set -eu
 ROUNDS=${1:-3}
 CASES=${CASES:-"allreduce:2 broadcast:2 reduce-scatter:2 allgather:2 allreduce:4 broadcast:4 reduce-scatter:4 allgather:4 allreduce:8"}
 ITERS_SMALL=${ITERS_SMALL:-1000}
+FRESH=${FRESH:-0}
 ITERS_LARGE=${ITERS_LARGE:-20}
 COPY_BYTES=${COPY_BYTES:-33554432}
 BIN=${DDPC_BIN:-build/bin}
@@ -56,7 +61,7 @@ cc -O2 -o "$OUT/shm_copy" bench/shm_copy.c
 run_ddpc() {
     out=$1 coll=$2 np=$3 it=$4; shift 4
     MASTER_ADDR=127.0.0.1 timeout "$TIMEOUT" "$BIN/ddpc-run" --standalone --nproc-per-node="$np" \
-        "$BIN/ddpc-bench" "$coll" "$@" -n "$it" -w 5 -d float32 -o sum > "$out" 2>&1 ||
+        "$BIN/ddpc-bench" "$coll" "$@" -n "$it" -w 5 -d float32 -o sum -F "$FRESH" > "$out" 2>&1 ||
         { echo "collective_peers: ddpc-bench $coll at $np ranks failed:" >&2; cat "$out" >&2; exit 1; }
 }
 run_base() { (BIN=$BASE_BIN; run_ddpc "$@"); }
@@ -64,7 +69,7 @@ run_mpi() {
     out=$1 coll=$2 np=$3 it=$4; shift 4
     timeout "$TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ob1 \
         --mca btl vader,self --mca oob_tcp_if_include lo \
-        "$OUT/mpi_allreduce" "$coll" "$@" -n "$it" -w 5 > "$out" 2>&1 ||
+        "$OUT/mpi_allreduce" "$coll" "$@" -n "$it" -w 5 -F "$FRESH" > "$out" 2>&1 ||
         { echo "collective_peers: mpirun $coll at $np ranks failed:" >&2; cat "$out" >&2; exit 1; }
 }
 

@@ -11,8 +11,10 @@
  *   mpicc -O2 -o build/bench/mpi_allreduce bench/mpi_allreduce.c
  *   mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 \
  *       --mca btl tcp,self build/bench/mpi_allreduce [COLLECTIVE] [-b 8] [-e 64M] \
- *       [-f 2] [-n 20] [-w 5]
+ *       [-f 2] [-n 20] [-w 5] [-c 1] [-F 0]
  *   COLLECTIVE: allreduce (the default), broadcast, reduce-scatter, allgather
+ *   -F 1: a store to every cache line of the input before each timed call,
+ *   untimed (ddpc-bench's -F: data a step just wrote)
  */
 #include <math.h>
 #include <mpi.h>
@@ -59,6 +61,12 @@ static const char *const coll_names[C_N] = { "allreduce", "broadcast", "reduce-s
 
 /* The call itself: n is the count per rank (of each block for
  * reduce-scatter and allgather). */
+/* -F 1: the input's lines made dirty in this core's cache, values kept */
+static void touch(void *buf, size_t bytes) {
+    volatile char *p = buf;
+    for (size_t i = 0; i < bytes; i += 64) p[i] = p[i];
+}
+
 static void call(int coll, float *send, float *recv, int n) {
     switch (coll) {
     case C_ALLREDUCE: MPI_Allreduce(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
@@ -73,7 +81,7 @@ static void call(int coll, float *send, float *recv, int n) {
 int main(int argc, char **argv) {
     size_t minb = 8, maxb = 64u << 20;
     long factor = 2, iters = 20, warmup = 5;
-    int check = 1, coll = C_ALLREDUCE, first = 1;
+    int check = 1, fresh = 0, coll = C_ALLREDUCE, first = 1;
     if (argc > 1 && argv[1][0] != '-') {
         coll = -1;
         for (int c = 0; c < C_N; c++)
@@ -100,6 +108,8 @@ int main(int argc, char **argv) {
             warmup = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-c"))
             check = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-F"))
+            fresh = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "mpi_allreduce: unknown option %s\n", argv[i]);
             return 2;
@@ -141,6 +151,7 @@ int main(int argc, char **argv) {
         for (long i = 0; i < warmup; i++) call(coll, send, recv, n);
         MPI_Barrier(MPI_COMM_WORLD);
         for (long i = 0; i < iters; i++) {
+            if (fresh) touch(send, (size_t)sn * 4);
             double t0 = MPI_Wtime();
             call(coll, send, recv, n);
             times[i] = MPI_Wtime() - t0;

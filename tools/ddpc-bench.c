@@ -2,7 +2,7 @@
  * ddpc-bench — the collective benchmark, after nccl-tests.
  *
  *   ddpc-bench COLLECTIVE [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]
- *              [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1]
+ *              [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1] [-F 0|1]
  *
  * Runs in every rank of a job whose launcher sets torchrun's variables
  * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: ddpc-run, torchrun, mpirun,
@@ -58,12 +58,13 @@ typedef struct {
     long factor, iters, warmup;
     ddpc_dtype t;
     ddpc_op op;
-    int root, check;
+    int root, check, fresh;
 } opts;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ddpc-bench COLLECTIVE [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
                "                  [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1]\n"
+               "                  [-F 0|1]\n"
                "       ddpc-bench bootstrap   (times the communicator's creation)\n"
                "  COLLECTIVE  allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall\n"
                "  -b MINBYTES smallest size, with K/M/G suffixes (default 8)\n"
@@ -77,6 +78,9 @@ static void usage(FILE *f) {
                "  -o OP       sum prod max min avg band bor bxor (default sum)\n"
                "  -r ROOT     root of broadcast and reduce (default 0)\n"
                "  -c 0|1      check every size's result (default 1)\n"
+               "  -F 0|1      1: store to every cache line of the input before each timed call,\n"
+               "              untimed, as a training step leaves the data it wrote (default 0:\n"
+               "              the buffer the last call left, as nccl-tests and OpenMPI's do)\n"
                "Run one process per rank under a launcher that sets RANK, WORLD_SIZE,\n"
                "MASTER_ADDR, MASTER_PORT (ddpc-run, torchrun, mpirun). time is the median over\n"
                "iterations of the maximum over ranks; busbw uses nccl-tests' factors.\n");
@@ -130,9 +134,10 @@ static void parse_args(int argc, char **argv, opts *o) {
         case 'n':
         case 'w':
         case 'r':
-        case 'c': {
+        case 'c':
+        case 'F': {
             long lo = a[1] == 'f' || a[1] == 'n' ? 1 : 0;
-            long hi = a[1] == 'c' ? 1 : a[1] == 'f' ? 1024 : 100000000;
+            long hi = a[1] == 'c' || a[1] == 'F' ? 1 : a[1] == 'f' ? 1024 : 100000000;
             if (ddpc__parse_long(a, v, lo, hi, &l) != DDPC_OK)
                 bad_usage("%s%s", ddpc_last_error(), "");
             if (a[1] == 'f')
@@ -143,8 +148,10 @@ static void parse_args(int argc, char **argv, opts *o) {
                 o->warmup = l;
             else if (a[1] == 'r')
                 o->root = (int)l;
-            else
+            else if (a[1] == 'c')
                 o->check = (int)l;
+            else
+                o->fresh = (int)l;
             break;
         }
         case 'd':
@@ -320,6 +327,12 @@ static void die(bench *b, const char *what, ddpc_status s) {
     exit(1);
 }
 
+/* -F 1: the input's lines made dirty in this core's cache, values kept. */
+static void touch(void *buf, size_t bytes) {
+    volatile char *p = buf;
+    for (size_t i = 0; i < bytes; i += 64) p[i] = p[i];
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -421,9 +434,10 @@ static int is_reducing(const opts *o) {
 
 static void print_header(const bench *b) {
     const opts *o = b->o;
-    printf("# ddpc-bench %s: %d ranks, %s, %s, iters %ld, warmup %ld, check %d\n",
+    printf("# ddpc-bench %s: %d ranks, %s, %s, iters %ld, warmup %ld, check %d%s\n",
            coll_names[o->coll], b->world, ddpc_dtype_name(o->t),
-           is_reducing(o) ? ddpc_op_name(o->op) : "-", o->iters, o->warmup, o->check);
+           is_reducing(o) ? ddpc_op_name(o->op) : "-", o->iters, o->warmup, o->check,
+           o->fresh ? ", input written before each call" : "");
     printf("# time: median over iterations of the maximum over ranks\n#\n");
     printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root",
            "time", "algbw", "busbw", "#wrong");
@@ -443,6 +457,7 @@ static row run_size(bench *b, size_t bytes, double *times, uint64_t salt) {
         if ((s = call(b)) != DDPC_OK) die(b, "warm-up", s);
     if ((s = ddpc_barrier(b->c)) != DDPC_OK) die(b, "barrier", s);
     for (long i = 0; i < o->iters; i++) {
+        if (o->fresh) touch(b->send, b->sn * ddpc_dtype_size(o->t));
         double t0 = now_s();
         if ((s = call(b)) != DDPC_OK) die(b, coll_names[o->coll], s);
         times[i] = now_s() - t0;

@@ -67,6 +67,10 @@ TEST_T(bench_allreduce_table, 90) {
     rc = bench2("reduce-scatter -b 64 -e 4K -f 4 -n 2 -w 1 -d bfloat16 -o avg", out, sizeof out);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     check_table(out, "bfloat16", "avg", 64, 4096, 4);
+    rc = bench2("allgather -b 64 -e 4K -f 4 -n 2 -w 0 -F 1", out, sizeof out);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
+    check_table(out, "float32", "none", 64, 4096, 8);
+    CHECK_CONTAINS(out, "input written before each call");
     rc = bench2("alltoall -b 64 -e 1K -f 4 -n 2 -w 0 -d int64", out, sizeof out);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     check_table(out, "int64", "none", 64, 1024, 16);
@@ -85,6 +89,7 @@ TEST(bench_bad_usage) {
         { "allreduce -e", "-e" },
         { "allreduce -n 0", "-n" },
         { "allreduce -c 2", "-c" },
+        { "allreduce -F 2", "-F" },
         { "allreduce -d float128", "float128" },
         { "allreduce -o mean", "mean" },
         { "allreduce -q 1", "-q" },
