@@ -64,6 +64,8 @@ import dist_suite  # noqa: E402  (report, counts, run_chunks, known_skips, die)
 FILES = {
     "test_api.py": ("test/distributed/tensor/test_api.py", "06476167521df013fbebc67a2f9c49034a334480"),
     "test_init.py": ("test/distributed/tensor/test_init.py", "06476167521df013fbebc67a2f9c49034a334480"),
+    "test_file_system_checkpoint_cpu.py": ("test/distributed/checkpoint/test_file_system_checkpoint_cpu.py",
+                                           "02dee1ad31d013c458c5071f1710da10a2d50392"),
 }
 
 # --subset ci (make test, ddpc only): DTensor's constructors and API on a 1-D
