@@ -9,8 +9,10 @@
  * its hooks, ZeRO, FSDP, FSDP2, DTensor and groups train to the same
  * parameters as on 'gloo' (tests/py/torch_features.py); the seed's program
  * (examples/ddp_mnist.py) trained on 'ddpc' ends with the same parameters as
- * on 'gloo'; and a CI-sized part of PyTorch's own distributed test suite
- * (tests/py/dist_suite.py --subset ci), on both torches.
+ * on 'gloo'; a CI-sized part of PyTorch's own distributed test suite
+ * (tests/py/dist_suite.py --subset ci), on both torches; and on torch 2.13 a
+ * CI-sized part of upstream's DTensor tests (tests/py/upstream_suite.py
+ * --subset ci), where their files are copied in (tests/py/upstream).
  *
  * Every test skips when its Python cannot import torch or the module is not
  * built; the training one without Fashion-MNIST. In a sanitizer build
@@ -334,4 +336,22 @@ TEST_T(torch_backend_pytorch_suite_ci_subset, 900) { pytorch_suite_ci(); }
 TEST_T(torch2_backend_pytorch_suite_ci_subset, 900) {
     torch2 = 1;
     pytorch_suite_ci();
+}
+
+/* Upstream PyTorch's DTensor tests on torch 2.13 (tests/py/upstream_suite.py
+ * --subset ci: 7 tests on a 1-D and a 2-D mesh of 4 ranks, about a minute),
+ * ddpc only. Their files are PyTorch's, copied into tests/py/upstream by
+ * hand and not committed: without them the test skips, saying so. */
+TEST_T(torch2_backend_upstream_suite_ci_subset, 300) {
+    torch2 = 1;
+    if (sanitized())
+        SKIP("a sanitizer build: the torch 2.x venv holds pip's plain build of ddpc_torch");
+    need_module();
+    int rc = run(240, "%s %s %s --backend ddpc --subset ci 2>&1", py_env(), PY,
+                 repo("tests/py/upstream_suite.py"));
+    CHECK_MSG(rc == 0, "rc=%d: %s", rc, out);
+    if (strstr(out, "upstream_suite: skipped"))
+        SKIP("upstream's test files are not in tests/py/upstream (its README.md says how to copy "
+             "them in)");
+    CHECK_CONTAINS(out, "failed=0");
 }

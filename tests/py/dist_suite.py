@@ -441,17 +441,19 @@ def kill_group(p):
         pass
 
 
-def run_chunks(a, names, tmp, log_dir, limits):
+def run_chunks(a, names, tmp, log_dir, limits, child_cmd=None, label="chunk"):
     """Runs names in chunks; returns {name: record}. limits: the suite's
-    own time limit of each test (seconds)."""
+    own time limit of each test (seconds). child_cmd(chunk): the command
+    of a chunk's process (default: this file with --child), which prints
+    @@START/@@RESULT lines as run_chunk does; label names its logs."""
     results, queue, n_chunk = {}, list(names), 0
     margin = 60  # the suite's own timeout, then its traceback collection and teardown
     while queue:
         chunk, queue = queue[:a.chunk], queue[a.chunk:]
         n_chunk += 1
-        log_path = os.path.join(log_dir, f"chunk{n_chunk:03d}.log")
+        log_path = os.path.join(log_dir, f"{label}{n_chunk:03d}.log")
         log = open(log_path, "w")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", *chunk]
+        cmd = child_cmd(chunk) if child_cmd else [sys.executable, os.path.abspath(__file__), "--child", *chunk]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True, cwd=tmp)
         sel = selectors.DefaultSelector()
@@ -563,22 +565,29 @@ def table(paths):
                   + ", ".join(extra))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--backend", choices=["gloo", "ddpc"], default=os.environ.get("BACKEND", "gloo"))
-    ap.add_argument("--world-size", type=int, default=2)
+def add_run_args(ap, chunk, chunk_timeout, test_timeout):
+    """The options this runner shares with upstream_suite.py: selection,
+    chunks and deadlines, output."""
     ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
                     help="only the tests whose names match (re.search) one of these")
     ap.add_argument("--subset", choices=["all", "ci"], default="all")
     ap.add_argument("--list", action="store_true", help="list the selected tests and stop")
-    ap.add_argument("--chunk", type=int, default=20, help="tests per chunk process (20)")
-    ap.add_argument("--chunk-timeout", type=float, default=1200, help="seconds a chunk may take (1200)")
-    ap.add_argument("--test-timeout", type=float, default=120,
-                    help="seconds a test may take (120; the suite's own limit, which kills its ranks; "
-                         "ours kills the chunk 60 s later)")
+    ap.add_argument("--chunk", type=int, default=chunk, help=f"tests per chunk process ({chunk})")
+    ap.add_argument("--chunk-timeout", type=float, default=chunk_timeout,
+                    help=f"seconds a chunk may take ({chunk_timeout})")
+    ap.add_argument("--test-timeout", type=float, default=test_timeout,
+                    help=f"seconds a test may take ({test_timeout}; the suite's own limit, which kills its "
+                         "ranks; ours kills the chunk 60 s later)")
     ap.add_argument("--json", metavar="OUT", help="write every test's outcome here")
     ap.add_argument("--log-dir", help="keep each chunk's output here (default: a temp dir, kept when a test failed)")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown table of these --json files")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", choices=["gloo", "ddpc"], default=os.environ.get("BACKEND", "gloo"))
+    ap.add_argument("--world-size", type=int, default=2)
+    add_run_args(ap, chunk=20, chunk_timeout=1200, test_timeout=120)
     a = ap.parse_args()
     if a.table:
         table(a.table)
