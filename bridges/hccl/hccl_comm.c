@@ -29,7 +29,7 @@ HcclResult hccl__fail(HcclResult r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ddpc_acl__set_error(msg);
+    ddpc__acl_set_error(msg);
     return r;
 }
 

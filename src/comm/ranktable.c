@@ -300,8 +300,8 @@ ddpc_status ddpc_rank_table_load(const char *path, ddpc_rank_table **out) {
 }
 
 ddpc_status ddpc__rank_table_env(ddpc_rank_table **t, long *rank) {
-    static const ddpc_env_id ids[] = { DDPC_ENV_RANK_ID, DDPC_ENV_RANK, DDPC_ENV_OMPI_RANK,
-                                       DDPC_ENV_SLURM_PROCID };
+    static const ddpc__env_id ids[] = { DDPC_ENV_RANK_ID, DDPC_ENV_RANK, DDPC_ENV_OMPI_RANK,
+                                        DDPC_ENV_SLURM_PROCID };
     const char *path = ddpc__env(DDPC_ENV_RANK_TABLE_FILE, NULL);
     *t = NULL;
     size_t i = 0;
@@ -319,7 +319,7 @@ ddpc_status ddpc__rank_table_env(ddpc_rank_table **t, long *rank) {
         s = ddpc__err(DDPC_ERR_ENV, "%s=%ld is not a rank of RANK_TABLE_FILE=%s (ranks 0..%ld)",
                       ddpc__env_name(ids[i]), *rank, path, n - 1);
     for (int k = 0; k < 2 && s == DDPC_OK; k++) { /* the sizes a launcher may have set */
-        ddpc_env_id id = k ? DDPC_ENV_RANK_SIZE : DDPC_ENV_WORLD_SIZE;
+        ddpc__env_id id = k ? DDPC_ENV_RANK_SIZE : DDPC_ENV_WORLD_SIZE;
         if (!ddpc__env_isset(id)) continue;
         s = ddpc__env_long(id, &ws);
         if (s == DDPC_OK && ws != n)

@@ -320,7 +320,7 @@ TEST_T(unique_id_create_rank_options, 60) {
 }
 
 TEST_T(hccl_host_socket_port_range_parse, 30) {
-    ddpc_ports p;
+    ddpc__ports p;
     CHECK_OK(ddpc__ports_parse("X", "60000-60050", &p));
     CHECK(p.n == 1 && p.lo[0] == 60000 && p.hi[0] == 60050);
     CHECK_OK(ddpc__ports_parse("X", "60000, 60050-60100,60150-60160", &p));
