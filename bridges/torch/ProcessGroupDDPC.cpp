@@ -504,7 +504,7 @@ class ProcessGroupDDPC : public BackendBase {
         opt.connect_timeout_s = timeout.count() / 1000.0;
         opt.exec_timeout_s = timeout.count() / 1000.0;
         opt.progress_thread = 0; /* the waiting caller, or the completion thread, runs each call */
-        ddpc_status s = ddpc_comm_create_store(&comm_, st, rank, size, &opt);
+        ddpc_status s = ddpc_comm_create_store(st, rank, size, &opt, &comm_);
         ddpc_store_destroy(st);
         if (s != DDPC_OK) fail(std::string("init_process_group: ") + ddpc_last_error());
         thread_ = std::thread([this] { loop(); });

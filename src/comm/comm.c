@@ -332,7 +332,7 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
     int use_agent =
         agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"));
     if (table && !use_agent) { /* rank 0 hosts the store as the table says */
-        ddpc_status s = ddpc_comm_create_rank_table(out, table, (int)rank, NULL);
+        ddpc_status s = ddpc_comm_create_rank_table(table, (int)rank, NULL, out);
         ddpc_rank_table_destroy(table);
         return s;
     }
@@ -354,8 +354,8 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
                              out);
 }
 
-ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *t, int rank,
-                                        const ddpc_comm_options *opt) {
+ddpc_status ddpc_comm_create_rank_table(const ddpc_rank_table *t, int rank,
+                                        const ddpc_comm_options *opt, ddpc_comm **out) {
     if (!out || !t)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_rank_table: out and t must be non-NULL");
@@ -367,7 +367,7 @@ ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *
     long port;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_RANK_TABLE_PORT, &port));
     ddpc_rank_table_server root;
-    DDPC_CHECK(ddpc_rank_table_get_server(t, ddpc_rank_table_server_of(t, 0), &root));
+    DDPC_CHECK(ddpc_rank_table_server_at(t, ddpc_rank_table_server_of(t, 0), &root));
     char prefix[64], who[512];
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
     snprintf(prefix, sizeof prefix, "ddpc/table%d/", k);
@@ -414,7 +414,7 @@ static ddpc_status check_rank_size(int rank, int size) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size) {
+ddpc_status ddpc_comm_create_url(const char *url, int rank, int size, ddpc_comm **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_url: out is NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
@@ -444,8 +444,8 @@ static struct uid_server {
     ddpc_store_server *server;
 } uid_servers[16];
 
-ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                   const ddpc_comm_options *opt) {
+ddpc_status ddpc_comm_create_store(ddpc_store *st, int rank, int size, const ddpc_comm_options *opt,
+                                   ddpc_comm **out) {
     if (!out || !st)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_store: out and st must be non-NULL");
@@ -454,7 +454,7 @@ ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, in
     return ddpc__comm_create_store(rank, size, st, "", opt, out);
 }
 
-ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt) {
+ddpc_status ddpc_get_unique_id(const ddpc_comm_options *opt, ddpc_unique_id *out) {
     _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal),
                    "unique id too big");
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
@@ -495,8 +495,8 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank,
-                                  const ddpc_comm_options *opt) {
+ddpc_status ddpc_comm_create_rank(const ddpc_unique_id *id, int rank, int size,
+                                  const ddpc_comm_options *opt, ddpc_comm **out) {
     if (!out || !id)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_rank: out and id must be non-NULL");

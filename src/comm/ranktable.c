@@ -57,11 +57,11 @@ void ddpc_rank_table_destroy(ddpc_rank_table *t) {
 int ddpc_rank_table_size(const ddpc_rank_table *t) { return t ? t->nranks : 0; }
 int ddpc_rank_table_servers(const ddpc_rank_table *t) { return t ? t->nservers : 0; }
 
-ddpc_status ddpc_rank_table_get_server(const ddpc_rank_table *t, int s,
-                                       ddpc_rank_table_server *out) {
+ddpc_status ddpc_rank_table_server_at(const ddpc_rank_table *t, int s,
+                                      ddpc_rank_table_server *out) {
     if (!t || !out)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                         "ddpc_rank_table_get_server: t and out must be non-NULL");
+                         "ddpc_rank_table_server_at: t and out must be non-NULL");
     if (s < 0 || s >= t->nservers)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "server %d is not in the rank table %s (0..%d)", s,
                          t->path, t->nservers - 1);
