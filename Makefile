@@ -176,10 +176,17 @@ $(TORCH_PKG)/__init__.py: bridges/torch/ddpc_torch/__init__.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# The adapter's sources (ProcessGroupDDPC, collectives, work, convert), one
+# object each; bridges/torch/setup.py lists the same files for pip's builds.
 # (Python loads a plain _C.so as the extension module ddpc_torch._C)
-$(TORCH_PKG)/_C.so: bridges/torch/ProcessGroupDDPC.cpp bridges/torch/compat.h $(HEADERS) $(BUILD)/libddpc.a
+TORCH_SRC := $(sort $(wildcard bridges/torch/*.cpp))
+TORCH_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TORCH_SRC))
+$(TORCH_OBJ): $(BUILD)/obj/%.o: %.cpp $(wildcard bridges/torch/*.h) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(TORCH_CXXFLAGS) -I$(TORCH_PYINC) -shared -o $@ $< $(BUILD)/libddpc.a $(TORCH_LIBS) $(CORE_LIBS)
+	$(CXX) $(TORCH_CXXFLAGS) -I$(TORCH_PYINC) -c -o $@ $<
+$(TORCH_PKG)/_C.so: $(TORCH_OBJ) $(BUILD)/libddpc.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(TORCH_CXXFLAGS) -shared -o $@ $(TORCH_OBJ) $(BUILD)/libddpc.a $(TORCH_LIBS) $(CORE_LIBS)
 
 # The backend for pip's torch 2.x: `pip install --no-build-isolation
 # ./bridges/torch` into the venv scripts/setup.sh makes (torch==2.13.0,

@@ -299,8 +299,8 @@ static ddpc_status setup(trainer *t) {
         return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: images are %dx%d; the models take 28x28",
                          o->data, t->train_ds->rows, t->train_ds->cols);
     ddpc_sampler_options so = ddpc_sampler_options_default();
-    so.num_replicas = t->world;
     so.rank = t->rank;
+    so.num_replicas = t->world;
     so.seed = o->seed;
     DDPC_CHECK(ddpc_sampler_create((size_t)t->train_ds->n, &so, &t->sampler));
     ddpc_loader_options lo = ddpc_loader_options_default();

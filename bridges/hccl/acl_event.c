@@ -1,6 +1,6 @@
 /*
  * acl_event.c — Ascend's events on CPUs, part of libascendcl: records,
- * waits and resets queued on streams (through ddpc_acl__enqueue, like any
+ * waits and resets queued on streams (through ddpc__acl_enqueue, like any
  * task), host-side synchronization and queries, elapsed time between two
  * records.
  *
@@ -21,7 +21,7 @@
 #include "acl/acl.h"
 #include "acl_internal.h"
 
-#define fail ddpc_acl__fail
+#define fail ddpc__acl_fail
 
 typedef struct acl_event {
     uint64_t recorded, reached; /* records made; the last one a stream reached (ev_mu) */
@@ -157,7 +157,7 @@ static aclError reset_task(void *arg, char *err, size_t errlen) {
 }
 
 /* Queues fn on stream with {ev, seq}. */
-static aclError event_enqueue(aclrtStream stream, ddpc_acl__task_fn fn, acl_event *ev,
+static aclError event_enqueue(aclrtStream stream, ddpc__acl_task_fn fn, acl_event *ev,
                               uint64_t seq) {
     event_arg *a = malloc(sizeof *a);
     if (!a) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "out of memory queuing an event");
@@ -165,7 +165,7 @@ static aclError event_enqueue(aclrtStream stream, ddpc_acl__task_fn fn, acl_even
     pthread_mutex_lock(&ev_mu);
     ev->uses++;
     pthread_mutex_unlock(&ev_mu);
-    aclError e = ddpc_acl__enqueue(stream, fn, a);
+    aclError e = ddpc__acl_enqueue(stream, fn, a);
     if (e != ACL_SUCCESS) {
         pthread_mutex_lock(&ev_mu);
         ev->uses--;

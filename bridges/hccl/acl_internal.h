@@ -2,7 +2,7 @@
  * acl_internal.h — what libhccl and libmsprofiler need of libascendcl
  * beyond ACL's API: to queue a task on a stream, to keep an error's text,
  * the device count, and what the virtual memory calls reserved and mapped.
- * Exported by libascendcl under the ddpc_acl__ prefix (internal, as libuv's
+ * Exported by libascendcl under the ddpc__acl_ prefix (internal, as libuv's
  * uv__ names); not for programs.
  */
 #ifndef DDPC_BRIDGES_HCCL_ACL_INTERNAL_H
@@ -16,28 +16,28 @@
  * is destroyed only after its queue has run). It returns ACL_SUCCESS or an
  * aclError, writing a one-line reason into err (errlen bytes); the stream
  * keeps its first failure for aclrtSynchronizeStream. The task owns arg
- * (transferred by ddpc_acl__enqueue) and frees it. */
-typedef aclError (*ddpc_acl__task_fn)(void *arg, char *err, size_t errlen);
+ * (transferred by ddpc__acl_enqueue) and frees it. */
+typedef aclError (*ddpc__acl_task_fn)(void *arg, char *err, size_t errlen);
 
 /* Queues {fn, arg} on stream (NULL: the calling thread's device's default
  * stream). On failure nothing is queued and arg stays the caller's. */
-__attribute__((visibility("default"))) aclError ddpc_acl__enqueue(aclrtStream stream,
-                                                                  ddpc_acl__task_fn fn, void *arg);
+__attribute__((visibility("default"))) aclError ddpc__acl_enqueue(aclrtStream stream,
+                                                                  ddpc__acl_task_fn fn, void *arg);
 
 /* Records msg as this thread's last ACL error text (aclGetRecentErrMsg). */
-__attribute__((visibility("default"))) void ddpc_acl__set_error(const char *msg);
-/* Records a formatted text as ddpc_acl__set_error does and returns code. */
+__attribute__((visibility("default"))) void ddpc__acl_set_error(const char *msg);
+/* Records a formatted text as ddpc__acl_set_error does and returns code. */
 __attribute__((visibility("default"), format(printf, 2, 3))) aclError
-ddpc_acl__fail(aclError code, const char *fmt, ...);
+ddpc__acl_fail(aclError code, const char *fmt, ...);
 
 /* The devices a process sees (aclrtGetDeviceCount's). */
-__attribute__((visibility("default"))) uint32_t ddpc_acl__device_count(void);
+__attribute__((visibility("default"))) uint32_t ddpc__acl_device_count(void);
 
 /* 1 when [va, va + size) lies inside one aclrtReserveMemAddress range. */
-__attribute__((visibility("default"))) int ddpc_acl__reserved(const void *va, size_t size);
+__attribute__((visibility("default"))) int ddpc__acl_reserved(const void *va, size_t size);
 /* 1 when [va, va + size) is mapped (aclrtMapMem) from handle's bytes at
  * offset, in one mapping. */
 __attribute__((visibility("default"))) int
-ddpc_acl__mapped(const void *va, size_t size, aclrtDrvMemHandle handle, size_t offset);
+ddpc__acl_mapped(const void *va, size_t size, aclrtDrvMemHandle handle, size_t offset);
 
 #endif

@@ -26,7 +26,7 @@
 #include "acl/acl.h"
 #include "acl_internal.h"
 
-#define fail            ddpc_acl__fail
+#define fail            ddpc__acl_fail
 #define PHYS_MAGIC      0x41434c50u /* "ACLP" */
 #define RECOMMENDED_GRN ((size_t)2 << 20)
 
@@ -110,10 +110,10 @@ static aclError prop_check(const aclrtPhysicalMemProp *prop, const char *what) {
                     (int)prop->memAttr);
     switch (prop->location.type) {
     case ACL_MEM_LOCATION_TYPE_DEVICE:
-        if (prop->location.id >= ddpc_acl__device_count())
+        if (prop->location.id >= ddpc__acl_device_count())
             return fail(ACL_ERROR_RT_INVALID_DEVICEID,
                         "%s: prop->location.id %u is not a device (0..%u)", what, prop->location.id,
-                        ddpc_acl__device_count() - 1);
+                        ddpc__acl_device_count() - 1);
         return ACL_SUCCESS;
     case ACL_MEM_LOCATION_TYPE_HOST:
     case ACL_MEM_LOCATION_TYPE_HOST_NUMA: return ACL_SUCCESS;
@@ -362,14 +362,14 @@ aclError aclrtUnmapMem(void *virPtr) {
 
 /* ------------------------------------------------------------ for libhccl */
 
-int ddpc_acl__reserved(const void *va, size_t size) {
+int ddpc__acl_reserved(const void *va, size_t size) {
     pthread_mutex_lock(&vm_mu);
     int ok = va && size && range_of(va, size) != NULL;
     pthread_mutex_unlock(&vm_mu);
     return ok;
 }
 
-int ddpc_acl__mapped(const void *va, size_t size, aclrtDrvMemHandle handle, size_t offset) {
+int ddpc__acl_mapped(const void *va, size_t size, aclrtDrvMemHandle handle, size_t offset) {
     const char *a = va;
     int ok = 0;
     pthread_mutex_lock(&vm_mu);

@@ -27,7 +27,7 @@
 #include "acl/acl_prof.h"
 #include "acl_internal.h"
 
-#define fail          ddpc_acl__fail
+#define fail          ddpc__acl_fail
 #define CONFIG_MAGIC  0x50524f46u /* "PROF" */
 #define MAX_PROF_DEVS 64
 
@@ -94,9 +94,9 @@ aclprofConfig *aclprofCreateConfig(uint32_t *deviceIdList, uint32_t deviceNums,
         return NULL;
     }
     for (uint32_t i = 0; i < deviceNums; i++)
-        if (deviceIdList[i] >= ddpc_acl__device_count()) {
+        if (deviceIdList[i] >= ddpc__acl_device_count()) {
             fail(ACL_ERROR_INVALID_PARAM, "%s: deviceIdList[%u] = %u is not a device (0..%u)", what,
-                 i, deviceIdList[i], ddpc_acl__device_count() - 1);
+                 i, deviceIdList[i], ddpc__acl_device_count() - 1);
             return NULL;
         }
     if ((aicoreMetrics < ACL_AICORE_ARITHMETIC_UTILIZATION ||

@@ -5,7 +5,7 @@
  * A device is a number; device memory is host memory; a stream is a FIFO of
  * tasks run by a thread of its own, so work queued on one stream runs in
  * order while the caller goes on (as on an NPU). libhccl queues its
- * collectives here through ddpc_acl__enqueue (acl_internal.h), and so do
+ * collectives here through ddpc__acl_enqueue (acl_internal.h), and so do
  * events (acl_event.c). What this file leaves to others: events
  * (acl_event.c), virtual memory (acl_mem.c), everything about communication
  * (hccl_*.c).
@@ -31,13 +31,13 @@
 
 static _Thread_local char last_msg[MSG_LEN];
 
-void ddpc_acl__set_error(const char *msg) {
+void ddpc__acl_set_error(const char *msg) {
     snprintf(last_msg, sizeof last_msg, "%s", msg ? msg : "");
 }
 
-#define fail ddpc_acl__fail
+#define fail ddpc__acl_fail
 
-aclError ddpc_acl__fail(aclError code, const char *fmt, ...) {
+aclError ddpc__acl_fail(aclError code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_msg, sizeof last_msg, fmt, ap);
@@ -76,7 +76,7 @@ aclError aclFinalize(void) {
 
 static _Thread_local int cur_dev = -1;
 
-uint32_t ddpc_acl__device_count(void) {
+uint32_t ddpc__acl_device_count(void) {
     /* CANN's ASCEND_RT_VISIBLE_DEVICES ("0,1,3") names the devices a
      * process sees; without it, as many as an 8-device server, or as the
      * launcher's ranks on this host when more. */
@@ -95,14 +95,14 @@ uint32_t ddpc_acl__device_count(void) {
 
 aclError aclrtGetDeviceCount(uint32_t *count) {
     if (!count) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceCount: count is NULL");
-    *count = ddpc_acl__device_count();
+    *count = ddpc__acl_device_count();
     return ACL_SUCCESS;
 }
 
 aclError aclrtSetDevice(int32_t deviceId) {
-    if (deviceId < 0 || (uint32_t)deviceId >= ddpc_acl__device_count())
+    if (deviceId < 0 || (uint32_t)deviceId >= ddpc__acl_device_count())
         return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtSetDevice: device %d is not in 0..%u",
-                    deviceId, ddpc_acl__device_count() - 1);
+                    deviceId, ddpc__acl_device_count() - 1);
     cur_dev = deviceId;
     return ACL_SUCCESS;
 }
@@ -148,7 +148,7 @@ aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode) {
 /* ------------------------------------------------------------ streams */
 
 typedef struct task {
-    ddpc_acl__task_fn fn;
+    ddpc__acl_task_fn fn;
     void *arg; /* owned by fn */
     struct task *next;
 } task;
@@ -247,7 +247,7 @@ static aclError stream_get(aclrtStream stream, const char *what, acl_stream **ou
     return ACL_SUCCESS;
 }
 
-aclError ddpc_acl__enqueue(aclrtStream stream, ddpc_acl__task_fn fn, void *arg) {
+aclError ddpc__acl_enqueue(aclrtStream stream, ddpc__acl_task_fn fn, void *arg) {
     acl_stream *s;
     aclError e = stream_get(stream, "enqueue", &s);
     if (e != ACL_SUCCESS) return e;
@@ -296,7 +296,7 @@ static aclError stream_sync(acl_stream *s) {
     s->err = ACL_SUCCESS;
     s->msg[0] = '\0';
     pthread_mutex_unlock(&s->mu);
-    if (e != ACL_SUCCESS) ddpc_acl__set_error(msg);
+    if (e != ACL_SUCCESS) ddpc__acl_set_error(msg);
     return e;
 }
 
@@ -465,7 +465,7 @@ static aclError mem_enqueue(aclrtStream stream, mem_arg m) {
     mem_arg *a = malloc(sizeof *a);
     if (!a) return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "out of memory queuing a copy");
     *a = m;
-    aclError e = ddpc_acl__enqueue(stream, mem_task, a);
+    aclError e = ddpc__acl_enqueue(stream, mem_task, a);
     if (e != ACL_SUCCESS) free(a);
     return e;
 }

@@ -220,7 +220,7 @@ static HcclResult submit(hccl_op *o, aclrtStream stream) {
     pthread_mutex_lock(&hc->mu);
     hc->pending++;
     pthread_mutex_unlock(&hc->mu);
-    aclError e = ddpc_acl__enqueue(stream, op_task, o);
+    aclError e = ddpc__acl_enqueue(stream, op_task, o);
     if (e == ACL_SUCCESS) return HCCL_SUCCESS;
     pthread_mutex_lock(&hc->mu);
     if (--hc->pending == 0) pthread_cond_broadcast(&hc->cv);

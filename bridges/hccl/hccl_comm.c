@@ -29,7 +29,7 @@ HcclResult hccl__fail(HcclResult r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ddpc_acl__set_error(msg);
+    ddpc__acl_set_error(msg);
     return r;
 }
 
@@ -180,7 +180,7 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
      * HCCL_IF_BASE_PORT, else from 60000 (HCCL_HOST_SOCKET_PORT_RANGE wins) */
     ddpc_comm_options opt = ddpc_comm_options_default();
     opt.id_port_base = HCCL_ROOT_PORT_BASE;
-    ddpc_status s = ddpc_get_unique_id(&b.id, &opt);
+    ddpc_status s = ddpc_get_unique_id(&opt, &b.id);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "HcclGetRootInfo: %s (%s)", ddpc_status_str(s),
                           ddpc_last_error());
@@ -216,7 +216,7 @@ static HcclResult init_from_id(uint32_t n, const ddpc_unique_id *id, uint32_t ra
                                const char *name, const HcclCommConfig *config, const char *what,
                                HcclComm *comm) {
     ddpc_comm *c = NULL;
-    ddpc_status s = ddpc_comm_create_rank(&c, (int)n, id, (int)rank, NULL);
+    ddpc_status s = ddpc_comm_create_rank(id, (int)rank, (int)n, NULL, &c);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n,
                           ddpc_status_str(s), ddpc_last_error());
@@ -285,7 +285,7 @@ HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) {
                                   devices[i]);
     }
     ddpc_unique_id id;
-    ddpc_status s = ddpc_get_unique_id(&id, NULL);
+    ddpc_status s = ddpc_get_unique_id(NULL, &id);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "HcclCommInitAll: %s (%s)", ddpc_status_str(s),
                           ddpc_last_error());
@@ -345,7 +345,7 @@ static int free_port(void) {
 
 static ddpc_status invite(hccl_comm *hc, sub_invite *inv) {
     memset(inv, 0, sizeof *inv);
-    if (!hc->addrs) return ddpc_get_unique_id(&inv->id, NULL);
+    if (!hc->addrs) return ddpc_get_unique_id(NULL, &inv->id);
     int port = free_port();
     if (!port) return DDPC_ERR_SYSTEM;
     snprintf(inv->url, sizeof inv->url, "tcp://%s:%d", hc->addrs[hc->rank].host, port);
@@ -395,7 +395,7 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
     if (!inv.url[0])
         return init_from_id(rankNum, &inv.id, subCommRankId, name, config, what, subComm);
     ddpc_comm *c = NULL;
-    s = ddpc_comm_create_url(&c, inv.url, (int)subCommRankId, (int)rankNum);
+    s = ddpc_comm_create_url(inv.url, (int)subCommRankId, (int)rankNum, &c);
     if (s != DDPC_OK)
         return hccl__fail(hccl__result(s), "%s: rank %u of %u, store %s: %s (%s)", what,
                           subCommRankId, rankNum, inv.url, ddpc_status_str(s), ddpc_last_error());

@@ -60,7 +60,7 @@ HcclResult HcclCommSetMemoryRange(HcclComm comm, void *baseVirPtr, size_t size, 
         return hccl__fail(HCCL_E_PARA, "%s: baseVirPtr is NULL or size is 0", what);
     if (alignment || flags)
         return hccl__fail(HCCL_E_PARA, "%s: alignment and flags must be 0", what);
-    if (!ddpc_acl__reserved(baseVirPtr, size))
+    if (!ddpc__acl_reserved(baseVirPtr, size))
         return hccl__fail(HCCL_E_PARA,
                           "%s: [%p, +%zu) is not inside a range aclrtReserveMemAddress reserved",
                           what, baseVirPtr, size);
@@ -113,7 +113,7 @@ HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size, 
     if (!va || size == 0 || !handle)
         return hccl__fail(HCCL_E_PARA, "%s: virPtr or handle is NULL, or size is 0", what);
     if (flags) return hccl__fail(HCCL_E_PARA, "%s: flags must be 0", what);
-    if (!ddpc_acl__mapped(va, size, handle, offset))
+    if (!ddpc__acl_mapped(va, size, handle, offset))
         return hccl__fail(HCCL_E_PARA,
                           "%s: [%p, +%zu) is not mapped from handle %p at offset %zu "
                           "(aclrtMapMem first)",

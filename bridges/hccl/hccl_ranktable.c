@@ -37,7 +37,7 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
     }
     for (uint32_t r = 0; r < n; r++) {
         ddpc_rank_table_server srv;
-        ddpc_rank_table_get_server(t, ddpc_rank_table_server_of(t, (int)r), &srv);
+        ddpc_rank_table_server_at(t, ddpc_rank_table_server_of(t, (int)r), &srv);
         snprintf(addrs[r].host, sizeof addrs[r].host, "%s", srv.host);
     }
     char name[COMM_NAME_MAX_LENGTH] = "hccl_world_group"; /* HCCL's name for it */
@@ -48,7 +48,7 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
     if (rank >= n)
         r = hccl__fail(HCCL_E_PARA, "%s: rank %u is not in the rank table %s (ranks 0..%u)", what,
                        rank, clusterInfo, n - 1);
-    else if ((s = ddpc_comm_create_rank_table(&c, t, (int)rank, NULL)) != DDPC_OK)
+    else if ((s = ddpc_comm_create_rank_table(t, (int)rank, NULL, &c)) != DDPC_OK)
         r = hccl__fail(hccl__result(s), "%s: rank %u of %u: %s (%s)", what, rank, n,
                        ddpc_status_str(s), ddpc_last_error());
     ddpc_rank_table_destroy(t);

@@ -1,6 +1,6 @@
 /*
- * compat.h — what differs between the torch versions ProcessGroupDDPC.cpp
- * builds against, in one place: Debian 12's torch 1.13 (make torch) and
+ * compat.h — what differs between the torch versions the adapter
+ * (ProcessGroupDDPC.h and the files it names) builds against, in one place: Debian 12's torch 1.13 (make torch) and
  * pip's torch 2.x (pip install ./bridges/torch).
  *
  *   - the class a backend derives from: torch 1.13's Python plugins return a

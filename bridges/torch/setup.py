@@ -65,11 +65,12 @@ setup(
     ext_modules=[
         CppExtension(
             "ddpc_torch._C",
-            ["ProcessGroupDDPC.cpp"],
+            # the adapter's sources; the Makefile's TORCH_SRC takes the same files
+            ["ProcessGroupDDPC.cpp", "collectives.cpp", "work.cpp", "convert.cpp"],
             include_dirs=[os.path.join(ROOT, "include"), HERE],
             extra_compile_args=["-O2", "-Wno-unused-parameter"],
             extra_objects=[LIB],
-            depends=[LIB, "compat.h"],  # relinked when libddpc.a changes
+            depends=[LIB, "compat.h", "ProcessGroupDDPC.h", "work.h", "convert.h"],  # relinked when libddpc.a changes
             extra_link_args=["-Wl,--as-needed"],
             libraries=libs,
         )

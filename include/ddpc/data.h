@@ -98,8 +98,8 @@ DDPC_API void ddpc_randperm(size_t n, uint64_t seed, int64_t *out);
 typedef struct ddpc_sampler ddpc_sampler;
 
 typedef struct ddpc_sampler_options {
-    int num_replicas; /* ranks sharing the dataset; default 1 */
     int rank;         /* this one, in [0, num_replicas); default 0 */
+    int num_replicas; /* ranks sharing the dataset; default 1 */
     int shuffle;      /* default 1 */
     uint64_t seed;    /* default 0 */
     int drop_last;    /* default 0 */

@@ -29,8 +29,13 @@ extern "C" {
 #define DDPC_API
 #endif
 
+/* 0.2: the out-argument last and rank before size in every call
+ * (ddpc_comm_create_url/_rank/_store/_rank_table, ddpc_get_unique_id);
+ * getters named <object>_<thing> (ddpc_rank_table_server_at,
+ * ddpc_model_hooks_of, ddpc_optim_options_of); ddpc_sampler_options lists
+ * rank before num_replicas. */
 #define DDPC_VERSION_MAJOR 0
-#define DDPC_VERSION_MINOR 1
+#define DDPC_VERSION_MINOR 2
 #define DDPC_VERSION_PATCH 0
 
 /* ---------------------------------------------------------------- status */
@@ -121,7 +126,7 @@ typedef struct ddpc_comm ddpc_comm;
 DDPC_API ddpc_status ddpc_comm_create_env(ddpc_comm **out);
 
 /* From "tcp://host:port" (rank 0 hosts the store there), a rank and a size. */
-DDPC_API ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size);
+DDPC_API ddpc_status ddpc_comm_create_url(const char *url, int rank, int size, ddpc_comm **out);
 
 /* Settings a caller may give a communicator instead of the environment's. */
 typedef struct ddpc_comm_options {
@@ -150,9 +155,9 @@ DDPC_API ddpc_comm_options ddpc_comm_options_default(void);
 typedef struct ddpc_unique_id {
     char internal[128];
 } ddpc_unique_id;
-DDPC_API ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt);
-DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id,
-                                           int rank, const ddpc_comm_options *opt);
+DDPC_API ddpc_status ddpc_get_unique_id(const ddpc_comm_options *opt, ddpc_unique_id *out);
+DDPC_API ddpc_status ddpc_comm_create_rank(const ddpc_unique_id *id, int rank, int size,
+                                           const ddpc_comm_options *opt, ddpc_comm **out);
 
 /* From a key-value store the caller already has (store.h:
  * ddpc_store_create_ops wraps any store, e.g. PyTorch's c10d Store; a
@@ -162,8 +167,8 @@ DDPC_API ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc
  * st is borrowed for this call, and for the communicator's life when
  * ddpc_comm_split will be called on it. opt may be NULL (the defaults). */
 typedef struct ddpc_store ddpc_store;
-DDPC_API ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                            const ddpc_comm_options *opt);
+DDPC_API ddpc_status ddpc_comm_create_store(ddpc_store *st, int rank, int size,
+                                            const ddpc_comm_options *opt, ddpc_comm **out);
 
 /*
  * A rank table file: HCCL's JSON description of a job (what RANK_TABLE_FILE
@@ -194,8 +199,8 @@ typedef struct ddpc_rank_table_server {
     int first_rank, nranks; /* its ranks: first_rank .. first_rank + nranks - 1 */
 } ddpc_rank_table_server;
 /* Server s (0 .. servers-1) of t; DDPC_ERR_INVALID_ARG when there is none. */
-DDPC_API ddpc_status ddpc_rank_table_get_server(const ddpc_rank_table *t, int s,
-                                                ddpc_rank_table_server *out);
+DDPC_API ddpc_status ddpc_rank_table_server_at(const ddpc_rank_table *t, int s,
+                                               ddpc_rank_table_server *out);
 /* The server and the device_id of rank r; -1 when t has no rank r. */
 DDPC_API int ddpc_rank_table_server_of(const ddpc_rank_table *t, int rank);
 DDPC_API int ddpc_rank_table_device(const ddpc_rank_table *t, int rank);
@@ -204,8 +209,8 @@ DDPC_API int ddpc_rank_table_device(const ddpc_rank_table *t, int rank);
  * hosts the store at its server's address on DDPC_RANK_TABLE_PORT (60000),
  * every rank meets the others there. ddpc_comm_create_env does this when
  * RANK_TABLE_FILE is set. opt may be NULL. */
-DDPC_API ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *t,
-                                                 int rank, const ddpc_comm_options *opt);
+DDPC_API ddpc_status ddpc_comm_create_rank_table(const ddpc_rank_table *t, int rank,
+                                                 const ddpc_comm_options *opt, ddpc_comm **out);
 
 DDPC_API int ddpc_comm_rank(const ddpc_comm *c);
 DDPC_API int ddpc_comm_size(const ddpc_comm *c);

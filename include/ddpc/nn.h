@@ -212,7 +212,7 @@ typedef struct ddpc_model_hooks {
 /* Installs *h (NULL removes the hooks). */
 DDPC_API void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h);
 /* The hooks installed now (all NULL when none), e.g. to wrap them. */
-DDPC_API ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m);
+DDPC_API ddpc_model_hooks ddpc_model_hooks_of(const ddpc_model *m);
 
 /* One layer's forward or backward as it ran, for a timeline (ddpc-train
  * --trace). Times are seconds on CLOCK_MONOTONIC. hook_t0..hook_t1 is the
@@ -296,7 +296,7 @@ DDPC_API void ddpc_optim_zero_grad(ddpc_optim *o);
  */
 DDPC_API ddpc_status ddpc_optim_step(ddpc_optim *o);
 DDPC_API void ddpc_optim_set_lr(ddpc_optim *o, float lr);
-DDPC_API const ddpc_optim_options *ddpc_optim_get_options(const ddpc_optim *o);
+DDPC_API const ddpc_optim_options *ddpc_optim_options_of(const ddpc_optim *o);
 /* Steps taken so far (restored by a checkpoint). */
 DDPC_API uint64_t ddpc_optim_steps(const ddpc_optim *o);
 

@@ -2,8 +2,9 @@
  * base.h — what every layer of ddpc uses: error raising with a thread-local
  * last-error text, levelled logging, clocks and deadlines.
  *
- * Internal header (not installed). Public names are ddpc_*, internal ones
- * ddpc__* only where they would otherwise collide.
+ * Internal header (not installed). Public names (include/ddpc/) are ddpc_*;
+ * internal functions, types and tags shared between files are ddpc__*, so
+ * the two never collide and a reader tells them apart at a glance.
  */
 #ifndef DDPC_BASE_H
 #define DDPC_BASE_H

@@ -7,8 +7,8 @@
 
 #include "base/env.h"
 
-/* The rows of env_vars.h, in its order (so indexed by ddpc_env_id). */
-const ddpc_env_var ddpc__env_table[] = {
+/* The rows of env_vars.h, in its order (so indexed by ddpc__env_id). */
+const ddpc__env_var ddpc__env_table[] = {
 #define DDPC_ENV_ROW(id, name, alias, type, deflt, lo, hi, meaning) \
     { name, alias, DDPC_ENVT_##type, deflt, (double)(lo), (double)(hi), meaning },
     DDPC_ENV_VARS(DDPC_ENV_ROW)
@@ -77,14 +77,14 @@ ddpc_status ddpc__parse_size(const char *what, const char *s, size_t *out) {
     return DDPC_OK;
 }
 
-const char *ddpc__env_name(ddpc_env_id id) {
+const char *ddpc__env_name(ddpc__env_id id) {
     return id >= 0 && id < DDPC_ENV_COUNT ? ddpc__env_table[id].name : "(no such variable)";
 }
 
-const char *ddpc__env(ddpc_env_id id, const char **source) {
+const char *ddpc__env(ddpc__env_id id, const char **source) {
     if (source) *source = "default";
     if (id < 0 || id >= DDPC_ENV_COUNT) return NULL;
-    const ddpc_env_var *v = &ddpc__env_table[id];
+    const ddpc__env_var *v = &ddpc__env_table[id];
     const char *s = getenv(v->name);
     if (s && *s) {
         if (source) *source = v->name;
@@ -97,7 +97,7 @@ const char *ddpc__env(ddpc_env_id id, const char **source) {
     return v->deflt;
 }
 
-int ddpc__env_isset(ddpc_env_id id) {
+int ddpc__env_isset(ddpc__env_id id) {
     const char *src;
     return ddpc__env(id, &src) != NULL && strcmp(src, "default") != 0;
 }
@@ -116,16 +116,16 @@ static void number_text(double x, char *buf, size_t len) {
 }
 
 /* Value of id as text, DDPC_ERR_ENV when unset with no default. */
-static ddpc_status env_text(ddpc_env_id id, const char **val, const char **src) {
+static ddpc_status env_text(ddpc__env_id id, const char **val, const char **src) {
     *val = ddpc__env(id, src);
     if (!*val) return ddpc__err(DDPC_ERR_ENV, "%s is not set", ddpc__env_name(id));
     return DDPC_OK;
 }
 
-ddpc_status ddpc__env_long(ddpc_env_id id, long *out) {
+ddpc_status ddpc__env_long(ddpc__env_id id, long *out) {
     const char *val, *src;
     DDPC_CHECK(env_text(id, &val, &src));
-    const ddpc_env_var *v = &ddpc__env_table[id];
+    const ddpc__env_var *v = &ddpc__env_table[id];
     long lo = (long)v->lo, hi = (long)v->hi;
     if (v->type != DDPC_ENVT_INT)
         return ddpc__err(DDPC_ERR_INTERNAL, "%s is not an integer variable", v->name);
@@ -134,10 +134,10 @@ ddpc_status ddpc__env_long(ddpc_env_id id, long *out) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc__env_double(ddpc_env_id id, double *out) {
+ddpc_status ddpc__env_double(ddpc__env_id id, double *out) {
     const char *val, *src;
     DDPC_CHECK(env_text(id, &val, &src));
-    const ddpc_env_var *v = &ddpc__env_table[id];
+    const ddpc__env_var *v = &ddpc__env_table[id];
     if (v->type != DDPC_ENVT_REAL)
         return ddpc__err(DDPC_ERR_INTERNAL, "%s is not a real-valued variable", v->name);
     if (ddpc__parse_double(src, val, v->lo, v->hi, out) != DDPC_OK) {
@@ -150,7 +150,7 @@ ddpc_status ddpc__env_double(ddpc_env_id id, double *out) {
 }
 
 /* "[0, 65535]", "[0.001, 1e7]", or "" for text. */
-static void range_text(const ddpc_env_var *v, char *buf, size_t len) {
+static void range_text(const ddpc__env_var *v, char *buf, size_t len) {
     char lo[40], hi[40];
     if (v->type == DDPC_ENVT_STR) {
         buf[0] = 0;
@@ -171,7 +171,7 @@ void ddpc__env_print(FILE *f, int markdown) {
         fprintf(f,
                 "| variable | HCCL alias | default | range | meaning |\n|---|---|---|---|---|\n");
     for (int i = 0; i < ddpc__env_table_len; i++) {
-        const ddpc_env_var *v = &ddpc__env_table[i];
+        const ddpc__env_var *v = &ddpc__env_table[i];
         char range[96];
         range_text(v, range, sizeof range);
         const char *alias = v->alias ? v->alias : "", *deflt = v->deflt ? v->deflt : "";
@@ -189,7 +189,7 @@ void ddpc__env_log_effective(unsigned subsys) {
     if (!ddpc__log_enabled(DDPC_LOG_INFO, subsys)) return;
     for (int i = 0; i < ddpc__env_table_len; i++) {
         const char *src;
-        const char *val = ddpc__env((ddpc_env_id)i, &src);
+        const char *val = ddpc__env((ddpc__env_id)i, &src);
         if (strncmp(ddpc__env_table[i].name, "DDPC_", 5) != 0) continue;
         if (i == DDPC_ENV_JOB_TOKEN && val) { /* a secret: its length only */
             ddpc__log(DDPC_LOG_INFO, subsys, "%s=(set, %zu characters) (%s)",

@@ -16,7 +16,7 @@
 #include "base/env_vars.h"
 
 /* What kind of value a variable holds: text, an integer or a number. */
-typedef enum { DDPC_ENVT_STR, DDPC_ENVT_INT, DDPC_ENVT_REAL } ddpc_env_type;
+typedef enum { DDPC_ENVT_STR, DDPC_ENVT_INT, DDPC_ENVT_REAL } ddpc__env_type;
 
 /* DDPC_ENV_<ID> for every row of env_vars.h: a misspelt id does not compile. */
 typedef enum {
@@ -24,35 +24,35 @@ typedef enum {
     DDPC_ENV_VARS(DDPC_ENV_ID)
 #undef DDPC_ENV_ID
         DDPC_ENV_COUNT
-} ddpc_env_id;
+} ddpc__env_id;
 
-typedef struct ddpc_env_var {
+typedef struct ddpc__env_var {
     const char *name;  /* DDPC_... or the torchrun / launcher name */
     const char *alias; /* HCCL_... name honoured too, or NULL */
-    ddpc_env_type type;
+    ddpc__env_type type;
     const char *deflt;   /* default as text, or NULL for none */
     double lo, hi;       /* the one range of an INT or REAL value */
     const char *meaning; /* one line */
-} ddpc_env_var;
+} ddpc__env_var;
 
-/* Indexed by ddpc_env_id. */
-extern const ddpc_env_var ddpc__env_table[];
+/* Indexed by ddpc__env_id. */
+extern const ddpc__env_var ddpc__env_table[];
 extern const int ddpc__env_table_len;
 
 /* The value of variable id: its own name first, then its HCCL alias, then
  * the default (NULL when it has none). *source (may be NULL) gets the name
  * it came from or "default". */
-const char *ddpc__env(ddpc_env_id id, const char **source);
+const char *ddpc__env(ddpc__env_id id, const char **source);
 /* 1 if the variable (or its alias) is set to a non-empty value. */
-DDPC_LAYER_API int ddpc__env_isset(ddpc_env_id id);
+DDPC_LAYER_API int ddpc__env_isset(ddpc__env_id id);
 /* An INT / REAL variable's value, checked against its range; malformed or
  * out of range is DDPC_ERR_ENV naming the variable, the value and the range;
  * unset with no default is DDPC_ERR_ENV ("NAME is not set"): test
  * ddpc__env_isset first when optional. */
-DDPC_LAYER_API ddpc_status ddpc__env_long(ddpc_env_id id, long *out);
-DDPC_LAYER_API ddpc_status ddpc__env_double(ddpc_env_id id, double *out);
+DDPC_LAYER_API ddpc_status ddpc__env_long(ddpc__env_id id, long *out);
+DDPC_LAYER_API ddpc_status ddpc__env_double(ddpc__env_id id, double *out);
 /* The variable's name, e.g. for messages. */
-const char *ddpc__env_name(ddpc_env_id id);
+const char *ddpc__env_name(ddpc__env_id id);
 
 /* Parse helpers used by the table readers and by tools. */
 ddpc_status ddpc__parse_long(const char *what, const char *s, long lo, long hi, long *out);

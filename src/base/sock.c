@@ -75,8 +75,8 @@ ddpc_status ddpc__sock_listen(const char *host, int port, int backlog, int *fd, 
     return ddpc__sock_listen_try(host, port, backlog, fd, bound_port, NULL);
 }
 
-ddpc_status ddpc__sock_listen_ports(const char *host, const ddpc_ports *ports, int backlog, int *fd,
-                                    int *bound_port) {
+ddpc_status ddpc__sock_listen_ports(const char *host, const ddpc__ports *ports, int backlog,
+                                    int *fd, int *bound_port) {
     if (!ports || ports->n == 0) return ddpc__sock_listen(host, 0, backlog, fd, bound_port);
     long total = 0;
     for (int i = 0; i < ports->n; i++) total += ports->hi[i] - ports->lo[i] + 1;

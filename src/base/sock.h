@@ -25,17 +25,17 @@ ddpc_status ddpc__sock_listen_try(const char *host, int port, int backlog, int *
  * port counted over all of them (wrapping round); n == 0: any free port.
  * Filled from the environment by src/comm/ports.c. */
 #define DDPC_PORT_RANGES 64
-typedef struct ddpc_ports {
+typedef struct ddpc__ports {
     int n;
     int lo[DDPC_PORT_RANGES], hi[DDPC_PORT_RANGES]; /* inclusive */
     int first;
     char why[128]; /* where they came from, for errors ("HCCL_IF_BASE_PORT=60000") */
-} ddpc_ports;
+} ddpc__ports;
 /* As ddpc__sock_listen on the first free port of ports (NULL: any free
  * port); every port taken is DDPC_ERR_SYSTEM naming host, the ranges and
  * where they came from. */
-ddpc_status ddpc__sock_listen_ports(const char *host, const ddpc_ports *ports, int backlog, int *fd,
-                                    int *bound_port);
+ddpc_status ddpc__sock_listen_ports(const char *host, const ddpc__ports *ports, int backlog,
+                                    int *fd, int *bound_port);
 /* Accepts one connection before deadline (abort_fd >= 0: also returns
  * DDPC_ERR_ABORTED as soon as abort_fd becomes readable). */
 ddpc_status ddpc__sock_accept(int lfd, double deadline, int abort_fd, int *fd);

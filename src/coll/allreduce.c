@@ -20,11 +20,11 @@
 #define gme   ddpc__gme
 #define grank ddpc__grank
 
-ddpc_status ddpc__ring_allreduce_plan(ddpc_exec *e, ddpc_ring *out, const ddpc_group *g,
+ddpc_status ddpc__ring_allreduce_plan(ddpc__exec *e, ddpc__ring *out, const ddpc__group *g,
                                       const void *send, void *recv, size_t count, ddpc_dtype t,
                                       ddpc_op op, int finish) {
     int n = gn(e, g), r = gme(e, g);
-    ddpc_ring rg;
+    ddpc__ring rg;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, n, 2 * (n - 1), count, 0));
     rg.nred = n - 1;
     rg.esize = ddpc_dtype_size(t);
@@ -54,9 +54,9 @@ ddpc_status ddpc__ring_allreduce_plan(ddpc_exec *e, ddpc_ring *out, const ddpc_g
 
 /* Ring over g: reduce-scatter (n-1 steps), then allgather (n-1 steps);
  * finish: AVG's division as blocks complete. */
-static ddpc_status ring_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+static ddpc_status ring_allreduce(ddpc__exec *e, const ddpc__group *g, const void *send, void *recv,
                                   size_t count, ddpc_dtype t, ddpc_op op, int finish) {
-    ddpc_ring rg;
+    ddpc__ring rg;
     DDPC_CHECK(ddpc__ring_allreduce_plan(e, &rg, g, send, recv, count, t, op, finish));
     ddpc_status s = ddpc__ring_run(e, &rg);
     ddpc__ring_free(&rg);
@@ -68,7 +68,7 @@ static ddpc_status ring_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
  * 2*(n-p) ranks pair up first: each even one hands its vector to the odd
  * one above it and waits for the result at the end.
  */
-static ddpc_status rhd_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+static ddpc_status rhd_allreduce(ddpc__exec *e, const ddpc__group *g, const void *send, void *recv,
                                  size_t count, ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     int n = gn(e, g), r = gme(e, g);
@@ -79,7 +79,7 @@ static ddpc_status rhd_allreduce(ddpc_exec *e, const ddpc_group *g, const void *
     int p = 1;
     while (p * 2 <= n) p *= 2;
     int rem = n - p, newr;
-    ddpc_req q[2];
+    ddpc__req q[2];
     /* 1. fold the extra ranks in */
     if (r < 2 * rem) {
         if (r % 2 == 0) {
@@ -134,8 +134,9 @@ static int unfold(int g, int rem) { return g < rem ? g * 2 + 1 : g + rem; }
  *      ranges they own.
  * Each block is reduced on one rank only, so all ranks end bit-identical.
  */
-static ddpc_status halving_doubling(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
-                                    size_t count, ddpc_dtype t, ddpc_op op, int finish) {
+static ddpc_status halving_doubling(ddpc__exec *e, const ddpc__group *g, const void *send,
+                                    void *recv, size_t count, ddpc_dtype t, ddpc_op op,
+                                    int finish) {
     ddpc_comm *c = e->c;
     int n = gn(e, g), r = gme(e, g);
     size_t es = ddpc_dtype_size(t), nbytes = count * es;
@@ -150,7 +151,7 @@ static ddpc_status halving_doubling(ddpc_exec *e, const ddpc_group *g, const voi
     if (!boff) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
     size_t *bcnt = boff + p;
     ddpc__blocks(count, p, boff, bcnt);
-    ddpc_req q[2];
+    ddpc__req q[2];
     ddpc_status s = DDPC_OK;
 #define RANGE_OFF(a)    (boff[(a)] * es)
 #define RANGE_LEN(a, m) ((boff[(a) + (m)-1] + bcnt[(a) + (m)-1] - boff[(a)]) * es)
@@ -206,7 +207,7 @@ out:
 }
 
 /* Tree: binomial reduce to rank 0, then binomial broadcast. */
-static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+static ddpc_status tree_allreduce(ddpc__exec *e, const void *send, void *recv, size_t count,
                                   ddpc_dtype t, ddpc_op op) {
     void *tmp = ddpc__scratch(e->c, count * ddpc_dtype_size(t));
     if (!tmp) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
@@ -214,7 +215,7 @@ static ddpc_status tree_allreduce(ddpc_exec *e, const void *send, void *recv, si
     return ddpc__tree_bcast(e, NULL, recv, count * ddpc_dtype_size(t), 0);
 }
 
-ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+ddpc_status ddpc__group_allreduce(ddpc__exec *e, const ddpc__group *g, const void *send, void *recv,
                                   size_t count, ddpc_dtype t, ddpc_op op, int algo) {
     int n = gn(e, g);
     size_t nbytes = count * ddpc_dtype_size(t);
@@ -236,7 +237,7 @@ ddpc_status ddpc__group_allreduce(ddpc_exec *e, const ddpc_group *g, const void 
  * way instead of at every hop. Returns g, or NULL for rank order (also
  * when ord cannot be had: the ring is right either way).
  */
-static const ddpc_group *host_ordered(const ddpc_comm *c, ddpc_group *g, int **ord) {
+static const ddpc__group *host_ordered(const ddpc_comm *c, ddpc__group *g, int **ord) {
     *ord = NULL;
     if (!c->host_of || c->nhosts < 2) return NULL;
     int breaks = 0;
@@ -259,8 +260,8 @@ static const ddpc_group *host_ordered(const ddpc_comm *c, ddpc_group *g, int **o
     return g;
 }
 
-ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
-                            ddpc_op op, const ddpc_tune *tu) {
+ddpc_status ddpc__allreduce(ddpc__exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+                            ddpc_op op, const ddpc__tune *tu) {
     ddpc_comm *c = e->c;
     ddpc_status s;
     if (c->size == 1) {
@@ -272,9 +273,9 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
      * completes; the others finish the whole vector at the end */
     switch (tu->algo) {
     case DDPC_X_RING: {
-        ddpc_group hg;
+        ddpc__group hg;
         int *ord;
-        const ddpc_group *g = host_ordered(c, &hg, &ord);
+        const ddpc__group *g = host_ordered(c, &hg, &ord);
         if (g) DDPC_TRACE(COLL, "rank %d: flat ring in host order (member %d)", c->rank, g->me);
         s = ring_allreduce(e, g, send, recv, count, t, op, 1);
         free(ord);
@@ -297,7 +298,7 @@ ddpc_status ddpc__allreduce(ddpc_exec *e, const void *send, void *recv, size_t c
  * The first round reads send, later ones acc (scratch), so recv may alias
  * send.
  */
-static ddpc_status halving_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+static ddpc_status halving_reduce_scatter(ddpc__exec *e, const void *send, void *recv, size_t count,
                                           ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
@@ -308,7 +309,7 @@ static ddpc_status halving_reduce_scatter(ddpc_exec *e, const void *send, void *
     const char *src = send;
     for (int m = n / 2; m >= 1; m /= 2) {
         int keep = r & ~(m - 1), give = (r ^ m) & ~(m - 1);
-        ddpc_req q[2];
+        ddpc__req q[2];
         ddpc__post_send(e, &q[0], r ^ m, src + (size_t)give * bb, (size_t)m * bb);
         ddpc__post_recv(e, &q[1], r ^ m, tmp, (size_t)m * bb);
         DDPC_CHECK(ddpc__wait_all(e, q, 2));
@@ -324,7 +325,7 @@ static ddpc_status halving_reduce_scatter(ddpc_exec *e, const void *send, void *
  * so after n-1 steps rank r holds the reduction of block r. Partial sums
  * travel through acc (n blocks); the last one is copied to recv.
  */
-ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+ddpc_status ddpc__reduce_scatter(ddpc__exec *e, const void *send, void *recv, size_t count,
                                  ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
@@ -343,7 +344,7 @@ ddpc_status ddpc__reduce_scatter(ddpc_exec *e, const void *send, void *recv, siz
      * hypervisor); the ring takes no scratch of its own here (direct) */
     char *acc = ddpc__scratch(c, count * es * (size_t)n);
     if (!acc) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for reduce_scatter");
-    ddpc_ring rg;
+    ddpc__ring rg;
     ddpc_status ps = ddpc__ring_plan(e, &rg, n, ns, count, 1);
     if (ps != DDPC_OK) return ps;
     rg.nred = ns;

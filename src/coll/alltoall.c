@@ -19,9 +19,9 @@ static size_t len(const size_t *counts, size_t esize, size_t nbytes, int j) {
     return counts ? counts[j] * esize : nbytes;
 }
 
-/* The exchange both forms share; vec as ddpc_args.vec, or NULL for equal
+/* The exchange both forms share; vec as ddpc__args.vec, or NULL for equal
  * blocks of nbytes. */
-static ddpc_status exchange(ddpc_exec *e, const char *send, char *recv, const size_t *vec,
+static ddpc_status exchange(ddpc__exec *e, const char *send, char *recv, const size_t *vec,
                             size_t esize, size_t nbytes) {
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
@@ -35,7 +35,7 @@ static ddpc_status exchange(ddpc_exec *e, const char *send, char *recv, const si
         memmove(recv + off(rd, esize, nbytes, r), send + off(sd, esize, nbytes, r),
                 len(sc, esize, nbytes, r));
     if (n == 1) return DDPC_OK;
-    ddpc_req *q = malloc(sizeof *q * (size_t)(2 * n));
+    ddpc__req *q = malloc(sizeof *q * (size_t)(2 * n));
     if (!q) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
     int k = 0;
     for (int i = 1; i < n; i++) {
@@ -50,11 +50,11 @@ static ddpc_status exchange(ddpc_exec *e, const char *send, char *recv, const si
     return s;
 }
 
-ddpc_status ddpc__alltoall(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+ddpc_status ddpc__alltoall(ddpc__exec *e, const void *send, void *recv, size_t nbytes) {
     return exchange(e, send, recv, NULL, 1, nbytes);
 }
 
-ddpc_status ddpc__alltoallv(ddpc_exec *e, const void *send, void *recv, const size_t *vec,
+ddpc_status ddpc__alltoallv(ddpc__exec *e, const void *send, void *recv, const size_t *vec,
                             size_t esize) {
     return exchange(e, send, recv, vec, esize, 0);
 }

@@ -37,12 +37,12 @@ static ddpc_status need(const char *what, const char *name, const void *p, size_
     return DDPC_OK;
 }
 
-static ddpc_status go(ddpc_comm *c, ddpc_kind k, const void *send, void *recv, size_t count,
+static ddpc_status go(ddpc_comm *c, ddpc__kind k, const void *send, void *recv, size_t count,
                       ddpc_dtype t, ddpc_op op, int root, ddpc_work **w, int async,
                       const char *what) {
     if (async && !w) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = { k, send, recv, count, t, op, root, NULL, ddpc__run, 0, 0 };
+    ddpc__args a = { k, send, recv, count, t, op, root, NULL, ddpc__run, 0, 0 };
     return ddpc__submit(c, &a, async ? w : NULL);
 }
 
@@ -221,7 +221,7 @@ static ddpc_status alltoallv(ddpc_comm *c, const void *send, const size_t *sendc
     memcpy(vec + 2 * n, recvcounts, sizeof *vec * (size_t)n);
     memcpy(vec + 3 * n, rdispls, sizeof *vec * (size_t)n);
     if (async) *w = NULL;
-    ddpc_args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run, 0, 0 };
+    ddpc__args a = { DDPC_K_ALLTOALLV, send, recv, 0, t, DDPC_SUM, -1, vec, ddpc__run, 0, 0 };
     return ddpc__submit(c, &a, async ? w : NULL); /* owns vec from here */
 }
 ddpc_status ddpc_alltoallv(ddpc_comm *c, const void *send, const size_t *sendcounts,
@@ -255,17 +255,17 @@ static ddpc_status p2p(ddpc_comm *c, int is_send, void *buf, size_t count, ddpc_
                          peer);
     if (async && !w) return ddpc__err(DDPC_ERR_INVALID_ARG, "%s: the work pointer is NULL", what);
     if (async) *w = NULL;
-    ddpc_args a = { is_send ? DDPC_K_SEND : DDPC_K_RECV,
-                    is_send ? buf : NULL,
-                    is_send ? NULL : buf,
-                    count,
-                    t,
-                    DDPC_SUM,
-                    peer,
-                    NULL,
-                    ddpc__run,
-                    0,
-                    tag };
+    ddpc__args a = { is_send ? DDPC_K_SEND : DDPC_K_RECV,
+                     is_send ? buf : NULL,
+                     is_send ? NULL : buf,
+                     count,
+                     t,
+                     DDPC_SUM,
+                     peer,
+                     NULL,
+                     ddpc__run,
+                     0,
+                     tag };
     if (any && !async) { /* through the queue, where a source is chosen (comm.c: run_p2p) */
         ddpc_work *aw = NULL;
         DDPC_CHECK(ddpc__submit(c, &a, &aw));

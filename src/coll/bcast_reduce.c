@@ -14,14 +14,14 @@
 #include "coll/coll.h"
 
 /* rank of virtual rank v in a tree over g rooted at member root */
-static int real(const ddpc_group *g, int v, int root, int n) {
+static int real(const ddpc__group *g, int v, int root, int n) {
     return ddpc__grank(g, (v + root) % n);
 }
 
-ddpc_status ddpc__tree_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes,
+ddpc_status ddpc__tree_bcast(ddpc__exec *e, const ddpc__group *g, void *buf, size_t nbytes,
                              int root) {
     int n = ddpc__gsize(e, g), v = (ddpc__gme(e, g) - root + n) % n;
-    ddpc_req q[33];
+    ddpc__req q[33];
     int mask = 1;
     /* 1. receive from the parent: v with its lowest set bit cleared */
     while (mask < n) {
@@ -39,12 +39,12 @@ ddpc_status ddpc__tree_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_
     return ddpc__wait_all(e, q, k);
 }
 
-ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *send, void *acc,
+ddpc_status ddpc__tree_reduce(ddpc__exec *e, const ddpc__group *g, const void *send, void *acc,
                               void *tmp, size_t count, ddpc_dtype t, ddpc_op op, int root) {
     int n = ddpc__gsize(e, g), v = (ddpc__gme(e, g) - root + n) % n;
     size_t nbytes = count * ddpc_dtype_size(t);
     if (acc != send) memcpy(acc, send, nbytes);
-    ddpc_req q;
+    ddpc__req q;
     for (int mask = 1; mask < n; mask <<= 1) {
         if (v & mask) { /* 2. hand the partial result to the parent; done */
             ddpc__post_send(e, &q, real(g, v & ~mask, root, n), acc, nbytes);
@@ -61,14 +61,14 @@ ddpc_status ddpc__tree_reduce(ddpc_exec *e, const ddpc_group *g, const void *sen
 
 /* Chain root -> root+1 -> ... -> root-1 (members of g), in the tuner's
  * pieces. */
-ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size_t nbytes,
+ddpc_status ddpc__chain_bcast(ddpc__exec *e, const ddpc__group *g, void *buf, size_t nbytes,
                               int root) {
     ddpc_comm *c = e->c;
     int n = ddpc__gsize(e, g), me = ddpc__gme(e, g), v = (me - root + n) % n;
     int prev = ddpc__grank(g, (me + n - 1) % n), next = ddpc__grank(g, (me + 1) % n);
     int has_prev = v > 0, has_next = v < n - 1;
     size_t ch = ddpc__tune_piece(c, nbytes), m = (nbytes + ch - 1) / ch;
-    ddpc_req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
+    ddpc__req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
     size_t nr = 0, nrd = 0, ns = 0, nsd = 0;
     char *b = buf;
     while ((has_prev && nrd < m) || (has_next && nsd < m)) {
@@ -94,7 +94,7 @@ ddpc_status ddpc__chain_bcast(ddpc_exec *e, const ddpc_group *g, void *buf, size
  * combines an arriving chunk with its own and forwards it; the root
  * combines into recv.
  */
-static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size_t count,
+static ddpc_status chain_reduce(ddpc__exec *e, const void *send, void *recv, size_t count,
                                 ddpc_dtype t, ddpc_op op, int root) {
     ddpc_comm *c = e->c;
     int n = c->size, v = (c->rank - root + n) % n;
@@ -107,7 +107,7 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
     char *slots = ddpc__scratch(c, DDPC_WINDOW * ce * es);
     if (!slots) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for chain buffers");
     const char *mine = send;
-    ddpc_req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
+    ddpc__req sq[DDPC_WINDOW], rq[DDPC_WINDOW];
     size_t nr = 0, nrd = 0, ns = 0, nsd = 0;
     while ((has_from && nrd < m) || (has_to && nsd < m)) {
         /* a slot is free once its previous chunk was combined and sent on */
@@ -139,13 +139,13 @@ static ddpc_status chain_reduce(ddpc_exec *e, const void *send, void *recv, size
     return DDPC_OK;
 }
 
-ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
     ddpc_comm *c = e->c;
     if (c->rank == root && recv != send) memmove(recv, send, nbytes);
     if (c->size == 1) return DDPC_OK;
-    ddpc_req ck[4];
+    ddpc__req ck[4];
     int nck = ddpc__check_ring_post(e, ck);
-    ddpc_tune tu;
+    ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
     DDPC_CHECK(tu.algo == DDPC_X_TREE ? ddpc__tree_bcast(e, NULL, recv, nbytes, root)
@@ -153,7 +153,7 @@ ddpc_status ddpc__broadcast(ddpc_exec *e, const void *send, void *recv, size_t n
     return ddpc__wait_all(e, ck, nck);
 }
 
-ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
+ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
                          ddpc_op op, int root) {
     ddpc_comm *c = e->c;
     size_t nbytes = count * ddpc_dtype_size(t);
@@ -161,9 +161,9 @@ ddpc_status ddpc__reduce(ddpc_exec *e, const void *send, void *recv, size_t coun
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
-    ddpc_req ck[4];
+    ddpc__req ck[4];
     int nck = ddpc__check_ring_post(e, ck);
-    ddpc_tune tu;
+    ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
     if (tu.algo == DDPC_X_RING) {

@@ -15,34 +15,34 @@ static int is_half(ddpc_dtype t) { return t == DDPC_FLOAT16 || t == DDPC_BFLOAT1
 /* The families with a hierarchical variant: that one where the
  * communicator spans hosts and DDPC_ALGO allows (ddpc__tune_hier), else
  * the flat one. */
-static ddpc_status allreduce(ddpc_exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
-                             ddpc_op op) {
-    ddpc_tune tu;
+static ddpc_status allreduce(ddpc__exec *e, const void *send, void *recv, size_t count,
+                             ddpc_dtype t, ddpc_op op) {
+    ddpc__tune tu;
     ddpc__tune_allreduce(e->c, count, ddpc_dtype_size(t), &tu);
     if (tu.hier && (e->algo = "hier"))
         return ddpc__hier_allreduce(e, send, recv, count, t, op, &tu);
     return ddpc__allreduce(e, send, recv, count, t, op, &tu);
 }
-static ddpc_status reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+static ddpc_status reduce_scatter(ddpc__exec *e, const void *send, void *recv, size_t count,
                                   ddpc_dtype t, ddpc_op op) {
     if (ddpc__tune_hier(e->c, DDPC_K_REDUCE_SCATTER, count) && (e->algo = "hier"))
         return ddpc__hier_reduce_scatter(e, send, recv, count, t, op);
     return ddpc__reduce_scatter(e, send, recv, count, t, op);
 }
-static ddpc_status allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+static ddpc_status allgather(ddpc__exec *e, const void *send, void *recv, size_t nbytes) {
     if (ddpc__tune_hier(e->c, DDPC_K_ALLGATHER, nbytes) && (e->algo = "hier"))
         return ddpc__hier_allgather(e, send, recv, nbytes);
     return ddpc__allgather(e, send, recv, nbytes);
 }
-static ddpc_status broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+static ddpc_status broadcast(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
     if (ddpc__tune_hier(e->c, DDPC_K_BROADCAST, nbytes) && (e->algo = "hier"))
         return ddpc__hier_broadcast(e, send, recv, nbytes, root);
     return ddpc__broadcast(e, send, recv, nbytes, root);
 }
 
 /* Allreduce, reduce or reduce-scatter of a half type in float32. */
-static ddpc_status run_half(ddpc_exec *e) {
-    const ddpc_args *a = &e->a;
+static ddpc_status run_half(ddpc__exec *e) {
+    const ddpc__args *a = &e->a;
     ddpc_comm *c = e->c;
     int n = c->size;
     size_t in_count = a->kind == DDPC_K_REDUCE_SCATTER ? a->count * (size_t)n : a->count;
@@ -72,8 +72,8 @@ static ddpc_status run_half(ddpc_exec *e) {
     return s;
 }
 
-ddpc_status ddpc__run(ddpc_exec *e) {
-    const ddpc_args *a = &e->a;
+ddpc_status ddpc__run(ddpc__exec *e) {
+    const ddpc__args *a = &e->a;
     ddpc_comm *c = e->c;
     size_t nb = a->count * ddpc_dtype_size(a->dtype);
     if (a->count == 0 && a->kind != DDPC_K_BARRIER && a->kind != DDPC_K_ALLTOALLV) return DDPC_OK;

@@ -12,11 +12,11 @@
 /* Recursive doubling, n a power of two: at distance m = 1, 2, 4, ...
  * partners swap the m blocks each holds (the run of m blocks that starts
  * at its rank with the low bits cleared): log2(n) rounds. */
-static ddpc_status rd_allgather(ddpc_exec *e, char *recv, size_t nbytes) {
+static ddpc_status rd_allgather(ddpc__exec *e, char *recv, size_t nbytes) {
     int n = e->c->size, r = e->c->rank;
     for (int m = 1; m < n; m <<= 1) {
         int partner = r ^ m;
-        ddpc_req q[2];
+        ddpc__req q[2];
         ddpc__post_send(e, &q[0], partner, recv + (size_t)(r & ~(m - 1)) * nbytes,
                         (size_t)m * nbytes);
         ddpc__post_recv(e, &q[1], partner, recv + (size_t)(partner & ~(m - 1)) * nbytes,
@@ -26,7 +26,7 @@ static ddpc_status rd_allgather(ddpc_exec *e, char *recv, size_t nbytes) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+ddpc_status ddpc__allgather(ddpc__exec *e, const void *send, void *recv, size_t nbytes) {
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
     char *own = (char *)recv + (size_t)r * nbytes;
@@ -37,7 +37,7 @@ ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t n
         return rd_allgather(e, recv, nbytes);
     }
     int ns = n - 1;
-    ddpc_ring rg;
+    ddpc__ring rg;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, n, ns, nbytes, 1));
     rg.esize = 1;
     rg.t = DDPC_UINT8;
@@ -55,18 +55,18 @@ ddpc_status ddpc__allgather(ddpc_exec *e, const void *send, void *recv, size_t n
 }
 
 /* Posts one message per rank other than this one and waits for all. */
-static ddpc_status fan(ddpc_exec *e, int is_send, char *base, size_t nbytes, int root) {
+static ddpc_status fan(ddpc__exec *e, int is_send, char *base, size_t nbytes, int root) {
     ddpc_comm *c = e->c;
     int n = c->size;
     if (c->rank != root) {
-        ddpc_req q;
+        ddpc__req q;
         if (is_send)
             ddpc__post_recv(e, &q, root, base, nbytes);
         else
             ddpc__post_send(e, &q, root, base, nbytes);
         return ddpc__wait(e, &q);
     }
-    ddpc_req *q = malloc(sizeof *q * (size_t)n);
+    ddpc__req *q = malloc(sizeof *q * (size_t)n);
     if (!q) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory");
     int k = 0;
     for (int i = 1; i < n; i++) {
@@ -81,27 +81,27 @@ static ddpc_status fan(ddpc_exec *e, int is_send, char *base, size_t nbytes, int
     return s;
 }
 
-ddpc_status ddpc__gather(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+ddpc_status ddpc__gather(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
     ddpc_comm *c = e->c;
     if (c->rank == root) {
         char *own = (char *)recv + (size_t)root * nbytes;
         if ((const void *)own != send) memmove(own, send, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
-    ddpc_req ck[4];
+    ddpc__req ck[4];
     int nck = ddpc__check_ring_post(e, ck);
     DDPC_CHECK(fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
     return ddpc__wait_all(e, ck, nck);
 }
 
-ddpc_status ddpc__scatter(ddpc_exec *e, const void *send, void *recv, size_t nbytes, int root) {
+ddpc_status ddpc__scatter(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
     ddpc_comm *c = e->c;
     if (c->rank == root) {
         const char *own = (const char *)send + (size_t)root * nbytes;
         if ((void *)own != recv) memmove(recv, own, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
-    ddpc_req ck[4];
+    ddpc__req ck[4];
     int nck = ddpc__check_ring_post(e, ck);
     DDPC_CHECK(fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
     return ddpc__wait_all(e, ck, nck);

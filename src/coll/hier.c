@@ -5,7 +5,7 @@
  * the tuner (tuner.c) says so. The intra-host steps run among the ranks of
  * one host (shared memory, where the pair has it), the inter-host steps
  * among one rank per host; every step is one of the building blocks of
- * coll.h run over a ddpc_group. Reduce-scatter, allgather and broadcast
+ * coll.h run over a ddpc__group. Reduce-scatter, allgather and broadcast
  * are described above their functions, allreduce here.
  *
  * Allreduce, large messages (HCCL's and NCCL's shape):
@@ -49,7 +49,7 @@ typedef struct layout {
     int *group; /* [nhosts]: a cross-host group being built */
 } layout;
 
-static ddpc_status layout_make(ddpc_exec *e, layout *hl) {
+static ddpc_status layout_make(ddpc__exec *e, layout *hl) {
     ddpc_comm *c = e->c;
     int n = c->size, nh = c->nhosts;
     hl->ranks = malloc(sizeof(int) * ((size_t)n + 2 * (size_t)nh + 1));
@@ -66,9 +66,9 @@ static ddpc_status layout_make(ddpc_exec *e, layout *hl) {
 static void layout_free(layout *hl) { free(hl->ranks); }
 
 /* The group of this rank's host. */
-static ddpc_group host_group(const ddpc_comm *c, const layout *hl) {
+static ddpc__group host_group(const ddpc_comm *c, const layout *hl) {
     int h = c->host;
-    return (ddpc_group){ hl->hoff[h + 1] - hl->hoff[h], c->local_rank, hl->ranks + hl->hoff[h] };
+    return (ddpc__group){ hl->hoff[h + 1] - hl->hoff[h], c->local_rank, hl->ranks + hl->hoff[h] };
 }
 
 /* Block of element x when count elements are cut into L blocks as
@@ -86,11 +86,11 @@ static int block_of(size_t count, int L, size_t x, size_t *end) {
  * from its member). Blocks: count cut into g->n blocks as ddpc__blocks
  * does, or where blk is given, block m is elements [blk[m], blk[m] +
  * blk[n + m]) (n = g->n; blocks may be empty). */
-static ddpc_status group_ring_plan(ddpc_exec *e, ddpc_ring *out, const ddpc_group *g,
+static ddpc_status group_ring_plan(ddpc__exec *e, ddpc__ring *out, const ddpc__group *g,
                                    const void *send, void *recv, size_t count, ddpc_dtype t,
                                    ddpc_op op, int reduce, const size_t *blk) {
     int L = g->n, l = g->me, ns = L - 1;
-    ddpc_ring rg;
+    ddpc__ring rg;
     DDPC_CHECK(ddpc__ring_plan(e, &rg, L, ns, count, 0));
     if (blk) {
         rg.boff = blk;
@@ -114,10 +114,10 @@ static ddpc_status group_ring_plan(ddpc_exec *e, ddpc_ring *out, const ddpc_grou
     return DDPC_OK;
 }
 
-static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *send, void *recv,
+static ddpc_status group_ring(ddpc__exec *e, const ddpc__group *g, const void *send, void *recv,
                               size_t count, ddpc_dtype t, ddpc_op op, int reduce,
                               const size_t *blk) {
-    ddpc_ring rg;
+    ddpc__ring rg;
     if (g->n == 1) return DDPC_OK;
     DDPC_CHECK(group_ring_plan(e, &rg, g, send, recv, count, t, op, reduce, blk));
     ddpc_status s = ddpc__ring_run(e, &rg);
@@ -126,11 +126,11 @@ static ddpc_status group_ring(ddpc_exec *e, const ddpc_group *g, const void *sen
 }
 
 /* Steps 1-4 of the top of the file, for large messages. */
-static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, void *recv,
+static ddpc_status hier_large(ddpc__exec *e, const layout *hl, const void *send, void *recv,
                               size_t count, ddpc_dtype t, ddpc_op op, int inter) {
     ddpc_comm *c = e->c;
     size_t es = ddpc_dtype_size(t);
-    ddpc_group hg = host_group(c, hl);
+    ddpc__group hg = host_group(c, hl);
     double t0 = ddpc__now();
     /* 1. intra-host reduce-scatter */
     if (hg.n > 1)
@@ -149,7 +149,7 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
             hl->group[h] = hl->ranks[hl->hoff[h] + block_of(count, Lh, a, &end)];
             if (end < b) b = end;
         }
-        ddpc_group xg = { c->nhosts, c->host, hl->group };
+        ddpc__group xg = { c->nhosts, c->host, hl->group };
         char *seg = (char *)recv + a * es;
         DDPC_CHECK(ddpc__group_allreduce(e, &xg, seg, seg, b - a, t, op, inter));
         a = b;
@@ -169,8 +169,9 @@ static ddpc_status hier_large(ddpc_exec *e, const layout *hl, const void *send, 
 /* Runs at once the rings of host[0 .. nh) one after the other and the ring
  * across (NULL: none): they talk to disjoint peers (ranks of this host,
  * ranks of other hosts), so no connection carries both. */
-static ddpc_status run_rings(ddpc_exec *e, const ddpc_ring *host, int nh, const ddpc_ring *across) {
-    ddpc_ring_exec hx, ax;
+static ddpc_status run_rings(ddpc__exec *e, const ddpc__ring *host, int nh,
+                             const ddpc__ring *across) {
+    ddpc__ring_exec hx, ax;
     int hi = 0, hdone = nh == 0, adone = across == NULL, d;
     if (!hdone) DDPC_CHECK(ddpc__ring_start(e, &hx, &host[0]));
     if (!adone) DDPC_CHECK(ddpc__ring_start(e, &ax, across));
@@ -198,13 +199,13 @@ static ddpc_status run_rings(ddpc_exec *e, const ddpc_ring *host, int nh, const 
  * allgather are not hidden. Every rank runs the same slots in the same
  * order. The two rings at once take their scratch slots from one block of
  * the communicator's scratch. */
-static ddpc_status hier_pipe(ddpc_exec *e, const layout *hl, const void *send, void *recv,
+static ddpc_status hier_pipe(ddpc__exec *e, const layout *hl, const void *send, void *recv,
                              size_t count, ddpc_dtype t, ddpc_op op, int pieces) {
     ddpc_comm *c = e->c;
     size_t es = ddpc_dtype_size(t), sb = ddpc__ring_slot_bytes(c, es);
-    ddpc_group hg = host_group(c, hl);
+    ddpc__group hg = host_group(c, hl);
     for (int h = 0; h < c->nhosts; h++) hl->group[h] = hl->ranks[hl->hoff[h] + hg.me];
-    ddpc_group xg = { c->nhosts, c->host, hl->group }; /* this rank's column */
+    ddpc__group xg = { c->nhosts, c->host, hl->group }; /* this rank's column */
     char *slots = ddpc__scratch(c, 2 * sb);
     size_t *poff = malloc(sizeof(size_t) * 2 * ((size_t)pieces + (size_t)hg.n));
     if (!slots || !poff) {
@@ -218,7 +219,7 @@ static ddpc_status hier_pipe(ddpc_exec *e, const layout *hl, const void *send, v
     ddpc_status s = DDPC_OK;
     double t0 = ddpc__now();
     for (int j = 0; s == DDPC_OK && j <= pieces + 1; j++) {
-        ddpc_ring host[2], across;
+        ddpc__ring host[2], across;
         int nh = 0, a = j - 1, has = 0;
         if (j < pieces) { /* 1. piece j: reduce-scatter in the host */
             s = group_ring_plan(e, &host[nh], &hg, in + poff[j] * es, out + poff[j] * es, pcnt[j],
@@ -255,18 +256,18 @@ static ddpc_status hier_pipe(ddpc_exec *e, const layout *hl, const void *send, v
 
 /* Small messages: reduce to each host's first rank, allreduce among those,
  * broadcast inside each host. */
-static ddpc_status hier_small(ddpc_exec *e, const layout *hl, const void *send, void *recv,
+static ddpc_status hier_small(ddpc__exec *e, const layout *hl, const void *send, void *recv,
                               size_t count, ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     size_t nbytes = count * ddpc_dtype_size(t), al = (nbytes + 63) & ~(size_t)63;
-    ddpc_group hg = host_group(c, hl);
+    ddpc__group hg = host_group(c, hl);
     char *scr = ddpc__scratch(c, 2 * al);
     if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
     void *acc = hg.me == 0 ? recv : scr;
     DDPC_CHECK(ddpc__tree_reduce(e, &hg, send, acc, scr + al, count, t, op, 0));
     if (hg.me == 0) {
         for (int h = 0; h < c->nhosts; h++) hl->group[h] = hl->ranks[hl->hoff[h]];
-        ddpc_group lead = { c->nhosts, c->host, hl->group };
+        ddpc__group lead = { c->nhosts, c->host, hl->group };
         DDPC_CHECK(
             ddpc__group_allreduce(e, &lead, recv, recv, count, t, op, DDPC_X_HD | DDPC_X_BY_SIZE));
         ddpc__reduce_finish(recv, count, t, op, c->size);
@@ -274,8 +275,8 @@ static ddpc_status hier_small(ddpc_exec *e, const layout *hl, const void *send, 
     return ddpc__tree_bcast(e, &hg, recv, nbytes, 0);
 }
 
-ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, size_t count,
-                                 ddpc_dtype t, ddpc_op op, const ddpc_tune *tu) {
+ddpc_status ddpc__hier_allreduce(ddpc__exec *e, const void *send, void *recv, size_t count,
+                                 ddpc_dtype t, ddpc_op op, const ddpc__tune *tu) {
     ddpc_comm *c = e->c;
     int small = tu->algo == DDPC_X_SMALL, inter = tu->inter, pieces = tu->pieces;
     layout hl = { 0 };
@@ -313,12 +314,12 @@ ddpc_status ddpc__hier_allreduce(ddpc_exec *e, const void *send, void *recv, siz
  */
 typedef struct columns {
     layout hl;
-    ddpc_group hg, cg; /* this rank's host; the column being run */
-    int m;             /* the most ranks on one host */
-    size_t *soff;      /* [m] where sub-part l starts on this host, in blocks */
-    size_t *pblk;      /* [2 L_h] the parts (offset, count) in elements */
-    size_t *cblk;      /* [2 H] the column's blocks (offset, count) in elements */
-    char *st;          /* [nbufs x size blocks] staging: the communicator's scratch,
+    ddpc__group hg, cg; /* this rank's host; the column being run */
+    int m;              /* the most ranks on one host */
+    size_t *soff;       /* [m] where sub-part l starts on this host, in blocks */
+    size_t *pblk;       /* [2 L_h] the parts (offset, count) in elements */
+    size_t *cblk;       /* [2 H] the column's blocks (offset, count) in elements */
+    char *st;           /* [nbufs x size blocks] staging: the communicator's scratch,
                         * kept between calls (no page faults on every call) */
 } columns;
 
@@ -328,7 +329,7 @@ static void columns_free(columns *cl) {
 }
 
 /* count: elements per block. */
-static ddpc_status columns_make(ddpc_exec *e, columns *cl, size_t count, size_t block_bytes,
+static ddpc_status columns_make(ddpc__exec *e, columns *cl, size_t count, size_t block_bytes,
                                 int nbufs) {
     ddpc_comm *c = e->c;
     int nh = c->nhosts, L = c->local_size;
@@ -372,7 +373,7 @@ static void column(const ddpc_comm *c, columns *cl, int l, size_t count) {
         cl->cblk[nh + h] = Lh > l ? count : 0;
         pos += Lh > l;
     }
-    cl->cg = (ddpc_group){ nh, c->host, cl->hl.group };
+    cl->cg = (ddpc__group){ nh, c->host, cl->hl.group };
 }
 
 /* Calls fn(r, slot, ctx) for every rank r with the staging slot (in blocks)
@@ -405,7 +406,7 @@ static void copy_slot(int r, size_t slot, void *ctx) {
 
 /* (Both steps' rings run out of place, so that neither takes the scratch
  * the staging lives in.) */
-ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv, size_t count,
+ddpc_status ddpc__hier_reduce_scatter(ddpc__exec *e, const void *send, void *recv, size_t count,
                                       ddpc_dtype t, ddpc_op op) {
     ddpc_comm *c = e->c;
     size_t es = ddpc_dtype_size(t), bb = count * es;
@@ -436,7 +437,7 @@ ddpc_status ddpc__hier_reduce_scatter(ddpc_exec *e, const void *send, void *recv
     return s;
 }
 
-ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, size_t nbytes) {
+ddpc_status ddpc__hier_allgather(ddpc__exec *e, const void *send, void *recv, size_t nbytes) {
     ddpc_comm *c = e->c;
     columns cl;
     DDPC_CHECK(columns_make(e, &cl, nbytes, nbytes, 1));
@@ -474,7 +475,7 @@ ddpc_status ddpc__hier_allgather(ddpc_exec *e, const void *send, void *recv, siz
  * A fingerprint exchange with the ring neighbours comes first (as in
  * ddpc__broadcast), so a mismatched root is caught before data moves.
  */
-ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, size_t nbytes,
+ddpc_status ddpc__hier_broadcast(ddpc__exec *e, const void *send, void *recv, size_t nbytes,
                                  int root) {
     ddpc_comm *c = e->c;
     if (c->rank == root && recv != send) memmove(recv, send, nbytes);
@@ -484,9 +485,9 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
     DDPC_TRACE(COLL, "rank %d: hierarchical broadcast of %zu bytes over %d hosts", c->rank, nbytes,
                c->nhosts);
     int h0 = c->host_of[root], l0 = c->local_of[root];
-    ddpc_group hg = host_group(c, &hl);
+    ddpc__group hg = host_group(c, &hl);
     ddpc_status s = DDPC_OK;
-    ddpc_req *q = NULL;
+    ddpc__req *q = NULL;
     if (ddpc__tune_small(nbytes) || c->nhosts * c->max_local != c->size) {
         /* each host's leader: local rank l0 where the host has one, else 0 */
         int lead = l0 < hg.n ? l0 : 0;
@@ -494,7 +495,7 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
             int Lh = hl.hoff[h + 1] - hl.hoff[h];
             hl.group[h] = hl.ranks[hl.hoff[h] + (l0 < Lh ? l0 : 0)];
         }
-        ddpc_group leaders = { c->nhosts, c->host, hl.group };
+        ddpc__group leaders = { c->nhosts, c->host, hl.group };
         int small = ddpc__tune_small(nbytes);
         if (c->local_rank == lead)
             s = small ? ddpc__tree_bcast(e, &leaders, recv, nbytes, h0)
@@ -527,7 +528,7 @@ ddpc_status ddpc__hier_broadcast(ddpc_exec *e, const void *send, void *recv, siz
     }
     /* 2. each slice along its column */
     for (int h = 0; h < c->nhosts; h++) hl.group[h] = hl.ranks[hl.hoff[h] + hg.me];
-    ddpc_group col = { c->nhosts, c->host, hl.group };
+    ddpc__group col = { c->nhosts, c->host, hl.group };
     if (s == DDPC_OK && bcnt[hg.me])
         s = ddpc__chain_bcast(e, &col, b + boff[hg.me], bcnt[hg.me], h0);
     free(boff);

@@ -1,6 +1,6 @@
 /*
  * ring.c — the chunked, pipelined ring that moves the large messages of
- * allreduce, reduce-scatter and allgather (see ddpc_ring in coll.h).
+ * allreduce, reduce-scatter and allgather (see ddpc__ring in coll.h).
  *
  * Every (step, chunk) pair is a task t = step * m + chunk, m chunks per
  * block. Receives are posted in task order, at most DDPC_WINDOW ahead;
@@ -26,7 +26,7 @@ void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt) {
     }
 }
 
-ddpc_status ddpc__ring_plan(ddpc_exec *e, ddpc_ring *rg, int n, int nsteps, size_t count,
+ddpc_status ddpc__ring_plan(ddpc__exec *e, ddpc__ring *rg, int n, int nsteps, size_t count,
                             int equal) {
     memset(rg, 0, sizeof *rg);
     size_t ns = (size_t)nsteps;
@@ -55,10 +55,10 @@ ddpc_status ddpc__ring_plan(ddpc_exec *e, ddpc_ring *rg, int n, int nsteps, size
     return DDPC_OK;
 }
 
-void ddpc__ring_free(ddpc_ring *rg) { free((void *)rg->ssrc); }
+void ddpc__ring_free(ddpc__ring *rg) { free((void *)rg->ssrc); }
 
 /* Element range of chunk j of block b. */
-static void chunk_of(const ddpc_ring *rg, int b, size_t j, size_t ce, size_t *off, size_t *cnt) {
+static void chunk_of(const ddpc__ring *rg, int b, size_t j, size_t ce, size_t *off, size_t *cnt) {
     size_t lo = j * ce;
     size_t n = rg->bcnt[b];
     *off = rg->boff[b] + (lo < n ? lo : n);
@@ -66,14 +66,14 @@ static void chunk_of(const ddpc_ring *rg, int b, size_t j, size_t ce, size_t *of
 }
 
 static void combine_arrived(void *dst, const void *src, size_t n, void *ctx) {
-    const ddpc_ring_combine *k = ctx;
+    const ddpc__ring_combine *k = ctx;
     size_t cnt = n / ddpc_dtype_size(k->t);
     const char *loc = k->loc_base + ((char *)dst - k->dst_base);
     ddpc__reduce3(dst, loc, src, cnt, k->t, k->op);
     if (k->finish_n) ddpc__reduce_finish(dst, cnt, k->t, k->op, k->finish_n);
 }
 
-ddpc_status ddpc__ring_start(ddpc_exec *e, ddpc_ring_exec *x, const ddpc_ring *rg) {
+ddpc_status ddpc__ring_start(ddpc__exec *e, ddpc__ring_exec *x, const ddpc__ring *rg) {
     ddpc_comm *c = e->c;
     memset(x, 0, sizeof *x);
     x->rg = rg;
@@ -105,9 +105,9 @@ size_t ddpc__ring_slot_bytes(const ddpc_comm *c, size_t esize) {
     return DDPC_WINDOW * (ce ? ce : 1) * esize;
 }
 
-ddpc_status ddpc__ring_step(ddpc_exec *e, ddpc_ring_exec *x, int *done) {
+ddpc_status ddpc__ring_step(ddpc__exec *e, ddpc__ring_exec *x, int *done) {
     ddpc_comm *c = e->c;
-    const ddpc_ring *rg = x->rg;
+    const ddpc__ring *rg = x->rg;
     size_t es = rg->esize, ce = x->ce, m = x->m, T = x->T;
     /* 1. retire finished receives in order (reducing ones now) */
     while (x->nrd < x->nr && x->rreq[x->nrd % DDPC_WINDOW].done) {
@@ -133,9 +133,9 @@ ddpc_status ddpc__ring_step(ddpc_exec *e, ddpc_ring_exec *x, int *done) {
         size_t off, cnt;
         chunk_of(rg, rg->rblk[s], x->nr % m, ce, &off, &cnt);
         if (s < rg->nred && x->comb) {
-            ddpc_ring_combine *k = &x->cctx[x->nr % DDPC_WINDOW];
-            *k = (ddpc_ring_combine){ rg->rdst[s], rg->rloc[s], rg->t, rg->op,
-                                      rg->finish && s == rg->nred - 1 ? c->size : 0 };
+            ddpc__ring_combine *k = &x->cctx[x->nr % DDPC_WINDOW];
+            *k = (ddpc__ring_combine){ rg->rdst[s], rg->rloc[s], rg->t, rg->op,
+                                       rg->finish && s == rg->nred - 1 ? c->size : 0 };
             ddpc__post_recv_combine(e, &x->rreq[x->nr % DDPC_WINDOW], x->prev,
                                     rg->rdst[s] + off * es, cnt * es, combine_arrived, k, es);
         } else {
@@ -158,8 +158,8 @@ ddpc_status ddpc__ring_step(ddpc_exec *e, ddpc_ring_exec *x, int *done) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc__ring_run(ddpc_exec *e, const ddpc_ring *rg) {
-    ddpc_ring_exec x;
+ddpc_status ddpc__ring_run(ddpc__exec *e, const ddpc__ring *rg) {
+    ddpc__ring_exec x;
     int done = 0;
     DDPC_CHECK(ddpc__ring_start(e, &x, rg));
     for (;;) {

@@ -41,7 +41,7 @@ int ddpc__tune_latency_bound(size_t nbytes, size_t count, int n) {
     return ddpc__tune_small(nbytes) || count < (size_t)n;
 }
 
-int ddpc__tune_hier(const ddpc_comm *c, ddpc_kind k, size_t count) {
+int ddpc__tune_hier(const ddpc_comm *c, ddpc__kind k, size_t count) {
     if (!c->host_of || c->nhosts < 2 || count == 0) return 0;
     if (k != DDPC_K_ALLREDUCE && k != DDPC_K_REDUCE_SCATTER && k != DDPC_K_ALLGATHER &&
         k != DDPC_K_BROADCAST)
@@ -51,17 +51,17 @@ int ddpc__tune_hier(const ddpc_comm *c, ddpc_kind k, size_t count) {
 }
 
 /* 2. The hierarchical allreduce's way. */
-static void tune_hier_allreduce(ddpc_comm *c, size_t nbytes, ddpc_tune *out) {
+static void tune_hier_allreduce(ddpc_comm *c, size_t nbytes, ddpc__tune *out) {
     if (c->tuner.algo_inter != DDPC_ALGO_AUTO) { /* HCCL_ALGO's level1 */
         out->algo = ddpc__tune_small(nbytes) ? DDPC_X_SMALL : DDPC_X_RING;
         out->inter =
             (c->tuner.algo_inter == DDPC_ALGO_RHD ? DDPC_X_HD : DDPC_X_RING) | DDPC_X_BY_SIZE;
         return;
     }
-    ddpc_cost_model m;
-    ddpc_cost_plan p;
+    ddpc__cost_model m;
+    ddpc__cost_plan p;
     ddpc__cost_of(c, &m);
-    ddpc__cost_plan(&m, c->nhosts, c->max_local, c->nhosts * c->max_local == c->size, nbytes, &p);
+    ddpc__cost_best(&m, c->nhosts, c->max_local, c->nhosts * c->max_local == c->size, nbytes, &p);
     ddpc__cost_log(c, c->nhosts, c->max_local, nbytes, &p);
     out->algo = p.x;
     out->inter = p.x == DDPC_X_SMALL ? DDPC_X_RING : p.x;
@@ -69,14 +69,14 @@ static void tune_hier_allreduce(ddpc_comm *c, size_t nbytes, ddpc_tune *out) {
 }
 
 /* 3. The flat allreduce's algorithm. */
-static void tune_flat_allreduce(ddpc_comm *c, size_t count, size_t nbytes, ddpc_tune *out) {
+static void tune_flat_allreduce(ddpc_comm *c, size_t count, size_t nbytes, ddpc__tune *out) {
     int algo = c->tuner.algo;
     if (algo == DDPC_ALGO_AUTO && c->nhosts >= 2 && c->max_local == 1 && count >= (size_t)c->size) {
         /* one rank per host: the cost model's choice across hosts */
-        ddpc_cost_model m;
-        ddpc_cost_plan p;
+        ddpc__cost_model m;
+        ddpc__cost_plan p;
         ddpc__cost_of(c, &m);
-        ddpc__cost_plan(&m, c->nhosts, 1, 1, nbytes, &p);
+        ddpc__cost_best(&m, c->nhosts, 1, 1, nbytes, &p);
         ddpc__cost_log(c, c->nhosts, 1, nbytes, &p);
         if (p.x == DDPC_X_HD || p.x == DDPC_X_RD) {
             out->algo = p.x;
@@ -101,9 +101,9 @@ static void tune_flat_allreduce(ddpc_comm *c, size_t count, size_t nbytes, ddpc_
     }
 }
 
-void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc_tune *out) {
+void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc__tune *out) {
     size_t nbytes = count * esize;
-    *out = (ddpc_tune){ .pieces = 1 };
+    *out = (ddpc__tune){ .pieces = 1 };
     out->hier = ddpc__tune_hier(c, DDPC_K_ALLREDUCE, count);
     if (out->hier)
         tune_hier_allreduce(c, nbytes, out);
@@ -120,9 +120,9 @@ void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc_tune *o
 #define CHAIN_MIN_PIECE (16u << 10)
 #define CHAIN_PIECES    8
 
-void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc_tune *out) {
+void ddpc__tune_rooted(const ddpc_comm *c, size_t nbytes, ddpc__tune *out) {
     int algo = c->tuner.algo;
-    *out = (ddpc_tune){ .pieces = 1 };
+    *out = (ddpc__tune){ .pieces = 1 };
     if (algo != DDPC_ALGO_TREE && algo != DDPC_ALGO_RING) /* auto, rhd, flat, hier */
         algo = ddpc__tune_small(nbytes) && !(c->size == 2 && nbytes > CHAIN_MIN_PIECE)
                    ? DDPC_ALGO_TREE

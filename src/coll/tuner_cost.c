@@ -53,24 +53,24 @@ static int log2_floor(int n) {
  * sharing its link at once. The ring reduces each chunk while the next is
  * on the wire (ring.c), so of its reduction only a chunk a step shows;
  * the others reduce whole messages once they have arrived. */
-static double t_ring(const ddpc_cost_model *m, int h, double s, int f) {
+static double t_ring(const ddpc__cost_model *m, int h, double s, int f) {
     if (h < 2) return 0;
     double q = (double)(h - 1) / h, blk = s / h, c = (double)m->chunk;
     return 2 * (h - 1) * m->alpha + 2 * q * s * f * m->beta + (h - 1) * (blk < c ? blk : c) * GAMMA;
 }
 
-static double t_fold(const ddpc_cost_model *m, int h, double s, int f) {
+static double t_fold(const ddpc__cost_model *m, int h, double s, int f) {
     return h == 1 << log2_floor(h) ? 0 : 2 * m->alpha + 2 * s * f * m->beta + s * GAMMA;
 }
 
-static double t_hd(const ddpc_cost_model *m, int h, double s, int f) {
+static double t_hd(const ddpc__cost_model *m, int h, double s, int f) {
     if (h < 2) return 0;
     int k = log2_floor(h), p = 1 << k;
     double q = (double)(p - 1) / p;
     return 2 * k * m->alpha + 2 * q * s * f * m->beta + q * s * GAMMA + t_fold(m, h, s, f);
 }
 
-static double t_rd(const ddpc_cost_model *m, int h, double s, int f) {
+static double t_rd(const ddpc__cost_model *m, int h, double s, int f) {
     if (h < 2) return 0;
     int k = log2_floor(h);
     return k * (m->alpha + s * f * m->beta + s * GAMMA) + t_fold(m, h, s, f);
@@ -90,8 +90,8 @@ static double t_host_trees(int l, double s) {
     return k * (2 * ALPHA_L + 2 * s * BETA_L + s * GAMMA);
 }
 
-void ddpc__cost_plan(const ddpc_cost_model *m, int hosts, int local, int equal, size_t nbytes,
-                     ddpc_cost_plan *out) {
+void ddpc__cost_best(const ddpc__cost_model *m, int hosts, int local, int equal, size_t nbytes,
+                     ddpc__cost_plan *out) {
     double s = (double)nbytes, sl = s / local;
     double host = t_host_ring(local, s, 1) + t_host_ring(local, s, 0);
     memset(out, 0, sizeof *out);
@@ -130,13 +130,13 @@ void ddpc__cost_plan(const ddpc_cost_model *m, int hosts, int local, int equal, 
     if (out->x != DDPC_X_RING) out->pieces = 1;
 }
 
-void ddpc__cost_of(const ddpc_comm *c, ddpc_cost_model *m) {
+void ddpc__cost_of(const ddpc_comm *c, ddpc__cost_model *m) {
     m->alpha = c->tuner.net_alpha;
     m->beta = c->tuner.net_beta;
     m->chunk = c->chunk;
 }
 
-void ddpc__cost_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc_cost_plan *p) {
+void ddpc__cost_log(ddpc_comm *c, int hosts, int local, size_t nbytes, const ddpc__cost_plan *p) {
     unsigned key = 1u << (p->x * 4 + (p->pieces > 1));
     int first = !(c->tuner.plans_logged & key);
     c->tuner.plans_logged |= key;

@@ -54,7 +54,7 @@ static const char *span(char *buf, size_t cap, const char *s, const char *e) {
  * whether it sets the algorithms (the global form, or allreduce's entry);
  * op names the operation in messages ("" for the global form). */
 static ddpc_status hccl_group(const char *var, const char *s, const char *e, int applies,
-                              const char *op, ddpc_algo_choice *out) {
+                              const char *op, ddpc__algo_choice *out) {
     char item[64], val[64];
     while (s < e) {
         const char *semi = memchr(s, ';', (size_t)(e - s));
@@ -106,7 +106,7 @@ static ddpc_status hccl_group(const char *var, const char *s, const char *e, int
 static const char *const hccl_ops[] = { "allgather", "reducescatter", "allreduce", "broadcast",
                                         "reduce",    "scatter",       "alltoall" };
 
-static ddpc_status hccl_parse(const char *var, const char *v, ddpc_algo_choice *out) {
+static ddpc_status hccl_parse(const char *var, const char *v, ddpc__algo_choice *out) {
     const char *end = v + strlen(v);
     if (!strchr(v, '=')) return hccl_group(var, v, end, 1, "", out);
     for (const char *s = v; s < end;) {
@@ -132,7 +132,7 @@ static ddpc_status hccl_parse(const char *var, const char *v, ddpc_algo_choice *
     return DDPC_OK;
 }
 
-ddpc_status ddpc__algo_parse(const char *var, const char *v, ddpc_algo_choice *out) {
+ddpc_status ddpc__algo_parse(const char *var, const char *v, ddpc__algo_choice *out) {
     static const struct {
         const char *name;
         int algo;

@@ -43,7 +43,7 @@
 #include "comm/comm.h"
 #include "ddpc/store.h"
 
-static const ddpc_transport *const tcp = &ddpc__transport_tcp;
+static const ddpc__transport *const tcp = &ddpc__transport_tcp;
 
 /* This host's identity: DDPC_HOST_ID when set (so that tests make several
  * hosts on one machine), else hostname, kernel boot id and network
@@ -106,8 +106,8 @@ static void choose_spin(ddpc_comm *c) {
 
 /* Listens on c->ip (on a port ports.c allows) when there are peers; *port
  * is where (0 for a communicator of one). */
-static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port) {
-    ddpc_ports ports;
+static ddpc_status listen_for_peers(ddpc_comm *c, ddpc__listener **lis, int *port) {
+    ddpc__ports ports;
     *lis = NULL;
     *port = 0;
     DDPC_CHECK(ddpc__ports_data(&ports));
@@ -124,7 +124,7 @@ static ddpc_status listen_for_peers(ddpc_comm *c, ddpc_listener **lis, int *port
  * with this rank is an error naming it. */
 static ddpc_status publish(ddpc_comm *c, ddpc_store *st, int port) {
     char val[512], key[64];
-    const ddpc_endpoint *me = &c->peers[c->rank].ep;
+    const ddpc__endpoint *me = &c->peers[c->rank].ep;
     snprintf(val, sizeof val, "v6 %d %d %s %s %d %ld %llx %d %d", c->size, port, c->ip, me->host,
              c->shm, c->shm_bytes, (unsigned long long)me->machine, c->lazy, c->streams);
     snprintf(key, sizeof key, "peer/%d", c->rank);
@@ -190,7 +190,7 @@ static ddpc_status wait_entries(ddpc_comm *c, ddpc_store *st, const char **keys,
 /* Parses rank r's entry txt into c->peers[r] (rank 0's also gives the
  * communicator's connection mode and streams per pair). */
 static ddpc_status parse_entry(ddpc_comm *c, int r, const char *txt) {
-    ddpc_endpoint *pe = &c->peers[r].ep;
+    ddpc__endpoint *pe = &c->peers[r].ep;
     int psize = 0, lazy = 0, streams = 0;
     unsigned long long machine = 0;
     /* v6: point-to-point headers carry their tag in root (progress.c) */
@@ -395,7 +395,7 @@ static void log_hosts(const ddpc_comm *c) {
  * ranks may spell one host differently (Kubeflow gives the master pod
  * MASTER_ADDR=localhost and the others its service name). */
 static uint64_t hello_id(const ddpc_comm *c) {
-    const ddpc_endpoint *p0 = &c->peers[0].ep;
+    const ddpc__endpoint *p0 = &c->peers[0].ep;
     return ddpc__fnv1a(c->prefix, strlen(c->prefix)) ^ ((uint64_t)c->store_port << 48) ^
            (ddpc__fnv1a(p0->ip, strlen(p0->ip)) * 31 + (uint64_t)p0->port);
 }
@@ -430,11 +430,11 @@ static void log_transports(const ddpc_comm *c) {
  * when it failed because the store's connection was lost before any peer
  * was connected (the caller may reconnect and retry). */
 static ddpc_status bootstrap(ddpc_comm *c, ddpc_store *st, double deadline, int *store_gone) {
-    ddpc_listener *lis = NULL;
+    ddpc__listener *lis = NULL;
     int port = 0;
     ddpc_status s;
     *store_gone = 0;
-    ddpc_endpoint *me = &c->peers[c->rank].ep;
+    ddpc__endpoint *me = &c->peers[c->rank].ep;
     host_id(me->host, sizeof me->host, &me->machine);
     DDPC_CHECK(listen_for_peers(c, &lis, &port));
     DDPC_CHECK_GOTO(exchange_entries(c, st, port, deadline, store_gone), s, out);

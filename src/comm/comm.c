@@ -24,7 +24,7 @@
 #include "store/server.h"
 
 /* A store server shared by a communicator and the ones split from it. */
-struct ddpc_srv_ref {
+struct ddpc__srv_ref {
     ddpc_store_server *server;
     int refs; /* atomic */
 };
@@ -33,15 +33,15 @@ static int init_counter; /* atomic: communicators created by this process */
 
 /* ------------------------------------------------------------ helpers */
 
-static void srv_release(ddpc_srv_ref *r) {
+static void srv_release(ddpc__srv_ref *r) {
     if (r && __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         ddpc_store_server_destroy(r->server);
         free(r);
     }
 }
 
-static ddpc_srv_ref *srv_wrap(ddpc_store_server *s) {
-    ddpc_srv_ref *r = malloc(sizeof *r);
+static ddpc__srv_ref *srv_wrap(ddpc_store_server *s) {
+    ddpc__srv_ref *r = malloc(sizeof *r);
     if (!r) return NULL;
     r->server = s;
     r->refs = 1;
@@ -92,7 +92,7 @@ static ddpc_status read_settings(ddpc_comm *c) {
         return ddpc__err(DDPC_ERR_ENV, "%s='%s' is not one of auto, cached, stream", copy_src,
                          copy);
     const char *src, *algo = ddpc__env(DDPC_ENV_ALGO, &src);
-    ddpc_algo_choice ac;
+    ddpc__algo_choice ac;
     DDPC_CHECK(ddpc__algo_parse(src, algo, &ac));
     c->tuner.algo = ac.algo;
     c->tuner.algo_inter = ac.inter;
@@ -168,14 +168,14 @@ static ddpc_status comm_abandon(ddpc_comm *c, ddpc_status s) {
 const char *ddpc__peer_transport(const ddpc_comm *c, int peer) {
     if (!c || peer < 0 || peer >= c->size) return NULL;
     if (peer == c->rank) return "self";
-    const ddpc_peer *pe = &c->peers[peer];
+    const ddpc__peer *pe = &c->peers[peer];
     if (pe->conn) return pe->tp->name;
     return pe->set.tp ? pe->set.tp->name : "tcp"; /* lazy: what the pair is to use */
 }
 
 int ddpc__peer_sockets(const ddpc_comm *c, int peer) {
     if (!c || peer < 0 || peer >= c->size || peer == c->rank) return 0;
-    const ddpc_peer *pe = &c->peers[peer];
+    const ddpc__peer *pe = &c->peers[peer];
     if (!pe->conn || pe->tp == &ddpc__transport_shm) return 0;
     return pe->tp == &ddpc__transport_streams ? ddpc__streams_count(pe->conn) : 1;
 }
@@ -183,7 +183,7 @@ int ddpc__peer_sockets(const ddpc_comm *c, int peer) {
 /* Gives c its share of the store's server: srv's when given, else a new
  * server at host:port when host_store and c is rank 0, else none. who names
  * the variables the address came from. */
-static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, const char *host,
+static ddpc_status share_store(ddpc_comm *c, ddpc__srv_ref *srv, int host_store, const char *host,
                                int port, const char *who) {
     if (srv) {
         __atomic_add_fetch(&srv->refs, 1, __ATOMIC_ACQ_REL);
@@ -204,7 +204,7 @@ static ddpc_status share_store(ddpc_comm *c, ddpc_srv_ref *srv, int host_store, 
 }
 
 ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
-                              ddpc_srv_ref *srv, const char *prefix, const char *who,
+                              ddpc__srv_ref *srv, const char *prefix, const char *who,
                               const ddpc_comm_options *opt, ddpc_comm **out) {
     *out = NULL;
     ddpc_comm *c = comm_alloc(rank, size);
@@ -265,7 +265,7 @@ ddpc_comm_options ddpc_comm_options_default(void) {
 
 /* The job's rank and size from torchrun's, OpenMPI's or Slurm's variables. */
 static ddpc_status job_rank(long *rank, long *size, int *fallback) {
-    static const ddpc_env_id sets[3][2] = {
+    static const ddpc__env_id sets[3][2] = {
         { DDPC_ENV_RANK, DDPC_ENV_WORLD_SIZE },
         { DDPC_ENV_OMPI_RANK, DDPC_ENV_OMPI_SIZE },
         { DDPC_ENV_SLURM_PROCID, DDPC_ENV_SLURM_NTASKS },
@@ -332,7 +332,7 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
     int use_agent =
         agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"));
     if (table && !use_agent) { /* rank 0 hosts the store as the table says */
-        ddpc_status s = ddpc_comm_create_rank_table(out, table, (int)rank, NULL);
+        ddpc_status s = ddpc_comm_create_rank_table(table, (int)rank, NULL, out);
         ddpc_rank_table_destroy(table);
         return s;
     }
@@ -354,8 +354,8 @@ ddpc_status ddpc_comm_create_env(ddpc_comm **out) {
                              out);
 }
 
-ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *t, int rank,
-                                        const ddpc_comm_options *opt) {
+ddpc_status ddpc_comm_create_rank_table(const ddpc_rank_table *t, int rank,
+                                        const ddpc_comm_options *opt, ddpc_comm **out) {
     if (!out || !t)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_rank_table: out and t must be non-NULL");
@@ -367,7 +367,7 @@ ddpc_status ddpc_comm_create_rank_table(ddpc_comm **out, const ddpc_rank_table *
     long port;
     DDPC_CHECK(ddpc__env_long(DDPC_ENV_RANK_TABLE_PORT, &port));
     ddpc_rank_table_server root;
-    DDPC_CHECK(ddpc_rank_table_get_server(t, ddpc_rank_table_server_of(t, 0), &root));
+    DDPC_CHECK(ddpc_rank_table_server_at(t, ddpc_rank_table_server_of(t, 0), &root));
     char prefix[64], who[512];
     int k = __atomic_fetch_add(&init_counter, 1, __ATOMIC_RELAXED);
     snprintf(prefix, sizeof prefix, "ddpc/table%d/", k);
@@ -414,7 +414,7 @@ static ddpc_status check_rank_size(int rank, int size) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_create_url(ddpc_comm **out, const char *url, int rank, int size) {
+ddpc_status ddpc_comm_create_url(const char *url, int rank, int size, ddpc_comm **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_comm_create_url: out is NULL");
     *out = NULL;
     DDPC_CHECK(check_rank_size(rank, size));
@@ -444,8 +444,8 @@ static struct uid_server {
     ddpc_store_server *server;
 } uid_servers[16];
 
-ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, int size,
-                                   const ddpc_comm_options *opt) {
+ddpc_status ddpc_comm_create_store(ddpc_store *st, int rank, int size, const ddpc_comm_options *opt,
+                                   ddpc_comm **out) {
     if (!out || !st)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_store: out and st must be non-NULL");
@@ -454,7 +454,7 @@ ddpc_status ddpc_comm_create_store(ddpc_comm **out, ddpc_store *st, int rank, in
     return ddpc__comm_create_store(rank, size, st, "", opt, out);
 }
 
-ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt) {
+ddpc_status ddpc_get_unique_id(const ddpc_comm_options *opt, ddpc_unique_id *out) {
     _Static_assert(sizeof(uid_body) <= sizeof(((ddpc_unique_id *)0)->internal),
                    "unique id too big");
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_get_unique_id: out is NULL");
@@ -464,7 +464,7 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt
     DDPC_CHECK(
         ddpc__choose_ip(master ? master : "127.0.0.1", ip, sizeof ip, ifname, sizeof ifname));
     ddpc_store_server *srv = NULL;
-    ddpc_ports ports;
+    ddpc__ports ports;
     DDPC_CHECK(ddpc__ports_id(opt ? opt->id_port_base : -1, &ports));
     DDPC_CHECK(ddpc__store_server_create_ports(ip, 0, &ports, &srv));
     uid_body b;
@@ -495,8 +495,8 @@ ddpc_status ddpc_get_unique_id(ddpc_unique_id *out, const ddpc_comm_options *opt
     return DDPC_OK;
 }
 
-ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_id *id, int rank,
-                                  const ddpc_comm_options *opt) {
+ddpc_status ddpc_comm_create_rank(const ddpc_unique_id *id, int rank, int size,
+                                  const ddpc_comm_options *opt, ddpc_comm **out) {
     if (!out || !id)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
                          "ddpc_comm_create_rank: out and id must be non-NULL");
@@ -507,7 +507,7 @@ ddpc_status ddpc_comm_create_rank(ddpc_comm **out, int size, const ddpc_unique_i
     b.host[sizeof b.host - 1] = '\0';
     if (b.magic != UID_MAGIC || b.port <= 0 || b.port > 65535)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "the unique id was not made by ddpc_get_unique_id");
-    ddpc_srv_ref *srv = NULL;
+    ddpc__srv_ref *srv = NULL;
     pthread_mutex_lock(&uid_mu);
     for (int i = 0; i < 16; i++)
         if (uid_servers[i].server && uid_servers[i].nonce == b.nonce) {
@@ -541,7 +541,7 @@ ddpc_status ddpc_comm_abort(ddpc_comm *c) {
     if (write(c->abort_fd, &one, sizeof one) < 0 && errno != EAGAIN)
         DDPC_WARN(INIT, "abort: eventfd write failed: %s", strerror(errno));
     for (int p = 0; p < c->size; p++) { /* a lazy link may come up meanwhile (link.c) */
-        ddpc_conn *k = __atomic_load_n(&c->peers[p].conn, __ATOMIC_ACQUIRE);
+        ddpc__conn *k = __atomic_load_n(&c->peers[p].conn, __ATOMIC_ACQUIRE);
         if (k) c->peers[p].tp->shutdown(k);
     }
     pthread_mutex_lock(&c->err_mu);
@@ -565,7 +565,7 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
     ddpc_status s = DDPC_OK;
     if (c->failed == DDPC_OK && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         /* goodbye: lets the peers tell a clean close from a crash */
-        ddpc_hdr bye;
+        ddpc__hdr bye;
         memset(&bye, 0, sizeof bye);
         bye.magic = DDPC_MSG_MAGIC;
         bye.flags = DDPC_F_BYE;
@@ -573,7 +573,7 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
         bye.root = -1;
         double deadline = ddpc__deadline_in(2.0);
         for (int p = 0; p < c->size; p++) {
-            ddpc_peer *pe = &c->peers[p];
+            ddpc__peer *pe = &c->peers[p];
             if (pe->conn && pe->tp->send_full(pe->conn, &bye, sizeof bye, deadline, -1) != DDPC_OK)
                 DDPC_INFO(INIT, "rank %d: goodbye to rank %d not sent: %s", c->rank, p,
                           ddpc_last_error());

@@ -34,7 +34,7 @@
 #define DDPC_BUSY_POLLS 256 /* most tries a wait makes before yielding: microseconds over shm */
 
 /* What an operation is; the first field of every fingerprint. */
-typedef enum ddpc_kind {
+typedef enum ddpc__kind {
     DDPC_K_ALLREDUCE = 1,
     DDPC_K_BROADCAST,
     DDPC_K_REDUCE,
@@ -48,7 +48,7 @@ typedef enum ddpc_kind {
     DDPC_K_RECV,
     DDPC_K_ALLTOALLV,
     DDPC_K_COUNT
-} ddpc_kind;
+} ddpc__kind;
 
 /* Header flags: what a message is within its operation. */
 enum {
@@ -63,7 +63,7 @@ enum {
                        * which waits on rank rsvd (stall.c) */
 };
 
-typedef struct ddpc_hdr {
+typedef struct ddpc__hdr {
     uint32_t magic;
     uint8_t kind, dtype, op, flags;
     int32_t root; /* root of rooted collectives, the tag of a point-to-point message, else -1 */
@@ -71,39 +71,39 @@ typedef struct ddpc_hdr {
     uint64_t seq;    /* collective sequence number, or per-pair p2p number */
     uint64_t count;  /* elements, as the caller passed them */
     uint64_t nbytes; /* payload bytes that follow this header */
-} ddpc_hdr;
+} ddpc__hdr;
 
-struct ddpc_exec;
+struct ddpc__exec;
 /* An executor: runs one operation on the calling thread, given its exec
  * (arguments, fingerprint, deadline), driving the sockets through
  * ddpc__post_send / ddpc__post_recv / ddpc__wait. The collectives' executor
  * is handed in with each operation by the layer that issues it (so the
  * queue runs algorithms it does not know); split's exchange is comm's own. */
-typedef ddpc_status (*ddpc_run_fn)(struct ddpc_exec *e);
+typedef ddpc_status (*ddpc__run_fn)(struct ddpc__exec *e);
 
 /* The arguments of one operation, as the caller passed them. */
-typedef struct ddpc_args {
-    ddpc_kind kind;
+typedef struct ddpc__args {
+    ddpc__kind kind;
     const void *send; /* borrowed */
     void *recv;       /* borrowed */
     size_t count;
     ddpc_dtype dtype;
     ddpc_op op;
-    int root;        /* root, or peer for send/recv; -1 when none */
-    size_t *vec;     /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (size
+    int root;         /* root, or peer for send/recv; -1 when none */
+    size_t *vec;      /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (size
                   * entries each) in one block owned by the operation; else NULL */
-    ddpc_run_fn run; /* executes it (a send or receive that waits in the queue
+    ddpc__run_fn run; /* executes it (a send or receive that waits in the queue
                       * is run by the queue's own batching instead) */
-    uint64_t rec;    /* its flight-recorder entry once queued (recorder.c), else 0 */
-    int tag;         /* send/recv: the message's tag (matched by (peer, tag)); else 0 */
-} ddpc_args;
+    uint64_t rec;     /* its flight-recorder entry once queued (recorder.c), else 0 */
+    int tag;          /* send/recv: the message's tag (matched by (peer, tag)); else 0 */
+} ddpc__args;
 
 /* One posted send or receive of a message to or from one peer. Lives in the
  * algorithm's frame (or scratch) until done; queued FIFO per peer. */
-typedef struct ddpc_req {
-    ddpc_xfer x;   /* iov[0] = hdr, iov[1] = payload */
-    ddpc_hdr hdr;  /* send: the header sent; recv: the header received */
-    ddpc_hdr want; /* recv: the header expected */
+typedef struct ddpc__req {
+    ddpc__xfer x;   /* iov[0] = hdr, iov[1] = payload */
+    ddpc__hdr hdr;  /* send: the header sent; recv: the header received */
+    ddpc__hdr want; /* recv: the header expected */
     int peer;
     int is_send;
     int done;
@@ -111,50 +111,50 @@ typedef struct ddpc_req {
     int tagged;   /* recv: point to point, matched by (peer, want.root = tag) (progress.c) */
     int ux;       /* an unexpected message's own receive (owned by the peer, progress.c) */
     void *ux_buf; /* ux: its payload (owned) */
-    struct ddpc_req *next;
-} ddpc_req;
+    struct ddpc__req *next;
+} ddpc__req;
 
-typedef struct ddpc_peer {
-    ddpc_conn *conn;             /* owned; NULL for this rank itself, and until the link is up */
-    const ddpc_transport *tp;    /* the transport carrying conn */
-    int link;                    /* DDPC_LINK_*: where the pair's state machine stands (link.h) */
-    ddpc_link_setup set;         /* the pair's set-up under way (link.c's alone) */
-    ddpc_endpoint ep;            /* what the peer published: host, address, settings */
-    ddpc_req *sq, *sq_tail;      /* posted sends, in order */
-    ddpc_req *rq, *rq_tail;      /* posted receives, in order */
-    int rx_future;               /* the next message waiting is for a later operation */
-    ddpc_req *ux_head, *ux_tail; /* unexpected point-to-point messages from it, whole, in
+typedef struct ddpc__peer {
+    ddpc__conn *conn;             /* owned; NULL for this rank itself, and until the link is up */
+    const ddpc__transport *tp;    /* the transport carrying conn */
+    int link;                     /* DDPC_LINK_*: where the pair's state machine stands (link.h) */
+    ddpc__link_setup set;         /* the pair's set-up under way (link.c's alone) */
+    ddpc__endpoint ep;            /* what the peer published: host, address, settings */
+    ddpc__req *sq, *sq_tail;      /* posted sends, in order */
+    ddpc__req *rq, *rq_tail;      /* posted receives, in order */
+    int rx_future;                /* the next message waiting is for a later operation */
+    ddpc__req *ux_head, *ux_tail; /* unexpected point-to-point messages from it, whole, in
                                   * arrival order, waiting for a receive of their tag (owned) */
-    ddpc_req *ux_in;             /* the unexpected message being read from it, at rq's head
+    ddpc__req *ux_in;             /* the unexpected message being read from it, at rq's head
                                   * (owned), or NULL */
-    int bye;                     /* the peer said goodbye (destroyed cleanly) */
-    double last_rx;              /* ddpc__now() when bytes last came from it (0: never) */
-    int noted;                   /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
+    int bye;                      /* the peer said goodbye (destroyed cleanly) */
+    double last_rx;               /* ddpc__now() when bytes last came from it (0: never) */
+    int noted;    /* it sent a DDPC_F_WAIT notice: no longer driven; only its further
                        notices are read (stall.c) */
-    int heard;                   /* its notice came, from it or passed on by another rank */
-    int waits_on;                /* heard: the rank its notice says it waits on */
-    struct ddpc_notes {
-        ddpc_hdr in;         /* noted: the next notice being read from it */
+    int heard;    /* its notice came, from it or passed on by another rank */
+    int waits_on; /* heard: the rank its notice says it waits on */
+    struct ddpc__notes {
+        ddpc__hdr in;        /* noted: the next notice being read from it */
         size_t have;         /* bytes of it read */
         unsigned char *more; /* bytes read past its notice with it (owned), to read first */
         size_t nmore, off;   /* their length, and how far read */
         int done;            /* nothing more to read from it (a failure, gone, settled) */
         int told, deaf;      /* this rank sent it its notice; a relay to it failed */
     } notes;
-} ddpc_peer;
+} ddpc__peer;
 
 struct ddpc_work;
-typedef struct ddpc_srv_ref ddpc_srv_ref; /* comm.c: a store server shared by splits */
+typedef struct ddpc__srv_ref ddpc__srv_ref; /* comm.c: a store server shared by splits */
 
 /* The settings and state of the tuner (coll/tuner.c, tuner_cost.c): comm.c
  * fills the settings at init; only the tuner reads them. */
-typedef struct ddpc_tuner {
+typedef struct ddpc__tuner {
     int algo;              /* DDPC_ALGO_* */
     int algo_inter;        /* hierarchical allreduce's inter-host step: AUTO, RING, RHD */
     double net_alpha;      /* DDPC_NET_US: s per message across hosts (the cost model) */
     double net_beta;       /* DDPC_NET_GBIT: s per byte on a host's link */
     unsigned plans_logged; /* the allreduce choices already logged at INFO (tuner_cost.c) */
-} ddpc_tuner;
+} ddpc__tuner;
 
 /* A sched_yield that keeps a waiting thread off its CPU this long (s)
  * gave the CPU to another program for a time slice: the wait sleeps
@@ -164,7 +164,7 @@ typedef struct ddpc_tuner {
 struct ddpc_comm {
     int rank, size;
     int local_rank, local_size;
-    ddpc_peer *peers; /* [size] */
+    ddpc__peer *peers; /* [size] */
 
     /* host layout (bootstrap.c): ranks publishing the same host id (DDPC_HOST_ID,
      * else hostname/boot id/network namespace) form a host; hosts are numbered
@@ -178,7 +178,7 @@ struct ddpc_comm {
     /* settings (read once at init) */
     double connect_timeout; /* s */
     double exec_timeout;    /* s; 0 = no limit */
-    ddpc_tuner tuner;       /* what picks the algorithms reads (coll/tuner.c's) */
+    ddpc__tuner tuner;      /* what picks the algorithms reads (coll/tuner.c's) */
     size_t chunk;           /* bytes per pipelined chunk */
     double spin_s;          /* seconds to spin before sleeping in poll */
     int busy_polls;         /* most retries without yielding the core first (choose_spin) */
@@ -199,8 +199,8 @@ struct ddpc_comm {
 
     /* connections (link.c): the listener (kept open when lazy), and the
      * connections accepted on it whose hello has not come yet */
-    ddpc_listener *lis; /* owned; NULL once an eager communicator is made, or for one rank */
-    struct ddpc_incoming *inc;
+    ddpc__listener *lis; /* owned; NULL once an eager communicator is made, or for one rank */
+    struct ddpc__incoming *inc;
     int ninc;
     uint64_t hello_uid; /* the communicator id every hello carries */
     unsigned link_tick; /* progress calls, to look at the listener now and then */
@@ -209,7 +209,7 @@ struct ddpc_comm {
     char store_host[256];
     int store_port;
     char prefix[320];      /* key namespace, ends with '/' */
-    ddpc_srv_ref *srv;     /* the store this rank hosts (shared with splits), or NULL */
+    ddpc__srv_ref *srv;    /* the store this rank hosts (shared with splits), or NULL */
     ddpc_store *ext_store; /* the caller's store (ddpc_comm_create_store), borrowed, or NULL */
     uint64_t nsplit;       /* splits done so far (namespaces children) */
 
@@ -242,7 +242,7 @@ struct ddpc_comm {
 
     /* flight recorder (recorder.c): the last operations; NULL when
      * DDPC_TRACE_BUFFER=0 */
-    struct ddpc_rec *rec;
+    struct ddpc__rec *rec;
     double settle_s; /* DDPC_STALL_SETTLE: seconds a timed-out rank collects notices */
 };
 
@@ -261,21 +261,21 @@ enum {
 /* What DDPC_ALGO (or its alias HCCL_ALGO) asks for: algo (DDPC_ALGO_*),
  * and the algorithm of the hierarchical allreduce's inter-host step
  * (AUTO, RING or RHD: HCCL_ALGO's level1). */
-typedef struct ddpc_algo_choice {
+typedef struct ddpc__algo_choice {
     int algo, inter;
-} ddpc_algo_choice;
+} ddpc__algo_choice;
 
 /* algo.c: parses value v of variable var (named in errors and warnings)
  * in ddpc's words or HCCL_ALGO's syntax; what does not map is a WARN and
  * left to auto, what is malformed DDPC_ERR_ENV naming it. NULL or "" is
  * auto. */
-ddpc_status ddpc__algo_parse(const char *var, const char *v, ddpc_algo_choice *out);
+ddpc_status ddpc__algo_parse(const char *var, const char *v, ddpc__algo_choice *out);
 
 /* One operation being executed: fingerprint, deadline, and its status. */
-typedef struct ddpc_exec {
+typedef struct ddpc__exec {
     ddpc_comm *c;
-    ddpc_args a;
-    ddpc_hdr fp;         /* header template: kind, dtype, op, root, seq, count */
+    ddpc__args a;
+    ddpc__hdr fp;        /* header template: kind, dtype, op, root, seq, count */
     double deadline;     /* absolute */
     int lost;            /* the rank whose loss failed this operation, or -1 */
     int culprit;         /* the rank whose call differed from this one's, or -1 */
@@ -290,40 +290,40 @@ typedef struct ddpc_exec {
                           * message; at most a busy poll's span behind) */
     int boot;            /* not an operation: bootstrap connecting every pair (link.c);
                           * a failure is the creation's error, not ddpc__fail's */
-} ddpc_exec;
+} ddpc__exec;
 
 /* ------------------------------------------------------------ progress */
 
 /* stall.c: an operation timed out (finds the silent rank with the peers'
  * notices and fails it); a peer's DDPC_F_WAIT notice arrived. */
-ddpc_status ddpc__stall_timed_out(ddpc_exec *e);
+ddpc_status ddpc__stall_timed_out(ddpc__exec *e);
 /* Sends note to every connected peer (progress.c); close: then hangs up. */
-void ddpc__send_notes(ddpc_exec *e, const ddpc_hdr *note, int close);
+void ddpc__send_notes(ddpc__exec *e, const ddpc__hdr *note, int close);
 /* more[0, nmore): bytes the peer sent after its notice, already read with
  * it (into a receive's payload), NULL when none. */
-ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h, const void *more,
+ddpc_status ddpc__stall_notice(ddpc__exec *e, int peer, const ddpc__hdr *h, const void *more,
                                size_t nmore);
 /* A noted peer: reads the notices it passes on, as far as they have come. */
-ddpc_status ddpc__stall_read(ddpc_exec *e, int peer);
+ddpc_status ddpc__stall_read(ddpc__exec *e, int peer);
 
 /* Posts a message of nbytes from buf to peer (a DATA message unless flags
  * says otherwise). r must stay valid until done. */
-void ddpc__post_send(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes);
-void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes,
+void ddpc__post_send(ddpc__exec *e, ddpc__req *r, int peer, const void *buf, size_t nbytes);
+void ddpc__post_send_flags(ddpc__exec *e, ddpc__req *r, int peer, const void *buf, size_t nbytes,
                            int flags);
 /* Posts a receive of exactly nbytes from peer into buf. */
-void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes);
-void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
+void ddpc__post_recv(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes);
+void ddpc__post_recv_flags(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes,
                            int flags);
 /* Posts a receive of exactly nbytes from peer whose payload is combined
  * into buf as it arrives (fn(dst, src, n, ctx), unit bytes at a time; see
- * ddpc_xfer) instead of copied there. Only where ddpc__peer_combines. */
-void ddpc__post_recv_combine(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
-                             ddpc_combine_fn fn, void *ctx, size_t unit);
+ * ddpc__xfer) instead of copied there. Only where ddpc__peer_combines. */
+void ddpc__post_recv_combine(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes,
+                             ddpc__combine_fn fn, void *ctx, size_t unit);
 /* Posts a point-to-point receive of exactly nbytes from peer into buf,
  * matched by (peer, tag = e->fp.root): it takes the earliest message from
  * peer with that tag, held as unexpected or yet to come (progress.c). */
-void ddpc__post_recv_tagged(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes);
+void ddpc__post_recv_tagged(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes);
 /* For a receive from any source: 1 when a message with tag from peer is
  * held as unexpected or next on its stream; 0 when not; -1 when the next
  * message on its stream is one of another tag, which ddpc__p2p_drain can
@@ -334,32 +334,32 @@ ddpc_status ddpc__p2p_drain(ddpc_comm *c, int peer);
 /* Frees every peer's unexpected messages (destroy). */
 void ddpc__ux_free(ddpc_comm *c);
 /* 1 when peer's transport can combine on receive (shared memory). */
-int ddpc__peer_combines(const ddpc_exec *e, int peer);
+int ddpc__peer_combines(const ddpc__exec *e, int peer);
 /* Drives every posted transfer once without blocking; when block is set and
  * nothing moved, spins briefly and then sleeps in poll until something can
  * move, the deadline passes, or the communicator is aborted. On any error
  * the communicator is failed (see ddpc__fail) and the error returned. */
-ddpc_status ddpc__progress(ddpc_exec *e, int block);
+ddpc_status ddpc__progress(ddpc__exec *e, int block);
 /* Progress until r is done / until all n requests are done. */
-ddpc_status ddpc__wait(ddpc_exec *e, ddpc_req *r);
-ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n);
+ddpc_status ddpc__wait(ddpc__exec *e, ddpc__req *r);
+ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n);
 /* Exchanges a fingerprint-only message with the ring neighbours, so that a
  * collective in which some rank only sends still catches a mismatch.
  * check_ring_post posts the exchange (up to 4 requests in r; returns how
  * many) for the caller to wait on after moving its data: each message is
  * checked as it arrives, during any wait, and precedes the data on its
  * link, so a mismatch still fails before a mismatched message is read. */
-int ddpc__check_ring_post(ddpc_exec *e, ddpc_req r[4]);
-ddpc_status ddpc__check_ring(ddpc_exec *e);
+int ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[4]);
+ddpc_status ddpc__check_ring(ddpc__exec *e);
 
 /* Marks the communicator failed with status s: records the error text
  * (prefixed with the rank and the operation) as the comm's last error and
  * this thread's, drops every posted request and shuts every connection
  * down so that the peers notice at once. Returns s. */
-ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...)
+ddpc_status ddpc__fail(ddpc__exec *e, ddpc_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* "allreduce(count=10, float32, sum)" for a header. */
-void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len);
+void ddpc__describe(const ddpc__hdr *h, char *buf, size_t len);
 
 /* Scratch memory of at least nbytes owned by c (valid until the next call);
  * NULL on out of memory. */
@@ -377,7 +377,7 @@ typedef enum {
     DDPC_REC_RUNNING,
     DDPC_REC_DONE,
     DDPC_REC_FAILED
-} ddpc_rec_state;
+} ddpc__rec_state;
 
 /* Creates c->rec (DDPC_TRACE_BUFFER entries; none when 0) and reads
  * DDPC_STALL_SETTLE. Errors only for bad settings. */
@@ -388,12 +388,12 @@ void ddpc__rec_register(ddpc_comm *c);
 /* Unregisters c and frees its recorder (destroy; harmless when none). */
 void ddpc__rec_fini(ddpc_comm *c);
 /* a was queued: a new entry, its id returned (0 when not recording). */
-uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc_args *a);
+uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc__args *a);
 /* e starts executing at now (ddpc__now()): its entry from the queue, else a
  * new one. */
-void ddpc__rec_start(ddpc_exec *e, double now);
+void ddpc__rec_start(ddpc__exec *e, double now);
 /* e ended with status s. */
-void ddpc__rec_end(ddpc_exec *e, ddpc_status s);
+void ddpc__rec_end(ddpc__exec *e, ddpc_status s);
 /* Writes every registered communicator's record to the trace directory
  * (when one is set), saying why; not from a signal handler. */
 void ddpc__rec_dump(const char *why);
@@ -410,7 +410,7 @@ const char *ddpc__kind_name(int kind);
  * NULL: blocking (runs on the caller's thread when nothing is queued, else
  * waits its turn); otherwise *w gets a work handle. Arguments are already
  * validated. ddpc__submit owns a->vec, whatever it returns. */
-ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **w);
+ddpc_status ddpc__submit(ddpc_comm *c, const ddpc__args *a, struct ddpc_work **w);
 /* Refuses new operations, runs or waits out the queued ones (on this
  * thread when c has no progress thread) and joins the progress thread
  * (queue.c; ddpc_comm_destroy's first step). */
@@ -423,7 +423,7 @@ void ddpc__queue_stop(ddpc_comm *c);
  * given, which is then shared). who names the variables the address came
  * from, for error texts. opt (may be NULL) overrides the environment. */
 ddpc_status ddpc__comm_create(int rank, int size, const char *host, int port, int host_store,
-                              ddpc_srv_ref *srv, const char *prefix, const char *who,
+                              ddpc__srv_ref *srv, const char *prefix, const char *who,
                               const ddpc_comm_options *opt, ddpc_comm **out);
 /* Creates a communicator that meets its peers through st, the caller's
  * store (borrowed; kept in ext_store for splits), under prefix. opt (may be
@@ -446,14 +446,14 @@ ddpc_status ddpc__bootstrap_store(ddpc_comm *c, ddpc_store *st);
 
 /* HCCL_HOST_SOCKET_PORT_RANGE's syntax ("60000-60050", "56000,56005-56010",
  * "auto") into p; DDPC_ERR_ENV naming name and the bad item (ports.c). */
-ddpc_status ddpc__ports_parse(const char *name, const char *spec, ddpc_ports *p);
+ddpc_status ddpc__ports_parse(const char *name, const char *spec, ddpc__ports *p);
 /* The ports of the data listeners: HCCL_HOST_SOCKET_PORT_RANGE, else
  * DDPC_IF_BASE_PORT's 1024, else any. */
-ddpc_status ddpc__ports_data(ddpc_ports *p);
+ddpc_status ddpc__ports_data(ddpc__ports *p);
 /* The ports of a unique id's store: HCCL_HOST_SOCKET_PORT_RANGE, else the
  * 32 from HCCL_IF_BASE_PORT, else from dflt_base (> 0), else any; the local
  * rank's port first. */
-ddpc_status ddpc__ports_id(int dflt_base, ddpc_ports *p);
+ddpc_status ddpc__ports_id(int dflt_base, ddpc__ports *p);
 
 /* ddpc_comm_create_env's part when RANK_TABLE_FILE is set (ranktable.c):
  * the table, and this rank from RANK_ID, else RANK, OMPI_COMM_WORLD_RANK or

@@ -36,7 +36,7 @@ const char *ddpc__kind_name(int kind) {
     return kind > 0 && kind < DDPC_K_COUNT ? kind_names[kind] : "?";
 }
 
-void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
+void ddpc__describe(const ddpc__hdr *h, char *buf, size_t len) {
     const char *k = ddpc__kind_name(h->kind);
     const char *t = ddpc_dtype_name((ddpc_dtype)h->dtype);
     const char *o = ddpc_op_name((ddpc_op)h->op);
@@ -60,7 +60,7 @@ void ddpc__describe(const ddpc_hdr *h, char *buf, size_t len) {
     }
 }
 
-ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
+ddpc_status ddpc__fail(ddpc__exec *e, ddpc_status s, const char *fmt, ...) {
     ddpc_comm *c = e->c;
     char what[640], desc[160], full[1024];
     va_list ap;
@@ -81,7 +81,7 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
     snprintf(c->last_err, sizeof c->last_err, "%s", full);
     pthread_mutex_unlock(&c->err_mu);
     DDPC_WARN(COLL, "%s", full);
-    ddpc_hdr note = e->fp;
+    ddpc__hdr note = e->fp;
     note.flags = DDPC_F_FAIL;
     note.nbytes = (uint64_t)s;
     note.rsvd = (uint32_t)(s == DDPC_ERR_MISMATCH ? e->culprit : e->lost);
@@ -98,16 +98,16 @@ ddpc_status ddpc__fail(ddpc_exec *e, ddpc_status s, const char *fmt, ...) {
  * of a second so that a peer that does not read costs little. Every posted
  * send is dropped; with close set, the receives too and every connection
  * is shut down. */
-void ddpc__send_notes(ddpc_exec *e, const ddpc_hdr *note, int close) {
+void ddpc__send_notes(ddpc__exec *e, const ddpc__hdr *note, int close) {
     ddpc_comm *c = e->c;
     double note_by = ddpc__deadline_in(0.25);
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         int at_boundary = !pe->sq || pe->sq->x.done == 0;
         if (pe->conn && p != e->lost && !at_boundary && !ddpc__aborted(c) && pe->tp->send_rest) {
             at_boundary = pe->tp->send_rest(pe->conn, &pe->sq->x, note_by, c->abort_fd) == DDPC_OK;
         } else if (pe->conn && p != e->lost && !at_boundary && !ddpc__aborted(c)) {
-            ddpc_xfer *x = &pe->sq->x;
+            ddpc__xfer *x = &pe->sq->x;
             size_t off = x->done;
             at_boundary = 1;
             for (int i = 0; i < x->niov && at_boundary; i++) {
@@ -127,14 +127,14 @@ void ddpc__send_notes(ddpc_exec *e, const ddpc_hdr *note, int close) {
     }
 }
 
-static int same_call(const ddpc_hdr *a, const ddpc_hdr *b) {
+static int same_call(const ddpc__hdr *a, const ddpc__hdr *b) {
     return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
            a->count == b->count && a->seq == b->seq;
 }
 
 /* A peer's failure notice h: fail this rank too, naming the rank it lost or
  * both calls of a mismatch. */
-ddpc_status ddpc__peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h) {
+ddpc_status ddpc__peer_failed(ddpc__exec *e, int peer, const ddpc__hdr *h) {
     ddpc_status st = h->nbytes < DDPC_STATUS_COUNT ? (ddpc_status)h->nbytes : DDPC_ERR_PEER_LOST;
     int who = (int32_t)h->rsvd;
     char mine[160], theirs[160];
@@ -181,8 +181,8 @@ ddpc_status ddpc__peer_failed(ddpc_exec *e, int peer, const ddpc_hdr *h) {
 }
 
 /* Compares a received header with the expected one. */
-ddpc_status ddpc__check_hdr(ddpc_exec *e, const ddpc_req *r) {
-    const ddpc_hdr *h = &r->hdr, *w = &r->want;
+ddpc_status ddpc__check_hdr(ddpc__exec *e, const ddpc__req *r) {
+    const ddpc__hdr *h = &r->hdr, *w = &r->want;
     char mine[160], theirs[160];
     if (h->magic != DDPC_MSG_MAGIC)
         return ddpc__fail(e, DDPC_ERR_PROTOCOL,
@@ -230,13 +230,13 @@ static void closed_peers(ddpc_comm *c, int skip, char *buf, size_t len) {
     buf[0] = '\0';
     size_t used = 0;
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         if (p == skip || !pe->conn || pe->bye || pe->noted) continue;
         int fd = pe->tp->poll_fd(pe->conn);
         if (fd < 0) continue;
         struct pollfd pf = { fd, POLLIN, 0 };
         if (poll(&pf, 1, 0) != 1) continue;
-        char tmp[sizeof(ddpc_hdr)];
+        char tmp[sizeof(ddpc__hdr)];
         size_t got;
         int eof;
         if (pe->tp->peek(pe->conn, tmp, sizeof tmp, &got, &eof) != DDPC_OK || !eof) continue;
@@ -246,13 +246,13 @@ static void closed_peers(ddpc_comm *c, int skip, char *buf, size_t len) {
     }
 }
 
-ddpc_status ddpc__lost(ddpc_exec *e, int peer, ddpc_status s, const char *dir) {
-    ddpc_peer *pe = &e->c->peers[peer];
+ddpc_status ddpc__lost(ddpc__exec *e, int peer, ddpc_status s, const char *dir) {
+    ddpc__peer *pe = &e->c->peers[peer];
     /* did it leave a failure notice (naming the rank it lost) before closing?
      * (readable where its stream is at a message boundary: no receive from
      * it begun; a send that failed first must not hide the notice) */
     if (s == DDPC_ERR_PEER_LOST && (!pe->rq || pe->rq->x.done == 0) && !pe->rx_future) {
-        ddpc_hdr h;
+        ddpc__hdr h;
         size_t got = 0;
         int eof = 0;
         if (pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) == DDPC_OK && got >= sizeof h &&

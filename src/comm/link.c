@@ -88,49 +88,49 @@ typedef struct verdict {
 } verdict;
 
 /* A connection accepted on the listener whose hello has not come yet. */
-struct ddpc_incoming {
-    ddpc_conn *conn; /* owned */
+struct ddpc__incoming {
+    ddpc__conn *conn; /* owned */
     double since;
 };
 
-static const ddpc_transport *const tcp = &ddpc__transport_tcp;
+static const ddpc__transport *const tcp = &ddpc__transport_tcp;
 
 #define LISTENER_FDS 65 /* the listener and its connections proving the token */
 
 /* ------------------------------------------------------------ the pair */
 
 /* The pair (this rank, p) as the transport table sees it. */
-static ddpc_pair pair_of(const ddpc_comm *c, int p) {
-    ddpc_pair pr = { .self = &c->peers[c->rank].ep,
-                     .peer = &c->peers[p].ep,
-                     .rank = c->rank,
-                     .peer_rank = p,
-                     .streams = c->streams,
-                     .shm_copy = c->shm_copy };
+static ddpc__pair pair_of(const ddpc_comm *c, int p) {
+    ddpc__pair pr = { .self = &c->peers[c->rank].ep,
+                      .peer = &c->peers[p].ep,
+                      .rank = c->rank,
+                      .peer_rank = p,
+                      .streams = c->streams,
+                      .shm_copy = c->shm_copy };
     snprintf(pr.name, sizeof pr.name, "rank %d", p);
     return pr;
 }
 
 void ddpc__link_plan(ddpc_comm *c) {
     for (int p = 0; p < c->size; p++) {
-        ddpc_link_setup *ls = &c->peers[p].set;
+        ddpc__link_setup *ls = &c->peers[p].set;
         if (p == c->rank) continue;
-        ddpc_pair pr = pair_of(c, p);
+        ddpc__pair pr = pair_of(c, p);
         ls->tp = ddpc__transport_pick(&pr, &ls->nconn);
         ls->offers = ls->tp->setup && (c->lazy ? c->rank > p : c->rank < p); /* rule 3 */
     }
 }
 
 /* How long a step that reads what the peer has already sent may take. */
-static double step_deadline(const ddpc_exec *e) {
+static double step_deadline(const ddpc__exec *e) {
     double d = ddpc__deadline_in(e->c->connect_timeout);
     return e->deadline < d ? e->deadline : d;
 }
 
 /* Fails e over peer p: the operation's failure, or the creation's (boot). */
-static ddpc_status fail(ddpc_exec *e, int p, ddpc_status s, const char *fmt, ...)
+static ddpc_status fail(ddpc__exec *e, int p, ddpc_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static ddpc_status fail(ddpc_exec *e, int p, ddpc_status s, const char *fmt, ...) {
+static ddpc_status fail(ddpc__exec *e, int p, ddpc_status s, const char *fmt, ...) {
     char what[768];
     va_list ap;
     va_start(ap, fmt);
@@ -142,7 +142,7 @@ static ddpc_status fail(ddpc_exec *e, int p, ddpc_status s, const char *fmt, ...
 }
 
 /* Sends rank p the hello on conn, as stream k of the link (closed on failure). */
-static ddpc_status greet(ddpc_comm *c, int p, ddpc_conn *conn, int offer, int k, double deadline) {
+static ddpc_status greet(ddpc_comm *c, int p, ddpc__conn *conn, int offer, int k, double deadline) {
     hello h = { HELLO_MAGIC, HELLO_VERSION, c->hello_uid,
                 c->rank,     c->size,       offer ? HELLO_F_OFFER : 0,
                 (uint32_t)k };
@@ -159,8 +159,8 @@ static ddpc_status greet(ddpc_comm *c, int p, ddpc_conn *conn, int offer, int k,
  * offer follows, *stream = which of the link's connections it is.
  * DDPC_ERR_PROTOCOL for anything but a hello of this communicator from
  * another of its ranks. */
-static ddpc_status read_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, int *rank, int *offer,
-                              int *stream) {
+static ddpc_status read_hello(ddpc_comm *c, ddpc__conn *conn, double deadline, int *rank,
+                              int *offer, int *stream) {
     hello h;
     ddpc_status s = tcp->recv_full(conn, &h, sizeof h, deadline, c->abort_fd);
     if (s != DDPC_OK) return ddpc__err_wrap(s, "no hello");
@@ -181,7 +181,7 @@ static ddpc_status read_hello(ddpc_comm *c, ddpc_conn *conn, double deadline, in
 
 /* Closes an accepted connection that is not a link (a stranger, another
  * communicator's rank, no hello), warning with its address and why. */
-static void reject(ddpc_comm *c, ddpc_conn *conn, const char *why) {
+static void reject(ddpc_comm *c, ddpc__conn *conn, const char *why) {
     char addr[64] = "?";
     int port = 0;
     struct sockaddr_storage ss;
@@ -194,7 +194,7 @@ static void reject(ddpc_comm *c, ddpc_conn *conn, const char *why) {
 }
 
 /* Drops peer p's own attempt (PROVING, ASKED, OFFERED, JOINING) and setup. */
-static void drop_attempt(ddpc_peer *pe) {
+static void drop_attempt(ddpc__peer *pe) {
     tcp->close(pe->set.pend);
     if (pe->set.res && pe->set.tp->free) pe->set.tp->free(pe->set.res);
     pe->set.pend = NULL;
@@ -203,7 +203,7 @@ static void drop_attempt(ddpc_peer *pe) {
 
 /* Closes the streams gathered from (or made to) peer p so far. */
 static void drop_gathered(ddpc_comm *c, int p) {
-    ddpc_link_setup *ls = &c->peers[p].set;
+    ddpc__link_setup *ls = &c->peers[p].set;
     for (int k = 0; ls->gather && k < ls->nconn; k++) tcp->close(ls->gather[k]);
     free(ls->gather);
     free(ls->xauth);
@@ -213,8 +213,8 @@ static void drop_gathered(ddpc_comm *c, int p) {
 }
 
 /* Peer p's link carries messages from now on: conn, of transport used. */
-static void link_up(ddpc_comm *c, int p, ddpc_conn *conn, const ddpc_transport *used) {
-    ddpc_peer *pe = &c->peers[p];
+static void link_up(ddpc_comm *c, int p, ddpc__conn *conn, const ddpc__transport *used) {
+    ddpc__peer *pe = &c->peers[p];
     pe->tp = used;
     __atomic_store_n(&pe->conn, conn, __ATOMIC_RELEASE); /* ddpc_comm_abort reads it */
     pe->set.pend = NULL;
@@ -226,12 +226,12 @@ static void link_up(ddpc_comm *c, int p, ddpc_conn *conn, const ddpc_transport *
 /* Makes p's link of its TCP connections conns[0, n) (taken) through the
  * pair's transport, res being this end's setup (or NULL), and brings it
  * up. */
-static ddpc_status make_link(ddpc_exec *e, int p, ddpc_conn **conns, int n, void *res) {
+static ddpc_status make_link(ddpc__exec *e, int p, ddpc__conn **conns, int n, void *res) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
-    ddpc_pair pr = pair_of(c, p);
-    ddpc_conn *out = NULL;
-    const ddpc_transport *used = tcp;
+    ddpc__peer *pe = &c->peers[p];
+    ddpc__pair pr = pair_of(c, p);
+    ddpc__conn *out = NULL;
+    const ddpc__transport *used = tcp;
     ddpc_status s =
         pe->set.tp->connect(&pr, conns, n, res, step_deadline(e), c->abort_fd, &out, &used);
     if (s != DDPC_OK) {
@@ -245,9 +245,9 @@ static ddpc_status make_link(ddpc_exec *e, int p, ddpc_conn **conns, int n, void
 /* Files conn (taken) as stream k of q's link (rule 5); the link is made
  * once every stream is in. A stream out of range or already in is a
  * stranger's: closed with a warning. */
-static ddpc_status gather(ddpc_exec *e, int q, int k, ddpc_conn *conn) {
+static ddpc_status gather(ddpc__exec *e, int q, int k, ddpc__conn *conn) {
     ddpc_comm *c = e->c;
-    ddpc_link_setup *ls = &c->peers[q].set;
+    ddpc__link_setup *ls = &c->peers[q].set;
     int n = ls->nconn;
     char why[160];
     if (k < 0 || k >= n) {
@@ -270,7 +270,7 @@ static ddpc_status gather(ddpc_exec *e, int q, int k, ddpc_conn *conn) {
     ls->gather[k] = conn;
     for (int i = 0; i < n; i++)
         if (!ls->gather[i]) return DDPC_OK; /* more to come */
-    ddpc_conn **all = ls->gather;
+    ddpc__conn **all = ls->gather;
     ls->gather = NULL;
     drop_gathered(c, q);
     ddpc_status s = make_link(e, q, all, n, NULL);
@@ -281,7 +281,7 @@ static ddpc_status gather(ddpc_exec *e, int q, int k, ddpc_conn *conn) {
 /* ------------------------------------------------ the state machine */
 
 /* Fails e: connecting the streams of p's link went wrong (s). */
-static ddpc_status streams_failed(ddpc_exec *e, int p, ddpc_status s) {
+static ddpc_status streams_failed(ddpc__exec *e, int p, ddpc_status s) {
     drop_gathered(e->c, p);
     e->c->peers[p].link = DDPC_LINK_NONE;
     return fail(e, p, s, "rank %d: connecting to rank %d: %s", e->c->rank, p, ddpc_last_error());
@@ -290,10 +290,10 @@ static ddpc_status streams_failed(ddpc_exec *e, int p, ddpc_status s) {
 /* STREAMS: takes each further connection of p's link through what has come
  * of the job token's handshake (never waiting for more), greets it once
  * proved; the link is made when they all are. */
-static ddpc_status streams_step(ddpc_exec *e, int p) {
+static ddpc_status streams_step(ddpc__exec *e, int p) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
-    ddpc_link_setup *ls = &pe->set;
+    ddpc__peer *pe = &c->peers[p];
+    ddpc__link_setup *ls = &pe->set;
     int n = ls->nconn;
     for (int k = 1; k < n; k++) {
         if (ls->xready & (1u << k)) continue;
@@ -306,7 +306,7 @@ static ddpc_status streams_step(ddpc_exec *e, int p) {
         if (done) ls->xready |= 1u << k;
     }
     if (ls->xready != (1u << n) - 1) return DDPC_OK;
-    ddpc_conn **all = ls->gather;
+    ddpc__conn **all = ls->gather;
     ls->gather = NULL;
     drop_gathered(c, p);
     ddpc_status s = make_link(e, p, all, n, NULL);
@@ -318,10 +318,10 @@ static ddpc_status streams_step(ddpc_exec *e, int p) {
  * stands: connects the others, each through the job token's handshake in
  * steps as the first (STREAMS; the peer answers from its progress), so
  * that two ranks each connecting their links never wait on each other. */
-static ddpc_status streams_start(ddpc_exec *e, int p, ddpc_conn *conn) {
+static ddpc_status streams_start(ddpc__exec *e, int p, ddpc__conn *conn) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
-    ddpc_link_setup *ls = &pe->set;
+    ddpc__peer *pe = &c->peers[p];
+    ddpc__link_setup *ls = &pe->set;
     int n = ls->nconn;
     ls->gather = calloc((size_t)n, sizeof *ls->gather);
     ls->xauth = calloc((size_t)n, sizeof *ls->xauth);
@@ -351,12 +351,12 @@ static ddpc_status streams_start(ddpc_exec *e, int p, ddpc_conn *conn) {
  * (JOINING). Over several streams (rule 5): the end that made the first
  * connection makes the others, the other gathers them. Else the link is
  * made of conn alone. */
-static ddpc_status stand(ddpc_exec *e, int p, ddpc_conn *conn, int mine, int follows) {
+static ddpc_status stand(ddpc__exec *e, int p, ddpc__conn *conn, int mine, int follows) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
-    ddpc_link_setup *ls = &pe->set;
+    ddpc__peer *pe = &c->peers[p];
+    ddpc__link_setup *ls = &pe->set;
     if (ls->tp->setup && ls->offers) {
-        ddpc_pair pr = pair_of(c, p);
+        ddpc__pair pr = pair_of(c, p);
         ddpc_status s = ls->tp->setup(&pr, conn, step_deadline(e), c->abort_fd, &ls->res);
         if (s != DDPC_OK) {
             tcp->close(conn);
@@ -380,9 +380,9 @@ static ddpc_status stand(ddpc_exec *e, int p, ddpc_conn *conn, int mine, int fol
 
 /* This rank's connection conn to p is made (and the token proved, if
  * any): greets p, then rule 1 or 2. */
-static ddpc_status greet_and_go(ddpc_exec *e, int p, ddpc_conn *conn) {
+static ddpc_status greet_and_go(ddpc__exec *e, int p, ddpc__conn *conn) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
+    ddpc__peer *pe = &c->peers[p];
     ddpc_status s = greet(c, p, conn, pe->set.offers, 0, step_deadline(e));
     if (s != DDPC_OK) {
         pe->link = DDPC_LINK_NONE;
@@ -394,12 +394,12 @@ static ddpc_status greet_and_go(ddpc_exec *e, int p, ddpc_conn *conn) {
     return DDPC_OK;
 }
 
-ddpc_status ddpc__link_need(ddpc_exec *e, int p) {
+ddpc_status ddpc__link_need(ddpc__exec *e, int p) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
+    ddpc__peer *pe = &c->peers[p];
     if (pe->link != DDPC_LINK_NONE) return DDPC_OK; /* under way, or refused: rule 1 brings it */
     pe->set.since = ddpc__now();
-    ddpc_conn *conn = NULL;
+    ddpc__conn *conn = NULL;
     int proving = 0;
     ddpc_status s = ddpc__tcp_connect_start(pe->ep.ip, pe->ep.port, step_deadline(e), c->lazy,
                                             &pe->set.auth, &proving, &conn);
@@ -417,9 +417,9 @@ ddpc_status ddpc__link_need(ddpc_exec *e, int p) {
 /* Peer p's connection proving the token (PROVING) is readable: the next
  * step of the handshake, and once the token is accepted, the link's own
  * set-up (rules 1, 2). */
-static ddpc_status on_proving(ddpc_exec *e, int p) {
+static ddpc_status on_proving(ddpc__exec *e, int p) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
+    ddpc__peer *pe = &c->peers[p];
     int done = 0;
     ddpc_status s = ddpc__tcp_connect_step(pe->set.pend, &pe->set.auth, pe->ep.ip, pe->ep.port,
                                            step_deadline(e), &done);
@@ -429,20 +429,20 @@ static ddpc_status on_proving(ddpc_exec *e, int p) {
         return fail(e, p, s, "rank %d: connecting to rank %d: %s", c->rank, p, ddpc_last_error());
     }
     if (!done) return DDPC_OK;
-    ddpc_conn *conn = pe->set.pend;
+    ddpc__conn *conn = pe->set.pend;
     pe->set.pend = NULL;
     return greet_and_go(e, p, conn);
 }
 
 /* A hello has come on accepted connection conn: rules 1, 2 and 5. */
-static ddpc_status on_hello(ddpc_exec *e, ddpc_conn *conn) {
+static ddpc_status on_hello(ddpc__exec *e, ddpc__conn *conn) {
     ddpc_comm *c = e->c;
     int q = -1, offered = 0, k = 0;
     if (read_hello(c, conn, step_deadline(e), &q, &offered, &k) != DDPC_OK) {
         reject(c, conn, ddpc_last_error());
         return DDPC_OK;
     }
-    ddpc_peer *qe = &c->peers[q];
+    ddpc__peer *qe = &c->peers[q];
     int st = qe->link;
     int linked = st == DDPC_LINK_UP || st == DDPC_LINK_OFFERED || st == DDPC_LINK_STREAMS ||
                  st == DDPC_LINK_JOINING;
@@ -475,11 +475,11 @@ static ddpc_status on_hello(ddpc_exec *e, ddpc_conn *conn) {
 /* Peer p's pending connection (ASKED, OFFERED, JOINING) is readable: the
  * verdict, the answer to this rank's setup, the peer's offer, or the peer
  * is gone. */
-static ddpc_status on_answer(ddpc_exec *e, int p) {
+static ddpc_status on_answer(ddpc__exec *e, int p) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
-    ddpc_link_setup *ls = &pe->set;
-    ddpc_conn *conn = ls->pend;
+    ddpc__peer *pe = &c->peers[p];
+    ddpc__link_setup *ls = &pe->set;
+    ddpc__conn *conn = ls->pend;
     if (pe->link == DDPC_LINK_OFFERED || pe->link == DDPC_LINK_JOINING) {
         void *res = ls->res;
         ls->pend = NULL;
@@ -505,7 +505,7 @@ static ddpc_status on_answer(ddpc_exec *e, int p) {
 /* Takes the connections waiting on the listener (those that proved the job
  * token, when there is one: tcp.c runs its handshake) into c->inc (at most
  * c->size + 16 held; the oldest is dropped beyond that). */
-static ddpc_status accept_waiting(ddpc_exec *e) {
+static ddpc_status accept_waiting(ddpc__exec *e) {
     ddpc_comm *c = e->c;
     for (int k = 0; k < 64; k++) {
         int fds[LISTENER_FDS];
@@ -513,7 +513,7 @@ static ddpc_status accept_waiting(ddpc_exec *e) {
         int n = tcp->listener_fds(c->lis, fds, LISTENER_FDS);
         for (int i = 0; i < n; i++) pf[i] = (struct pollfd){ fds[i], POLLIN, 0 };
         if (poll(pf, (nfds_t)n, 0) <= 0) return DDPC_OK; /* nothing waits */
-        ddpc_conn *conn = NULL;
+        ddpc__conn *conn = NULL;
         if (tcp->accept(c->lis, ddpc__deadline_in(0.02), c->abort_fd, &conn) != DDPC_OK)
             return DDPC_OK; /* none ready (or one still proving the token) */
         int cap = c->size * c->streams + 16;
@@ -529,13 +529,13 @@ static ddpc_status accept_waiting(ddpc_exec *e) {
             memmove(c->inc, c->inc + 1, sizeof *c->inc * (size_t)(cap - 1));
             c->ninc--;
         }
-        c->inc[c->ninc++] = (struct ddpc_incoming){ conn, ddpc__now() };
+        c->inc[c->ninc++] = (struct ddpc__incoming){ conn, ddpc__now() };
     }
     return DDPC_OK;
 }
 
 /* Whether conn has n bytes waiting, or its peer closed it (*eof). */
-static int has_bytes(ddpc_conn *conn, size_t n, int *eof) {
+static int has_bytes(ddpc__conn *conn, size_t n, int *eof) {
     char buf[64];
     size_t got = 0;
     *eof = 0;
@@ -545,9 +545,9 @@ static int has_bytes(ddpc_conn *conn, size_t n, int *eof) {
 
 /* GATHER: the link's first connection closing before the others came is
  * the peer lost (it failed or died while connecting them). */
-static ddpc_status gather_watch(ddpc_exec *e, int p) {
+static ddpc_status gather_watch(ddpc__exec *e, int p) {
     ddpc_comm *c = e->c;
-    ddpc_link_setup *ls = &c->peers[p].set;
+    ddpc__link_setup *ls = &c->peers[p].set;
     int eof = 0, in = 0;
     has_bytes(ls->gather[0], 1, &eof);
     if (!eof) return DDPC_OK;
@@ -561,13 +561,13 @@ static ddpc_status gather_watch(ddpc_exec *e, int p) {
                 p, in, n);
 }
 
-ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved) {
+ddpc_status ddpc__link_poll(ddpc__exec *e, int *moved) {
     ddpc_comm *c = e->c;
     if (!c->lis) return DDPC_OK;
     DDPC_CHECK(accept_waiting(e));
     /* hellos: each handled connection leaves the list, whatever became of it */
     for (int i = 0; i < c->ninc;) {
-        struct ddpc_incoming in = c->inc[i];
+        struct ddpc__incoming in = c->inc[i];
         int eof = 0, ready = has_bytes(in.conn, sizeof(hello), &eof);
         if (!ready && !eof && ddpc__now() - in.since < c->connect_timeout) {
             i++;
@@ -587,7 +587,7 @@ ddpc_status ddpc__link_poll(ddpc_exec *e, int *moved) {
     }
     /* answers */
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         if (pe->link == DDPC_LINK_PROVING || pe->link == DDPC_LINK_STREAMS) {
             int was = pe->link; /* reads only what has come */
             DDPC_CHECK(was == DDPC_LINK_PROVING ? on_proving(e, p) : streams_step(e, p));
@@ -614,8 +614,8 @@ int ddpc__link_fds(ddpc_comm *c, int *fds, int max) {
     int n = tcp->listener_fds(c->lis, fds, max < LISTENER_FDS ? max : LISTENER_FDS);
     for (int i = 0; i < c->ninc && n < max; i++) fds[n++] = tcp->poll_fd(c->inc[i].conn);
     for (int p = 0; p < c->size && n < max; p++) {
-        const ddpc_peer *pe = &c->peers[p];
-        const ddpc_link_setup *ls = &pe->set;
+        const ddpc__peer *pe = &c->peers[p];
+        const ddpc__link_setup *ls = &pe->set;
         if (ls->pend) fds[n++] = tcp->poll_fd(ls->pend);
         if (pe->link == DDPC_LINK_GATHER && ls->gather[0] && n < max)
             fds[n++] = tcp->poll_fd(ls->gather[0]);
@@ -672,7 +672,7 @@ static void wait_links(ddpc_comm *c, double deadline) {
 }
 
 ddpc_status ddpc__link_all(ddpc_comm *c, double deadline) {
-    ddpc_exec e;
+    ddpc__exec e;
     memset(&e, 0, sizeof e);
     e.c = c;
     e.deadline = deadline;

@@ -14,9 +14,9 @@
 #include "transport/transport.h"
 
 struct ddpc_comm;
-struct ddpc_exec;
+struct ddpc__exec;
 
-/* Where a pair's connection stands (ddpc_peer.link). */
+/* Where a pair's connection stands (ddpc__peer.link). */
 enum {
     DDPC_LINK_NONE = 0, /* no connection, none asked for */
     DDPC_LINK_ASKED,    /* this (lower) rank connected and waits for the peer's verdict */
@@ -31,19 +31,19 @@ enum {
 };
 
 /* A pair's set-up: what the table chose for it, and what is under way. */
-typedef struct ddpc_link_setup {
-    const ddpc_transport *tp; /* the transport chosen (ddpc__transport_pick); NULL for self */
-    int nconn;                /* the TCP connections its link is made over */
-    int offers;               /* this rank runs tp's setup (the pair's offering end) */
-    ddpc_conn *pend;     /* PROVING, ASKED, OFFERED, JOINING: the connection being set up; owned */
+typedef struct ddpc__link_setup {
+    const ddpc__transport *tp; /* the transport chosen (ddpc__transport_pick); NULL for self */
+    int nconn;                 /* the TCP connections its link is made over */
+    int offers;                /* this rank runs tp's setup (the pair's offering end) */
+    ddpc__conn *pend;    /* PROVING, ASKED, OFFERED, JOINING: the connection being set up; owned */
     ddpc__auth_cli auth; /* PROVING: the client half of the job token's handshake */
     void *res;           /* OFFERED (or ASKED with an offer): tp's setup; owned */
     double since;        /* when this rank began waiting for the link (s) */
-    ddpc_conn **gather;  /* GATHER: the link's TCP connections accepted so far, by stream;
+    ddpc__conn **gather; /* GATHER: the link's TCP connections accepted so far, by stream;
                           * STREAMS: those this rank made ([nconn]; owned), until all are in */
     ddpc__auth_cli *xauth; /* STREAMS: each one's job token handshake ([nconn]) */
     uint32_t xready;       /* STREAMS: bit k, connection k is proved and greeted */
-} ddpc_link_setup;
+} ddpc__link_setup;
 
 /* Chooses every pair's transport (the table's first that can connect the
  * two published endpoints) and which end of each sets it up. Once, after
@@ -57,11 +57,11 @@ ddpc_status ddpc__link_all(struct ddpc_comm *c, double deadline);
 /* Lazy links: advances peer p's link by what can be done without waiting on
  * the peer (connects when this rank may; see link.c). A failure fails the
  * operation (ddpc__fail). */
-ddpc_status ddpc__link_need(struct ddpc_exec *e, int p);
+ddpc_status ddpc__link_need(struct ddpc__exec *e, int p);
 /* Accepts what waits on the listener, reads the hellos and answers that
  * have come, and finishes the links they complete (*moved = 1 when one came
  * up). Does not wait. */
-ddpc_status ddpc__link_poll(struct ddpc_exec *e, int *moved);
+ddpc_status ddpc__link_poll(struct ddpc__exec *e, int *moved);
 /* The descriptors a sleeping wait watches for links (listener, accepted
  * connections without a hello, connections waiting for an answer): writes
  * up to max into fds, returns how many (at most c->size * c->streams +

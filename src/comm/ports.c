@@ -45,7 +45,7 @@ static int parse_item(const char *s, size_t n, int *lo, int *hi) {
     return 1;
 }
 
-ddpc_status ddpc__ports_parse(const char *name, const char *spec, ddpc_ports *p) {
+ddpc_status ddpc__ports_parse(const char *name, const char *spec, ddpc__ports *p) {
     memset(p, 0, sizeof *p);
     snprintf(p->why, sizeof p->why, "%s=%s", name, spec);
     if (strcmp(spec, "auto") == 0) return DDPC_OK;
@@ -78,14 +78,14 @@ ddpc_status ddpc__ports_parse(const char *name, const char *spec, ddpc_ports *p)
 }
 
 /* HCCL_HOST_SOCKET_PORT_RANGE into p when it is set; *set says whether. */
-static ddpc_status host_range(ddpc_ports *p, int *set) {
+static ddpc_status host_range(ddpc__ports *p, int *set) {
     *set = ddpc__env_isset(DDPC_ENV_HCCL_HOST_SOCKET_PORT_RANGE);
     if (!*set) return DDPC_OK;
     return ddpc__ports_parse("HCCL_HOST_SOCKET_PORT_RANGE",
                              ddpc__env(DDPC_ENV_HCCL_HOST_SOCKET_PORT_RANGE, NULL), p);
 }
 
-ddpc_status ddpc__ports_data(ddpc_ports *p) {
+ddpc_status ddpc__ports_data(ddpc__ports *p) {
     int set;
     long base;
     DDPC_CHECK(host_range(p, &set));
@@ -102,15 +102,15 @@ ddpc_status ddpc__ports_data(ddpc_ports *p) {
 
 /* This process's rank on its node, as its launcher says (0 when none). */
 static long local_rank(void) {
-    static const ddpc_env_id ids[] = { DDPC_ENV_LOCAL_RANK, DDPC_ENV_OMPI_LOCAL_RANK,
-                                       DDPC_ENV_SLURM_LOCALID };
+    static const ddpc__env_id ids[] = { DDPC_ENV_LOCAL_RANK, DDPC_ENV_OMPI_LOCAL_RANK,
+                                        DDPC_ENV_SLURM_LOCALID };
     long r;
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (ddpc__env_isset(ids[i]) && ddpc__env_long(ids[i], &r) == DDPC_OK) return r;
     return 0;
 }
 
-ddpc_status ddpc__ports_id(int dflt_base, ddpc_ports *p) {
+ddpc_status ddpc__ports_id(int dflt_base, ddpc__ports *p) {
     int set;
     long base = dflt_base;
     DDPC_CHECK(host_range(p, &set));

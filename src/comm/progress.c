@@ -43,7 +43,7 @@ void *ddpc__scratch(ddpc_comm *c, size_t nbytes) {
     return p;
 }
 
-void ddpc__enqueue(ddpc_req **head, ddpc_req **tail, ddpc_req *r) {
+void ddpc__enqueue(ddpc__req **head, ddpc__req **tail, ddpc__req *r) {
     r->next = NULL;
     if (*tail)
         (*tail)->next = r;
@@ -52,7 +52,7 @@ void ddpc__enqueue(ddpc_req **head, ddpc_req **tail, ddpc_req *r) {
     *tail = r;
 }
 
-void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes,
+void ddpc__post_send_flags(ddpc__exec *e, ddpc__req *r, int peer, const void *buf, size_t nbytes,
                            int flags) {
     r->hdr = e->fp;
     r->hdr.flags = (uint8_t)flags;
@@ -64,15 +64,15 @@ void ddpc__post_send_flags(ddpc_exec *e, ddpc_req *r, int peer, const void *buf,
     r->checked = 1;
     r->tagged = r->ux = 0;
     r->ux_buf = NULL;
-    ddpc_peer *p = &e->c->peers[peer];
+    ddpc__peer *p = &e->c->peers[peer];
     ddpc__enqueue(&p->sq, &p->sq_tail, r);
 }
 
-void ddpc__post_send(ddpc_exec *e, ddpc_req *r, int peer, const void *buf, size_t nbytes) {
+void ddpc__post_send(ddpc__exec *e, ddpc__req *r, int peer, const void *buf, size_t nbytes) {
     ddpc__post_send_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
 }
 
-void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
+void ddpc__post_recv_flags(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes,
                            int flags) {
     r->want = e->fp;
     r->want.flags = (uint8_t)flags;
@@ -85,35 +85,35 @@ void ddpc__post_recv_flags(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_
     r->checked = 0;
     r->tagged = r->ux = 0;
     r->ux_buf = NULL;
-    ddpc_peer *p = &e->c->peers[peer];
+    ddpc__peer *p = &e->c->peers[peer];
     ddpc__enqueue(&p->rq, &p->rq_tail, r);
 }
 
-void ddpc__post_recv(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes) {
+void ddpc__post_recv(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes) {
     ddpc__post_recv_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
 }
 
-void ddpc__post_recv_combine(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes,
-                             ddpc_combine_fn fn, void *ctx, size_t unit) {
+void ddpc__post_recv_combine(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes,
+                             ddpc__combine_fn fn, void *ctx, size_t unit) {
     ddpc__post_recv_flags(e, r, peer, buf, nbytes, DDPC_F_DATA);
     r->x.combine = fn;
     r->x.combine_ctx = ctx;
     r->x.unit = unit;
 }
 
-int ddpc__peer_combines(const ddpc_exec *e, int peer) {
-    const ddpc_peer *pe = &e->c->peers[peer];
+int ddpc__peer_combines(const ddpc__exec *e, int peer) {
+    const ddpc__peer *pe = &e->c->peers[peer];
     return pe->conn && pe->tp->combines;
 }
 
 /* One non-blocking pass over every queue; *moved = 1 if any byte moved.
  * A peer with messages posted and no connection yet gets one (link.c). */
-static ddpc_status drive(ddpc_exec *e, int *moved) {
+static ddpc_status drive(ddpc__exec *e, int *moved) {
     ddpc_comm *c = e->c;
     int linking = 0;
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
-        ddpc_req *r;
+        ddpc__peer *pe = &c->peers[p];
+        ddpc__req *r;
         if (pe->noted) { /* timed out: only its notices are read */
             DDPC_CHECK(ddpc__stall_read(e, p));
             continue;
@@ -152,7 +152,7 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
                 /* read by the recorder's dump and the stall message */
                 __atomic_store(&pe->last_rx, &e->now, __ATOMIC_RELAXED);
             }
-            if (!r->checked && r->x.done >= sizeof(ddpc_hdr)) {
+            if (!r->checked && r->x.done >= sizeof(ddpc__hdr)) {
                 r->checked = 1;
                 DDPC_CHECK(ddpc__check_hdr(e, r));
                 if (pe->noted) break; /* it was a notice (r is dropped) */
@@ -176,9 +176,9 @@ static ddpc_status drive(ddpc_exec *e, int *moved) {
 
 /* Looks at an idle connection that poll() reported: lost, goodbye, or data
  * for a later operation. */
-static ddpc_status inspect_idle(ddpc_exec *e, int p) {
-    ddpc_peer *pe = &e->c->peers[p];
-    ddpc_hdr h;
+static ddpc_status inspect_idle(ddpc__exec *e, int p) {
+    ddpc__peer *pe = &e->c->peers[p];
+    ddpc__hdr h;
     size_t got;
     int eof;
     ddpc_status s = pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof);
@@ -227,7 +227,7 @@ static void yield_lost(ddpc_comm *c) {
     c->yield_skip = c->yield_backoff;
 }
 
-static ddpc_status spin(ddpc_exec *e, int *moved) {
+static ddpc_status spin(ddpc__exec *e, int *moved) {
     ddpc_comm *c = e->c;
     if (c->busy_polls > 0) {
         int n = c->poll_budget;
@@ -316,7 +316,7 @@ static void pollset_fill(ddpc_comm *c, pollset *ps) {
     ps->ready[n] = 0;
     ps->pidx[n++] = -1;
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         if (!pe->conn || (pe->noted && pe->notes.done)) continue;
         short ev = 0;
         if (pe->rq) ev |= POLLIN;
@@ -354,7 +354,7 @@ static int pollset_wait(ddpc_comm *c, pollset *ps, int ms, int *err) {
     *err = errno;
     for (int i = 1; i < ps->n; i++) {
         if (ps->pidx[i] < 0) continue;
-        ddpc_peer *pe = &c->peers[ps->pidx[i]];
+        ddpc__peer *pe = &c->peers[ps->pidx[i]];
         if (!pe->tp->arm) continue;
         pe->tp->arm(pe->conn, 0);
         if (k >= 0 && ps->ready[i]) {
@@ -368,7 +368,7 @@ static int pollset_wait(ddpc_comm *c, pollset *ps, int ms, int *err) {
 /* 2. Sleeps in poll on the busy connections, the idle ones and abort,
  * until something can move, the deadline passes (or e->nap), or c is
  * aborted; an idle connection that woke it is looked at. */
-static ddpc_status sleep_in_poll(ddpc_exec *e) {
+static ddpc_status sleep_in_poll(ddpc__exec *e) {
     ddpc_comm *c = e->c;
     int ms = ddpc__deadline_ms(e->deadline, 0);
     if (ms == 0) return ddpc__stall_timed_out(e);
@@ -392,7 +392,7 @@ static ddpc_status sleep_in_poll(ddpc_exec *e) {
             links |= ps.pf[i].revents != 0;
             continue;
         }
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         if (!ps.pf[i].revents || pe->rq || pe->sq) continue;
         if (pe->noted)
             DDPC_CHECK_GOTO(ddpc__stall_read(e, p), s, out);
@@ -410,7 +410,7 @@ out:
     return s;
 }
 
-ddpc_status ddpc__progress(ddpc_exec *e, int block) {
+ddpc_status ddpc__progress(ddpc__exec *e, int block) {
     ddpc_comm *c = e->c;
     if (ddpc__aborted(c))
         return ddpc__fail(e, DDPC_ERR_ABORTED, "the communicator was aborted (ddpc_comm_abort)");
@@ -425,17 +425,17 @@ ddpc_status ddpc__progress(ddpc_exec *e, int block) {
     return sleep_in_poll(e);
 }
 
-ddpc_status ddpc__wait(ddpc_exec *e, ddpc_req *r) {
+ddpc_status ddpc__wait(ddpc__exec *e, ddpc__req *r) {
     while (!r->done) DDPC_CHECK(ddpc__progress(e, 1));
     return DDPC_OK;
 }
 
-ddpc_status ddpc__wait_all(ddpc_exec *e, ddpc_req *rs, int n) {
+ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n) {
     for (int i = 0; i < n; i++) DDPC_CHECK(ddpc__wait(e, &rs[i]));
     return DDPC_OK;
 }
 
-int ddpc__check_ring_post(ddpc_exec *e, ddpc_req r[4]) {
+int ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[4]) {
     ddpc_comm *c = e->c;
     int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
     if (n == 1) return 0;
@@ -450,7 +450,7 @@ int ddpc__check_ring_post(ddpc_exec *e, ddpc_req r[4]) {
     return k;
 }
 
-ddpc_status ddpc__check_ring(ddpc_exec *e) {
-    ddpc_req r[4];
+ddpc_status ddpc__check_ring(ddpc__exec *e) {
+    ddpc__req r[4];
     return ddpc__wait_all(e, r, ddpc__check_ring_post(e, r));
 }

@@ -5,7 +5,7 @@
  * pairs that send each other first still meet), receives from any source,
  * and the work handles of asynchronous calls.
  *
- * Each operation comes with its executor (ddpc_args.run, handed in by the
+ * Each operation comes with its executor (ddpc__args.run, handed in by the
  * layer that issues it); the queue only decides which thread runs what, and
  * when. The socket driving is progress.c's.
  */
@@ -21,7 +21,7 @@
 
 struct ddpc_work {
     ddpc_comm *c; /* borrowed; only used while queued */
-    ddpc_args a;
+    ddpc__args a;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
@@ -36,18 +36,18 @@ struct ddpc_work {
     struct ddpc_work *next;
 };
 
-static int is_collective(ddpc_kind k) { return k != DDPC_K_SEND && k != DDPC_K_RECV; }
-static int is_p2p(ddpc_kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
-static int is_reducing(ddpc_kind k) {
+static int is_collective(ddpc__kind k) { return k != DDPC_K_SEND && k != DDPC_K_RECV; }
+static int is_p2p(ddpc__kind k) { return k == DDPC_K_SEND || k == DDPC_K_RECV; }
+static int is_reducing(ddpc__kind k) {
     return k == DDPC_K_ALLREDUCE || k == DDPC_K_REDUCE || k == DDPC_K_REDUCE_SCATTER;
 }
-static int is_rooted(ddpc_kind k) {
+static int is_rooted(ddpc__kind k) {
     return k == DDPC_K_BROADCAST || k == DDPC_K_REDUCE || k == DDPC_K_GATHER || k == DDPC_K_SCATTER;
 }
 
 /* Readies e to execute a on c: fingerprint, sequence number, deadline.
  * Fails when c was aborted or failed earlier. */
-static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
+static ddpc_status exec_init(ddpc_comm *c, const ddpc__args *a, ddpc__exec *e) {
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
         return ddpc__err(DDPC_ERR_ABORTED,
                          "rank %d: the communicator was aborted (ddpc_comm_abort)", c->rank);
@@ -84,8 +84,8 @@ static ddpc_status exec_init(ddpc_comm *c, const ddpc_args *a, ddpc_exec *e) {
 }
 
 /* Runs one operation on this thread: fingerprint, deadline, its executor. */
-static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
-    ddpc_exec e;
+static ddpc_status execute(ddpc_comm *c, const ddpc__args *a) {
+    ddpc__exec e;
     DDPC_CHECK(exec_init(c, a, &e));
     ddpc_status s = a->run(&e);
     ddpc__rec_end(&e, s);
@@ -94,7 +94,7 @@ static ddpc_status execute(ddpc_comm *c, const ddpc_args *a) {
 
 /* A work handle for a, held by the caller and the queue (two references);
  * NULL on out of memory. It takes over a->vec only once enqueued. */
-static struct ddpc_work *work_new(ddpc_comm *c, const ddpc_args *a) {
+static struct ddpc_work *work_new(ddpc_comm *c, const ddpc__args *a) {
     struct ddpc_work *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->c = c;
@@ -139,7 +139,7 @@ static void work_complete(struct ddpc_work *w, ddpc_status st) {
  * has another tag gets it read aside as unexpected (ddpc__p2p_drain), so
  * that a later call sees behind it. Ranks with a receive of that tag
  * already posted are passed over: their next such message is that one's. */
-static int any_source(ddpc_comm *c, const ddpc_args *a) {
+static int any_source(ddpc_comm *c, const ddpc__args *a) {
     int drain[c->size > 1 ? c->size : 1], nd = 0;
     for (int k = 1; k < c->size; k++) {
         int p = (c->rank + k) % c->size;
@@ -155,8 +155,8 @@ static int any_source(ddpc_comm *c, const ddpc_args *a) {
  * into the peer's queue once posted, so an item never moves. */
 typedef struct p2p_item {
     struct ddpc_work *w;
-    ddpc_exec e;
-    ddpc_req q;
+    ddpc__exec e;
+    ddpc__req q;
     int posted, done;
 } p2p_item;
 
@@ -216,7 +216,7 @@ static void batch_post(ddpc_comm *c, p2p_batch *bt) {
     for (size_t i = 0; i < bt->n; i++) {
         p2p_item *it = bt->it[i];
         if (it->done || it->posted) continue;
-        ddpc_args *a = &it->w->a;
+        ddpc__args *a = &it->w->a;
         if (a->kind == DDPC_K_RECV && hold_recv) continue;
         if (a->kind == DDPC_K_RECV && a->root == DDPC_ANY_SOURCE &&
             (a->root = any_source(c, a)) < 0) {
@@ -330,7 +330,7 @@ static void run_inline(struct ddpc_work *w) {
 
 /* The fast path of a blocking call: c->mu is held on entry (and released),
  * nothing is queued or executing; a runs here, now. */
-static ddpc_status run_now(ddpc_comm *c, const ddpc_args *a) {
+static ddpc_status run_now(ddpc_comm *c, const ddpc__args *a) {
     c->busy = 1;
     pthread_mutex_unlock(&c->mu);
     ddpc_status st = execute(c, a);
@@ -342,7 +342,7 @@ static ddpc_status run_now(ddpc_comm *c, const ddpc_args *a) {
     return st;
 }
 
-ddpc_status ddpc__submit(ddpc_comm *c, const ddpc_args *a, struct ddpc_work **wout) {
+ddpc_status ddpc__submit(ddpc_comm *c, const ddpc__args *a, struct ddpc_work **wout) {
     ddpc_status s = DDPC_OK;
     struct ddpc_work *w = NULL;
     pthread_mutex_lock(&c->mu);

@@ -57,11 +57,11 @@ void ddpc_rank_table_destroy(ddpc_rank_table *t) {
 int ddpc_rank_table_size(const ddpc_rank_table *t) { return t ? t->nranks : 0; }
 int ddpc_rank_table_servers(const ddpc_rank_table *t) { return t ? t->nservers : 0; }
 
-ddpc_status ddpc_rank_table_get_server(const ddpc_rank_table *t, int s,
-                                       ddpc_rank_table_server *out) {
+ddpc_status ddpc_rank_table_server_at(const ddpc_rank_table *t, int s,
+                                      ddpc_rank_table_server *out) {
     if (!t || !out)
         return ddpc__err(DDPC_ERR_INVALID_ARG,
-                         "ddpc_rank_table_get_server: t and out must be non-NULL");
+                         "ddpc_rank_table_server_at: t and out must be non-NULL");
     if (s < 0 || s >= t->nservers)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "server %d is not in the rank table %s (0..%d)", s,
                          t->path, t->nservers - 1);
@@ -300,8 +300,8 @@ ddpc_status ddpc_rank_table_load(const char *path, ddpc_rank_table **out) {
 }
 
 ddpc_status ddpc__rank_table_env(ddpc_rank_table **t, long *rank) {
-    static const ddpc_env_id ids[] = { DDPC_ENV_RANK_ID, DDPC_ENV_RANK, DDPC_ENV_OMPI_RANK,
-                                       DDPC_ENV_SLURM_PROCID };
+    static const ddpc__env_id ids[] = { DDPC_ENV_RANK_ID, DDPC_ENV_RANK, DDPC_ENV_OMPI_RANK,
+                                        DDPC_ENV_SLURM_PROCID };
     const char *path = ddpc__env(DDPC_ENV_RANK_TABLE_FILE, NULL);
     *t = NULL;
     size_t i = 0;
@@ -319,7 +319,7 @@ ddpc_status ddpc__rank_table_env(ddpc_rank_table **t, long *rank) {
         s = ddpc__err(DDPC_ERR_ENV, "%s=%ld is not a rank of RANK_TABLE_FILE=%s (ranks 0..%ld)",
                       ddpc__env_name(ids[i]), *rank, path, n - 1);
     for (int k = 0; k < 2 && s == DDPC_OK; k++) { /* the sizes a launcher may have set */
-        ddpc_env_id id = k ? DDPC_ENV_RANK_SIZE : DDPC_ENV_WORLD_SIZE;
+        ddpc__env_id id = k ? DDPC_ENV_RANK_SIZE : DDPC_ENV_WORLD_SIZE;
         if (!ddpc__env_isset(id)) continue;
         s = ddpc__env_long(id, &ws);
         if (s == DDPC_OK && ws != n)

@@ -17,7 +17,7 @@
  * operation's. No clock read of its own but on failure: the start time is
  * the one the operation's deadline was taken from, and a successful
  * operation ends at its last clock read (its start, or its last wait:
- * ddpc_exec's now), a failed one when it failed. The SIGUSR1 handler only writes a byte to a pipe (write() is
+ * ddpc__exec's now), a failed one when it failed. The SIGUSR1 handler only writes a byte to a pipe (write() is
  * async-signal-safe); a thread of the recorder reads it and writes the
  * files. The handler is installed only where a trace directory is set and
  * nobody else handles SIGUSR1.
@@ -62,16 +62,16 @@ typedef struct rec_entry {
     double t_queued, t_start, t_end; /* ddpc__now(); 0 = not yet */
 } rec_entry;
 
-struct ddpc_rec {
+struct ddpc__rec {
     ddpc_comm *c; /* borrowed: registered while it lives */
     rec_entry *ring;
     size_t cap;
-    uint64_t next_id;      /* atomic: the last id handed out */
-    struct ddpc_rec *next; /* the registry's list */
+    uint64_t next_id;       /* atomic: the last id handed out */
+    struct ddpc__rec *next; /* the registry's list */
 };
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ddpc_rec *reg_head;
+static struct ddpc__rec *reg_head;
 static char trace_dir[1024];
 static int trace_dir_read;
 static int sig_pipe[2] = { -1, -1 };
@@ -145,7 +145,7 @@ ddpc_status ddpc__rec_init(ddpc_comm *c) {
     }
     c->settle_s = settle;
     if (cap == 0) return DDPC_OK;
-    struct ddpc_rec *r = calloc(1, sizeof *r);
+    struct ddpc__rec *r = calloc(1, sizeof *r);
     rec_entry *ring = calloc((size_t)cap, sizeof *ring);
     if (!r || !ring) {
         free(r);
@@ -163,7 +163,7 @@ ddpc_status ddpc__rec_init(ddpc_comm *c) {
 }
 
 void ddpc__rec_register(ddpc_comm *c) {
-    struct ddpc_rec *r = c->rec;
+    struct ddpc__rec *r = c->rec;
     if (!r) return;
     pthread_mutex_lock(&reg_mu);
     if (!trace_dir_read) {
@@ -178,10 +178,10 @@ void ddpc__rec_register(ddpc_comm *c) {
 }
 
 void ddpc__rec_fini(ddpc_comm *c) {
-    struct ddpc_rec *r = c->rec;
+    struct ddpc__rec *r = c->rec;
     if (!r) return;
     pthread_mutex_lock(&reg_mu);
-    for (struct ddpc_rec **pp = &reg_head; *pp; pp = &(*pp)->next)
+    for (struct ddpc__rec **pp = &reg_head; *pp; pp = &(*pp)->next)
         if (*pp == r) {
             *pp = r->next;
             break;
@@ -210,7 +210,7 @@ static void entry_give(rec_entry *x) { __atomic_add_fetch(&x->ver, 1, __ATOMIC_R
 
 /* A new entry for a, taken (entry_take); NULL when its slot is being
  * written by another thread. *id gets its id either way. */
-static rec_entry *entry_new(struct ddpc_rec *r, const ddpc_args *a, uint64_t *id) {
+static rec_entry *entry_new(struct ddpc__rec *r, const ddpc__args *a, uint64_t *id) {
     *id = __atomic_add_fetch(&r->next_id, 1, __ATOMIC_RELAXED);
     rec_entry *x = &r->ring[(*id - 1) % r->cap];
     if (!entry_take(x)) return NULL;
@@ -231,7 +231,7 @@ static rec_entry *entry_new(struct ddpc_rec *r, const ddpc_args *a, uint64_t *id
 }
 
 /* Entry id, taken; NULL when it has been overwritten or is being written. */
-static rec_entry *entry_get(struct ddpc_rec *r, uint64_t id) {
+static rec_entry *entry_get(struct ddpc__rec *r, uint64_t id) {
     if (!id) return NULL;
     rec_entry *x = &r->ring[(id - 1) % r->cap];
     if (GET(x->id) != id || !entry_take(x)) return NULL;
@@ -240,8 +240,8 @@ static rec_entry *entry_get(struct ddpc_rec *r, uint64_t id) {
     return NULL;
 }
 
-uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc_args *a) {
-    struct ddpc_rec *r = c->rec;
+uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc__args *a) {
+    struct ddpc__rec *r = c->rec;
     if (!r) return 0;
     uint64_t id;
     rec_entry *x = entry_new(r, a, &id);
@@ -252,8 +252,8 @@ uint64_t ddpc__rec_queued(ddpc_comm *c, const ddpc_args *a) {
     return id;
 }
 
-void ddpc__rec_start(ddpc_exec *e, double now) {
-    struct ddpc_rec *r = e->c->rec;
+void ddpc__rec_start(ddpc__exec *e, double now) {
+    struct ddpc__rec *r = e->c->rec;
     if (!r) return;
     uint64_t id = e->a.rec;
     rec_entry *x = entry_get(r, id);
@@ -266,7 +266,7 @@ void ddpc__rec_start(ddpc_exec *e, double now) {
     entry_give(x);
 }
 
-void ddpc__rec_end(ddpc_exec *e, ddpc_status s) {
+void ddpc__rec_end(ddpc__exec *e, ddpc_status s) {
     if (!e->c || !e->c->rec || !e->rec) return;
     rec_entry *x = entry_get(e->c->rec, e->rec);
     if (!x) return;
@@ -285,7 +285,7 @@ void ddpc__rec_end(ddpc_exec *e, ddpc_status s) {
 
 /* Copies entry id into *out as it stood between two reads of its version
  * (a few tries); 0 when it is not id's any more or kept changing. */
-static int entry_copy(struct ddpc_rec *r, uint64_t id, rec_entry *out) {
+static int entry_copy(struct ddpc__rec *r, uint64_t id, rec_entry *out) {
     rec_entry *x = &r->ring[(id - 1) % r->cap];
     for (int tries = 0; tries < 64; tries++) {
         uint32_t v = __atomic_load_n(&x->ver, __ATOMIC_ACQUIRE);
@@ -338,7 +338,7 @@ static void one_line(FILE *f, const char *s) {
 }
 
 /* Writes r's communicator and ring to f; off turns ddpc__now() into wall time. */
-static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
+static void dump_one(FILE *f, struct ddpc__rec *r, double off) {
     ddpc_comm *c = r->c;
     char err[1024];
     pthread_mutex_lock(&c->err_mu);
@@ -354,7 +354,7 @@ static void dump_one(FILE *f, struct ddpc_rec *r, double off) {
     }
     for (int p = 0; p < c->size; p++) {
         if (p == c->rank) continue;
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         double rx;
         __atomic_load(&pe->last_rx, &rx, __ATOMIC_RELAXED);
         fprintf(f, "peer rank=%d addr=%s:%d last_rx=%.6f\n", p, pe->ep.ip[0] ? pe->ep.ip : "?",
@@ -390,7 +390,7 @@ void ddpc__rec_dump(const char *why) {
     if (ddpc__env_isset(DDPC_ENV_RANK) && ddpc__env_long(DDPC_ENV_RANK, &rank) != DDPC_OK)
         rank = -1;
     if (rank < 0) /* the first communicator made: the one the others were split from */
-        for (struct ddpc_rec *r = reg_head; r; r = r->next) rank = r->c->rank;
+        for (struct ddpc__rec *r = reg_head; r; r = r->next) rank = r->c->rank;
     char path[1200], tmp[1300], host[256] = "?";
     if (mkdir(trace_dir, 0755) != 0 && errno != EEXIST)
         DDPC_WARN(COLL, "flight recorder: cannot create DDPC_TRACE_DIR=%s: %s", trace_dir,
@@ -407,7 +407,7 @@ void ddpc__rec_dump(const char *why) {
     fprintf(f, "ddpc-flight 1\nprocess rank=%ld pid=%d host=%s time=%.6f reason=", rank,
             (int)getpid(), host, wall);
     one_line(f, why ? why : "-");
-    for (struct ddpc_rec *r = reg_head; r; r = r->next) dump_one(f, r, off);
+    for (struct ddpc__rec *r = reg_head; r; r = r->next) dump_one(f, r, off);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         DDPC_WARN(COLL, "flight recorder: cannot write %s: %s", path, strerror(errno));

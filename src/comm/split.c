@@ -25,7 +25,7 @@
  * rank - j. Run as an operation of the parent, it keeps its place in the
  * queue, its sequence number and fingerprint, and fails as any operation
  * does (a lost peer, DDPC_TIMEOUT, abort). */
-static ddpc_status exchange_all(ddpc_exec *e) {
+static ddpc_status exchange_all(ddpc__exec *e) {
     ddpc_comm *c = e->c;
     int n = c->size, me = c->rank;
     size_t nb = e->a.count * ddpc_dtype_size(e->a.dtype);
@@ -35,7 +35,7 @@ static ddpc_status exchange_all(ddpc_exec *e) {
     ddpc_status s = DDPC_OK;
     for (int d = 1; d < n && s == DDPC_OK; d *= 2) {
         size_t m = (size_t)(d < n - d ? d : n - d);
-        ddpc_req r[2];
+        ddpc__req r[2];
         ddpc__post_send(e, &r[0], (me + d) % n, tmp, m * nb);
         ddpc__post_recv(e, &r[1], (me - d + n) % n, tmp ? tmp + (size_t)d * nb : NULL, m * nb);
         s = ddpc__wait_all(e, r, 2);
@@ -48,9 +48,9 @@ static ddpc_status exchange_all(ddpc_exec *e) {
 
 /* Runs split's exchange of count int32 per rank (an allgather), or of
  * nothing (a barrier), on c as one blocking operation. */
-static ddpc_status split_exchange(ddpc_comm *c, ddpc_kind kind, const int32_t *mine, int32_t *all,
+static ddpc_status split_exchange(ddpc_comm *c, ddpc__kind kind, const int32_t *mine, int32_t *all,
                                   size_t count) {
-    ddpc_args a = { kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all, 0, 0 };
+    ddpc__args a = { kind, mine, all, count, DDPC_INT32, DDPC_SUM, -1, NULL, exchange_all, 0, 0 };
     return ddpc__submit(c, &a, NULL);
 }
 

@@ -55,7 +55,7 @@ static void addr_of(const ddpc_comm *c, int p, char *buf, size_t len) {
 /* Every connected peer has sent its notice (or said goodbye). */
 static int all_noted(const ddpc_comm *c) {
     for (int p = 0; p < c->size; p++) {
-        const ddpc_peer *pe = &c->peers[p];
+        const ddpc__peer *pe = &c->peers[p];
         if (p != c->rank && pe->conn && !pe->noted && !pe->bye) return 0;
     }
     return 1;
@@ -65,7 +65,7 @@ static int all_noted(const ddpc_comm *c) {
  * rank it is connected to that has not noted (silent as far as it can
  * tell), back at itself, or in a cycle; not at a rank whose notice may
  * still be passed on to it. */
-static int chain_known(const ddpc_exec *e) {
+static int chain_known(const ddpc__exec *e) {
     const ddpc_comm *c = e->c;
     int cur = e->waits_on, hops = 0;
     while (cur >= 0 && cur != c->rank && c->peers[cur].heard && hops++ < c->size)
@@ -77,15 +77,15 @@ static int chain_known(const ddpc_exec *e) {
  * this rank told its own, but origin and from (who sent it here), each
  * within a quarter of a second; a peer that does not take it in time is
  * sent no more. */
-static void relay(ddpc_exec *e, int origin, int waits, int from) {
+static void relay(ddpc__exec *e, int origin, int waits, int from) {
     ddpc_comm *c = e->c;
-    ddpc_hdr note = e->fp;
+    ddpc__hdr note = e->fp;
     note.flags = DDPC_F_RELAY;
     note.nbytes = 0;
     note.root = origin;
     note.rsvd = (uint32_t)waits;
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         if (p == origin || p == from || !pe->conn || !pe->notes.told || pe->notes.deaf) continue;
         if (pe->tp->send_full(pe->conn, &note, sizeof note, ddpc__deadline_in(0.25), c->abort_fd) !=
             DDPC_OK)
@@ -95,7 +95,7 @@ static void relay(ddpc_exec *e, int origin, int waits, int from) {
 
 /* Rank origin's notice, from its sender from: recorded once, and passed
  * on while this rank settles (before, settle passes on what it heard). */
-static void hear(ddpc_exec *e, int origin, int waits, int from) {
+static void hear(ddpc__exec *e, int origin, int waits, int from) {
     ddpc_comm *c = e->c;
     if (origin < 0 || origin >= c->size || origin == c->rank || c->peers[origin].heard) return;
     if (waits < -1 || waits >= c->size) waits = -1; /* not a rank: it waits on nobody known */
@@ -111,7 +111,7 @@ static void hear(ddpc_exec *e, int origin, int waits, int from) {
  * settle is over). */
 static void notes_end(ddpc_comm *c, int p, int all) {
     for (int q = all ? 0 : p; q < (all ? c->size : p + 1); q++) {
-        struct ddpc_notes *n = &c->peers[q].notes;
+        struct ddpc__notes *n = &c->peers[q].notes;
         n->done = 1;
         free(n->more);
         n->more = NULL;
@@ -119,10 +119,10 @@ static void notes_end(ddpc_comm *c, int p, int all) {
     }
 }
 
-ddpc_status ddpc__stall_read(ddpc_exec *e, int p) {
+ddpc_status ddpc__stall_read(ddpc__exec *e, int p) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[p];
-    struct ddpc_notes *n = &pe->notes;
+    ddpc__peer *pe = &c->peers[p];
+    struct ddpc__notes *n = &pe->notes;
     for (int k = 0; k < 4 * c->size + 8 && !n->done && pe->conn; k++) {
         size_t want = sizeof n->in - n->have;
         if (n->off < n->nmore) { /* what came with its notice first */
@@ -131,7 +131,7 @@ ddpc_status ddpc__stall_read(ddpc_exec *e, int p) {
             n->off += take;
             n->have += take;
         } else {
-            ddpc_xfer x;
+            ddpc__xfer x;
             size_t mv = 0;
             ddpc__xfer_init(&x, (char *)&n->in + n->have, want, NULL, 0);
             if (pe->tp->recv(pe->conn, &x, &mv) != DDPC_OK) { /* gone: it has no more to say */
@@ -143,7 +143,7 @@ ddpc_status ddpc__stall_read(ddpc_exec *e, int p) {
         }
         if (n->have < sizeof n->in) continue;
         n->have = 0;
-        const ddpc_hdr *h = &n->in;
+        const ddpc__hdr *h = &n->in;
         if (h->magic == DDPC_MSG_MAGIC && h->flags == DDPC_F_WAIT)
             hear(e, p, (int32_t)h->rsvd, p);
         else if (h->magic == DDPC_MSG_MAGIC && h->flags == DDPC_F_RELAY)
@@ -157,7 +157,7 @@ ddpc_status ddpc__stall_read(ddpc_exec *e, int p) {
 /* The settle is over: names the silent rank at the end of the chain of
  * waits, in HCCL's link-error terms (the local and the remote rank with
  * their addresses), and fails e with DDPC_ERR_TIMEOUT. */
-static ddpc_status conclude(ddpc_exec *e) {
+static ddpc_status conclude(ddpc__exec *e) {
     ddpc_comm *c = e->c;
     char chain[256], mine[80], theirs[80], since[96] = "";
     size_t used = (size_t)snprintf(chain, sizeof chain, "%d", c->rank);
@@ -230,12 +230,12 @@ static ddpc_status conclude(ddpc_exec *e) {
 /* Starts the settle: tells every peer that this rank timed out waiting on
  * waits_on, then collects notices until all peers sent one or
  * DDPC_STALL_SETTLE has passed (the deadline of e becomes the settle's). */
-static ddpc_status settle(ddpc_exec *e, int waits_on) {
+static ddpc_status settle(ddpc__exec *e, int waits_on) {
     ddpc_comm *c = e->c;
     e->settle_until = ddpc__deadline_in(c->settle_s > 0 ? c->settle_s : 1e-3);
     e->deadline = e->settle_until;
     e->waits_on = waits_on;
-    ddpc_hdr note = e->fp;
+    ddpc__hdr note = e->fp;
     note.flags = DDPC_F_WAIT;
     note.nbytes = 0;
     note.rsvd = (uint32_t)waits_on;
@@ -260,10 +260,10 @@ static ddpc_status settle(ddpc_exec *e, int waits_on) {
 /* A peer's DDPC_F_WAIT notice: it timed out waiting on the rank in h->rsvd.
  * Recorded (the peer is no longer driven or watched); a rank not settling
  * yet starts to. */
-ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h, const void *more,
+ddpc_status ddpc__stall_notice(ddpc__exec *e, int peer, const ddpc__hdr *h, const void *more,
                                size_t nmore) {
     ddpc_comm *c = e->c;
-    ddpc_peer *pe = &c->peers[peer];
+    ddpc__peer *pe = &c->peers[peer];
     int reading, waits_on = waited_peer(c, &reading);
     pe->noted = 1;
     pe->sq = pe->sq_tail = pe->rq = pe->rq_tail = NULL;
@@ -284,7 +284,7 @@ ddpc_status ddpc__stall_notice(ddpc_exec *e, int peer, const ddpc_hdr *h, const 
 
 /* The deadline passed: with more than two ranks, settle first; once the
  * settle is over too, conclude. */
-ddpc_status ddpc__stall_timed_out(ddpc_exec *e) {
+ddpc_status ddpc__stall_timed_out(ddpc__exec *e) {
     if (e->settle_until > 0) return conclude(e);
     int reading, w = waited_peer(e->c, &reading);
     if (e->c->size <= 2 || w < 0) {

@@ -34,16 +34,16 @@
  * DDPC_P2P_UNEXPECTED_BYTES; a message that would pass that fails the
  * operation with an error naming the variable, never a silent stall. */
 
-static int is_p2p_data(const ddpc_hdr *h) {
+static int is_p2p_data(const ddpc__hdr *h) {
     return h->magic == DDPC_MSG_MAGIC && h->kind == DDPC_K_SEND && h->flags == DDPC_F_DATA;
 }
 
-void ddpc__post_recv_tagged(ddpc_exec *e, ddpc_req *r, int peer, void *buf, size_t nbytes) {
+void ddpc__post_recv_tagged(ddpc__exec *e, ddpc__req *r, int peer, void *buf, size_t nbytes) {
     ddpc__post_recv(e, r, peer, buf, nbytes);
     r->tagged = 1;
 }
 
-static void ux_release(ddpc_comm *c, ddpc_req *u) {
+static void ux_release(ddpc_comm *c, ddpc__req *u) {
     c->ux_bytes -= u->x.niov > 1 ? u->x.iov[1].iov_len : 0;
     free(u->ux_buf);
     free(u);
@@ -51,7 +51,7 @@ static void ux_release(ddpc_comm *c, ddpc_req *u) {
 
 /* Gives r the unexpected message u of its tag (u is freed): its header is
  * checked as one read off the stream would be. */
-static ddpc_status take_ux(ddpc_exec *e, ddpc_req *r, ddpc_req *u) {
+static ddpc_status take_ux(ddpc__exec *e, ddpc__req *r, ddpc__req *u) {
     r->hdr = u->hdr;
     r->want.seq = u->hdr.seq;
     r->checked = 1;
@@ -69,10 +69,10 @@ static ddpc_status take_ux(ddpc_exec *e, ddpc_req *r, ddpc_req *u) {
  * tag an unexpected message holds, in the order posted; *moved = 1 when one
  * completed (so that the wait does not go to sleep in poll: no byte may
  * come to wake it). */
-ddpc_status ddpc__match_ux(ddpc_exec *e, ddpc_peer *pe, int *moved) {
-    ddpc_req **rp = &pe->rq, *prev = NULL;
+ddpc_status ddpc__match_ux(ddpc__exec *e, ddpc__peer *pe, int *moved) {
+    ddpc__req **rp = &pe->rq, *prev = NULL;
     while (*rp && pe->ux_head) {
-        ddpc_req *r = *rp, *u = NULL, *uprev = NULL;
+        ddpc__req *r = *rp, *u = NULL, *uprev = NULL;
         if (r->tagged && !r->ux && r->x.done == 0)
             for (u = pe->ux_head; u && u->hdr.root != r->want.root; uprev = u, u = u->next) {}
         if (!u) {
@@ -95,7 +95,7 @@ ddpc_status ddpc__match_ux(ddpc_exec *e, ddpc_peer *pe, int *moved) {
 
 /* Readies u to read the whole message h as unexpected; fails when held
  * messages would pass DDPC_P2P_UNEXPECTED_BYTES. */
-static ddpc_status ux_ready(ddpc_exec *e, int p, ddpc_req *u, const ddpc_hdr *h) {
+static ddpc_status ux_ready(ddpc__exec *e, int p, ddpc__req *u, const ddpc__hdr *h) {
     ddpc_comm *c = e->c;
     size_t n = (size_t)h->nbytes;
     if (h->nbytes > c->ux_max || c->ux_bytes > c->ux_max - n)
@@ -119,8 +119,8 @@ static ddpc_status ux_ready(ddpc_exec *e, int p, ddpc_req *u, const ddpc_hdr *h)
 }
 
 /* A receive for the next message from p, of any tag, kept as unexpected. */
-static ddpc_req *ux_new(int p) {
-    ddpc_req *u = calloc(1, sizeof *u);
+static ddpc__req *ux_new(int p) {
+    ddpc__req *u = calloc(1, sizeof *u);
     if (!u) return NULL;
     u->want.magic = DDPC_MSG_MAGIC;
     u->want.kind = DDPC_K_SEND;
@@ -134,10 +134,10 @@ static ddpc_req *ux_new(int p) {
 /* The head of p's receives is tagged and has read nothing: peeks at the next
  * header and puts at the head the receive it belongs to (see above). *wait
  * = 1 while the header has not all come. */
-ddpc_status ddpc__route(ddpc_exec *e, int p, int *wait) {
-    ddpc_peer *pe = &e->c->peers[p];
-    ddpc_req *r = pe->rq, *q, *qprev = NULL;
-    ddpc_hdr h;
+ddpc_status ddpc__route(ddpc__exec *e, int p, int *wait) {
+    ddpc__peer *pe = &e->c->peers[p];
+    ddpc__req *r = pe->rq, *q, *qprev = NULL;
+    ddpc__hdr h;
     size_t got = 0;
     int eof = 0;
     ddpc_status s = pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof);
@@ -170,7 +170,7 @@ ddpc_status ddpc__route(ddpc_exec *e, int p, int *wait) {
         }
         return DDPC_OK;
     }
-    ddpc_req *u = r; /* 2. */
+    ddpc__req *u = r; /* 2. */
     if (!r->ux) {
         u = ux_new(p);
         if (!u) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory for an unexpected message");
@@ -182,13 +182,13 @@ ddpc_status ddpc__route(ddpc_exec *e, int p, int *wait) {
 }
 
 int ddpc__p2p_waiting(ddpc_comm *c, int peer, int tag) {
-    ddpc_peer *pe = &c->peers[peer];
-    for (ddpc_req *r = pe->rq; r; r = r->next)
+    ddpc__peer *pe = &c->peers[peer];
+    for (ddpc__req *r = pe->rq; r; r = r->next)
         if (r->tagged && !r->ux && r->want.root == tag) return 0; /* posted first: its */
-    for (ddpc_req *u = pe->ux_head; u; u = u->next)
+    for (ddpc__req *u = pe->ux_head; u; u = u->next)
         if (u->hdr.root == tag) return 1;
     if (pe->rq || !pe->conn) return 0;
-    ddpc_hdr h;
+    ddpc__hdr h;
     size_t got = 0;
     int eof = 0;
     if (pe->tp->peek(pe->conn, &h, sizeof h, &got, &eof) != DDPC_OK || got < sizeof h ||
@@ -198,9 +198,9 @@ int ddpc__p2p_waiting(ddpc_comm *c, int peer, int tag) {
 }
 
 ddpc_status ddpc__p2p_drain(ddpc_comm *c, int peer) {
-    ddpc_peer *pe = &c->peers[peer];
+    ddpc__peer *pe = &c->peers[peer];
     if (pe->rq || pe->ux_in) return DDPC_OK;
-    ddpc_req *u = ux_new(peer);
+    ddpc__req *u = ux_new(peer);
     if (!u) return ddpc__err(DDPC_ERR_NOMEM, "out of memory for an unexpected message");
     pe->ux_in = u;
     ddpc__enqueue(&pe->rq, &pe->rq_tail, u);
@@ -209,9 +209,9 @@ ddpc_status ddpc__p2p_drain(ddpc_comm *c, int peer) {
 
 void ddpc__ux_free(ddpc_comm *c) {
     for (int p = 0; p < c->size; p++) {
-        ddpc_peer *pe = &c->peers[p];
+        ddpc__peer *pe = &c->peers[p];
         while (pe->ux_head) {
-            ddpc_req *u = pe->ux_head;
+            ddpc__req *u = pe->ux_head;
             pe->ux_head = u->next;
             ux_release(c, u);
         }

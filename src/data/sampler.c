@@ -101,7 +101,7 @@ struct ddpc_sampler {
  */
 ddpc_sampler_options ddpc_sampler_options_default(void) {
     ddpc_sampler_options o = {
-        .num_replicas = 1, .rank = 0, .shuffle = 1, .seed = 0, .drop_last = 0
+        .rank = 0, .num_replicas = 1, .shuffle = 1, .seed = 0, .drop_last = 0
     };
     return o;
 }
@@ -112,7 +112,7 @@ ddpc_status ddpc_sampler_create(size_t dataset_len, const ddpc_sampler_options *
     *out = NULL;
     ddpc_sampler_options def = ddpc_sampler_options_default();
     if (!o) o = &def;
-    int num_replicas = o->num_replicas, rank = o->rank, shuffle = o->shuffle,
+    int rank = o->rank, num_replicas = o->num_replicas, shuffle = o->shuffle,
         drop_last = o->drop_last;
     uint64_t seed = o->seed;
     if (num_replicas < 1)
@@ -158,8 +158,8 @@ ddpc_status ddpc_sampler_create_dist(ddpc_comm *c, size_t dataset_len,
     if (!c)
         return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_sampler_create_dist: communicator is NULL");
     ddpc_sampler_options so = o ? *o : ddpc_sampler_options_default();
-    so.num_replicas = ddpc_comm_size(c);
     so.rank = ddpc_comm_rank(c);
+    so.num_replicas = ddpc_comm_size(c);
     return ddpc_sampler_create(dataset_len, &so, out);
 }
 

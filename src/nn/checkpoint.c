@@ -108,7 +108,7 @@ static ddpc_status src_live(const ddpc_model *m, const ddpc_optim *optim,
     for (int j = 0; j < c->nstate; j++) c->blocks[1 + j] = ddpc_optim_state(o, j, &c->snames[j]);
     if (o) {
         c->has_optim = 1;
-        c->op = *ddpc_optim_get_options(o);
+        c->op = *ddpc_optim_options_of(o);
         c->osteps = ddpc_optim_steps(o);
     }
     c->rng = m->rng;
@@ -309,7 +309,7 @@ static ddpc_status match_tensors(const char *path, const ddpc__st_file *f, const
 
 /* The file's optimizer kind must be the optimizer's. */
 static ddpc_status match_optim_kind(const char *path, const char *okind, ddpc_optim *optim) {
-    const char *want = ddpc_optim_kind_name(ddpc_optim_get_options(optim)->kind);
+    const char *want = ddpc_optim_kind_name(ddpc_optim_options_of(optim)->kind);
     if (!okind)
         return ddpc__err(DDPC_ERR_MISMATCH,
                          "checkpoint %s has no optimizer state (saved without one); the trainer's "

@@ -486,7 +486,7 @@ void ddpc_model_set_hooks(ddpc_model *m, const ddpc_model_hooks *h) {
         memset(&m->hooks, 0, sizeof m->hooks);
 }
 
-ddpc_model_hooks ddpc_model_get_hooks(const ddpc_model *m) {
+ddpc_model_hooks ddpc_model_hooks_of(const ddpc_model *m) {
     ddpc_model_hooks h;
     if (m)
         h = m->hooks;

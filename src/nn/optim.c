@@ -171,7 +171,7 @@ void ddpc_optim_set_lr(ddpc_optim *o, float lr) {
     if (o) o->o.lr = lr;
 }
 
-const ddpc_optim_options *ddpc_optim_get_options(const ddpc_optim *o) { return o ? &o->o : NULL; }
+const ddpc_optim_options *ddpc_optim_options_of(const ddpc_optim *o) { return o ? &o->o : NULL; }
 
 uint64_t ddpc_optim_steps(const ddpc_optim *o) { return o ? o->steps : 0; }
 

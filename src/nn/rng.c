@@ -58,8 +58,8 @@ static void choose_threads(void) {
         n = 0;
     }
     /* the ranks on this node: torchrun's count, else mpirun's */
-    ddpc_env_id id = ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) ? DDPC_ENV_LOCAL_WORLD_SIZE
-                                                                : DDPC_ENV_OMPI_LOCAL_SIZE;
+    ddpc__env_id id = ddpc__env_isset(DDPC_ENV_LOCAL_WORLD_SIZE) ? DDPC_ENV_LOCAL_WORLD_SIZE
+                                                                 : DDPC_ENV_OMPI_LOCAL_SIZE;
     if (!n && ddpc__env_isset(id) && ddpc__env_long(id, &local) != DDPC_OK) local = 1;
     ddpc_nn_set_threads(n ? (int)n : ddpc_nn_default_threads((int)local));
 }

@@ -533,7 +533,7 @@ ddpc_status ddpc_store_server_create(const char *host, int port, ddpc_store_serv
     return ddpc__store_server_create_ports(host, port, NULL, out);
 }
 
-ddpc_status ddpc__store_server_create_ports(const char *host, int port, const ddpc_ports *ports,
+ddpc_status ddpc__store_server_create_ports(const char *host, int port, const ddpc__ports *ports,
                                             ddpc_store_server **out) {
     if (!out) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_store_server_create: out is NULL");
     *out = NULL;

@@ -11,7 +11,7 @@
 
 /* As ddpc_store_server_create on host:port when ports is NULL, else on the
  * first free port of ports (base/sock.h). */
-ddpc_status ddpc__store_server_create_ports(const char *host, int port, const ddpc_ports *ports,
+ddpc_status ddpc__store_server_create_ports(const char *host, int port, const ddpc__ports *ports,
                                             ddpc_store_server **out);
 
 #endif /* DDPC_STORE_SERVER_H */

@@ -10,7 +10,7 @@
  * Transfers. send copies what fits into the outgoing ring and publishes head;
  * recv copies out and publishes tail; peek copies without consuming; the
  * reader of head or tail acquires what its writer released. No system call
- * on that path. A receive that asks to combine (ddpc_xfer's combine: a
+ * on that path. A receive that asks to combine (ddpc__xfer's combine: a
  * reducing step of a collective) has its payload combined straight from the
  * ring into its destination, whole elements at a time (combine_from_ring).
  *
@@ -55,14 +55,14 @@
 /* One byte on the socket: wakes the peer sleeping in poll(). Never blocks;
  * at most two bells are ever unread (one per flag), so EAGAIN does not
  * happen, and a dead peer is noticed by the next transfer. */
-static void ring_bell(ddpc_conn *c) {
+static void ring_bell(ddpc__conn *c) {
     char b = 0;
     while (send(c->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EINTR) {}
 }
 
 /* Drops the doorbell bytes waiting on the socket; 1 when the peer is gone
  * (EOF or an error: it closed, crashed, was killed, or this side shut down). */
-static int drain_bells(ddpc_conn *c) {
+static int drain_bells(ddpc__conn *c) {
     char buf[64];
     while (!c->peer_eof) {
         ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -77,12 +77,12 @@ static int drain_bells(ddpc_conn *c) {
 /* After publishing head or tail (a seq_cst store): wake the other side if
  * it sleeps on flag. seq_cst on both sides' store-then-load, not fences:
  * ThreadSanitizer does not model fences. */
-static void wake_if_sleeping(ddpc_conn *c, uint32_t *flag) {
+static void wake_if_sleeping(ddpc__conn *c, uint32_t *flag) {
     if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) && __atomic_exchange_n(flag, 0, __ATOMIC_ACQ_REL))
         ring_bell(c);
 }
 
-static int is_shut(const ddpc_conn *c) { return __atomic_load_n(&c->shut, __ATOMIC_ACQUIRE); }
+static int is_shut(const ddpc__conn *c) { return __atomic_load_n(&c->shut, __ATOMIC_ACQUIRE); }
 
 /* ------------------------------------------------------------ transfers */
 
@@ -124,8 +124,8 @@ static void copy_in(char *dst, const char *src, size_t n, int stream) {
 /* Copies up to n bytes between the unmoved part of x and a ring's data
  * (cap bytes, logical position pos, wrapping); advances x->done. Into the
  * ring through copy_in (stream: non-temporal). */
-static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n, int to_ring,
-                        int stream) {
+static size_t copy_xfer(ddpc__xfer *x, char *data, uint64_t cap, uint64_t pos, size_t n,
+                        int to_ring, int stream) {
     size_t moved = 0, skip = x->done;
     size_t off = (size_t)(pos % cap); /* the ring offset of the next byte */
     if (skip == 0 && n >= x->total && x->total <= cap - off && x->total < 256) {
@@ -172,7 +172,7 @@ static size_t copy_xfer(ddpc_xfer *x, char *data, uint64_t cap, uint64_t pos, si
 /* Folds one timed copy (bytes in secs, streaming or not) into that kind's
  * recent cost; one sample counts a quarter, and at most four times the
  * estimate, so that a preemption mid-copy does not flip the choice alone. */
-static void note_cost(ddpc_conn *c, int stream, size_t bytes, double secs) {
+static void note_cost(ddpc__conn *c, int stream, size_t bytes, double secs) {
     double v = secs * 1e9 / ((double)bytes / 1024.0), *est = &c->ns_per_kib[stream];
     if (*est > 0 && v > 4 * *est) v = 4 * *est;
     *est = *est > 0 ? 0.75 * *est + 0.25 * v : v;
@@ -183,7 +183,7 @@ static void note_cost(ddpc_conn *c, int stream, size_t bytes, double secs) {
  * reader pays for streamed lines (they come from memory, not from this
  * core's cache: about twice the time where the cores share a cache), so
  * streaming has to win by that much. Apart, it wins by ten times. */
-static void pick_copy(ddpc_conn *c) {
+static void pick_copy(ddpc__conn *c) {
     int was = c->stream;
     if (c->ns_per_kib[0] > 0 && c->ns_per_kib[1] > 0)
         c->stream = 2 * c->ns_per_kib[1] < c->ns_per_kib[0];
@@ -195,7 +195,7 @@ static void pick_copy(ddpc_conn *c) {
 
 /* Copies n (> 0) bytes of x into the ring at tx_head, the way the policy
  * says; auto times large copies and now and then probes the other kind. */
-static size_t send_copy(ddpc_conn *c, ddpc_xfer *x, size_t n) {
+static size_t send_copy(ddpc__conn *c, ddpc__xfer *x, size_t n) {
     if (c->copy_policy != COPY_AUTO)
         return copy_xfer(x, c->txd, c->cap, c->tx_head, n, 1, c->copy_policy == COPY_STREAM);
     size_t left = x->total - x->done;
@@ -214,7 +214,7 @@ static size_t send_copy(ddpc_conn *c, ddpc_xfer *x, size_t n) {
     return done + rest;
 }
 
-static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+static ddpc_status shm_send(ddpc__conn *c, ddpc__xfer *x, size_t *moved) {
     if (moved) *moved = 0;
     if (is_shut(c))
         return ddpc__err(DDPC_ERR_PEER_LOST, "send: this side shut the connection down");
@@ -247,7 +247,7 @@ static ddpc_status shm_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
  * data not aligned for the unit (an earlier message of another type left
  * it so), go through an aligned bounce buffer, so that combine always reads
  * whole, aligned elements. */
-static void combine_from_ring(ddpc_conn *c, ddpc_xfer *x, size_t n) {
+static void combine_from_ring(ddpc__conn *c, ddpc__xfer *x, size_t n) {
     char *dst = (char *)x->iov[1].iov_base + (x->done - x->iov[0].iov_len);
     size_t unit = x->unit, off = (size_t)(c->rx_tail % c->cap);
     _Alignas(64) char bounce[4096];
@@ -279,7 +279,7 @@ static void combine_from_ring(ddpc_conn *c, ddpc_xfer *x, size_t n) {
  * are left alone: asking for lines the writer is still filling slowed
  * 512 B-2 KiB by 12-19%. */
 #define PREFETCH_MAX 192
-static void prefetch_next(const ddpc_conn *c, size_t want) {
+static void prefetch_next(const ddpc__conn *c, size_t want) {
     if (want > PREFETCH_MAX) return;
     size_t off = (size_t)(c->rx_tail % c->cap);
     size_t end = off + want;
@@ -287,7 +287,7 @@ static void prefetch_next(const ddpc_conn *c, size_t want) {
     for (size_t at = off & ~(size_t)63; at < end; at += 64) __builtin_prefetch(c->rxd + at);
 }
 
-static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+static ddpc_status shm_recv(ddpc__conn *c, ddpc__xfer *x, size_t *moved) {
     if (moved) *moved = 0;
     if (is_shut(c))
         return ddpc__err(DDPC_ERR_PEER_LOST, "recv: this side shut the connection down");
@@ -319,7 +319,7 @@ static ddpc_status shm_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     return DDPC_OK;
 }
 
-static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, int *eof) {
+static ddpc_status shm_peek(ddpc__conn *c, void *buf, size_t len, size_t *got, int *eof) {
     *got = 0;
     *eof = 0;
     int gone = drain_bells(c) || is_shut(c) || __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE);
@@ -329,7 +329,7 @@ static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
         *eof = gone;
         return DDPC_OK;
     }
-    ddpc_xfer x;
+    ddpc__xfer x;
     ddpc__xfer_init(&x, buf, len < avail ? len : avail, NULL, 0);
     *got = copy_xfer(&x, c->rxd, c->cap, c->rx_tail, x.total, 0, 0);
     return DDPC_OK;
@@ -337,7 +337,7 @@ static ddpc_status shm_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
 
 /* Ready for events already (no need to sleep)? After the sleeping flags'
  * seq_cst stores: seq_cst loads of head and tail. */
-static int ready(ddpc_conn *c, short events) {
+static int ready(ddpc__conn *c, short events) {
     if (c->peer_eof || is_shut(c)) return 1;
     if ((events & POLLIN) && (__atomic_load_n(&c->rx->head, __ATOMIC_SEQ_CST) != c->rx_tail ||
                               __atomic_load_n(&c->rx->prod_gone, __ATOMIC_ACQUIRE)))
@@ -349,7 +349,7 @@ static int ready(ddpc_conn *c, short events) {
     return 0;
 }
 
-static int shm_arm(ddpc_conn *c, short events) {
+static int shm_arm(ddpc__conn *c, short events) {
     if (!events) { /* awake again: the peer need not ring */
         __atomic_store_n(&c->rx->cons_sleeping, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&c->tx->prod_sleeping, 0, __ATOMIC_RELAXED);
@@ -362,7 +362,7 @@ static int shm_arm(ddpc_conn *c, short events) {
 }
 
 /* Sleeps until c may be ready for events, deadline, or abort_fd. */
-static ddpc_status wait_conn(ddpc_conn *c, short events, double deadline, int abort_fd,
+static ddpc_status wait_conn(ddpc__conn *c, short events, double deadline, int abort_fd,
                              const char *what) {
     if (shm_arm(c, events)) {
         shm_arm(c, 0);
@@ -380,9 +380,9 @@ static ddpc_status wait_conn(ddpc_conn *c, short events, double deadline, int ab
     return DDPC_OK;
 }
 
-static ddpc_status shm_send_full(ddpc_conn *c, const void *buf, size_t len, double deadline,
+static ddpc_status shm_send_full(ddpc__conn *c, const void *buf, size_t len, double deadline,
                                  int abort_fd) {
-    ddpc_xfer x;
+    ddpc__xfer x;
     ddpc__xfer_init(&x, (void *)buf, len, NULL, 0);
     while (x.done < x.total) {
         size_t mv = 0;
@@ -392,9 +392,9 @@ static ddpc_status shm_send_full(ddpc_conn *c, const void *buf, size_t len, doub
     return DDPC_OK;
 }
 
-static ddpc_status shm_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline,
+static ddpc_status shm_recv_full(ddpc__conn *c, void *buf, size_t len, double deadline,
                                  int abort_fd) {
-    ddpc_xfer x;
+    ddpc__xfer x;
     ddpc__xfer_init(&x, buf, len, NULL, 0);
     while (x.done < x.total) {
         size_t mv = 0;
@@ -404,21 +404,21 @@ static ddpc_status shm_recv_full(ddpc_conn *c, void *buf, size_t len, double dea
     return DDPC_OK;
 }
 
-static int shm_poll_fd(const ddpc_conn *c) { return c->fd; }
+static int shm_poll_fd(const ddpc__conn *c) { return c->fd; }
 
 /* Marks this side gone in both rings (release: after everything it wrote). */
-static void mark_gone(ddpc_conn *c, uint32_t how) {
+static void mark_gone(ddpc__conn *c, uint32_t how) {
     __atomic_store_n(&c->tx->prod_gone, how, __ATOMIC_RELEASE);
     __atomic_store_n(&c->rx->cons_gone, how, __ATOMIC_RELEASE);
 }
 
-static void shm_shutdown(ddpc_conn *c) {
+static void shm_shutdown(ddpc__conn *c) {
     __atomic_store_n(&c->shut, 1, __ATOMIC_RELEASE);
     mark_gone(c, GONE_SHUT);
     shutdown(c->fd, SHUT_RDWR); /* the peer's poll sees EOF; so does this side's */
 }
 
-static void shm_close(ddpc_conn *c) {
+static void shm_close(ddpc__conn *c) {
     if (!c) return;
     mark_gone(c, GONE_CLOSED);
     munmap(c->base, c->len);
@@ -426,7 +426,7 @@ static void shm_close(ddpc_conn *c) {
     free(c);
 }
 
-const ddpc_transport ddpc__transport_shm = {
+const ddpc__transport ddpc__transport_shm = {
     .name = "shm",
     .can_connect = ddpc__shm_can_connect, /* set up over the pair's TCP connection */
     .setup = ddpc__shm_setup,

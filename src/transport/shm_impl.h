@@ -58,7 +58,7 @@ typedef struct shm_answer_msg {
     char why[160];
 } shm_answer_msg;
 
-struct ddpc_conn {
+struct ddpc__conn {
     int fd;     /* the pair's TCP socket (owned): doorbell and liveness */
     char *base; /* the mapping (owned) */
     size_t len;
@@ -96,12 +96,12 @@ typedef struct shm_pending {
 } shm_pending;
 
 /* The table's set-up functions (transport.h), in shm_segment.c. */
-int ddpc__shm_can_connect(const ddpc_pair *pair);
-ddpc_status ddpc__shm_setup(const ddpc_pair *pair, ddpc_conn *base, double deadline, int abort_fd,
+int ddpc__shm_can_connect(const ddpc__pair *pair);
+ddpc_status ddpc__shm_setup(const ddpc__pair *pair, ddpc__conn *base, double deadline, int abort_fd,
                             void **res);
-ddpc_status ddpc__shm_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
-                              double deadline, int abort_fd, ddpc_conn **out,
-                              const ddpc_transport **used);
+ddpc_status ddpc__shm_connect(const ddpc__pair *pair, ddpc__conn **conns, int n, void *res,
+                              double deadline, int abort_fd, ddpc__conn **out,
+                              const ddpc__transport **used);
 void ddpc__shm_free(void *res);
 
 #endif /* DDPC_TRANSPORT_SHM_IMPL_H */

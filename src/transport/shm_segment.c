@@ -189,10 +189,10 @@ static char *seg_open(const shm_offer_msg *o, char *why, size_t wlen) {
 
 /* A connection over mapping base (ownership transferred); creator = 1 for
  * the side that writes ring 0. Takes a duplicate of tcp's socket. */
-static ddpc_status conn_make(ddpc_conn *tcp, char *base, size_t len, uint64_t cap, int creator,
-                             const char *peer, ddpc_conn **out) {
+static ddpc_status conn_make(ddpc__conn *tcp, char *base, size_t len, uint64_t cap, int creator,
+                             const char *peer, ddpc__conn **out) {
     int fd = fcntl(ddpc__transport_tcp.poll_fd(tcp), F_DUPFD_CLOEXEC, 0);
-    ddpc_conn *c = fd >= 0 ? calloc(1, sizeof *c) : NULL;
+    ddpc__conn *c = fd >= 0 ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         int err = errno;
         if (fd >= 0) close(fd);
@@ -221,7 +221,7 @@ static void pending_free(shm_pending *p);
 
 /* Step 1: creates the segment and sends the offer (or a refusal, warned:
  * *pending = NULL). */
-static ddpc_status offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+static ddpc_status offer(ddpc__conn *tcp, const char *peer, size_t ring_bytes, double deadline,
                          int abort_fd, shm_pending **pending) {
     *pending = NULL;
     shm_offer_msg o;
@@ -258,8 +258,8 @@ static ddpc_status offer(ddpc_conn *tcp, const char *peer, size_t ring_bytes, do
 
 /* Step 2: reads the offer, maps the segment and answers; *out = the shm
  * connection, or NULL when either side could not (warned). */
-static ddpc_status join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, double deadline,
-                        int abort_fd, ddpc_conn **out) {
+static ddpc_status join(ddpc__conn *tcp, const char *peer, size_t ring_bytes, double deadline,
+                        int abort_fd, ddpc__conn **out) {
     *out = NULL;
     shm_offer_msg o;
     DDPC_CHECK(ddpc__transport_tcp.recv_full(tcp, &o, sizeof o, deadline, abort_fd));
@@ -301,8 +301,8 @@ static ddpc_status join(ddpc_conn *tcp, const char *peer, size_t ring_bytes, dou
 
 /* Step 3: reads the answer and removes the segment's name; *out as for
  * join. Consumes p (NULL included) on every path. */
-static ddpc_status finish(shm_pending *p, ddpc_conn *tcp, const char *peer, double deadline,
-                          int abort_fd, ddpc_conn **out) {
+static ddpc_status finish(shm_pending *p, ddpc__conn *tcp, const char *peer, double deadline,
+                          int abort_fd, ddpc__conn **out) {
     *out = NULL;
     shm_answer_msg a;
     ddpc_status s = ddpc__transport_tcp.recv_full(tcp, &a, sizeof a, deadline, abort_fd);
@@ -340,8 +340,8 @@ static void pending_free(shm_pending *p) {
 
 /* ------------------------------------------------------------ the table's */
 
-int ddpc__shm_can_connect(const ddpc_pair *pair) {
-    const ddpc_endpoint *me = pair->self, *pe = pair->peer;
+int ddpc__shm_can_connect(const ddpc__pair *pair) {
+    const ddpc__endpoint *me = pair->self, *pe = pair->peer;
     if (strcmp(pe->host, me->host) != 0) return 0;
     if (!me->shm || !pe->shm) {
         if (me->shm)
@@ -360,7 +360,7 @@ int ddpc__shm_can_connect(const ddpc_pair *pair) {
     return 1;
 }
 
-ddpc_status ddpc__shm_setup(const ddpc_pair *pair, ddpc_conn *base, double deadline, int abort_fd,
+ddpc_status ddpc__shm_setup(const ddpc__pair *pair, ddpc__conn *base, double deadline, int abort_fd,
                             void **res) {
     shm_pending *p = NULL;
     ddpc_status s = offer(base, pair->name, (size_t)pair->self->shm_bytes, deadline, abort_fd, &p);
@@ -368,10 +368,10 @@ ddpc_status ddpc__shm_setup(const ddpc_pair *pair, ddpc_conn *base, double deadl
     return s;
 }
 
-ddpc_status ddpc__shm_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
-                              double deadline, int abort_fd, ddpc_conn **out,
-                              const ddpc_transport **used) {
-    ddpc_conn *tcp = conns[0], *sc = NULL;
+ddpc_status ddpc__shm_connect(const ddpc__pair *pair, ddpc__conn **conns, int n, void *res,
+                              double deadline, int abort_fd, ddpc__conn **out,
+                              const ddpc__transport **used) {
+    ddpc__conn *tcp = conns[0], *sc = NULL;
     for (int k = 1; k < n; k++) ddpc__transport_tcp.close(conns[k]);
     *out = NULL;
     *used = &ddpc__transport_tcp;

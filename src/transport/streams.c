@@ -37,7 +37,7 @@
 
 #define PART_MIN ((size_t)64 << 10) /* NCCL's smallest split too */
 
-static const ddpc_transport *const tcp = &ddpc__transport_tcp;
+static const ddpc__transport *const tcp = &ddpc__transport_tcp;
 
 /* One direction's transfer under way: part k = [lo[k], lo[k + 1]). */
 typedef struct dir {
@@ -47,19 +47,19 @@ typedef struct dir {
     size_t off[DDPC_STREAMS_MAX]; /* bytes of part k moved */
 } dir;
 
-struct ddpc_conn {
+struct ddpc__conn {
     int n;
-    ddpc_conn *s[DDPC_STREAMS_MAX]; /* TCP connections, owned */
-    int ep;                         /* epoll: every stream */
+    ddpc__conn *s[DDPC_STREAMS_MAX]; /* TCP connections, owned */
+    int ep;                          /* epoll: every stream */
     uint32_t armed[DDPC_STREAMS_MAX];
     int gone; /* k + 1: stream k ended with nothing waiting on stream 0 (the peer is lost) */
     dir tx, rx;
 };
 
 /* Makes the link out of n connections (taken: closed on failure too). */
-static ddpc_status streams_create(ddpc_conn **streams, int n, ddpc_conn **out) {
+static ddpc_status streams_create(ddpc__conn **streams, int n, ddpc__conn **out) {
     *out = NULL;
-    ddpc_conn *c = calloc(1, sizeof *c);
+    ddpc__conn *c = calloc(1, sizeof *c);
     ddpc_status s = DDPC_OK;
     if (c) c->ep = -1;
     if (n < 2 || n > DDPC_STREAMS_MAX)
@@ -86,14 +86,14 @@ static ddpc_status streams_create(ddpc_conn **streams, int n, ddpc_conn **out) {
     return DDPC_OK;
 }
 
-int ddpc__streams_count(const ddpc_conn *c) { return c ? c->n : 0; }
+int ddpc__streams_count(const ddpc__conn *c) { return c ? c->n : 0; }
 
-int ddpc__streams_fd(const ddpc_conn *c, int k) {
+int ddpc__streams_fd(const ddpc__conn *c, int k) {
     return c && k >= 0 && k < c->n ? tcp->poll_fd(c->s[k]) : -1;
 }
 
 /* Lays out x's parts on d (rule 1 and 2 above). */
-static void layout(const ddpc_conn *c, dir *d, const ddpc_xfer *x) {
+static void layout(const ddpc__conn *c, dir *d, const ddpc__xfer *x) {
     size_t total = x->total, parts = total / PART_MIN;
     if (parts > (size_t)c->n) parts = (size_t)c->n;
     if (parts < 2 || (x->niov > 0 && x->iov[0].iov_len > PART_MIN)) parts = 1;
@@ -109,7 +109,7 @@ static void layout(const ddpc_conn *c, dir *d, const ddpc_xfer *x) {
 }
 
 /* The transfer that moves bytes [a, b) of x's ranges, into sub. */
-static void slice(const ddpc_xfer *x, size_t a, size_t b, ddpc_xfer *sub) {
+static void slice(const ddpc__xfer *x, size_t a, size_t b, ddpc__xfer *sub) {
     memset(sub, 0, sizeof *sub);
     size_t at = 0;
     for (int i = 0; i < x->niov; i++) {
@@ -121,13 +121,13 @@ static void slice(const ddpc_xfer *x, size_t a, size_t b, ddpc_xfer *sub) {
     sub->total = b - a;
 }
 
-typedef ddpc_status (*move_fn)(ddpc_conn *, ddpc_xfer *, size_t *);
+typedef ddpc_status (*move_fn)(ddpc__conn *, ddpc__xfer *, size_t *);
 
 /* Moves what stream k can of bytes [d->lo[k] + d->off[k], end) of x. */
-static ddpc_status move_part(ddpc_conn *c, dir *d, ddpc_xfer *x, int k, size_t end, move_fn mv) {
+static ddpc_status move_part(ddpc__conn *c, dir *d, ddpc__xfer *x, int k, size_t end, move_fn mv) {
     size_t from = d->lo[k] + d->off[k];
     if (from >= end) return DDPC_OK;
-    ddpc_xfer sub;
+    ddpc__xfer sub;
     slice(x, from, end, &sub);
     size_t got = 0;
     ddpc_status s = mv(c->s[k], &sub, &got);
@@ -136,16 +136,16 @@ static ddpc_status move_part(ddpc_conn *c, dir *d, ddpc_xfer *x, int k, size_t e
     return s;
 }
 
-static void begin(ddpc_conn *c, dir *d, const ddpc_xfer *x) {
+static void begin(ddpc__conn *c, dir *d, const ddpc__xfer *x) {
     if (!d->active || x->done == 0) layout(c, d, x);
 }
 
-static void end_if_done(dir *d, const ddpc_xfer *x) {
+static void end_if_done(dir *d, const ddpc__xfer *x) {
     if (x->done >= x->total) d->active = 0;
 }
 
 /* Whether stream k has ended with nothing left to read on it. */
-static int stream_ended(ddpc_conn *c, int k) {
+static int stream_ended(ddpc__conn *c, int k) {
     char b;
     size_t got = 0;
     int eof = 0;
@@ -155,7 +155,7 @@ static int stream_ended(ddpc_conn *c, int k) {
 
 /* k + 1 for the first stream that has ended with nothing left to read on
  * it, else 0 (one poll() for all, then a peek where one ended). */
-static int ended_stream(ddpc_conn *c) {
+static int ended_stream(ddpc__conn *c) {
     struct pollfd pf[DDPC_STREAMS_MAX];
     for (int k = 0; k < c->n; k++) pf[k] = (struct pollfd){ tcp->poll_fd(c->s[k]), POLLRDHUP, 0 };
     if (poll(pf, (nfds_t)c->n, 0) <= 0) return 0;
@@ -164,11 +164,11 @@ static int ended_stream(ddpc_conn *c) {
     return 0;
 }
 
-static ddpc_status gone(const ddpc_conn *c) {
+static ddpc_status gone(const ddpc__conn *c) {
     return ddpc__err(DDPC_ERR_PEER_LOST, "the peer closed connection %d of %d", c->gone, c->n);
 }
 
-static ddpc_status st_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+static ddpc_status st_send(ddpc__conn *c, ddpc__xfer *x, size_t *moved) {
     size_t start = x->done;
     ddpc_status s = c->gone ? gone(c) : DDPC_OK;
     if (s == DDPC_OK && x->done < x->total) {
@@ -185,7 +185,7 @@ static ddpc_status st_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
  * stream 0 alone). */
 static int in_header(const dir *d) { return d->active && d->parts > 1 && d->off[0] < d->head; }
 
-static ddpc_status st_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+static ddpc_status st_recv(ddpc__conn *c, ddpc__xfer *x, size_t *moved) {
     size_t start = x->done;
     ddpc_status s = DDPC_OK;
     if (moved) *moved = 0;
@@ -206,24 +206,24 @@ static ddpc_status st_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
 
 /* Stream 0's waiting bytes; *eof also when any other stream has ended with
  * nothing waiting anywhere (one of the N closing is the peer lost). */
-static ddpc_status st_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, int *eof) {
+static ddpc_status st_peek(ddpc__conn *c, void *buf, size_t len, size_t *got, int *eof) {
     DDPC_CHECK(tcp->peek(c->s[0], buf, len, got, eof));
     if (!*eof && *got == 0) *eof = ended_stream(c) != 0;
     return DDPC_OK;
 }
 
-static ddpc_status st_send_full(ddpc_conn *c, const void *buf, size_t len, double deadline,
+static ddpc_status st_send_full(ddpc__conn *c, const void *buf, size_t len, double deadline,
                                 int abort_fd) {
     return tcp->send_full(c->s[0], buf, len, deadline, abort_fd);
 }
 
-static ddpc_status st_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline,
+static ddpc_status st_recv_full(ddpc__conn *c, void *buf, size_t len, double deadline,
                                 int abort_fd) {
     return tcp->recv_full(c->s[0], buf, len, deadline, abort_fd);
 }
 
 /* Finishes send x, blocking until deadline (or abort_fd readable). */
-static ddpc_status st_send_rest(ddpc_conn *c, ddpc_xfer *x, double deadline, int abort_fd) {
+static ddpc_status st_send_rest(ddpc__conn *c, ddpc__xfer *x, double deadline, int abort_fd) {
     for (int round = 0; round < 1 << 20; round++) {
         DDPC_CHECK(st_send(c, x, NULL));
         if (x->done >= x->total) return DDPC_OK;
@@ -243,7 +243,7 @@ static ddpc_status st_send_rest(ddpc_conn *c, ddpc_xfer *x, double deadline, int
     return ddpc__err(DDPC_ERR_TIMEOUT, "timed out sending");
 }
 
-static int st_poll_fd(const ddpc_conn *c) { return c->ep; }
+static int st_poll_fd(const ddpc__conn *c) { return c->ep; }
 
 /* Each stream's interest: what the transfer under way still needs of it
  * (stream 0 alone while a receive waits for its header, or with none under
@@ -251,7 +251,7 @@ static int st_poll_fd(const ddpc_conn *c) { return c->ep; }
  * A stream that has ended while nothing waits on stream 0 (where a
  * goodbye or a failure notice would be) is the peer lost: 1, and every
  * later transfer fails. */
-static int st_arm(ddpc_conn *c, short events) {
+static int st_arm(ddpc__conn *c, short events) {
     if (!events) return 0; /* stays armed; poll_fd is only polled after arming */
     if (!c->gone) {
         int k = ended_stream(c);
@@ -280,11 +280,11 @@ static int st_arm(ddpc_conn *c, short events) {
     return 0;
 }
 
-static void st_shutdown(ddpc_conn *c) {
+static void st_shutdown(ddpc__conn *c) {
     for (int k = 0; k < c->n; k++) tcp->shutdown(c->s[k]);
 }
 
-static void st_close(ddpc_conn *c) {
+static void st_close(ddpc__conn *c) {
     if (!c) return;
     for (int k = 0; k < c->n; k++) tcp->close(c->s[k]);
     close(c->ep);
@@ -295,19 +295,19 @@ static void st_close(ddpc_conn *c) {
 
 /* Ranks of different hosts, DDPC_SOCKETS_PER_PEER above 1 (ranks of one
  * host keep one connection: shared memory carries their messages anyway). */
-static int st_can_connect(const ddpc_pair *pair) {
+static int st_can_connect(const ddpc__pair *pair) {
     if (pair->streams < 2 || !strcmp(pair->self->host, pair->peer->host)) return 0;
     return pair->streams;
 }
 
-static ddpc_status st_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
-                              double deadline, int abort_fd, ddpc_conn **out,
-                              const ddpc_transport **used) {
+static ddpc_status st_connect(const ddpc__pair *pair, ddpc__conn **conns, int n, void *res,
+                              double deadline, int abort_fd, ddpc__conn **out,
+                              const ddpc__transport **used) {
     *used = &ddpc__transport_streams;
     return streams_create(conns, n, out);
 }
 
-const ddpc_transport ddpc__transport_streams = {
+const ddpc__transport ddpc__transport_streams = {
     .name = "tcp",
     .can_connect = st_can_connect,
     .connect = st_connect,

@@ -20,7 +20,7 @@
 #include "base/sock.h"
 #include "transport/transport.h"
 
-struct ddpc_conn {
+struct ddpc__conn {
     int fd;
 };
 
@@ -34,7 +34,7 @@ typedef struct pending {
 
 #define MAX_PENDING 64 /* a listener's connections still authenticating */
 
-struct ddpc_listener {
+struct ddpc__listener {
     int fd;
     int port;
     char *token;   /* DDPC_JOB_TOKEN when listening (owned); NULL: no authentication */
@@ -43,7 +43,7 @@ struct ddpc_listener {
     pending pend[MAX_PENDING];
 };
 
-void ddpc__xfer_init(ddpc_xfer *x, void *a, size_t alen, void *b, size_t blen) {
+void ddpc__xfer_init(ddpc__xfer *x, void *a, size_t alen, void *b, size_t blen) {
     x->niov = 0;
     if (alen) x->iov[x->niov++] = (struct iovec){ a, alen };
     if (blen) x->iov[x->niov++] = (struct iovec){ b, blen };
@@ -65,14 +65,14 @@ static int sockbuf_bytes(void) {
     return (int)v;
 }
 
-static ddpc_status wrap_fd(int fd, ddpc_conn **out) {
+static ddpc_status wrap_fd(int fd, ddpc__conn **out) {
     ddpc__sock_tune(fd, sockbuf_bytes());
     ddpc_status s = ddpc__sock_set_nonblock(fd, 1);
     if (s != DDPC_OK) {
         close(fd);
         return s;
     }
-    ddpc_conn *c = malloc(sizeof *c);
+    ddpc__conn *c = malloc(sizeof *c);
     if (!c) {
         close(fd);
         return ddpc__err(DDPC_ERR_NOMEM, "tcp: out of memory for a connection");
@@ -83,14 +83,14 @@ static ddpc_status wrap_fd(int fd, ddpc_conn **out) {
 }
 
 /* Listens on ip, on the first free port of ports. */
-static ddpc_status tcp_listen(const char *ip, const ddpc_ports *ports, ddpc_listener **out,
+static ddpc_status tcp_listen(const char *ip, const ddpc__ports *ports, ddpc__listener **out,
                               int *port) {
     int fd = -1;
     DDPC_CHECK(ddpc__sock_listen_ports(ip, ports, 1024, &fd, port));
     /* accepted sockets inherit the listener's buffer sizes */
     ddpc__sock_tune(fd, sockbuf_bytes());
     const char *token = NULL;
-    ddpc_listener *l = NULL;
+    ddpc__listener *l = NULL;
     ddpc_status s = ddpc__sock_set_nonblock(fd, 1); /* accept_new takes what waits, never more */
     if (s == DDPC_OK) s = ddpc__whitelist_load();
     if (s == DDPC_OK) s = ddpc__auth_token(&token);
@@ -112,7 +112,7 @@ static ddpc_status tcp_listen(const char *ip, const ddpc_ports *ports, ddpc_list
 }
 
 /* Closes pending connection i of l, saying why at WARN (NULL: silently). */
-static void drop_pending(ddpc_listener *l, int i, const char *why) {
+static void drop_pending(ddpc__listener *l, int i, const char *why) {
     if (why)
         DDPC_WARN(NET, "data port %d: refused the connection from %s: %s", l->port, l->pend[i].peer,
                   why);
@@ -124,7 +124,7 @@ static void drop_pending(ddpc_listener *l, int i, const char *why) {
  * handshake: a peer that took the other connection of the pair instead
  * (comm/link.c, rule 1), as far as this side can tell; closed, said at
  * INFO (what did not say a hello is warned of). */
-static void drop_withdrawn(ddpc_listener *l, int i) {
+static void drop_withdrawn(ddpc__listener *l, int i) {
     DDPC_INFO(NET, "data port %d: %s closed its connection after its job token's hello", l->port,
               l->pend[i].peer);
     drop_pending(l, i, NULL);
@@ -133,7 +133,7 @@ static void drop_withdrawn(ddpc_listener *l, int i) {
 /* Reads what pending connection i has sent and answers it. 1: it proved
  * the token (its verdict sent; *fd is it, removed from the set); 0: not
  * yet; -1: dropped. */
-static int step_pending(ddpc_listener *l, int i, int *fd) {
+static int step_pending(ddpc__listener *l, int i, int *fd) {
     pending *p = &l->pend[i];
     for (int rounds = 0; rounds < 4; rounds++) {
         size_t need = ddpc__auth_srv_need(&p->a);
@@ -177,7 +177,7 @@ static int step_pending(ddpc_listener *l, int i, int *fd) {
  * whitelist is closed (warned); without a token the first one is returned
  * in *fd (1); with one, each joins the pending set (the oldest dropped
  * when it is full). */
-static int accept_new(ddpc_listener *l, int *fd) {
+static int accept_new(ddpc__listener *l, int *fd) {
     for (int k = 0; k < 16; k++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -210,7 +210,7 @@ static int accept_new(ddpc_listener *l, int *fd) {
  * token, proves it; the others are closed with a warning naming their
  * address and the job goes on. Connections authenticate side by side, so
  * one that stalls holds up nobody, for at most DDPC_AUTH_TIMEOUT. */
-static ddpc_status tcp_accept(ddpc_listener *l, double deadline, int abort_fd, ddpc_conn **out) {
+static ddpc_status tcp_accept(ddpc__listener *l, double deadline, int abort_fd, ddpc__conn **out) {
     for (;;) {
         struct pollfd pf[MAX_PENDING + 2];
         double next = deadline, now = ddpc__now();
@@ -241,7 +241,7 @@ static ddpc_status tcp_accept(ddpc_listener *l, double deadline, int abort_fd, d
 }
 
 ddpc_status ddpc__tcp_dial(const char *ip, int port, double deadline, int listening,
-                           ddpc_conn **out) {
+                           ddpc__conn **out) {
     int fd;
     const char *token = NULL;
     DDPC_CHECK(ddpc__auth_token(&token));
@@ -259,7 +259,7 @@ ddpc_status ddpc__tcp_dial(const char *ip, int port, double deadline, int listen
 }
 
 ddpc_status ddpc__tcp_connect_start(const char *ip, int port, double deadline, int listening,
-                                    ddpc__auth_cli *auth, int *authing, ddpc_conn **out) {
+                                    ddpc__auth_cli *auth, int *authing, ddpc__conn **out) {
     int fd;
     const char *token = NULL;
     *authing = 0;
@@ -281,7 +281,7 @@ ddpc_status ddpc__tcp_connect_start(const char *ip, int port, double deadline, i
     return wrap_fd(fd, out);
 }
 
-ddpc_status ddpc__tcp_connect_step(ddpc_conn *c, ddpc__auth_cli *auth, const char *ip, int port,
+ddpc_status ddpc__tcp_connect_step(ddpc__conn *c, ddpc__auth_cli *auth, const char *ip, int port,
                                    double deadline, int *done) {
     const char *token = NULL;
     char peer[96];
@@ -309,7 +309,7 @@ ddpc_status ddpc__tcp_connect_step(ddpc_conn *c, ddpc__auth_cli *auth, const cha
     return DDPC_OK;
 }
 
-static void tcp_close_listener(ddpc_listener *l) {
+static void tcp_close_listener(ddpc__listener *l) {
     if (!l) return;
     while (l->npend) drop_pending(l, l->npend - 1, NULL);
     close(l->fd);
@@ -317,7 +317,7 @@ static void tcp_close_listener(ddpc_listener *l) {
     free(l);
 }
 
-static int tcp_listener_fds(const ddpc_listener *l, int *fds, int max) {
+static int tcp_listener_fds(const ddpc__listener *l, int *fds, int max) {
     int n = 0;
     if (max > 0) fds[n++] = l->fd;
     for (int i = 0; i < l->npend && n < max; i++) fds[n++] = l->pend[i].fd;
@@ -325,7 +325,7 @@ static int tcp_listener_fds(const ddpc_listener *l, int *fds, int max) {
 }
 
 /* The unmoved part of x as an iovec array in tmp; returns its length. */
-static int remaining_iov(const ddpc_xfer *x, struct iovec tmp[2]) {
+static int remaining_iov(const ddpc__xfer *x, struct iovec tmp[2]) {
     size_t skip = x->done;
     int n = 0;
     for (int i = 0; i < x->niov; i++) {
@@ -348,7 +348,7 @@ static ddpc_status io_error(int err, const char *what) {
     return ddpc__err_errno(DDPC_ERR_SYSTEM, err, "%s", what);
 }
 
-static ddpc_status tcp_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+static ddpc_status tcp_send(ddpc__conn *c, ddpc__xfer *x, size_t *moved) {
     size_t start = x->done;
     while (x->done < x->total) {
         struct iovec tmp[2];
@@ -370,7 +370,7 @@ static ddpc_status tcp_send(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     return DDPC_OK;
 }
 
-static ddpc_status tcp_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
+static ddpc_status tcp_recv(ddpc__conn *c, ddpc__xfer *x, size_t *moved) {
     size_t start = x->done;
     while (x->done < x->total) {
         struct iovec tmp[2];
@@ -393,7 +393,7 @@ static ddpc_status tcp_recv(ddpc_conn *c, ddpc_xfer *x, size_t *moved) {
     return DDPC_OK;
 }
 
-static ddpc_status tcp_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, int *eof) {
+static ddpc_status tcp_peek(ddpc__conn *c, void *buf, size_t len, size_t *got, int *eof) {
     *got = 0;
     *eof = 0;
     for (;;) {
@@ -416,42 +416,42 @@ static ddpc_status tcp_peek(ddpc_conn *c, void *buf, size_t len, size_t *got, in
     }
 }
 
-static ddpc_status tcp_send_full(ddpc_conn *c, const void *buf, size_t len, double deadline,
+static ddpc_status tcp_send_full(ddpc__conn *c, const void *buf, size_t len, double deadline,
                                  int abort_fd) {
     return ddpc__sock_write_full(c->fd, buf, len, deadline, abort_fd);
 }
 
-static ddpc_status tcp_recv_full(ddpc_conn *c, void *buf, size_t len, double deadline,
+static ddpc_status tcp_recv_full(ddpc__conn *c, void *buf, size_t len, double deadline,
                                  int abort_fd) {
     return ddpc__sock_read_full(c->fd, buf, len, deadline, abort_fd);
 }
 
-static int tcp_poll_fd(const ddpc_conn *c) { return c->fd; }
+static int tcp_poll_fd(const ddpc__conn *c) { return c->fd; }
 
 /* ------------------------------------------------------------ a pair */
 
-static void tcp_close(ddpc_conn *c) {
+static void tcp_close(ddpc__conn *c) {
     if (!c) return;
     close(c->fd);
     free(c);
 }
 
 /* TCP carries every pair, over one connection. */
-static int tcp_can_connect(const ddpc_pair *pair) { return 1; }
+static int tcp_can_connect(const ddpc__pair *pair) { return 1; }
 
 /* The pair's one connection is its link. */
-static ddpc_status tcp_pair_connect(const ddpc_pair *pair, ddpc_conn **conns, int n, void *res,
-                                    double deadline, int abort_fd, ddpc_conn **out,
-                                    const ddpc_transport **used) {
+static ddpc_status tcp_pair_connect(const ddpc__pair *pair, ddpc__conn **conns, int n, void *res,
+                                    double deadline, int abort_fd, ddpc__conn **out,
+                                    const ddpc__transport **used) {
     for (int k = 1; k < n; k++) tcp_close(conns[k]);
     *out = conns[0];
     *used = &ddpc__transport_tcp;
     return DDPC_OK;
 }
 
-static void tcp_shutdown(ddpc_conn *c) { shutdown(c->fd, SHUT_RDWR); }
+static void tcp_shutdown(ddpc__conn *c) { shutdown(c->fd, SHUT_RDWR); }
 
-const ddpc_transport ddpc__transport_tcp = {
+const ddpc__transport ddpc__transport_tcp = {
     .name = "tcp",
     .can_connect = tcp_can_connect,
     .connect = tcp_pair_connect,

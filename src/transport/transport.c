@@ -9,14 +9,14 @@
  */
 #include "transport/transport.h"
 
-const ddpc_transport *const ddpc__transports[] = {
+const ddpc__transport *const ddpc__transports[] = {
     &ddpc__transport_shm,     /* same host, DDPC_SHM */
     &ddpc__transport_streams, /* other hosts, DDPC_SOCKETS_PER_PEER > 1 */
     &ddpc__transport_tcp,     /* every pair */
 };
 const int ddpc__ntransports = (int)(sizeof ddpc__transports / sizeof ddpc__transports[0]);
 
-const ddpc_transport *ddpc__transport_pick(const ddpc_pair *pair, int *nconn) {
+const ddpc__transport *ddpc__transport_pick(const ddpc__pair *pair, int *nconn) {
     for (int i = 0; i < ddpc__ntransports; i++) {
         int n = ddpc__transports[i]->can_connect(pair);
         if (n > 0) {

@@ -527,7 +527,7 @@ static inline void rank_main(int rank, int world, void *arg) {
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", j->port);
     ctx x = { .rank = rank, .world = world, .algo = j->algo, .salt = 12345 };
     double t0 = wall();
-    ddpc_status s = ddpc_comm_create_url(&x.c, url, rank, world);
+    ddpc_status s = ddpc_comm_create_url(url, rank, world, &x.c);
     CHECK_MSG(s == DDPC_OK, "rank %d of %d: ddpc_comm_create_url(%s) -> %s (%s)", rank, world, url,
               ddpc_status_str(s), ddpc_last_error());
     CHECK_EQ(ddpc_comm_rank(x.c), rank);

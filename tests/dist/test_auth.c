@@ -143,7 +143,7 @@ static int refused_in_log(const char *log, int port) {
 /* ------------------------------------------------ a data listener */
 
 typedef struct acceptor {
-    ddpc_listener *lis;
+    ddpc__listener *lis;
     int want, got; /* good connections to accept, accepted */
     char first[8][5];
     ddpc_status s;
@@ -152,10 +152,10 @@ typedef struct acceptor {
 /* Accepts until want connections came through, reading 4 bytes from each. */
 static void *accept_loop(void *p) {
     acceptor *a = p;
-    const ddpc_transport *tcp = &ddpc__transport_tcp;
+    const ddpc__transport *tcp = &ddpc__transport_tcp;
     double deadline = ddpc__deadline_in(60 * t_slow());
     while (a->got < a->want && a->got < 8) {
-        ddpc_conn *c = NULL;
+        ddpc__conn *c = NULL;
         a->s = tcp->accept(a->lis, deadline, -1, &c);
         if (a->s != DDPC_OK) return NULL;
         a->s = tcp->recv_full(c, a->first[a->got], 4, deadline, -1);
@@ -175,7 +175,7 @@ TEST(auth_data_listener_refuses_intruders) {
     setenv("DDPC_JOB_TOKEN", TOKEN, 1);
     setenv("DDPC_AUTH_TIMEOUT", "1", 1);
     log_to_file("lis", 0);
-    const ddpc_transport *tcp = &ddpc__transport_tcp;
+    const ddpc__transport *tcp = &ddpc__transport_tcp;
     acceptor a = { .want = 2 };
     int port = 0;
     CHECK_OK(tcp->listen("127.0.0.1", 0, &a.lis, &port));
@@ -207,7 +207,7 @@ TEST(auth_data_listener_refuses_intruders) {
     CHECK_EQ(read_n(r, buf, sizeof buf, 10), sizeof buf); /* a challenge, then the verdict */
     CHECK_EQ(get32(buf + DDPC_AUTH_CHALLENGE + 4), DDPC_AUTH_REFUSED);
     expect_closed(r, 10, "replay");
-    ddpc_conn *lib = NULL;
+    ddpc__conn *lib = NULL;
     CHECK_OK(ddpc__tcp_dial("127.0.0.1", port, ddpc__deadline_in(10), 0, &lib));
     CHECK_OK(tcp->send_full(lib, "LIBC", 4, ddpc__deadline_in(10), -1));
     pthread_join(th, NULL);
@@ -217,7 +217,7 @@ TEST(auth_data_listener_refuses_intruders) {
     CHECK_STR(a.first[1], "LIBC");
     /* the staller is closed once DDPC_AUTH_TIMEOUT passes, if accept is
      * still being called: call it once more, briefly */
-    ddpc_conn *none = NULL;
+    ddpc__conn *none = NULL;
     CHECK_STATUS(tcp->accept(a.lis, ddpc__deadline_in(1.5 * t_slow()), -1, &none),
                  DDPC_ERR_TIMEOUT);
     expect_closed(stall, 5, "staller");

@@ -27,7 +27,7 @@ static void url_body(int rank, int world, void *arg) {
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", g_port);
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_url(&c, url, rank, world));
+    CHECK_OK(ddpc_comm_create_url(url, rank, world, &c));
     CHECK_EQ(ddpc_comm_rank(c), rank);
     CHECK_EQ(ddpc_comm_size(c), world);
     CHECK_EQ(ddpc_comm_local_rank(c), rank); /* one host */
@@ -40,10 +40,10 @@ TEST_T(comm_init_url, 30) {
     g_port = t_free_port();
     t_run_ranks(3, 25, url_body, NULL);
     ddpc_comm *c;
-    CHECK_STATUS(ddpc_comm_create_url(&c, "http://x:1", 0, 1), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_url("http://x:1", 0, 1, &c), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "tcp://");
-    CHECK_STATUS(ddpc_comm_create_url(&c, "tcp://127.0.0.1:99999", 0, 1), DDPC_ERR_INVALID_ARG);
-    CHECK_STATUS(ddpc_comm_create_url(&c, "tcp://127.0.0.1:5000", 3, 2), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_url("tcp://127.0.0.1:99999", 0, 1, &c), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_url("tcp://127.0.0.1:5000", 3, 2, &c), DDPC_ERR_INVALID_ARG);
 }
 
 static int g_pipe[2];
@@ -52,14 +52,14 @@ static void uid_body(int rank, int world, void *arg) {
     setenv("DDPC_CONNECT_TIMEOUT", "20", 1);
     ddpc_unique_id id;
     if (rank == 0) {
-        CHECK_OK(ddpc_get_unique_id(&id, NULL));
+        CHECK_OK(ddpc_get_unique_id(NULL, &id));
         for (int i = 1; i < world; i++)
             CHECK(write(g_pipe[1], &id, sizeof id) == (ssize_t)sizeof id);
     } else {
         CHECK(read(g_pipe[0], &id, sizeof id) == (ssize_t)sizeof id);
     }
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_rank(&c, world, &id, rank, NULL));
+    CHECK_OK(ddpc_comm_create_rank(&id, rank, world, NULL, &c));
     sum_check(c, world * (world - 1) / 2);
     CHECK_OK(ddpc_comm_destroy(c));
 }
@@ -70,7 +70,7 @@ TEST_T(comm_init_unique_id, 30) {
     ddpc_unique_id bad;
     memset(&bad, 0, sizeof bad);
     ddpc_comm *c;
-    CHECK_STATUS(ddpc_comm_create_rank(&c, 2, &bad, 0, NULL), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_rank(&bad, 0, 2, NULL, &c), DDPC_ERR_INVALID_ARG);
 }
 
 static void ompi_body(int rank, int world, void *arg) {
@@ -300,7 +300,7 @@ static void ops_body(int rank, int world, void *arg) {
     opt.exec_timeout_s = 5;
     opt.progress_thread = 0; /* the waiters run the queue */
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_store(&c, st, rank, world, &opt));
+    CHECK_OK(ddpc_comm_create_store(st, rank, world, &opt, &c));
     CHECK(k.calls >= 3);
     sum_check(c, world * (world - 1) / 2);
     int32_t a[3] = { rank, rank, rank }, b = rank;

@@ -233,7 +233,7 @@ static void stranger_body(int rank, int world, void *arg) {
     ddpc_comm *c = env_comm(rank, world);
     int fd[3] = { -1, -1, -1 };
     if (rank == 1) {
-        const ddpc_peer *p0 = &c->peers[0];
+        const ddpc__peer *p0 = &c->peers[0];
         for (int k = 0; k < 3; k++)
             CHECK_OK(ddpc__sock_connect(p0->ep.ip, p0->ep.port, ddpc__deadline_in(5), &fd[k]));
         char junk[40];

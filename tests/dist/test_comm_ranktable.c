@@ -70,21 +70,21 @@ TEST_T(rank_table_queries, 30) {
     CHECK_EQ(ddpc_rank_table_size(t), 4);
     CHECK_EQ(ddpc_rank_table_servers(t), 2);
     ddpc_rank_table_server s;
-    CHECK_OK(ddpc_rank_table_get_server(t, 0, &s));
+    CHECK_OK(ddpc_rank_table_server_at(t, 0, &s));
     CHECK_STR(s.server_id, "node-b");
     CHECK_STR(s.host, "127.0.0.2");
     CHECK_EQ(s.first_rank, 2);
     CHECK_EQ(s.nranks, 2);
-    CHECK_OK(ddpc_rank_table_get_server(t, 1, &s));
+    CHECK_OK(ddpc_rank_table_server_at(t, 1, &s));
     CHECK_STR(s.host, "127.0.0.1"); /* no host_ip: the server_id */
     CHECK_EQ(s.first_rank, 0);
     CHECK_EQ(ddpc_rank_table_server_of(t, 0), 1);
     CHECK_EQ(ddpc_rank_table_server_of(t, 3), 0);
     CHECK_EQ(ddpc_rank_table_server_of(t, 4), -1);
     CHECK_EQ(ddpc_rank_table_device(t, 3), 5);
-    CHECK_STATUS(ddpc_rank_table_get_server(t, 2, &s), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_rank_table_server_at(t, 2, &s), DDPC_ERR_INVALID_ARG);
     ddpc_comm *c = NULL;
-    CHECK_STATUS(ddpc_comm_create_rank_table(&c, t, 4, NULL), DDPC_ERR_INVALID_ARG);
+    CHECK_STATUS(ddpc_comm_create_rank_table(t, 4, NULL, &c), DDPC_ERR_INVALID_ARG);
     CHECK_CONTAINS(ddpc_last_error(), "rank 4 is not in the rank table");
     ddpc_rank_table_destroy(t);
     ddpc_rank_table_destroy(NULL);
@@ -219,12 +219,12 @@ static int free_base(void) {
  * id's store over and frees it again). */
 static void id_comm(const ddpc_comm_options *opt, int *port_seen, int base) {
     ddpc_unique_id id;
-    CHECK_OK(ddpc_get_unique_id(&id, opt));
+    CHECK_OK(ddpc_get_unique_id(opt, &id));
     *port_seen = -1;
     for (int p = base; p < base + 32 && base > 0; p++)
         if (port_taken(p)) *port_seen = p;
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_rank(&c, 1, &id, 0, opt));
+    CHECK_OK(ddpc_comm_create_rank(&id, 0, 1, opt, &c));
     CHECK_OK(ddpc_comm_destroy(c));
 }
 
@@ -257,19 +257,19 @@ TEST_T(hccl_if_base_port, 30) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
     ddpc_unique_id id;
-    CHECK_OK(ddpc_get_unique_id(&id, &o));
+    CHECK_OK(ddpc_get_unique_id(&o, &id));
     CHECK(port_taken(base + 1));
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_rank(&c, 1, &id, 0, NULL));
+    CHECK_OK(ddpc_comm_create_rank(&id, 0, 1, NULL, &c));
     CHECK_OK(ddpc_comm_destroy(c));
     close(fd);
     /* outside HCCL's range: refused naming it */
     setenv("HCCL_IF_BASE_PORT", "65521", 1);
-    CHECK_STATUS(ddpc_get_unique_id(&id, NULL), DDPC_ERR_ENV);
+    CHECK_STATUS(ddpc_get_unique_id(NULL, &id), DDPC_ERR_ENV);
     CHECK_CONTAINS(ddpc_last_error(),
                    "HCCL_IF_BASE_PORT='65521' is not an integer in [1024, 65520]");
     setenv("HCCL_IF_BASE_PORT", "80", 1);
-    CHECK_STATUS(ddpc_get_unique_id(&id, NULL), DDPC_ERR_ENV);
+    CHECK_STATUS(ddpc_get_unique_id(NULL, &id), DDPC_ERR_ENV);
     CHECK_CONTAINS(ddpc_last_error(), "HCCL_IF_BASE_PORT='80'");
 }
 
@@ -286,7 +286,7 @@ static void uid_opt_body(int rank, int world, void *arg) {
     shared_id *sh = arg;
     setenv("DDPC_TIMEOUT", "20", 1);
     if (rank == 0) {
-        CHECK_OK(ddpc_get_unique_id(&sh->id, NULL));
+        CHECK_OK(ddpc_get_unique_id(NULL, &sh->id));
         __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
     }
     for (int k = 0; k < 2000 && !__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE); k++)
@@ -296,7 +296,7 @@ static void uid_opt_body(int rank, int world, void *arg) {
     o.connect_timeout_s = 20;
     o.exec_timeout_s = rank == 0 ? 0.5 : -1;
     ddpc_comm *c = NULL;
-    CHECK_OK(ddpc_comm_create_rank(&c, world, &sh->id, rank, &o));
+    CHECK_OK(ddpc_comm_create_rank(&sh->id, rank, world, &o, &c));
     if (rank == 0) {
         int32_t v = 1;
         double t0 = ddpc__now();
@@ -320,7 +320,7 @@ TEST_T(unique_id_create_rank_options, 60) {
 }
 
 TEST_T(hccl_host_socket_port_range_parse, 30) {
-    ddpc_ports p;
+    ddpc__ports p;
     CHECK_OK(ddpc__ports_parse("X", "60000-60050", &p));
     CHECK(p.n == 1 && p.lo[0] == 60000 && p.hi[0] == 60050);
     CHECK_OK(ddpc__ports_parse("X", "60000, 60050-60100,60150-60160", &p));
@@ -384,12 +384,12 @@ TEST_T(hccl_host_socket_port_range, 60) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0);
     ddpc_unique_id id;
-    CHECK_STATUS(ddpc_get_unique_id(&id, NULL), DDPC_ERR_SYSTEM);
+    CHECK_STATUS(ddpc_get_unique_id(NULL, &id), DDPC_ERR_SYSTEM);
     CHECK_CONTAINS(ddpc_last_error(), "every one is taken");
     CHECK_CONTAINS(ddpc_last_error(), "HCCL_HOST_SOCKET_PORT_RANGE=");
     close(fd);
     setenv("HCCL_HOST_SOCKET_PORT_RANGE", "1-", 1);
-    CHECK_STATUS(ddpc_get_unique_id(&id, NULL), DDPC_ERR_ENV);
+    CHECK_STATUS(ddpc_get_unique_id(NULL, &id), DDPC_ERR_ENV);
     unsetenv("HCCL_HOST_SOCKET_PORT_RANGE");
 }
 

@@ -183,7 +183,7 @@ static ddpc_status spy_backward_end(void *ctx) {
 
 static void spy_install(ddpc_model *m, ddpc_ddp *d, ddpc_comm *c) {
     memset(&spy, 0, sizeof spy);
-    spy.ddp = ddpc_model_get_hooks(m);
+    spy.ddp = ddpc_model_hooks_of(m);
     spy.d = d;
     spy.c = c;
     spy.m = m;

@@ -544,7 +544,7 @@ TEST_T(hccl_headers_compile_alone, 60) {
 }
 
 /* libhccl exports HCCL's names only (37 calls); libascendcl ACL's and the
- * hooks libhccl and libmsprofiler use (ddpc_acl__*); libmsprofiler aclprof*
+ * hooks libhccl and libmsprofiler use (ddpc__acl_*); libmsprofiler aclprof*
  * only; libacl_rt is a linker script naming libascendcl. */
 TEST_T(hccl_libraries_export_only_the_api, 30) {
     if (run(10, "command -v nm") != 0) SKIP("nm is not installed (apt-get install binutils)");
@@ -557,7 +557,7 @@ TEST_T(hccl_libraries_export_only_the_api, 30) {
     rc = run(
         20,
         "nm -D --defined-only %s/../libascendcl.so | awk '$2==\"T\"{print $3}' | grep -v '^acl' | "
-        "grep -v '^ddpc_acl__' 2>&1",
+        "grep -v '^ddpc__acl_' 2>&1",
         dir);
     CHECK_MSG(rc == 1 && out[0] == '\0', "libascendcl.so exports more than acl*: %s", out);
     rc = run(20,

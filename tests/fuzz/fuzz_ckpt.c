@@ -35,7 +35,7 @@ int fuzz_ckpt(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < numel; i++) p[i] = (float)i, s0[i] = -(float)i, s1[i] = 0.5f * (float)i;
     ddpc_optim_set_steps(opt, 7);
     const char *path = fuzz_file("ckpt", data + 1, size - 1);
-    ddpc_ckpt_meta meta = { 123, 456, 0, 0 };
+    ddpc_ckpt_meta meta = { .epoch = 123, .step = 456 };
     ddpc_status st =
         ddpc_checkpoint_load(path, m, (data[0] & 1) ? opt : NULL, (data[0] & 2) ? &meta : NULL);
     if (st == DDPC_OK) return 0;

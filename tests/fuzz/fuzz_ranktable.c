@@ -20,7 +20,7 @@ static void check_table(const ddpc_rank_table *t) {
     int held = 0;
     for (int s = 0; s < ns; s++) {
         ddpc_rank_table_server sv;
-        if (ddpc_rank_table_get_server(t, s, &sv) != DDPC_OK) fuzz_fail("server %d missing", s);
+        if (ddpc_rank_table_server_at(t, s, &sv) != DDPC_OK) fuzz_fail("server %d missing", s);
         if (!sv.server_id || !sv.host || !sv.host[0]) fuzz_fail("server %d has no address", s);
         if (sv.first_rank < 0 || sv.nranks < 1 || sv.first_rank + sv.nranks > n)
             fuzz_fail("server %d holds ranks %d+%d of %d", s, sv.first_rank, sv.nranks, n);
@@ -36,7 +36,7 @@ static void check_table(const ddpc_rank_table *t) {
     free(seen);
     if (held != n) fuzz_fail("servers hold %d ranks of %d", held, n);
     ddpc_rank_table_server sv;
-    if (ddpc_rank_table_get_server(t, ns, &sv) == DDPC_OK) fuzz_fail("server %d exists", ns);
+    if (ddpc_rank_table_server_at(t, ns, &sv) == DDPC_OK) fuzz_fail("server %d exists", ns);
     if (ddpc_rank_table_server_of(t, n) != -1 || ddpc_rank_table_server_of(t, -1) != -1)
         fuzz_fail("a rank outside 0..%d has a server", n - 1);
 }

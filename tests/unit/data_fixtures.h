@@ -32,8 +32,8 @@
 static inline ddpc_status mk_sampler(size_t n, int replicas, int rank, int shuffle, uint64_t seed,
                                      int drop_last, ddpc_sampler **out) {
     ddpc_sampler_options o = ddpc_sampler_options_default();
-    o.num_replicas = replicas;
     o.rank = rank;
+    o.num_replicas = replicas;
     o.shuffle = shuffle;
     o.seed = seed;
     o.drop_last = drop_last;

@@ -16,7 +16,7 @@
 #include "test.h"
 
 /* Parses v with stderr (where WARNs go) captured into log[cap]. */
-static ddpc_status parse_logged(const char *v, ddpc_algo_choice *ac, char *log, size_t cap) {
+static ddpc_status parse_logged(const char *v, ddpc__algo_choice *ac, char *log, size_t cap) {
     fflush(stderr);
     int saved = dup(2);
     const char *path = t_tmp_path("algo.log");
@@ -41,12 +41,12 @@ TEST(algo_ddpc_words) {
               { "ring", DDPC_ALGO_RING }, { "rhd", DDPC_ALGO_RHD },   { "tree", DDPC_ALGO_TREE },
               { "", DDPC_ALGO_AUTO },     { NULL, DDPC_ALGO_AUTO } };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-        ddpc_algo_choice ac = { -1, -1 };
+        ddpc__algo_choice ac = { -1, -1 };
         CHECK_OK(ddpc__algo_parse("DDPC_ALGO", w[i].v, &ac));
         CHECK_EQ(ac.algo, w[i].algo);
         CHECK_EQ(ac.inter, DDPC_ALGO_AUTO);
     }
-    CHECK_STATUS(ddpc__algo_parse("DDPC_ALGO", "hierarchical", &(ddpc_algo_choice){ 0 }),
+    CHECK_STATUS(ddpc__algo_parse("DDPC_ALGO", "hierarchical", &(ddpc__algo_choice){ 0 }),
                  DDPC_ERR_ENV);
     CHECK_CONTAINS(ddpc_last_error(), "DDPC_ALGO='hierarchical' is not one of auto, flat, hier");
 }
@@ -64,7 +64,7 @@ TEST(algo_hccl_maps_ring_and_hd_r) {
                 DDPC_ALGO_RING } };
     char log[4096];
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-        ddpc_algo_choice ac = { -1, -1 };
+        ddpc__algo_choice ac = { -1, -1 };
         CHECK_OK(parse_logged(w[i].v, &ac, log, sizeof log));
         CHECK_MSG(ac.algo == DDPC_ALGO_HIER && ac.inter == w[i].inter, "%s: algo %d inter %d",
                   w[i].v, ac.algo, ac.inter);
@@ -89,7 +89,7 @@ TEST(algo_hccl_unmapped_warns) {
         CHECK(pid >= 0);
         if (pid == 0) {
             char log[4096];
-            ddpc_algo_choice ac = { -1, -1 };
+            ddpc__algo_choice ac = { -1, -1 };
             CHECK_OK(parse_logged(v[i][0], &ac, log, sizeof log));
             CHECK_CONTAINS(log, v[i][1]);
             CHECK_CONTAINS(log, "HCCL_ALGO");
@@ -113,7 +113,7 @@ TEST(algo_hccl_malformed_is_an_error) {
         { "allreduc=level0:NA;level1:ring", "'allreduc' is not one of HCCL's operations" },
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
-        ddpc_algo_choice ac;
+        ddpc__algo_choice ac;
         CHECK_STATUS(ddpc__algo_parse("HCCL_ALGO", v[i][0], &ac), DDPC_ERR_ENV);
         CHECK_CONTAINS(ddpc_last_error(), v[i][1]);
         CHECK_CONTAINS(ddpc_last_error(), "HCCL_ALGO");
@@ -126,7 +126,7 @@ TEST(algo_hccl_algo_is_the_alias) {
     setenv("HCCL_ALGO", "level0:NA;level1:H-D_R", 1);
     const char *src, *v = ddpc__env(DDPC_ENV_ALGO, &src);
     CHECK(v && !strcmp(src, "HCCL_ALGO"));
-    ddpc_algo_choice ac;
+    ddpc__algo_choice ac;
     CHECK_OK(ddpc__algo_parse(src, v, &ac));
     CHECK_EQ(ac.algo, DDPC_ALGO_HIER);
     CHECK_EQ(ac.inter, DDPC_ALGO_RHD);
@@ -141,10 +141,10 @@ TEST(algo_hccl_algo_is_the_alias) {
 
 /* The model's choice for H hosts of L ranks (every host alike) and n
  * bytes, at the default link (DDPC_NET_US=150, DDPC_NET_GBIT=1) and chunk. */
-static ddpc_cost_plan plan_of(int hosts, int local, size_t nbytes) {
-    ddpc_cost_model m = { 150e-6, 8e-9, 262144 };
-    ddpc_cost_plan p;
-    ddpc__cost_plan(&m, hosts, local, 1, nbytes, &p);
+static ddpc__cost_plan plan_of(int hosts, int local, size_t nbytes) {
+    ddpc__cost_model m = { 150e-6, 8e-9, 262144 };
+    ddpc__cost_plan p;
+    ddpc__cost_best(&m, hosts, local, 1, nbytes, &p);
     return p;
 }
 
@@ -169,7 +169,7 @@ TEST(algo_model_choices) {
         { 4, 1, 1 << 20, DDPC_X_HD, 1 },    { 3, 1, 1 << 20, DDPC_X_RING, 1 },
     };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-        ddpc_cost_plan p = plan_of(w[i].hosts, w[i].local, w[i].nbytes);
+        ddpc__cost_plan p = plan_of(w[i].hosts, w[i].local, w[i].nbytes);
         CHECK_MSG(p.x == w[i].x && (w[i].pieces ? p.pieces == w[i].pieces : p.pieces > 1),
                   "%d hosts x %d, %zu bytes: %s in %d pieces, not %s", w[i].hosts, w[i].local,
                   w[i].nbytes, ddpc__cost_name(p.x), p.pieces, ddpc__cost_name(w[i].x));
@@ -178,21 +178,21 @@ TEST(algo_model_choices) {
     /* hosts of unequal rank counts: no pipeline; still the ring for 64
      * MiB, whose reduction overlaps its transfer (halving-doubling's 4
      * steps against the ring's 6 save less) */
-    ddpc_cost_model m = { 150e-6, 8e-9, 262144 };
-    ddpc_cost_plan p;
-    ddpc__cost_plan(&m, 4, 2, 0, 64 << 20, &p);
+    ddpc__cost_model m = { 150e-6, 8e-9, 262144 };
+    ddpc__cost_plan p;
+    ddpc__cost_best(&m, 4, 2, 0, 64 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_RING);
     CHECK_EQ(p.pieces, 1);
     /* no latency (alpha 0): halving-doubling only ties with the ring on 4
      * hosts, and a tie stays with the ring */
     m.alpha = 0;
-    ddpc__cost_plan(&m, 4, 1, 1, 1 << 20, &p);
+    ddpc__cost_best(&m, 4, 1, 1, 1 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_RING);
     /* a slower link per message moves the crossover up */
     m.alpha = 150e-6;
-    ddpc__cost_plan(&m, 4, 2, 1, 16 << 20, &p);
+    ddpc__cost_best(&m, 4, 2, 1, 16 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_RING);
     m.alpha = 5e-3;
-    ddpc__cost_plan(&m, 4, 2, 1, 16 << 20, &p);
+    ddpc__cost_best(&m, 4, 2, 1, 16 << 20, &p);
     CHECK_EQ(p.x, DDPC_X_HD);
 }

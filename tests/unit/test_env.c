@@ -12,7 +12,7 @@
 TEST(env_rows_are_sound) {
     CHECK_EQ(ddpc__env_table_len, DDPC_ENV_COUNT);
     for (int i = 0; i < ddpc__env_table_len; i++) {
-        const ddpc_env_var *v = &ddpc__env_table[i];
+        const ddpc__env_var *v = &ddpc__env_table[i];
         CHECK_MSG(v->name && *v->name && v->meaning && *v->meaning, "row %d is incomplete", i);
         for (int j = 0; j < i; j++) {
             CHECK_MSG(strcmp(v->name, ddpc__env_table[j].name) != 0, "%s has two rows", v->name);
@@ -29,10 +29,10 @@ TEST(env_rows_are_sound) {
         long l;
         double d;
         if (v->type == DDPC_ENVT_INT)
-            CHECK_MSG(ddpc__env_long((ddpc_env_id)i, &l) == DDPC_OK, "%s: default %s: %s", v->name,
+            CHECK_MSG(ddpc__env_long((ddpc__env_id)i, &l) == DDPC_OK, "%s: default %s: %s", v->name,
                       v->deflt, ddpc_last_error());
         else
-            CHECK_MSG(ddpc__env_double((ddpc_env_id)i, &d) == DDPC_OK, "%s: default %s: %s",
+            CHECK_MSG(ddpc__env_double((ddpc__env_id)i, &d) == DDPC_OK, "%s: default %s: %s",
                       v->name, v->deflt, ddpc_last_error());
     }
 }

@@ -59,7 +59,8 @@ TEST(ckpt_roundtrip_resumes_exactly) {
         make("mlp", (ddpc_optim_kind)k, 1, &c, &oc);
         /* a: 3 steps, save, 2 more. b: load, 2 more. c: 5 straight. All equal. */
         train_steps(a, oa, 3, 10);
-        ddpc_ckpt_meta meta = { 7, 3, 1234, 1 }, got;
+        ddpc_ckpt_meta meta = { .epoch = 7, .step = 3, .metrics_bytes = 1234, .metrics_kept = 1 },
+                       got;
         const char *path = t_tmp_path("rt.safetensors");
         CHECK_OK(ddpc_checkpoint_save(path, a, oa, &meta));
         CHECK_OK(ddpc_checkpoint_load(path, b, ob, &got));
@@ -298,7 +299,7 @@ TEST(ckpt_atomic_replace) {
     struct stat st1;
     CHECK(stat(path, &st1) == 0);
     train_steps(m, o, 1, 3);
-    ddpc_ckpt_meta meta = { 1, 1, 0, 0 };
+    ddpc_ckpt_meta meta = { .epoch = 1, .step = 1 };
     CHECK_OK(ddpc_checkpoint_save(path, m, o, &meta));
     struct stat st2;
     CHECK(stat(path, &st2) == 0);
@@ -329,7 +330,7 @@ TEST_T(ckpt_read_by_pytorch, 120) {
     const char *p = t_tmp_path("torch.safetensors");
     char path[256];
     snprintf(path, sizeof path, "%s", p);
-    ddpc_ckpt_meta meta = { 2, 2, 0, 0 };
+    ddpc_ckpt_meta meta = { .epoch = 2, .step = 2 };
     CHECK_OK(ddpc_checkpoint_save(path, m, o, &meta));
     const char *py_path = t_tmp_path("read.py");
     char py[256];

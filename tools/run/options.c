@@ -151,7 +151,7 @@ static void parse_std_spec(const char *name, const char *v, int *out) {
     }
 }
 
-static double env_real(ddpc_env_id id) {
+static double env_real(ddpc__env_id id) {
     double x;
     if (ddpc__env_double(id, &x) != DDPC_OK) die_usage("%s", ddpc_last_error());
     return x;
@@ -380,7 +380,7 @@ static int first_host(const char *list, char *out, size_t n) {
     return k ? 0 : -1;
 }
 
-static long env_int(ddpc_env_id id) {
+static long env_int(ddpc__env_id id) {
     long x;
     if (ddpc__env_long(id, &x) != DDPC_OK) die_usage("%s", ddpc_last_error());
     return x;

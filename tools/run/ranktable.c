@@ -60,7 +60,7 @@ static int find_me(const ddpc_rank_table *t, int *found, char *mine, size_t mlen
         used += (size_t)snprintf(mine + used, mlen - used, "%s%s", k ? ", " : "", names[k]);
     for (int s = 0; s < ddpc_rank_table_servers(t); s++) {
         ddpc_rank_table_server v;
-        ddpc_rank_table_get_server(t, s, &v);
+        ddpc_rank_table_server_at(t, s, &v);
         for (int k = 0; k < nn; k++)
             if (server_is(&v, names[k])) {
                 if (hits++ == 0) *found = s;
@@ -76,7 +76,7 @@ static void list_servers(const ddpc_rank_table *t, char *buf, size_t len) {
     buf[0] = '\0';
     for (int s = 0; s < ddpc_rank_table_servers(t) && used + 80 < len; s++) {
         ddpc_rank_table_server v;
-        ddpc_rank_table_get_server(t, s, &v);
+        ddpc_rank_table_server_at(t, s, &v);
         used += (size_t)snprintf(buf + used, len - used, "%s%d %s", s ? ", " : "", s, v.server_id);
         if (strcmp(v.host, v.server_id) != 0)
             used += (size_t)snprintf(buf + used, len - used, " (%s)", v.host);
@@ -98,7 +98,7 @@ static int which_server(const ddpc_rank_table *t, const char *path, int node_ran
     if (if_ip && *if_ip) {
         for (int k = 0; k < n; k++) {
             ddpc_rank_table_server v;
-            ddpc_rank_table_get_server(t, k, &v);
+            ddpc_rank_table_server_at(t, k, &v);
             if (server_is(&v, if_ip)) return k;
         }
         say("error: HCCL_IF_IP=%s is no server of the rank table %s (servers: %s); set it to "
@@ -128,8 +128,8 @@ int run_rank_table(opts *o, const char *path, int node_rank, int master_given) {
     int s = which_server(o->table, path, node_rank);
     if (s < 0) return -1;
     ddpc_rank_table_server me, first;
-    ddpc_rank_table_get_server(o->table, s, &me);
-    ddpc_rank_table_get_server(o->table, 0, &first);
+    ddpc_rank_table_server_at(o->table, s, &me);
+    ddpc_rank_table_server_at(o->table, 0, &first);
     if (me.nranks > MAX_NPROC) {
         say("error: server %d (%s) of the rank table %s has %d ranks; ddpc-run starts at most %d",
             s, me.server_id, path, me.nranks, MAX_NPROC);
