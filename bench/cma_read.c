@@ -72,7 +72,8 @@ int main(int argc, char **argv) {
     char *dst = malloc(n), *loc = malloc(n);
     memset(dst, 0, n);
     memset(loc, 3, n);
-    double *tc = malloc(sizeof(double) * (size_t)iters), *tm = malloc(sizeof(double) * (size_t)iters);
+    double *tc = malloc(sizeof(double) * (size_t)iters),
+           *tm = malloc(sizeof(double) * (size_t)iters);
     int rc = 0;
     for (int k = 1; k <= iters; k++) {
         __atomic_store_n(&sh->go, k, __ATOMIC_RELEASE);
