@@ -90,8 +90,8 @@ while [ "$i" -le "$ROUNDS" ]; do
     i=$((i + 1))
 done
 
-$PY - "$OUT" "$ROUNDS" "$COPY_BYTES" "$TOOLS" $CASES <<'EOF'
-import statistics, sys
+FRESH=$FRESH $PY - "$OUT" "$ROUNDS" "$COPY_BYTES" "$TOOLS" $CASES <<'EOF'
+import os, statistics, sys
 out, rounds, copy_bytes, tools, cases = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
                                         sys.argv[4].split(), sys.argv[5:])
 def table(path):
@@ -128,7 +128,9 @@ for i in range(1, rounds + 1):
             copy.append(2 * 2 * copy_bytes / ((w + r) / 2) / 1e3)  # GB/s, 2 processes, read+write
 loads = [open(f"{out}/load.{i}.txt").read().split("load average:")[1].split(",")[0].strip()
          for i in range(1, rounds + 1)]
-print(f"medians of {rounds} interleaved rounds; load average at each round's start: {', '.join(loads)}")
+fresh = os.environ.get("FRESH", "0") == "1"
+print(f"medians of {rounds} interleaved rounds; load average at each round's start: {', '.join(loads)}; "
+      + ("inputs written before each call (FRESH=1)" if fresh else "inputs reused, as the last call left them"))
 def us(t):
     return f"{t:.2f}" if t < 10 else f"{t:.1f}" if t < 1000 else f"{t:.0f}"
 def sz(s):
