@@ -139,6 +139,17 @@ static ddpc_status chain_reduce(ddpc__exec *e, const void *send, void *recv, siz
     return DDPC_OK;
 }
 
+/* The binomial tree: the root accumulates in recv, the others in scratch. */
+static ddpc_status tree_reduce(ddpc__exec *e, const void *send, void *recv, size_t count,
+                               ddpc_dtype t, ddpc_op op, int root) {
+    ddpc_comm *c = e->c;
+    size_t al = (count * ddpc_dtype_size(t) + 63) & ~(size_t)63;
+    char *scr = ddpc__scratch(c, 2 * al);
+    if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
+    void *acc = c->rank == root ? recv : scr;
+    return ddpc__tree_reduce(e, NULL, send, acc, scr + al, count, t, op, root);
+}
+
 ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
     ddpc_comm *c = e->c;
     if (c->rank == root && recv != send) memmove(recv, send, nbytes);
@@ -148,9 +159,10 @@ ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t 
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
-    DDPC_CHECK(tu.algo == DDPC_X_TREE ? ddpc__tree_bcast(e, NULL, recv, nbytes, root)
-                                      : ddpc__chain_bcast(e, NULL, recv, nbytes, root));
-    return ddpc__wait_all(e, ck, nck);
+    return ddpc__check_ring_wait(e, ck, nck,
+                                 tu.algo == DDPC_X_TREE
+                                     ? ddpc__tree_bcast(e, NULL, recv, nbytes, root)
+                                     : ddpc__chain_bcast(e, NULL, recv, nbytes, root));
 }
 
 ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,
@@ -166,15 +178,8 @@ ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t cou
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
-    if (tu.algo == DDPC_X_RING) {
-        DDPC_CHECK(chain_reduce(e, send, recv, count, t, op, root));
-        return ddpc__wait_all(e, ck, nck);
-    }
-    /* the root accumulates in recv; the others in scratch */
-    size_t al = (nbytes + 63) & ~(size_t)63;
-    char *scr = ddpc__scratch(c, 2 * al);
-    if (!scr) return ddpc__fail(e, DDPC_ERR_NOMEM, "out of memory (%zu bytes)", 2 * al);
-    void *acc = c->rank == root ? recv : scr;
-    DDPC_CHECK(ddpc__tree_reduce(e, NULL, send, acc, scr + al, count, t, op, root));
-    return ddpc__wait_all(e, ck, nck);
+    return ddpc__check_ring_wait(e, ck, nck,
+                                 tu.algo == DDPC_X_RING
+                                     ? chain_reduce(e, send, recv, count, t, op, root)
+                                     : tree_reduce(e, send, recv, count, t, op, root));
 }

@@ -90,8 +90,8 @@ ddpc_status ddpc__gather(ddpc__exec *e, const void *send, void *recv, size_t nby
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[4];
     int nck = ddpc__check_ring_post(e, ck);
-    DDPC_CHECK(fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
-    return ddpc__wait_all(e, ck, nck);
+    return ddpc__check_ring_wait(e, ck, nck,
+                                 fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
 }
 
 ddpc_status ddpc__scatter(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
@@ -103,6 +103,6 @@ ddpc_status ddpc__scatter(ddpc__exec *e, const void *send, void *recv, size_t nb
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[4];
     int nck = ddpc__check_ring_post(e, ck);
-    DDPC_CHECK(fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
-    return ddpc__wait_all(e, ck, nck);
+    return ddpc__check_ring_wait(e, ck, nck,
+                                 fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
 }

@@ -346,10 +346,13 @@ ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n);
 /* Exchanges a fingerprint-only message with the ring neighbours, so that a
  * collective in which some rank only sends still catches a mismatch.
  * check_ring_post posts the exchange (up to 4 requests in r; returns how
- * many) for the caller to wait on after moving its data: each message is
- * checked as it arrives, during any wait, and precedes the data on its
- * link, so a mismatch still fails before a mismatched message is read. */
+ * many) before the caller moves its data, and check_ring_wait ends it:
+ * s is the data's outcome, returned as is unless DDPC_OK, when the
+ * exchange is waited for. Each check message is checked as it arrives,
+ * during any wait, and precedes the data on its link, so a mismatch still
+ * fails before a mismatched message is read. */
 int ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[4]);
+ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[4], int n, ddpc_status s);
 ddpc_status ddpc__check_ring(ddpc__exec *e);
 
 /* Marks the communicator failed with status s: records the error text

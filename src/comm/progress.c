@@ -450,6 +450,10 @@ int ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[4]) {
     return k;
 }
 
+ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[4], int n, ddpc_status s) {
+    return s != DDPC_OK ? s : ddpc__wait_all(e, r, n);
+}
+
 ddpc_status ddpc__check_ring(ddpc__exec *e) {
     ddpc__req r[4];
     return ddpc__wait_all(e, r, ddpc__check_ring_post(e, r));
