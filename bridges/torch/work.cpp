@@ -12,6 +12,13 @@
 
 namespace ddpc_torch {
 
+std::string call_error(ddpc_status s) {
+    std::string err = ddpc_last_error();
+    if (err.empty()) err = ddpc_status_str(s);
+    if (s == DDPC_ERR_TIMEOUT) err = "Timed out (the process group's timeout): " + err;
+    return err;
+}
+
 void Callbacks::post(std::function<void()> job) {
     std::lock_guard<std::mutex> g(mu);
     jobs.push_back(std::move(job));
@@ -67,11 +74,7 @@ bool WorkDDPC::settle(double timeout_s) {
             ddpc_work_wait(h, HUGE_VAL);
             continue;
         }
-        if (s != DDPC_OK && err.empty()) {
-            err = ddpc_last_error();
-            /* torch's backends say "Timed out"; scripts look for it */
-            if (s == DDPC_ERR_TIMEOUT) err = "Timed out (the process group's timeout): " + err;
-        }
+        if (s != DDPC_OK && err.empty()) err = call_error(s);
     }
     if (any_source_ && !handles_.empty()) source_ = ddpc_work_source(handles_[0]);
     if (timed_out_) /* whichever thread saw it, the timeout is the cause */

@@ -28,6 +28,11 @@
 
 namespace ddpc_torch {
 
+/* What a ddpc call that returned s (not DDPC_OK) on this thread says: its
+ * last error, else the status's name; a timeout is worded as torch's
+ * backends word it ("Timed out"), which scripts look for. */
+std::string call_error(ddpc_status s);
+
 class WorkDDPC;
 
 /* Where a finished work's future is completed, and so where its callbacks
@@ -118,20 +123,15 @@ class WorkDDPC : public c10d::Work {
     void then(std::function<void()> f) { after_.push_back(std::move(f)); }
     /* Records one issued ddpc call (or its refusal). */
     void issued(ddpc_status s, ddpc_work *const &h) { /* h by reference: read after the call */
-        if (s == DDPC_OK) {
+        if (s == DDPC_OK)
             handles_.push_back(h);
-        } else if (error_.empty()) {
-            error_ = ddpc_last_error();
-            if (error_.empty()) error_ = ddpc_status_str(s);
-        }
+        else
+            ran(s);
     }
     /* Records a synchronous call run on the caller's thread (ddpc's
-     * blocking form; see ProcessGroupDDPC::here). */
+     * blocking form; see ProcessGroupDDPC::here), or a refused one. */
     void ran(ddpc_status s) {
-        if (s == DDPC_OK || !error_.empty()) return;
-        error_ = ddpc_last_error();
-        if (error_.empty()) error_ = ddpc_status_str(s);
-        if (s == DDPC_ERR_TIMEOUT) error_ = "Timed out (the process group's timeout): " + error_;
+        if (s != DDPC_OK && error_.empty()) error_ = call_error(s);
     }
     bool own_timeout() const { return limit_s_ >= 0; }
     bool refused_outright() const { return !error_.empty() && handles_.empty(); }
