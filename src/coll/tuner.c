@@ -115,7 +115,7 @@ void ddpc__tune_allreduce(ddpc_comm *c, size_t count, size_t esize, ddpc__tune *
  * keeps CHAIN_MIN_PIECE bytes, and into pieces of DDPC_CHUNK at most: the
  * next rank copies a piece out while the root writes the next one. At 2
  * ranks the tree is the chain in one piece, so the chain takes over from
- * CHAIN_MIN_PIECE up. Broadcast, 2 ranks: 32 KiB-512 KiB 1.2-2.6x faster than
+ * CHAIN_MIN_PIECE up. Broadcast, 2 ranks: 32 KiB-512 KiB 1.2-1.7x faster than
  * in one piece (docs/BENCHMARKS.md). */
 #define CHAIN_MIN_PIECE (16u << 10)
 #define CHAIN_PIECES    8
