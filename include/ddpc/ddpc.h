@@ -225,8 +225,11 @@ DDPC_API ddpc_status ddpc_comm_split(ddpc_comm *c, int color, int key, ddpc_comm
  * fail with DDPC_ERR_ABORTED, and peers see this rank as lost. Thread-safe. */
 DDPC_API ddpc_status ddpc_comm_abort(ddpc_comm *c);
 
-/* Waits for queued operations (bounded by the exec timeout), closes
- * connections, frees everything. NULL is harmless. */
+/* Waits for queued operations, and for the neighbours' checks of the
+ * last rooted collectives (a broadcast's root returns before them), both
+ * bounded by the exec timeout; closes connections, frees everything and
+ * returns what those checks found (DDPC_ERR_MISMATCH where a neighbour's
+ * call differed). NULL is harmless. */
 DDPC_API ddpc_status ddpc_comm_destroy(ddpc_comm *c);
 
 /* What failed last on c, on which rank, against which peer, and which

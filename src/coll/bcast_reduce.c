@@ -4,10 +4,10 @@
  * chunk j while chunk j+1 arrives, so the root's link never idles).
  *
  * In both, some ranks only send; so each posts ddpc__check_ring_post's
- * fingerprint exchange with the ring neighbours first, and waits for it
- * last: a mismatched root (or any other mismatch) fails the call, and a
- * rank that only sends still returns once its neighbours have started the
- * same call, not a message hop later.
+ * fingerprint exchange with the ring neighbours first and parks its
+ * receiving half: a rank that only sends returns once its data is sent,
+ * running ahead of its neighbours, and a mismatch only it could see (a
+ * mismatched root) fails its next operation on the communicator.
  */
 #include <string.h>
 
@@ -154,8 +154,9 @@ ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t 
     ddpc_comm *c = e->c;
     if (c->rank == root && recv != send) memmove(recv, send, nbytes);
     if (c->size == 1) return DDPC_OK;
-    ddpc__req ck[4];
-    int nck = ddpc__check_ring_post(e, ck);
+    ddpc__req ck[2];
+    int nck;
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
@@ -173,8 +174,9 @@ ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t cou
         if (recv != send) memmove(recv, send, nbytes);
         return DDPC_OK;
     }
-    ddpc__req ck[4];
-    int nck = ddpc__check_ring_post(e, ck);
+    ddpc__req ck[2];
+    int nck;
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;

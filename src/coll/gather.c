@@ -88,8 +88,9 @@ ddpc_status ddpc__gather(ddpc__exec *e, const void *send, void *recv, size_t nby
         if ((const void *)own != send) memmove(own, send, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
-    ddpc__req ck[4];
-    int nck = ddpc__check_ring_post(e, ck);
+    ddpc__req ck[2];
+    int nck;
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
     return ddpc__check_ring_wait(e, ck, nck,
                                  fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
 }
@@ -101,8 +102,9 @@ ddpc_status ddpc__scatter(ddpc__exec *e, const void *send, void *recv, size_t nb
         if ((void *)own != recv) memmove(recv, own, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
-    ddpc__req ck[4];
-    int nck = ddpc__check_ring_post(e, ck);
+    ddpc__req ck[2];
+    int nck;
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
     return ddpc__check_ring_wait(e, ck, nck,
                                  fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
 }

@@ -563,6 +563,9 @@ ddpc_status ddpc_comm_destroy(ddpc_comm *c) {
     if (!c) return DDPC_OK;
     ddpc__queue_stop(c);
     ddpc_status s = DDPC_OK;
+    /* the verdict of the last rooted collectives' checks (ddpc__check_ring_post) */
+    if (c->failed == DDPC_OK && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+        s = ddpc__check_parked_finish(c);
     if (c->failed == DDPC_OK && !__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         /* goodbye: lets the peers tell a clean close from a crash */
         ddpc__hdr bye;

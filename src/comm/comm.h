@@ -221,6 +221,10 @@ struct ddpc_comm {
     int abort_fd;                   /* eventfd: readable once aborted */
     int aborted;                    /* atomic */
     ddpc_status failed;             /* sticky: once a transfer fails the comm is dead */
+#define DDPC_PARKED 16
+    ddpc__req parked[DDPC_PARKED]; /* rooted collectives' check receives, finishing during
+                                    * later waits (ddpc__check_ring_post), used in turn */
+    uint64_t nparked;              /* receives parked so far */
 
     /* scratch memory for the executing thread */
     void *scratch;
@@ -344,16 +348,25 @@ ddpc_status ddpc__progress(ddpc__exec *e, int block);
 ddpc_status ddpc__wait(ddpc__exec *e, ddpc__req *r);
 ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n);
 /* Exchanges a fingerprint-only message with the ring neighbours, so that a
- * collective in which some rank only sends still catches a mismatch.
- * check_ring_post posts the exchange (up to 4 requests in r; returns how
- * many) before the caller moves its data, and check_ring_wait ends it:
- * s is the data's outcome, returned as is unless DDPC_OK, when the
- * exchange is waited for. Each check message is checked as it arrives,
- * during any wait, and precedes the data on its link, so a mismatch still
- * fails before a mismatched message is read. */
-int ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[4]);
-ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[4], int n, ddpc_status s);
+ * collective in which some rank only sends still catches a mismatch. Each
+ * check message is checked as it arrives, during any wait, and precedes
+ * the data on its link, so a mismatch still fails before a mismatched
+ * message is read.
+ * check_ring waits for the whole exchange. check_ring_post is the rooted
+ * collectives' form: it posts the sends (up to 2 requests in r, *n of
+ * them) before the caller moves its data, and parks the receives in the
+ * communicator (c->parked): they finish during later operations' waits,
+ * so a rank that only sends runs ahead of its neighbours as OpenMPI's
+ * broadcast root does, and a mismatch it alone would see fails its next
+ * operation (or ddpc_comm_destroy). Fails only when every slot is taken
+ * and the oldest parked check fails. check_ring_wait ends the sends: s is
+ * the data's outcome, returned as is unless DDPC_OK. */
 ddpc_status ddpc__check_ring(ddpc__exec *e);
+ddpc_status ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[2], int *n);
+ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[2], int n, ddpc_status s);
+/* Waits for every parked check (destroy), within the communicator's
+ * operation timeout; a mismatch or a lost peer is returned. */
+ddpc_status ddpc__check_parked_finish(ddpc_comm *c);
 
 /* Marks the communicator failed with status s: records the error text
  * (prefixed with the rank and the operation) as the comm's last error and

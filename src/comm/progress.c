@@ -22,6 +22,7 @@
  * which is how the failure reaches ranks not directly involved.
  */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -435,26 +436,67 @@ ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n) {
     return DDPC_OK;
 }
 
-int ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[4]) {
+/* Posts the check sends to the ring neighbours into r (*n of them); a
+ * receive from each goes to park(peer) or, with park NULL, into r too. */
+static ddpc_status ring_post(ddpc__exec *e, ddpc__req *r, int *n,
+                             ddpc_status (*park)(ddpc__exec *, int)) {
     ddpc_comm *c = e->c;
-    int n = c->size, next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
-    if (n == 1) return 0;
+    int size = c->size, next = (c->rank + 1) % size, prev = (c->rank + size - 1) % size;
+    *n = 0;
+    if (size == 1) return DDPC_OK;
     /* both directions: every neighbour of an odd one out notices */
-    int k = 0;
-    ddpc__post_send_flags(e, &r[k++], next, NULL, 0, DDPC_F_CHECK);
-    ddpc__post_recv_flags(e, &r[k++], prev, NULL, 0, DDPC_F_CHECK);
-    if (n > 2) {
-        ddpc__post_send_flags(e, &r[k++], prev, NULL, 0, DDPC_F_CHECK);
-        ddpc__post_recv_flags(e, &r[k++], next, NULL, 0, DDPC_F_CHECK);
+    ddpc__post_send_flags(e, &r[(*n)++], next, NULL, 0, DDPC_F_CHECK);
+    if (size > 2) ddpc__post_send_flags(e, &r[(*n)++], prev, NULL, 0, DDPC_F_CHECK);
+    for (int k = 0; k < (size > 2 ? 2 : 1); k++) {
+        int from = k == 0 ? prev : next;
+        if (park)
+            DDPC_CHECK(park(e, from));
+        else
+            ddpc__post_recv_flags(e, &r[(*n)++], from, NULL, 0, DDPC_F_CHECK);
     }
-    return k;
+    return DDPC_OK;
 }
 
-ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[4], int n, ddpc_status s) {
-    return s != DDPC_OK ? s : ddpc__wait_all(e, r, n);
+/* Parks a check receive from peer in the communicator's next slot, once
+ * the receive parked there DDPC_PARKED receives ago is done. */
+static ddpc_status park(ddpc__exec *e, int peer) {
+    ddpc_comm *c = e->c;
+    ddpc__req *r = &c->parked[c->nparked % DDPC_PARKED];
+    if (c->nparked >= DDPC_PARKED) DDPC_CHECK(ddpc__wait(e, r));
+    ddpc__post_recv_flags(e, r, peer, NULL, 0, DDPC_F_CHECK);
+    c->nparked++;
+    return DDPC_OK;
 }
 
 ddpc_status ddpc__check_ring(ddpc__exec *e) {
     ddpc__req r[4];
-    return ddpc__wait_all(e, r, ddpc__check_ring_post(e, r));
+    int n;
+    DDPC_CHECK(ring_post(e, r, &n, NULL));
+    return ddpc__wait_all(e, r, n);
+}
+
+ddpc_status ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[2], int *n) {
+    return ring_post(e, r, n, park);
+}
+
+ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[2], int n, ddpc_status s) {
+    return s != DDPC_OK ? s : ddpc__wait_all(e, r, n);
+}
+
+ddpc_status ddpc__check_parked_finish(ddpc_comm *c) {
+    uint64_t first = c->nparked > DDPC_PARKED ? c->nparked - DDPC_PARKED : 0;
+    ddpc__exec e;
+    memset(&e, 0, sizeof e);
+    e.c = c;
+    e.deadline = c->exec_timeout > 0 ? ddpc__deadline_in(c->exec_timeout) : INFINITY;
+    e.lost = e.culprit = e.waits_on = -1;
+    for (uint64_t i = first; i < c->nparked; i++) {
+        ddpc__req *r = &c->parked[i % DDPC_PARKED];
+        if (r->done) continue;
+        e.fp = r->want; /* the operation it belongs to, for the messages */
+        e.fp.flags = 0;
+        e.now = ddpc__now();
+        DDPC_CHECK(ddpc__wait(&e, r));
+    }
+    return DDPC_OK;
 }

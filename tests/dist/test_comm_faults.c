@@ -232,6 +232,10 @@ static void mismatch_body(int rank, int world, void *arg) {
         theirs = rank == 1 ? "allreduce" : "allgather";
         break;
     }
+    /* a broadcast's root may return before its neighbours' checks come in
+     * (ddpc__check_ring_post): a mismatch it alone sees fails its next
+     * call, naming the broadcast */
+    if (which == 3 && s == DDPC_OK) s = ddpc_barrier(c);
     /* the odd one out names both calls; the others fail too (naming what
      * they saw: the mismatch, or the odd one giving up), none hangs */
     if (rank == 1) {
@@ -266,6 +270,59 @@ TEST_T(comm_mismatch_root, 30) { run_mismatch(3, 3); }
 /* both ranks root: each only sends, and the check comes after its data */
 TEST_T(comm_mismatch_root_2ranks, 30) { run_mismatch(3, 2); }
 TEST_T(comm_mismatch_kind, 30) { run_mismatch(4, 4); }
+
+/* Both ranks root of the last broadcast: each only sends, and the mismatch
+ * fails the broadcast where the peer's check comes in while it sends, else
+ * ddpc_comm_destroy, which waits for the parked checks. */
+static void mismatch_last_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    int32_t buf[8] = { 0 };
+    sum_check(c, world * (world - 1) / 2);
+    ddpc_status s = ddpc_broadcast(c, buf, buf, 8, DDPC_INT32, rank);
+    if (s == DDPC_OK)
+        s = ddpc_comm_destroy(c);
+    else
+        CHECK_OK(ddpc_comm_destroy(c)); /* failed: closes at once */
+    CHECK_STATUS(s, DDPC_ERR_MISMATCH);
+    CHECK_CONTAINS(ddpc_last_error(), "root=0");
+    CHECK_CONTAINS(ddpc_last_error(), "root=1");
+}
+
+TEST_T(comm_mismatch_root_at_destroy, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, mismatch_last_body, NULL);
+}
+
+/* A broadcast's root runs ahead: its calls return while its peer has not
+ * started them (up to DDPC_PARKED checks), and each arrives intact. */
+static void run_ahead_body(int rank, int world, void *arg) {
+    ddpc_comm *c = env_comm(rank, world);
+    enum { CALLS = 8 };
+    int32_t v[CALLS][5];
+    if (rank == 0) {
+        double t0 = ddpc__now();
+        for (int i = 0; i < CALLS; i++) {
+            for (int j = 0; j < 5; j++) v[i][j] = 100 * i + j;
+            CHECK_OK(ddpc_broadcast(c, v[i], v[i], 5, DDPC_INT32, 0));
+        }
+        double took = ddpc__now() - t0;
+        CHECK_MSG(took < 0.5, "the root waited %.2f s for a peer that sleeps 1.5 s", took);
+    } else {
+        ddpc__sleep(1.5);
+        for (int i = 0; i < CALLS; i++) {
+            memset(v[i], 0, sizeof v[i]);
+            CHECK_OK(ddpc_broadcast(c, v[i], v[i], 5, DDPC_INT32, 0));
+            for (int j = 0; j < 5; j++) CHECK_EQ(v[i][j], 100 * i + j);
+        }
+    }
+    sum_check(c, world * (world - 1) / 2);
+    CHECK_OK(ddpc_comm_destroy(c));
+}
+
+TEST_T(comm_broadcast_root_runs_ahead, 30) {
+    g_port = t_free_port();
+    t_run_ranks(2, 25, run_ahead_body, NULL);
+}
 
 /* ------------------------------------------------------------ exec timeout */
 
