@@ -12,7 +12,8 @@
 # their 8 B row moves no element):
 #   ddpc  build/bin/ddpc-bench COLLECTIVE under ddpc-run --standalone
 #         (shared memory between the ranks; ddpc-run binds each rank to a
-#         CPU of its own where they do not outnumber the CPUs)
+#         CPU of its own where they do not outnumber the CPUs); broadcast
+#         in place (-I 1), since MPI_Bcast has one buffer
 #   mpi   bench/mpi_allreduce.c COLLECTIVE under mpirun --mca pml ob1
 #         --mca btl vader,self (OpenMPI's shared memory, its default
 #         algorithms; mpirun binds rank r to core r at 2 ranks, and does not
@@ -60,6 +61,10 @@ cc -O2 -o "$OUT/shm_copy" bench/shm_copy.c
 # run_ddpc OUTFILE COLLECTIVE RANKS ITERS SIZES...
 run_ddpc() {
     out=$1 coll=$2 np=$3 it=$4; shift 4
+    # broadcast in place, as MPI_Bcast's one buffer (a build without -I: out of place)
+    if [ "$coll" = broadcast ] && "$BIN/ddpc-bench" --help | grep -q -- '-I 0|1'; then
+        set -- "$@" -I 1
+    fi
     MASTER_ADDR=127.0.0.1 timeout "$TIMEOUT" "$BIN/ddpc-run" --standalone --nproc-per-node="$np" \
         "$BIN/ddpc-bench" "$coll" "$@" -n "$it" -w 5 -d float32 -o sum -F "$FRESH" > "$out" 2>&1 ||
         { echo "collective_peers: ddpc-bench $coll at $np ranks failed:" >&2; cat "$out" >&2; exit 1; }

@@ -58,13 +58,13 @@ typedef struct {
     long factor, iters, warmup;
     ddpc_dtype t;
     ddpc_op op;
-    int root, check, fresh;
+    int root, check, fresh, inplace;
 } opts;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ddpc-bench COLLECTIVE [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-n ITERS]\n"
                "                  [-w WARMUP] [-d DTYPE] [-o OP] [-r ROOT] [-c 0|1]\n"
-               "                  [-F 0|1]\n"
+               "                  [-F 0|1] [-I 0|1]\n"
                "       ddpc-bench bootstrap   (times the communicator's creation)\n"
                "  COLLECTIVE  allreduce, broadcast, reduce, allgather, reduce-scatter, alltoall\n"
                "  -b MINBYTES smallest size, with K/M/G suffixes (default 8)\n"
@@ -81,6 +81,8 @@ static void usage(FILE *f) {
                "  -F 0|1      1: store to every cache line of the input before each timed call,\n"
                "              untimed, as a training step leaves the data it wrote (default 0:\n"
                "              the buffer the last call left, as nccl-tests and OpenMPI's do)\n"
+               "  -I 0|1      1: broadcast in place, one buffer for input and output (MPI_Bcast's\n"
+               "              form; default 0: out of place, as nccl-tests' first column)\n"
                "Run one process per rank under a launcher that sets RANK, WORLD_SIZE,\n"
                "MASTER_ADDR, MASTER_PORT (ddpc-run, torchrun, mpirun). time is the median over\n"
                "iterations of the maximum over ranks; busbw uses nccl-tests' factors.\n");
@@ -135,9 +137,12 @@ static void parse_args(int argc, char **argv, opts *o) {
         case 'w':
         case 'r':
         case 'c':
+        case 'I':
         case 'F': {
             long lo = a[1] == 'f' || a[1] == 'n' ? 1 : 0;
-            long hi = a[1] == 'c' || a[1] == 'F' ? 1 : a[1] == 'f' ? 1024 : 100000000;
+            long hi = a[1] == 'c' || a[1] == 'F' || a[1] == 'I' ? 1
+                      : a[1] == 'f'                             ? 1024
+                                                                : 100000000;
             if (ddpc__parse_long(a, v, lo, hi, &l) != DDPC_OK)
                 bad_usage("%s%s", ddpc_last_error(), "");
             if (a[1] == 'f')
@@ -150,6 +155,8 @@ static void parse_args(int argc, char **argv, opts *o) {
                 o->root = (int)l;
             else if (a[1] == 'c')
                 o->check = (int)l;
+            else if (a[1] == 'I')
+                o->inplace = (int)l;
             else
                 o->fresh = (int)l;
             break;
@@ -164,6 +171,8 @@ static void parse_args(int argc, char **argv, opts *o) {
         }
     }
     if (o->minb > o->maxb) bad_usage("-b %s is larger than -e %s", "MINBYTES", "MAXBYTES");
+    if (o->inplace && o->coll != B_BROADCAST)
+        bad_usage("-I 1 is for broadcast only (%s%s)", coll_names[o->coll], "");
     if (o->factor < 2 && o->minb != o->maxb)
         bad_usage("-f must be at least 2 when -b < -e%s%s", "", "");
     /* the library refuses these too; say so before starting the ranks */
@@ -348,6 +357,10 @@ static int cmp_double(const void *a, const void *b) {
 static void fill(bench *b, uint64_t salt) {
     const opts *o = b->o;
     int src = (o->coll == B_BROADCAST) ? o->root : b->rank;
+    if (b->recv == b->send && b->rank != o->root) { /* in place: what the root's data replaces */
+        memset(b->send, 0xa5, b->sn * ddpc_dtype_size(o->t));
+        return;
+    }
     for (size_t i = 0; i < b->sn; i++) put(b->send, i, o->t, o->op, hv(salt, src, i));
 }
 
@@ -434,10 +447,10 @@ static int is_reducing(const opts *o) {
 
 static void print_header(const bench *b) {
     const opts *o = b->o;
-    printf("# ddpc-bench %s: %d ranks, %s, %s, iters %ld, warmup %ld, check %d%s\n",
+    printf("# ddpc-bench %s: %d ranks, %s, %s, iters %ld, warmup %ld, check %d%s%s\n",
            coll_names[o->coll], b->world, ddpc_dtype_name(o->t),
            is_reducing(o) ? ddpc_op_name(o->op) : "-", o->iters, o->warmup, o->check,
-           o->fresh ? ", input written before each call" : "");
+           o->fresh ? ", input written before each call" : "", o->inplace ? ", in place" : "");
     printf("# time: median over iterations of the maximum over ranks\n#\n");
     printf("# %10s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root",
            "time", "algbw", "busbw", "#wrong");
@@ -469,7 +482,7 @@ static row run_size(bench *b, size_t bytes, double *times, uint64_t salt) {
     r.med = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
     if (o->check) {
         fill(b, salt + 1);
-        memset(b->recv, 0xa5, b->rn * ddpc_dtype_size(o->t));
+        if (b->recv != b->send) memset(b->recv, 0xa5, b->rn * ddpc_dtype_size(o->t));
         if ((s = call(b)) != DDPC_OK) die(b, "checked run", s);
         int64_t wr = verify(b, salt + 1);
         if ((s = ddpc_allreduce(b->c, &wr, &wr, 1, DDPC_INT64, DDPC_SUM)) != DDPC_OK)
@@ -499,7 +512,7 @@ static int alloc_buffers(bench *b, double **times) {
     size_t es = ddpc_dtype_size(b->o->t);
     size_t maxel = b->o->maxb / es + (size_t)b->world;
     b->send = malloc(maxel * es);
-    b->recv = calloc(maxel, es);
+    b->recv = b->o->inplace ? b->send : calloc(maxel, es);
     *times = malloc(sizeof(double) * (size_t)b->o->iters);
     if (b->send && b->recv && *times) return 0;
     fprintf(stderr, "ddpc-bench: out of memory for %zu-byte buffers\n", maxel * es);
@@ -628,7 +641,7 @@ int main(int argc, char **argv) {
 done:
     s = ddpc_comm_destroy(b.c);
     free(b.send);
-    free(b.recv);
+    if (b.recv != b.send) free(b.recv);
     free(times);
     if (s != DDPC_OK) {
         fprintf(stderr, "ddpc-bench: destroy: %s (%s)\n", ddpc_status_str(s), ddpc_last_error());

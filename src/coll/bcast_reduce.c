@@ -60,9 +60,12 @@ ddpc_status ddpc__tree_reduce(ddpc__exec *e, const ddpc__group *g, const void *s
 }
 
 /* Chain root -> root+1 -> ... -> root-1 (members of g), in the tuner's
- * pieces. */
-ddpc_status ddpc__chain_bcast(ddpc__exec *e, const ddpc__group *g, void *buf, size_t nbytes,
-                              int root) {
+ * pieces. The root sends from src and, where src is not buf, copies each
+ * piece into buf as it posts it: the ring's copy then reads the piece from
+ * the cache, and the receivers copy out meanwhile (an out-of-place 32 MiB
+ * broadcast copied all of src first: 13.3 ms against 4-5 ms in place). */
+static ddpc_status chain_bcast(ddpc__exec *e, const ddpc__group *g, const void *src, void *buf,
+                               size_t nbytes, int root) {
     ddpc_comm *c = e->c;
     int n = ddpc__gsize(e, g), me = ddpc__gme(e, g), v = (me - root + n) % n;
     int prev = ddpc__grank(g, (me + n - 1) % n), next = ddpc__grank(g, (me + 1) % n);
@@ -79,7 +82,8 @@ ddpc_status ddpc__chain_bcast(ddpc__exec *e, const ddpc__group *g, void *buf, si
         }
         while (has_next && ns < m && ns - nsd < DDPC_WINDOW && (!has_prev || ns < nrd)) {
             size_t off = ns * ch, len = nbytes - off < ch ? nbytes - off : ch;
-            ddpc__post_send(e, &sq[ns % DDPC_WINDOW], next, b + off, len);
+            if (src != buf) memcpy(b + off, (const char *)src + off, len);
+            ddpc__post_send(e, &sq[ns % DDPC_WINDOW], next, (const char *)src + off, len);
             ns++;
         }
         DDPC_CHECK(ddpc__progress(e, 1));
@@ -87,6 +91,11 @@ ddpc_status ddpc__chain_bcast(ddpc__exec *e, const ddpc__group *g, void *buf, si
         while (nsd < ns && sq[nsd % DDPC_WINDOW].done) nsd++;
     }
     return DDPC_OK;
+}
+
+ddpc_status ddpc__chain_bcast(ddpc__exec *e, const ddpc__group *g, void *buf, size_t nbytes,
+                              int root) {
+    return chain_bcast(e, g, buf, buf, nbytes, root);
 }
 
 /*
@@ -152,18 +161,26 @@ static ddpc_status tree_reduce(ddpc__exec *e, const void *send, void *recv, size
 
 ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t nbytes, int root) {
     ddpc_comm *c = e->c;
-    if (c->rank == root && recv != send) memmove(recv, send, nbytes);
+    ddpc__tune tu;
+    ddpc__tune_rooted(c, nbytes, &tu);
+    const char *s = send, *r = recv;
+    int apart = s + nbytes <= r || r + nbytes <= s; /* the chain's root copies as it sends */
+    const void *src = recv;
+    if (c->rank == root && recv != send) {
+        if (c->size > 1 && tu.algo != DDPC_X_TREE && apart)
+            src = send;
+        else
+            memmove(recv, send, nbytes);
+    }
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
     int nck;
     DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
-    ddpc__tune tu;
-    ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;
     return ddpc__check_ring_wait(e, ck, nck,
                                  tu.algo == DDPC_X_TREE
                                      ? ddpc__tree_bcast(e, NULL, recv, nbytes, root)
-                                     : ddpc__chain_bcast(e, NULL, recv, nbytes, root));
+                                     : chain_bcast(e, NULL, src, recv, nbytes, root));
 }
 
 ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t count, ddpc_dtype t,

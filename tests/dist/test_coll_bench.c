@@ -77,6 +77,15 @@ TEST_T(bench_allreduce_table, 90) {
     rc = bench2("broadcast -b 4 -e 64 -f 4 -n 2 -w 0 -d uint8 -r 1 -c 0", out, sizeof out);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
     CHECK_CONTAINS(out, "N/A");
+    /* the tree and the chain, out of place (the chain's root copies as it
+     * sends) and in place, each size checked */
+    rc = bench2("broadcast -b 64 -e 1M -f 4 -n 2 -w 0 -r 1", out, sizeof out);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
+    check_table(out, "float32", "none", 64, 1 << 20, 4);
+    rc = bench2("broadcast -b 64 -e 1M -f 4 -n 2 -w 0 -I 1", out, sizeof out);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, out);
+    check_table(out, "float32", "none", 64, 1 << 20, 4);
+    CHECK_CONTAINS(out, "in place");
 }
 
 TEST(bench_bad_usage) {
@@ -90,6 +99,7 @@ TEST(bench_bad_usage) {
         { "allreduce -n 0", "-n" },
         { "allreduce -c 2", "-c" },
         { "allreduce -F 2", "-F" },
+        { "allreduce -I 1", "-I 1 is for broadcast only" },
         { "allreduce -d float128", "float128" },
         { "allreduce -o mean", "mean" },
         { "allreduce -q 1", "-q" },
