@@ -81,6 +81,10 @@ typedef struct ddpc__ring {
     char *slots;          /* the scratch slots of reducing steps that need them
                           * (ddpc__ring_slot_bytes; borrowed), or NULL: the
                           * communicator's scratch (then no other ring may run at once) */
+    const char *own;      /* or NULL; else step 0 sends block sblk[0] from here (its
+                          * start) and copies each chunk to rdst[0] as it posts it: an
+                          * out-of-place allgather's own block, copied while the ring
+                          * runs instead of before it */
 } ddpc__ring;
 
 /* A reducing receive's combine: dst = loc op arrived, where loc is the

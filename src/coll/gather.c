@@ -30,9 +30,12 @@ ddpc_status ddpc__allgather(ddpc__exec *e, const void *send, void *recv, size_t 
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
     char *own = (char *)recv + (size_t)r * nbytes;
-    if ((const void *)own != send) memmove(own, send, nbytes);
+    const char *s8 = send;
+    int ring = n > 1 && ddpc__tune_blocks(c, nbytes * (size_t)n) != DDPC_X_RD;
+    int apart = s8 + nbytes <= (char *)recv || (char *)recv + (size_t)n * nbytes <= s8;
+    if ((const void *)own != send && !(ring && apart)) memmove(own, send, nbytes);
     if (n == 1) return DDPC_OK;
-    if (ddpc__tune_blocks(c, nbytes * (size_t)n) == DDPC_X_RD) {
+    if (!ring) {
         if (!e->algo) e->algo = "rhd";
         return rd_allgather(e, recv, nbytes);
     }
@@ -49,6 +52,7 @@ ddpc_status ddpc__allgather(ddpc__exec *e, const void *send, void *recv, size_t 
         rg.rdst[s] = recv;
         rg.rloc[s] = NULL;
     }
+    if ((const void *)own != send && apart) rg.own = send; /* copied as the ring sends it */
     ddpc_status s = ddpc__ring_run(e, &rg);
     ddpc__ring_free(&rg);
     return s;

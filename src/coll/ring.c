@@ -150,8 +150,12 @@ ddpc_status ddpc__ring_step(ddpc__exec *e, ddpc__ring_exec *x, int *done) {
         int s = (int)(x->ns / m);
         size_t off, cnt;
         chunk_of(rg, rg->sblk[s], x->ns % m, ce, &off, &cnt);
-        ddpc__post_send(e, &x->sreq[x->ns % DDPC_WINDOW], x->next, rg->ssrc[s] + off * es,
-                        cnt * es);
+        const char *src = rg->ssrc[s] + off * es;
+        if (s == 0 && rg->own) { /* the ring's copy then reads it from the cache */
+            src = rg->own + (off - rg->boff[rg->sblk[0]]) * es;
+            memcpy(rg->rdst[0] + off * es, src, cnt * es);
+        }
+        ddpc__post_send(e, &x->sreq[x->ns % DDPC_WINDOW], x->next, src, cnt * es);
         x->ns++;
     }
     *done = x->nrd == T && x->nsd == T;
