@@ -84,6 +84,23 @@ TEST_T(torch_npu_not_loaded_by_ddpc_torch_alone, 120) {
     CHECK_CONTAINS(out, "privateuseone False");
 }
 
+/* Either package imported before torch: torch's autoload then loads
+ * ddpc_torch_npu while ddpc_torch is still importing torch (this failed
+ * with a circular import once). */
+TEST_T(torch_npu_either_package_imported_before_torch, 120) {
+    const char *py = need_python();
+    const char *names[] = { "ddpc_torch", "ddpc_torch_npu" };
+    for (int i = 0; i < 2; i++) {
+        int rc = run(100,
+                     "%s -c 'import %s, torch, torch.distributed as d; "
+                     "print(\"DDPC\" in d.Backend._plugins, \"HCCL\" in d.Backend._plugins, "
+                     "torch.npu.device_count() >= 1)' 2>&1",
+                     py, names[i]);
+        CHECK_MSG(rc == 0, "import %s first: rc=%d: %s", names[i], rc, out);
+        CHECK_CONTAINS(out, "True True True");
+    }
+}
+
 /* Runs the seed's program (its cpu/gloo edit when gloo) in dir/name under
  * launch, a printf format taking (python, port, script): rank 0's loss
  * lines go to dir/name/losses.txt, its parameters to dir/name/mnist_ddp.pt. */

@@ -20,7 +20,10 @@ import os
 import torch
 import torch.distributed as dist
 
-import ddpc_torch
+# ddpc_torch's extension itself, not the package: where `import ddpc_torch`
+# comes before torch, torch's autoload runs this module while ddpc_torch is
+# still importing torch, before it has bound its own names
+from ddpc_torch import _C as _ddpc_C
 
 from . import _C, npu
 
@@ -52,7 +55,7 @@ def _device_count():
 
 
 def _create_hccl(store, rank, world_size, timeout):
-    return ddpc_torch.create_process_group(store, rank, world_size, timeout)
+    return _ddpc_C.create_process_group(store, rank, world_size, timeout)
 
 
 def _register():
@@ -62,7 +65,7 @@ def _register():
     torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", npu)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
-    ddpc_torch._C._serve_host_device("privateuseone")
+    _ddpc_C._serve_host_device("privateuseone")
     if "HCCL" not in dist.Backend._plugins:
         dist.Backend.register_backend("hccl", _create_hccl, devices=["npu"])
 
