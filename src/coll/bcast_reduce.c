@@ -4,7 +4,9 @@
  * chunk j while chunk j+1 arrives, so the root's link never idles).
  *
  * In both, some ranks only send; so each posts ddpc__check_ring_post's
- * fingerprint exchange with the ring neighbours first and parks its
+ * fingerprint exchange with the ring neighbours first (but on the link
+ * between root and root+1, which the data crosses in both algorithms and
+ * whose header is checked) and parks its
  * receiving half: a rank that only sends returns once its data is sent,
  * running ahead of its neighbours, and a mismatch only it could see (a
  * mismatched root) fails its next operation on the communicator.
@@ -174,8 +176,9 @@ ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t 
     }
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
-    int nck;
-    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
+    int nck, any = nbytes > 0; /* both algorithms send root -> root+1 first */
+    DDPC_CHECK(
+        ddpc__check_ring_post(e, ck, &nck, any ? root : -1, any ? (root + 1) % c->size : -1));
     if (!e->algo) e->algo = tu.name;
     return ddpc__check_ring_wait(e, ck, nck,
                                  tu.algo == DDPC_X_TREE
@@ -192,8 +195,9 @@ ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t cou
         return DDPC_OK;
     }
     ddpc__req ck[2];
-    int nck;
-    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
+    int nck, any = nbytes > 0; /* both algorithms end root+1 -> root */
+    DDPC_CHECK(
+        ddpc__check_ring_post(e, ck, &nck, any ? (root + 1) % c->size : -1, any ? root : -1));
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;

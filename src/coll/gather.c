@@ -94,7 +94,7 @@ ddpc_status ddpc__gather(ddpc__exec *e, const void *send, void *recv, size_t nby
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
     int nck;
-    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, -1, -1));
     return ddpc__check_ring_wait(e, ck, nck,
                                  fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
 }
@@ -108,7 +108,7 @@ ddpc_status ddpc__scatter(ddpc__exec *e, const void *send, void *recv, size_t nb
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
     int nck;
-    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck));
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, -1, -1));
     return ddpc__check_ring_wait(e, ck, nck,
                                  fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
 }

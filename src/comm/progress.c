@@ -437,22 +437,27 @@ ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n) {
 }
 
 /* Posts the check sends to the ring neighbours into r (*n of them); a
- * receive from each goes to park(peer) or, with park NULL, into r too. */
+ * receive from each goes to park(peer) or, with park NULL, into r too.
+ * Where this operation's data goes from rank `from` to rank `to` (-1:
+ * nothing said), that link needs no check: the data's header carries the
+ * same fingerprint, checked as it arrives. */
 static ddpc_status ring_post(ddpc__exec *e, ddpc__req *r, int *n,
-                             ddpc_status (*park)(ddpc__exec *, int)) {
+                             ddpc_status (*park)(ddpc__exec *, int), int from, int to) {
     ddpc_comm *c = e->c;
-    int size = c->size, next = (c->rank + 1) % size, prev = (c->rank + size - 1) % size;
+    int size = c->size, me = c->rank, next = (me + 1) % size, prev = (me + size - 1) % size;
     *n = 0;
     if (size == 1) return DDPC_OK;
     /* both directions: every neighbour of an odd one out notices */
-    ddpc__post_send_flags(e, &r[(*n)++], next, NULL, 0, DDPC_F_CHECK);
-    if (size > 2) ddpc__post_send_flags(e, &r[(*n)++], prev, NULL, 0, DDPC_F_CHECK);
-    for (int k = 0; k < (size > 2 ? 2 : 1); k++) {
-        int from = k == 0 ? prev : next;
+    int sends[2] = { next, prev }, recvs[2] = { prev, next }, ways = size > 2 ? 2 : 1;
+    for (int k = 0; k < ways; k++)
+        if (!(me == from && sends[k] == to))
+            ddpc__post_send_flags(e, &r[(*n)++], sends[k], NULL, 0, DDPC_F_CHECK);
+    for (int k = 0; k < ways; k++) {
+        if (me == to && recvs[k] == from) continue;
         if (park)
-            DDPC_CHECK(park(e, from));
+            DDPC_CHECK(park(e, recvs[k]));
         else
-            ddpc__post_recv_flags(e, &r[(*n)++], from, NULL, 0, DDPC_F_CHECK);
+            ddpc__post_recv_flags(e, &r[(*n)++], recvs[k], NULL, 0, DDPC_F_CHECK);
     }
     return DDPC_OK;
 }
@@ -471,12 +476,12 @@ static ddpc_status park(ddpc__exec *e, int peer) {
 ddpc_status ddpc__check_ring(ddpc__exec *e) {
     ddpc__req r[4];
     int n;
-    DDPC_CHECK(ring_post(e, r, &n, NULL));
+    DDPC_CHECK(ring_post(e, r, &n, NULL, -1, -1));
     return ddpc__wait_all(e, r, n);
 }
 
-ddpc_status ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[2], int *n) {
-    return ring_post(e, r, n, park);
+ddpc_status ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[2], int *n, int from, int to) {
+    return ring_post(e, r, n, park, from, to);
 }
 
 ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[2], int n, ddpc_status s) {

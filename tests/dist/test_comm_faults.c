@@ -223,6 +223,16 @@ static void mismatch_body(int rank, int world, void *arg) {
         mine = rank == 1 ? "root=1" : "root=0";
         theirs = rank == 1 ? "root=0" : "root=1";
         break;
+    case 5: /* a broadcast's count: root+1 checks only the data's header */
+        s = ddpc_broadcast(c, buf, buf, rank == 1 ? 9 : 8, DDPC_INT32, 0);
+        mine = rank == 1 ? "count=9" : "count=8";
+        theirs = rank == 1 ? "count=8" : "count=9";
+        break;
+    case 6: /* a reduce's op: root+1 sends the root only its data */
+        s = ddpc_reduce(c, buf, out, 8, DDPC_INT32, rank == 1 ? DDPC_MAX : DDPC_SUM, 0);
+        mine = rank == 1 ? "max" : "sum";
+        theirs = rank == 1 ? "sum" : "max";
+        break;
     default: /* kind */
         if (rank == 1)
             s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
@@ -235,7 +245,8 @@ static void mismatch_body(int rank, int world, void *arg) {
     /* a broadcast's root may return before its neighbours' checks come in
      * (ddpc__check_ring_post): a mismatch it alone sees fails its next
      * call, naming the broadcast */
-    if (which == 3 && s == DDPC_OK) s = ddpc_barrier(c);
+    int rooted = which == 3 || which == 5 || which == 6;
+    if (rooted && s == DDPC_OK) s = ddpc_barrier(c);
     /* the odd one out names both calls; the others fail too (naming what
      * they saw: the mismatch, or the odd one giving up), none hangs */
     if (rank == 1) {
@@ -245,7 +256,7 @@ static void mismatch_body(int rank, int world, void *arg) {
         CHECK_CONTAINS(ddpc_last_error(), "this rank (1)");
         CHECK_CONTAINS(ddpc_comm_last_error(c), theirs);
     } else {
-        CHECK_MSG(s == DDPC_ERR_MISMATCH || s == DDPC_ERR_PEER_LOST || (which == 3 && s == DDPC_OK),
+        CHECK_MSG(s == DDPC_ERR_MISMATCH || s == DDPC_ERR_PEER_LOST || (rooted && s == DDPC_OK),
                   "rank %d: %s (%s)", rank, ddpc_status_str(s), ddpc_last_error());
         if (s == DDPC_ERR_MISMATCH) CHECK_CONTAINS(ddpc_last_error(), "mismatch");
     }
@@ -270,6 +281,10 @@ TEST_T(comm_mismatch_root, 30) { run_mismatch(3, 3); }
 /* both ranks root: each only sends, and the check comes after its data */
 TEST_T(comm_mismatch_root_2ranks, 30) { run_mismatch(3, 2); }
 TEST_T(comm_mismatch_kind, 30) { run_mismatch(4, 4); }
+TEST_T(comm_mismatch_broadcast_count, 30) { run_mismatch(5, 2); }
+TEST_T(comm_mismatch_broadcast_count_3ranks, 30) { run_mismatch(5, 3); }
+TEST_T(comm_mismatch_reduce_op, 30) { run_mismatch(6, 2); }
+TEST_T(comm_mismatch_reduce_op_3ranks, 30) { run_mismatch(6, 3); }
 
 /* Both ranks root of the last broadcast: each only sends, and the mismatch
  * fails the broadcast where the peer's check comes in while it sends, else
