@@ -94,7 +94,8 @@ ddpc_status ddpc__gather(ddpc__exec *e, const void *send, void *recv, size_t nby
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
     int nck;
-    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, -1, -1));
+    /* every rank sends the root its block, root+1 too: no check there */
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, (root + 1) % c->size, root));
     return ddpc__check_ring_wait(e, ck, nck,
                                  fan(e, 0, c->rank == root ? recv : (void *)send, nbytes, root));
 }
@@ -108,7 +109,8 @@ ddpc_status ddpc__scatter(ddpc__exec *e, const void *send, void *recv, size_t nb
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
     int nck;
-    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, -1, -1));
+    /* the root sends every rank its block, root+1 too: no check there */
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, root, (root + 1) % c->size));
     return ddpc__check_ring_wait(e, ck, nck,
                                  fan(e, 1, c->rank == root ? (char *)send : recv, nbytes, root));
 }

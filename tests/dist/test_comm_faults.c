@@ -233,6 +233,16 @@ static void mismatch_body(int rank, int world, void *arg) {
         mine = rank == 1 ? "max" : "sum";
         theirs = rank == 1 ? "sum" : "max";
         break;
+    case 7: /* a gather's count: root+1 sends the root only its data */
+        s = ddpc_gather(c, buf, out, rank == 1 ? 9 : 8, DDPC_INT32, 0);
+        mine = rank == 1 ? "count=9" : "count=8";
+        theirs = rank == 1 ? "count=8" : "count=9";
+        break;
+    case 8: /* a scatter's count: the root sends root+1 only its data */
+        s = ddpc_scatter(c, out, buf, rank == 1 ? 9 : 8, DDPC_INT32, 0);
+        mine = rank == 1 ? "count=9" : "count=8";
+        theirs = rank == 1 ? "count=8" : "count=9";
+        break;
     default: /* kind */
         if (rank == 1)
             s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
@@ -245,7 +255,7 @@ static void mismatch_body(int rank, int world, void *arg) {
     /* a broadcast's root may return before its neighbours' checks come in
      * (ddpc__check_ring_post): a mismatch it alone sees fails its next
      * call, naming the broadcast */
-    int rooted = which == 3 || which == 5 || which == 6;
+    int rooted = which == 3 || (which >= 5 && which <= 8);
     if (rooted && s == DDPC_OK) s = ddpc_barrier(c);
     /* the odd one out names both calls; the others fail too (naming what
      * they saw: the mismatch, or the odd one giving up), none hangs */
@@ -285,6 +295,8 @@ TEST_T(comm_mismatch_broadcast_count, 30) { run_mismatch(5, 2); }
 TEST_T(comm_mismatch_broadcast_count_3ranks, 30) { run_mismatch(5, 3); }
 TEST_T(comm_mismatch_reduce_op, 30) { run_mismatch(6, 2); }
 TEST_T(comm_mismatch_reduce_op_3ranks, 30) { run_mismatch(6, 3); }
+TEST_T(comm_mismatch_gather_count, 30) { run_mismatch(7, 2); }
+TEST_T(comm_mismatch_scatter_count_3ranks, 30) { run_mismatch(8, 3); }
 
 /* Both ranks root of the last broadcast: each only sends, and the mismatch
  * fails the broadcast where the peer's check comes in while it sends, else
