@@ -4,12 +4,12 @@
  * chunk j while chunk j+1 arrives, so the root's link never idles).
  *
  * In both, some ranks only send; so each posts ddpc__check_ring_post's
- * fingerprint exchange with the ring neighbours first (but on the link
- * between root and root+1, which the data crosses in both algorithms and
- * whose header is checked) and parks its
- * receiving half: a rank that only sends returns once its data is sent,
- * running ahead of its neighbours, and a mismatch only it could see (a
- * mismatched root) fails its next operation on the communicator.
+ * fingerprint exchange with the ring neighbours first (except between root
+ * and root+1: the data crosses that link in both algorithms, and its
+ * header is checked) and parks its receiving half: a rank that only sends
+ * returns once its data is sent, running ahead of its neighbours, and a
+ * mismatch only it could see (a mismatched root) fails its next operation
+ * on the communicator.
  */
 #include <string.h>
 

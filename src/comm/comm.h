@@ -359,11 +359,11 @@ ddpc_status ddpc__wait_all(ddpc__exec *e, ddpc__req *rs, int n);
  * so a rank that only sends runs ahead of its neighbours as OpenMPI's
  * broadcast root does, and a mismatch it alone would see fails its next
  * operation (or ddpc_comm_destroy). Fails only when every slot is taken
- * and the oldest parked check fails. from -> to (ranks, or -1) is a link
- * the caller's data will cross whatever the algorithm (some bytes, from
- * `from` straight to `to`): it carries no check, its data's header being
- * checked instead. check_ring_wait ends the sends: s is
- * the data's outcome, returned as is unless DDPC_OK. */
+ * and the oldest parked check fails. from -> to (ranks, or -1 for none)
+ * is a link the caller's data crosses whatever the algorithm (a message
+ * from `from` straight to `to`): it carries no check, the data's header
+ * being checked instead. check_ring_wait ends the sends: s is the data's
+ * outcome, returned as is unless DDPC_OK. */
 ddpc_status ddpc__check_ring(ddpc__exec *e);
 ddpc_status ddpc__check_ring_post(ddpc__exec *e, ddpc__req r[2], int *n, int from, int to);
 ddpc_status ddpc__check_ring_wait(ddpc__exec *e, ddpc__req r[2], int n, ddpc_status s);
