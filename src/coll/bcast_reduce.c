@@ -165,20 +165,22 @@ ddpc_status ddpc__broadcast(ddpc__exec *e, const void *send, void *recv, size_t 
     ddpc_comm *c = e->c;
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
-    const char *s = send, *r = recv;
-    int apart = s + nbytes <= r || r + nbytes <= s; /* the chain's root copies as it sends */
     const void *src = recv;
     if (c->rank == root && recv != send) {
-        if (c->size > 1 && tu.algo != DDPC_X_TREE && apart)
+        /* the chain's root copies as it sends */
+        if (c->size > 1 && tu.algo != DDPC_X_TREE && ddpc__apart(send, nbytes, recv, nbytes))
             src = send;
         else
             memmove(recv, send, nbytes);
     }
     if (c->size == 1) return DDPC_OK;
     ddpc__req ck[2];
-    int nck, any = nbytes > 0; /* both algorithms send root -> root+1 first */
-    DDPC_CHECK(
-        ddpc__check_ring_post(e, ck, &nck, any ? root : -1, any ? (root + 1) % c->size : -1));
+    int nck, from = -1, to = -1;
+    if (nbytes > 0) { /* both algorithms send root -> root+1 first */
+        from = root;
+        to = (root + 1) % c->size;
+    }
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, from, to));
     if (!e->algo) e->algo = tu.name;
     return ddpc__check_ring_wait(e, ck, nck,
                                  tu.algo == DDPC_X_TREE
@@ -195,9 +197,12 @@ ddpc_status ddpc__reduce(ddpc__exec *e, const void *send, void *recv, size_t cou
         return DDPC_OK;
     }
     ddpc__req ck[2];
-    int nck, any = nbytes > 0; /* both algorithms end root+1 -> root */
-    DDPC_CHECK(
-        ddpc__check_ring_post(e, ck, &nck, any ? (root + 1) % c->size : -1, any ? root : -1));
+    int nck, from = -1, to = -1;
+    if (nbytes > 0) { /* both algorithms end root+1 -> root */
+        from = (root + 1) % c->size;
+        to = root;
+    }
+    DDPC_CHECK(ddpc__check_ring_post(e, ck, &nck, from, to));
     ddpc__tune tu;
     ddpc__tune_rooted(c, nbytes, &tu);
     if (!e->algo) e->algo = tu.name;

@@ -123,6 +123,12 @@ ddpc_status ddpc__ring_step(ddpc__exec *e, ddpc__ring_exec *x, int *done);
 /* Bytes of scratch slots a reducing ring of elements of esize bytes may
  * need (ddpc__ring.slots). */
 size_t ddpc__ring_slot_bytes(const ddpc_comm *c, size_t esize);
+/* Whether the na bytes at a and the nb bytes at b share no byte: then one
+ * may be copied into the other piece by piece while it is being sent. */
+static inline int ddpc__apart(const void *a, size_t na, const void *b, size_t nb) {
+    const char *x = a, *y = b;
+    return x + na <= y || y + nb <= x;
+}
 /* Block b of count elements over n ranks: count/n each, the first count%n
  * one more. */
 void ddpc__blocks(size_t count, int n, size_t *boff, size_t *bcnt);

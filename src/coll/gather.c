@@ -30,10 +30,10 @@ ddpc_status ddpc__allgather(ddpc__exec *e, const void *send, void *recv, size_t 
     ddpc_comm *c = e->c;
     int n = c->size, r = c->rank;
     char *own = (char *)recv + (size_t)r * nbytes;
-    const char *s8 = send;
     int ring = n > 1 && ddpc__tune_blocks(c, nbytes * (size_t)n) != DDPC_X_RD;
-    int apart = s8 + nbytes <= (char *)recv || (char *)recv + (size_t)n * nbytes <= s8;
-    if ((const void *)own != send && !(ring && apart)) memmove(own, send, nbytes);
+    /* the ring copies an input lying apart from recv as it sends it */
+    int copy_in_ring = ring && ddpc__apart(send, nbytes, recv, (size_t)n * nbytes);
+    if ((const void *)own != send && !copy_in_ring) memmove(own, send, nbytes);
     if (n == 1) return DDPC_OK;
     if (!ring) {
         if (!e->algo) e->algo = "rhd";
@@ -52,7 +52,7 @@ ddpc_status ddpc__allgather(ddpc__exec *e, const void *send, void *recv, size_t 
         rg.rdst[s] = recv;
         rg.rloc[s] = NULL;
     }
-    if ((const void *)own != send && apart) rg.own = send; /* copied as the ring sends it */
+    if (copy_in_ring) rg.own = send;
     ddpc_status s = ddpc__ring_run(e, &rg);
     ddpc__ring_free(&rg);
     return s;

@@ -191,75 +191,85 @@ TEST_T(comm_connect_timeout_names_missing_after_one_wait, 20) {
 
 /* ------------------------------------------------------------ mismatches */
 
+/* What rank 1, the odd one out, changes in its call. */
+enum {
+    MM_OP,
+    MM_COUNT,
+    MM_DTYPE,
+    MM_ROOT,
+    MM_KIND,
+    /* rooted collectives whose data crosses the link root <-> root+1, which
+     * carries no check of its own (ddpc__check_ring_post) */
+    MM_BCAST_COUNT,
+    MM_REDUCE_OP,
+    MM_GATHER_COUNT,
+    MM_SCATTER_COUNT,
+};
+
 typedef struct {
     int which;
 } mm_arg;
 
 static void mismatch_body(int rank, int world, void *arg) {
-    int which = ((mm_arg *)arg)->which;
+    int which = ((mm_arg *)arg)->which, odd = rank == 1;
     ddpc_comm *c = env_comm(rank, world);
     int32_t buf[64] = { 0 }, out[64 * 8];
     sum_check(c, world * (world - 1) / 2); /* one good one first */
     ddpc_status s;
-    const char *mine = "", *theirs = "";
+    /* how rank 1's call and the others' are named in the error */
+    const char *one = "", *rest = "";
+    size_t count = odd ? 9 : 8;
+    ddpc_op op = odd ? DDPC_MAX : DDPC_SUM;
     switch (which) {
-    case 0: /* op */
-        s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, rank == 1 ? DDPC_MAX : DDPC_SUM);
-        mine = rank == 1 ? "max" : "sum";
-        theirs = rank == 1 ? "sum" : "max";
+    case MM_OP:
+        s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, op);
+        one = "max", rest = "sum";
         break;
-    case 1: /* count */
-        s = ddpc_allreduce(c, buf, out, rank == 1 ? 9 : 8, DDPC_INT32, DDPC_SUM);
-        mine = rank == 1 ? "count=9" : "count=8";
-        theirs = rank == 1 ? "count=8" : "count=9";
+    case MM_COUNT:
+        s = ddpc_allreduce(c, buf, out, count, DDPC_INT32, DDPC_SUM);
+        one = "count=9", rest = "count=8";
         break;
-    case 2: /* dtype */
-        s = ddpc_allreduce(c, buf, out, 8, rank == 1 ? DDPC_FLOAT32 : DDPC_INT32, DDPC_SUM);
-        mine = rank == 1 ? "float32" : "int32";
-        theirs = rank == 1 ? "int32" : "float32";
+    case MM_DTYPE:
+        s = ddpc_allreduce(c, buf, out, 8, odd ? DDPC_FLOAT32 : DDPC_INT32, DDPC_SUM);
+        one = "float32", rest = "int32";
         break;
-    case 3: /* root */
-        s = ddpc_broadcast(c, buf, buf, 8, DDPC_INT32, rank == 1 ? 1 : 0);
-        mine = rank == 1 ? "root=1" : "root=0";
-        theirs = rank == 1 ? "root=0" : "root=1";
+    case MM_ROOT:
+        s = ddpc_broadcast(c, buf, buf, 8, DDPC_INT32, odd ? 1 : 0);
+        one = "root=1", rest = "root=0";
         break;
-    case 5: /* a broadcast's count: root+1 checks only the data's header */
-        s = ddpc_broadcast(c, buf, buf, rank == 1 ? 9 : 8, DDPC_INT32, 0);
-        mine = rank == 1 ? "count=9" : "count=8";
-        theirs = rank == 1 ? "count=8" : "count=9";
+    case MM_BCAST_COUNT: /* root+1 checks only the data's header */
+        s = ddpc_broadcast(c, buf, buf, count, DDPC_INT32, 0);
+        one = "count=9", rest = "count=8";
         break;
-    case 6: /* a reduce's op: root+1 sends the root only its data */
-        s = ddpc_reduce(c, buf, out, 8, DDPC_INT32, rank == 1 ? DDPC_MAX : DDPC_SUM, 0);
-        mine = rank == 1 ? "max" : "sum";
-        theirs = rank == 1 ? "sum" : "max";
+    case MM_REDUCE_OP: /* root+1 sends the root only its data */
+        s = ddpc_reduce(c, buf, out, 8, DDPC_INT32, op, 0);
+        one = "max", rest = "sum";
         break;
-    case 7: /* a gather's count: root+1 sends the root only its data */
-        s = ddpc_gather(c, buf, out, rank == 1 ? 9 : 8, DDPC_INT32, 0);
-        mine = rank == 1 ? "count=9" : "count=8";
-        theirs = rank == 1 ? "count=8" : "count=9";
+    case MM_GATHER_COUNT: /* root+1 sends the root only its data */
+        s = ddpc_gather(c, buf, out, count, DDPC_INT32, 0);
+        one = "count=9", rest = "count=8";
         break;
-    case 8: /* a scatter's count: the root sends root+1 only its data */
-        s = ddpc_scatter(c, out, buf, rank == 1 ? 9 : 8, DDPC_INT32, 0);
-        mine = rank == 1 ? "count=9" : "count=8";
-        theirs = rank == 1 ? "count=8" : "count=9";
+    case MM_SCATTER_COUNT: /* the root sends root+1 only its data */
+        s = ddpc_scatter(c, out, buf, count, DDPC_INT32, 0);
+        one = "count=9", rest = "count=8";
         break;
-    default: /* kind */
-        if (rank == 1)
+    default: /* MM_KIND */
+        if (odd)
             s = ddpc_allgather(c, buf, out, 8, DDPC_INT32);
         else
             s = ddpc_allreduce(c, buf, out, 8, DDPC_INT32, DDPC_SUM);
-        mine = rank == 1 ? "allgather" : "allreduce";
-        theirs = rank == 1 ? "allreduce" : "allgather";
+        one = "allgather", rest = "allreduce";
         break;
     }
+    const char *mine = odd ? one : rest, *theirs = odd ? rest : one;
     /* a broadcast's root may return before its neighbours' checks come in
      * (ddpc__check_ring_post): a mismatch it alone sees fails its next
      * call, naming the broadcast */
-    int rooted = which == 3 || (which >= 5 && which <= 8);
+    int rooted = which == MM_ROOT || which >= MM_BCAST_COUNT;
     if (rooted && s == DDPC_OK) s = ddpc_barrier(c);
     /* the odd one out names both calls; the others fail too (naming what
      * they saw: the mismatch, or the odd one giving up), none hangs */
-    if (rank == 1) {
+    if (odd) {
         CHECK_STATUS(s, DDPC_ERR_MISMATCH);
         CHECK_CONTAINS(ddpc_last_error(), mine);
         CHECK_CONTAINS(ddpc_last_error(), theirs);
@@ -284,19 +294,19 @@ static void run_mismatch(int which, int world) {
     t_run_ranks(world, 25, mismatch_body, &a);
 }
 
-TEST_T(comm_mismatch_op, 30) { run_mismatch(0, 2); }
-TEST_T(comm_mismatch_count, 30) { run_mismatch(1, 3); }
-TEST_T(comm_mismatch_dtype, 30) { run_mismatch(2, 2); }
-TEST_T(comm_mismatch_root, 30) { run_mismatch(3, 3); }
+TEST_T(comm_mismatch_op, 30) { run_mismatch(MM_OP, 2); }
+TEST_T(comm_mismatch_count, 30) { run_mismatch(MM_COUNT, 3); }
+TEST_T(comm_mismatch_dtype, 30) { run_mismatch(MM_DTYPE, 2); }
+TEST_T(comm_mismatch_root, 30) { run_mismatch(MM_ROOT, 3); }
 /* both ranks root: each only sends, and the check comes after its data */
-TEST_T(comm_mismatch_root_2ranks, 30) { run_mismatch(3, 2); }
-TEST_T(comm_mismatch_kind, 30) { run_mismatch(4, 4); }
-TEST_T(comm_mismatch_broadcast_count, 30) { run_mismatch(5, 2); }
-TEST_T(comm_mismatch_broadcast_count_3ranks, 30) { run_mismatch(5, 3); }
-TEST_T(comm_mismatch_reduce_op, 30) { run_mismatch(6, 2); }
-TEST_T(comm_mismatch_reduce_op_3ranks, 30) { run_mismatch(6, 3); }
-TEST_T(comm_mismatch_gather_count, 30) { run_mismatch(7, 2); }
-TEST_T(comm_mismatch_scatter_count_3ranks, 30) { run_mismatch(8, 3); }
+TEST_T(comm_mismatch_root_2ranks, 30) { run_mismatch(MM_ROOT, 2); }
+TEST_T(comm_mismatch_kind, 30) { run_mismatch(MM_KIND, 4); }
+TEST_T(comm_mismatch_broadcast_count, 30) { run_mismatch(MM_BCAST_COUNT, 2); }
+TEST_T(comm_mismatch_broadcast_count_3ranks, 30) { run_mismatch(MM_BCAST_COUNT, 3); }
+TEST_T(comm_mismatch_reduce_op, 30) { run_mismatch(MM_REDUCE_OP, 2); }
+TEST_T(comm_mismatch_reduce_op_3ranks, 30) { run_mismatch(MM_REDUCE_OP, 3); }
+TEST_T(comm_mismatch_gather_count, 30) { run_mismatch(MM_GATHER_COUNT, 2); }
+TEST_T(comm_mismatch_scatter_count_3ranks, 30) { run_mismatch(MM_SCATTER_COUNT, 3); }
 
 /* Both ranks root of the last broadcast: each only sends, and the mismatch
  * fails the broadcast where the peer's check comes in while it sends, else
