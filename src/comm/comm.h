@@ -233,9 +233,9 @@ struct ddpc_comm {
     /* queue of operations and its progress thread */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct ddpc_work *qhead, *qtail;
-    int busy; /* an operation is running (inline or queued) */
-    int stop;
+    struct ddpc_work *qhead, *qtail; /* written under mu; qhead atomically (queue.c) */
+    int busy; /* atomic: the right to execute, held while an operation runs (queue.c) */
+    int stop; /* written under mu, atomically */
     int thread_started;
     int no_thread; /* ddpc_comm_options.progress_thread == 0: waiters run the queue */
     pthread_t thread;

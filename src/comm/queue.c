@@ -45,6 +45,39 @@ static int is_rooted(ddpc__kind k) {
     return k == DDPC_K_BROADCAST || k == DDPC_K_REDUCE || k == DDPC_K_GATHER || k == DDPC_K_SCATTER;
 }
 
+/*
+ * The right to execute. One thread at a time runs operations of c: it
+ * holds c->busy, claimed by compare-and-swap with or without c->mu (a
+ * blocking call on an idle communicator takes it without the lock), and
+ * given back by the store of 0. c->qhead is written under c->mu only,
+ * atomically, so that the lock-free claim can see that nothing is queued
+ * ahead of its call; whoever gives the right back with work queued, or
+ * the communicator stopping, wakes the threads waiting on c->cv (the
+ * progress thread, a waiter running the queue itself). Each side stores,
+ * then loads the other's variable, all sequentially consistent, so that
+ * one of them sees the other: no wake-up is lost.
+ */
+static int claim(ddpc_comm *c) {
+    int idle = 0;
+    return __atomic_compare_exchange_n(&c->busy, &idle, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+/* After giving the right back without c->mu. */
+static void wake_if_wanted(ddpc_comm *c) {
+    if (!__atomic_load_n(&c->qhead, __ATOMIC_SEQ_CST) &&
+        !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST))
+        return;
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Unlinks the queue's head (c->mu held). */
+static void set_head(ddpc_comm *c, struct ddpc_work *next) {
+    __atomic_store_n(&c->qhead, next, __ATOMIC_SEQ_CST);
+    if (!next) c->qtail = NULL;
+}
+
 /* Readies e to execute a on c: fingerprint, sequence number, deadline.
  * Fails when c was aborted or failed earlier. */
 static ddpc_status exec_init(ddpc_comm *c, const ddpc__args *a, ddpc__exec *e) {
@@ -181,8 +214,7 @@ static void batch_take(ddpc_comm *c, p2p_batch *bt) {
         p2p_item *it = calloc(1, sizeof *it);
         if (!it) break;
         struct ddpc_work *w = c->qhead;
-        c->qhead = w->next;
-        if (!c->qhead) c->qtail = NULL;
+        set_head(c, w->next);
         w->started = 1;
         w->t_started = ddpc__now();
         it->w = w;
@@ -258,7 +290,6 @@ static void batch_progress(p2p_batch *bt) {
  * entry and on return; the head is a send or receive; nothing executes. */
 static void run_p2p(ddpc_comm *c) {
     p2p_batch bt = { 0 };
-    c->busy = 1;
     for (;;) {
         size_t first_new = bt.n;
         batch_take(c, &bt);
@@ -271,28 +302,25 @@ static void run_p2p(ddpc_comm *c) {
     }
     for (size_t i = 0; i < bt.n; i++) free(bt.it[i]);
     free(bt.it);
-    c->busy = 0;
-    pthread_cond_broadcast(&c->cv);
 }
 
-/* Takes the queue's head and runs it on this thread; c->mu is held on entry
- * and on return, and no operation is executing. */
+/* Takes the queue's head and runs it on this thread, then gives the right
+ * to execute back; c->mu is held on entry and on return, and this thread
+ * has claimed that right (claim). */
 static void run_head(ddpc_comm *c) {
     if (is_p2p(c->qhead->a.kind)) {
         run_p2p(c);
-        return;
+    } else {
+        struct ddpc_work *w = c->qhead;
+        set_head(c, w->next);
+        w->started = 1;
+        w->t_started = ddpc__now();
+        pthread_mutex_unlock(&c->mu);
+        ddpc_status st = execute(c, &w->a);
+        work_complete(w, st);
+        pthread_mutex_lock(&c->mu);
     }
-    struct ddpc_work *w = c->qhead;
-    c->qhead = w->next;
-    if (!c->qhead) c->qtail = NULL;
-    w->started = 1;
-    w->t_started = ddpc__now();
-    c->busy = 1;
-    pthread_mutex_unlock(&c->mu);
-    ddpc_status st = execute(c, &w->a);
-    work_complete(w, st);
-    pthread_mutex_lock(&c->mu);
-    c->busy = 0;
+    __atomic_store_n(&c->busy, 0, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&c->cv);
 }
 
@@ -302,12 +330,12 @@ static void *worker(void *arg) {
     ddpc_comm *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        if (!c->qhead || c->busy) {
-            if (c->stop && !c->qhead) break;
-            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->qhead && claim(c)) {
+            run_head(c);
             continue;
         }
-        run_head(c);
+        if (c->stop && !c->qhead) break;
+        pthread_cond_wait(&c->cv, &c->mu);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -324,20 +352,16 @@ static void run_inline(struct ddpc_work *w) {
     if (done) return; /* w->c may be gone once w is done */
     ddpc_comm *c = w->c;
     pthread_mutex_lock(&c->mu);
-    while (!w->started && !c->busy && c->qhead) run_head(c);
+    while (!w->started && c->qhead && claim(c)) run_head(c);
     pthread_mutex_unlock(&c->mu);
 }
 
-/* The fast path of a blocking call: c->mu is held on entry (and released),
- * nothing is queued or executing; a runs here, now. */
+/* The fast path of a blocking call: this thread claimed the right to
+ * execute with nothing queued; a runs here, now. c->mu is not held. */
 static ddpc_status run_now(ddpc_comm *c, const ddpc__args *a) {
-    c->busy = 1;
-    pthread_mutex_unlock(&c->mu);
     ddpc_status st = execute(c, a);
-    pthread_mutex_lock(&c->mu);
-    c->busy = 0;
-    if (c->qhead) pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    __atomic_store_n(&c->busy, 0, __ATOMIC_SEQ_CST);
+    wake_if_wanted(c);
     free(a->vec);
     return st;
 }
@@ -345,13 +369,24 @@ static ddpc_status run_now(ddpc_comm *c, const ddpc__args *a) {
 ddpc_status ddpc__submit(ddpc_comm *c, const ddpc__args *a, struct ddpc_work **wout) {
     ddpc_status s = DDPC_OK;
     struct ddpc_work *w = NULL;
+    /* a blocking call on an idle communicator: no lock */
+    if (!wout && !__atomic_load_n(&c->qhead, __ATOMIC_RELAXED) && claim(c)) {
+        if (!__atomic_load_n(&c->qhead, __ATOMIC_SEQ_CST) &&
+            !__atomic_load_n(&c->stop, __ATOMIC_SEQ_CST))
+            return run_now(c, a);
+        __atomic_store_n(&c->busy, 0, __ATOMIC_SEQ_CST); /* queued behind, or stopping */
+        wake_if_wanted(c);
+    }
     pthread_mutex_lock(&c->mu);
     if (c->stop) {
         s = ddpc__err(DDPC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed",
                       c->rank);
         goto refuse;
     }
-    if (!wout && !c->busy && !c->qhead) return run_now(c, a);
+    if (!wout && !c->qhead && claim(c)) {
+        pthread_mutex_unlock(&c->mu);
+        return run_now(c, a);
+    }
     w = work_new(c, a);
     if (!w) {
         s = ddpc__err(DDPC_ERR_NOMEM, "out of memory for a work handle");
@@ -370,7 +405,7 @@ ddpc_status ddpc__submit(ddpc_comm *c, const ddpc__args *a, struct ddpc_work **w
     if (c->qtail)
         c->qtail->next = w;
     else
-        c->qhead = w;
+        __atomic_store_n(&c->qhead, w, __ATOMIC_SEQ_CST);
     c->qtail = w;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -462,15 +497,15 @@ void ddpc_work_destroy(ddpc_work *w) {
 
 void ddpc__queue_stop(ddpc_comm *c) {
     pthread_mutex_lock(&c->mu);
-    c->stop = 1;
+    __atomic_store_n(&c->stop, 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&c->cv);
     if (c->no_thread) { /* what is still queued runs here, after what runs elsewhere */
         for (;;) {
-            if (c->busy)
-                pthread_cond_wait(&c->cv, &c->mu);
-            else if (c->qhead)
+            if (c->qhead && claim(c))
                 run_head(c);
-            else
+            else if (__atomic_load_n(&c->busy, __ATOMIC_SEQ_CST))
+                pthread_cond_wait(&c->cv, &c->mu);
+            else if (!c->qhead)
                 break;
         }
     }

@@ -1,7 +1,8 @@
 /*
  * test_coll_async.c — asynchronous collectives: several operations of
  * different kinds outstanding at once, and many allreduces queued on one
- * communicator, every result checked (coll_check.h); world sizes 1 to 8,
+ * communicator, blocking calls between queued ones, every result checked
+ * (coll_check.h); world sizes 1 to 8,
  * shared memory, TCP and 4 KiB rings.
  */
 #include "coll_check.h"
@@ -167,11 +168,70 @@ static void async_many(ctx *x) {
     }
 }
 
+/* Blocking calls between asynchronous ones still queued or running: a
+ * blocking call takes the right to execute without the queue's lock when
+ * nothing is queued or running, and must otherwise wait its turn (calls
+ * out of order would pair different operations across ranks: a mismatch,
+ * or wrong sums). Each round queues A async allreduces of a size that
+ * keeps the progress thread busy, then one blocking allreduce, and waits
+ * for the async ones only every other round; every result checked. */
+static void async_mixed_blocking(ctx *x) {
+    enum { R = 24, A = 3 };
+    size_t nb = 7, na = 20011;
+    float *bs = xmalloc(nb * sizeof *bs), *br = xmalloc(nb * sizeof *br);
+    float *as[A], *ar[A];
+    ddpc_work *wk[A] = { 0 };
+    uint64_t asalt[A] = { 0 };
+    combo kb = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, nb, 0, 0 };
+    combo ka = { C_ALLREDUCE, DDPC_FLOAT32, DDPC_SUM, na, 0, 0 };
+    for (int i = 0; i < A; i++) {
+        as[i] = xmalloc(na * sizeof(float));
+        ar[i] = xmalloc(na * sizeof(float));
+    }
+    for (int round = 0; round < R; round++) {
+        int waited_now = round % 2 == 1 || round == R - 1;
+        for (int i = 0; i < A && !wk[i]; i++) {
+            x->salt = asalt[i] = mix64(x->salt + 0x55 + (uint64_t)(round * A + i));
+            for (size_t j = 0; j < na; j++)
+                put_red(as[i], j, DDPC_FLOAT32, DDPC_SUM, hv(asalt[i], x->rank, j));
+            ddpc_status s =
+                ddpc_allreduce_async(x->c, as[i], ar[i], na, DDPC_FLOAT32, DDPC_SUM, &wk[i]);
+            x->ops++;
+            if (s != DDPC_OK) call_failed(x, &ka, "allreduce_async (mixed with blocking)", s);
+        }
+        uint64_t bsalt = x->salt = mix64(x->salt + 0x66 + (uint64_t)round);
+        for (size_t j = 0; j < nb; j++)
+            put_red(bs, j, DDPC_FLOAT32, DDPC_SUM, hv(bsalt, x->rank, j));
+        ddpc_status s = ddpc_allreduce(x->c, bs, br, nb, DDPC_FLOAT32, DDPC_SUM);
+        x->ops++;
+        if (s != DDPC_OK) call_failed(x, &kb, "allreduce (blocking, async ones queued)", s);
+        for (size_t j = 0; j < nb; j++)
+            if (!check_red_elem(x, &kb, br, j, j)) break;
+        if (!waited_now) continue;
+        for (int i = 0; i < A; i++) {
+            s = ddpc_work_wait(wk[i], 60);
+            if (s != DDPC_OK) call_failed(x, &ka, "work_wait (mixed with blocking)", s);
+            ddpc_work_destroy(wk[i]);
+            wk[i] = NULL;
+            x->salt = asalt[i];
+            for (size_t j = 0; j < na; j++)
+                if (!check_red_elem(x, &ka, ar[i], j, j)) break;
+        }
+    }
+    for (int i = 0; i < A; i++) {
+        free(as[i]);
+        free(ar[i]);
+    }
+    free(bs);
+    free(br);
+}
+
 /* ------------------------------------------------------------ the jobs */
 
 static void async_job(ctx *x, const job *j) {
     for (int round = 0; round < 3; round++) async_batch(x, round);
     async_many(x);
+    async_mixed_blocking(x);
 }
 
 COLL_AUTO_TESTS(coll_async, async_job)
