@@ -32,8 +32,11 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--backend", default="gloo", help="gloo, or ddpc (import ddpc_torch)")
-    ap.add_argument("--comm-hook", choices=("allreduce", "none"), default="allreduce",
-                    help="none: a DDP comm hook that communicates nothing (the run's ceiling)")
+    ap.add_argument("--comm-hook", choices=("allreduce", "none", "sync"), default="allreduce",
+                    help="none: a DDP comm hook that communicates nothing (the run's ceiling); "
+                         "sync: one that allreduces a single element per bucket and keeps the "
+                         "bucket as it is (the ranks wait for each other as with allreduce, "
+                         "but move no gradient)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.backend == "ddpc":
@@ -52,6 +55,11 @@ def main():
             fut.set_result(bucket.buffer())
             return fut
         m.register_comm_hook(None, no_communication)
+    elif a.comm_hook == "sync":
+        def sync_only(state, bucket):  # the ranks meet, the bucket stays as it is
+            buf = bucket.buffer()
+            return dist.all_reduce(torch.zeros(1), async_op=True).get_future().then(lambda f: buf)
+        m.register_comm_hook(None, sync_only)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(m.parameters(), lr=a.lr)
     epoch_secs, epoch_rates = [], []

@@ -10,7 +10,10 @@
   mlp        bench/ddp_torch.py --model mlp (784-512-512-10, ReLU), batch 128,
              SGD lr 0.01, --mlp-epochs (1) epochs: samples/s over all
              processes (median over its epochs); --mlp-ceiling: also the same
-             run with a comm hook that communicates nothing;
+             run with a comm hook that communicates nothing (the ceiling), and
+             with one that only synchronizes (a one-element all_reduce per
+             bucket, the gradients left as they are): what the ranks' waiting
+             for each other costs, apart from moving the gradients;
   fsdp2      an FSDP2 training step (`fully_shard` per layer and at the root,
              on a CPU DeviceMesh of every process) of nn.TransformerEncoder,
              4 layers, d_model 256, 4 heads, feed-forward 1024, batch 16 x 128
@@ -193,11 +196,13 @@ def run_part(a, part, backend):
         argv = [os.path.join(HERE, "ddp_torch.py"), "--backend", backend, "--data", a.data, "--model", "mlp",
                 "--batch-size", "128", "--epochs", str(a.mlp_epochs), "--lr", "0.01"]
         rows = {}
-        for hook in ("allreduce", "none") if a.mlp_ceiling else ("allreduce",):
+        for hook in ("allreduce", "sync", "none") if a.mlp_ceiling else ("allreduce",):
             line = next(l for l in launch(a, backend, argv + ["--comm-hook", hook]).splitlines()
                         if '"samples_per_s"' in l)
             r = json.loads(line[line.index("{"):])
-            what = f"samples/s ({a.mlp_epochs} epoch)" if hook == "allreduce" else "ceiling: no-communication hook"
+            what = {"allreduce": f"samples/s ({a.mlp_epochs} epoch)",
+                    "sync": "synchronization only: one-element hook",
+                    "none": "ceiling: no-communication hook"}[hook]
             rows[f"MLP 784-512-512-10, batch 128, DDP | {what}"] = r["samples_per_s"]
         return rows
     if part == "fsdp2":
@@ -245,7 +250,8 @@ def main():
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--mlp-epochs", type=int, default=1)
     ap.add_argument("--mlp-ceiling", action="store_true",
-                    help="mlp: also its communication-free ceiling (a comm hook that communicates nothing)")
+                    help="mlp: also its communication-free ceiling (a comm hook that communicates nothing) "
+                         "and its synchronization-only run (a hook allreducing one element per bucket)")
     ap.add_argument("--mnist-limit", type=int, default=0, help="ddp_mnist.py --limit (0: the whole epoch)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per job")
     ap.add_argument("--fsdp2-steps", type=int, default=5, help="timed FSDP2 steps per job (default 5)")
