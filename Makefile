@@ -170,7 +170,12 @@ torch: lib
 	@if [ -f $(TORCH_HDR) ]; then $(MAKE) --no-print-directory torch-module; \
 	else echo "make torch: skipped: PyTorch's C++ headers are missing (apt-get install libtorch-dev pybind11-dev python3-torch, or DDPC_SETUP_PEERS=1 bash scripts/setup.sh)"; fi
 
-torch-module: $(TORCH_PKG)/__init__.py $(TORCH_PKG)/_C.so
+torch-module: $(TORCH_PKG)/__init__.py $(TORCH_PKG)/_C.so $(TORCH_PKG)/_built.py
+
+# the torch _C.so is built against, which __init__.py checks before loading it
+$(TORCH_PKG)/_built.py: $(TORCH_HDR)
+	@mkdir -p $(dir $@)
+	$(TORCH_PY) -c 'import torch; print("torch_version = %r" % torch.__version__)' > $@.tmp && mv $@.tmp $@
 
 $(TORCH_PKG)/__init__.py: bridges/torch/ddpc_torch/__init__.py
 	@mkdir -p $(dir $@)
@@ -327,7 +332,7 @@ install: lib tools
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(CORE_LIBS)|' ddpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc.pc
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(PKG_LIBS) -lm -lpthread|' ddpc_train.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ddpc_train.pc
 	@if [ -f $(TORCH_PKG)/_C.so ]; then d=$(DESTDIR)$(TORCH_SITE)/ddpc_torch; install -d $$d && \
-	  install -m 644 $(TORCH_PKG)/__init__.py $$d/ && install -m 755 $(TORCH_PKG)/_C.so $$d/ && \
+	  install -m 644 $(TORCH_PKG)/__init__.py $(TORCH_PKG)/_built.py $$d/ && install -m 755 $(TORCH_PKG)/_C.so $$d/ && \
 	  echo "installed the torch backend: $$d"; else echo "not installing ddpc_torch: not built (make torch)"; fi
 
 uninstall:

@@ -298,6 +298,29 @@ TEST_T(torch2_backend_dcp_save_2_ranks_load_3, 600) {
     t_tmp_remove();
 }
 
+/* A PYTHONPATH left at make torch's build (torch 1.13) while pip's torch
+ * 2.x runs: importing torch (which autoloads the backend) or ddpc_torch
+ * fails with an error naming both versions and the way out, instead of
+ * loading the 1.13 module into torch 2.x's libraries (that aborted the
+ * process: "terminate called after throwing an instance of
+ * 'std::system_error'"). */
+TEST_T(torch2_refuses_the_torch_1_13_build, 120) {
+    torch2 = 0;
+    need_module(); /* make torch's build, with Debian's torch 1.13 */
+    torch2 = 1;
+    need_module();
+    const char *code[2] = { "import torch", "import torch, ddpc_torch" };
+    const char *autoload[2] = { "", "TORCH_DEVICE_BACKEND_AUTOLOAD=0" };
+    for (int i = 0; i < 2; i++) {
+        int rc = run(120, "PYTHONPATH=%s/../python %s %s -c '%s' 2>&1", t_bin(""), autoload[i], PY,
+                     code[i]);
+        CHECK_MSG(rc != 0, "%s: imported: %s", code[i], out);
+        CHECK_MSG(!strstr(out, "terminate called"), "%s: aborted: %s", code[i], out);
+        CHECK_MSG(strstr(out, "was built against torch 1.13") && strstr(out, "PYTHONPATH"),
+                  "%s: %s", code[i], out);
+    }
+}
+
 /* init_process_group's device-map form (tests/py/torch_device_map.py):
  * 'cpu:ddpc' puts CPU tensors on ddpc (collectives, a new_group, DDP);
  * 'cpu:ddpc,cuda:nccl' works where torch creates an NCCL backend (a CUDA

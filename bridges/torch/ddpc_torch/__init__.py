@@ -13,24 +13,38 @@ shared memory on one host, TCP between hosts. It serves CPU tensors
 `init_process_group("cpu:ddpc,cuda:nccl")` works there too).
 """
 import atexit
+import os
 
 import torch
 import torch.distributed as dist
 
-from ._C import ProcessGroupDDPC, _stop_completion_threads, built_torch_version, create_process_group
 
-__all__ = ["ProcessGroupDDPC", "create_process_group"]
-
-
-def _check_torch():
+def _check_torch(built):
     """The module only works inside the torch it was compiled against."""
-    built = built_torch_version().split("+")[0]
+    built = built.split("+")[0]
     running = torch.__version__.split("+")[0]
     if built.split(".")[:2] != running.split(".")[:2]:
         raise ImportError(
-            f"ddpc_torch was built against torch {built} but torch {running} is imported: "
-            "rebuild it in this environment (pip install --no-build-isolation ./bridges/torch)"
+            f"ddpc_torch in {os.path.dirname(os.path.abspath(__file__))} was built against torch "
+            f"{built} but torch {running} is imported: use the ddpc_torch built for this torch "
+            "(a PYTHONPATH set for another Python's build, such as make torch's build/python for "
+            "Debian's torch 1.13, puts that one first), or rebuild it in this environment "
+            "(pip install --no-build-isolation ./bridges/torch)"
         )
+
+
+# make torch writes _built.py beside _C.so; loading a _C.so into another
+# torch's libraries can abort the process, so that build is checked first
+try:
+    from ._built import torch_version as _built_torch_version
+except ImportError:
+    pass
+else:
+    _check_torch(_built_torch_version)
+
+from ._C import ProcessGroupDDPC, _stop_completion_threads, built_torch_version, create_process_group  # noqa: E402
+
+__all__ = ["ProcessGroupDDPC", "create_process_group"]
 
 
 def _create(store, rank, world_size, timeout):
@@ -49,5 +63,5 @@ def _register():
     atexit.register(_stop_completion_threads)
 
 
-_check_torch()
+_check_torch(built_torch_version())
 _register()
