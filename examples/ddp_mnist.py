@@ -21,7 +21,9 @@ datasets.FashionMNIST(ROOT, transform=Compose([ToTensor(), Normalize((0.5,),
 (0.5,))])), from ROOT/FashionMNIST/raw (the IDX files unpacked; they are
 unpacked there from --data when missing). --comm-hook none registers a DDP
 comm hook that communicates nothing (each rank keeps its own gradients):
-the run's communication-free ceiling, for benchmarks.
+the run's communication-free ceiling, for benchmarks; --comm-hook sync one
+that only synchronizes (a one-element all_reduce per bucket, the gradients
+left as they are): the ranks' waiting for each other without the data.
 """
 import argparse
 import gzip
@@ -71,6 +73,12 @@ def no_communication(state, bucket):
     return fut
 
 
+def sync_only(state, bucket):
+    """A DDP comm hook that only synchronizes: one element allreduced, the bucket as it is."""
+    buf = bucket.buffer()
+    return dist.all_reduce(torch.zeros(1), async_op=True).get_future().then(lambda f: buf)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="gloo")
@@ -79,8 +87,9 @@ def main():
     ap.add_argument("--save", help="write rank 0's final parameters here")
     ap.add_argument("--limit", type=int, help="train on the first N samples only")
     ap.add_argument("--torchvision", metavar="ROOT", help="read the data with torchvision's datasets and transforms")
-    ap.add_argument("--comm-hook", choices=("allreduce", "none"), default="allreduce",
-                    help="none: a hook that communicates nothing (the ceiling)")
+    ap.add_argument("--comm-hook", choices=("allreduce", "none", "sync"), default="allreduce",
+                    help="none: a hook that communicates nothing (the ceiling); sync: one that "
+                         "only synchronizes")
     a, _ = ap.parse_known_args()  # torch.distributed.launch adds --local_rank
     if a.backend == "ddpc":
         import ddpc_torch  # noqa: F401  registers the backend
@@ -92,6 +101,8 @@ def main():
     model = DDP(nn.Linear(784, 10))
     if a.comm_hook == "none":
         model.register_comm_hook(None, no_communication)
+    elif a.comm_hook == "sync":
+        model.register_comm_hook(None, sync_only)
     if a.torchvision:
         dataset = torchvision_mnist(a.torchvision, a.data, True)
         if a.limit:
