@@ -344,15 +344,27 @@ static void *worker(void *arg) {
 /* A thread that waits for w without a limit of its own runs the queue up to
  * w itself when no operation is executing, instead of sleeping while the
  * progress thread wakes to do it: the last bucket of a DDP step costs two
- * thread hand-offs less. Order is kept (only the head runs, one at a time). */
-static void run_inline(struct ddpc_work *w) {
+ * thread hand-offs less. Order is kept (only the head runs, one at a time).
+ * Where the communicator has no progress thread (w->no_thread), a waiter
+ * that cannot run the queue now must not sleep on w alone, since nobody
+ * else may ever run it: while another thread holds the right to execute (a
+ * blocking call running inline, a waiter running the queue up to its own
+ * work), it sleeps until the right is given back (whoever gives it back
+ * with work queued wakes c->cv) and tries again, until w is started (by
+ * this thread, or by a waiter that ran the queue past it and completes it)
+ * or deadline. */
+static void run_inline(struct ddpc_work *w, double deadline) {
     pthread_mutex_lock(&w->mu);
     int done = w->done;
     pthread_mutex_unlock(&w->mu);
     if (done) return; /* w->c may be gone once w is done */
     ddpc_comm *c = w->c;
     pthread_mutex_lock(&c->mu);
-    while (!w->started && c->qhead && claim(c)) run_head(c);
+    for (;;) {
+        while (!w->started && c->qhead && claim(c)) run_head(c);
+        if (!w->no_thread || w->started || ddpc__now() >= deadline) break;
+        ddpc__cond_wait_until(&c->cv, &c->mu, deadline, 0);
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -449,7 +461,9 @@ static int wait_done(struct ddpc_work *w, double timeout_s) {
 ddpc_status ddpc_work_wait(ddpc_work *w, double timeout_s) {
     if (!w) return ddpc__err(DDPC_ERR_INVALID_ARG, "ddpc_work_wait: work is NULL");
     /* bounded as the operation is */
-    if (timeout_s < 0 || isinf(timeout_s) || (w->no_thread && timeout_s > 0)) run_inline(w);
+    double limit = timeout_s < 0 ? (w->timeout > 0 ? w->timeout : INFINITY) : timeout_s;
+    if (timeout_s < 0 || isinf(timeout_s) || (w->no_thread && timeout_s > 0))
+        run_inline(w, isinf(limit) ? INFINITY : ddpc__now() + limit);
     if (!wait_done(w, timeout_s))
         return ddpc__err(DDPC_ERR_TIMEOUT,
                          "the operation did not complete within %g s (still running; "
@@ -490,8 +504,8 @@ ddpc_status ddpc_work_test(ddpc_work *w, int *done) {
 
 void ddpc_work_destroy(ddpc_work *w) {
     if (!w) return;
-    if (w->no_thread) run_inline(w); /* nobody else may run it */
-    wait_done(w, INFINITY);          /* the operation itself is bounded by DDPC_TIMEOUT */
+    if (w->no_thread) run_inline(w, INFINITY); /* nobody else may run it */
+    wait_done(w, INFINITY);                    /* the operation itself is bounded by DDPC_TIMEOUT */
     work_release(w);
 }
 

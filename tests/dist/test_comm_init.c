@@ -2,6 +2,8 @@
  * variables, an agent store, a caller's own store), queries, split, async
  * ordering, interface choice, the INFO log, early destroy, re-init; and
  * smoke tests of each collective. */
+#include <pthread.h>
+
 #include "comm_fixtures.h"
 
 /* ------------------------------------------------------------ allreduce smoke */
@@ -354,6 +356,68 @@ TEST_T(comm_init_store_ops, 40) {
     close(down);
     int status = 0;
     CHECK_EQ(waitpid(launcher, &status, 0), launcher);
+}
+
+/* No progress thread (the waiters run the queue) and two threads on one
+ * communicator: a waiter whose work is queued behind a blocking call that
+ * runs inline on another thread sleeps until that call gives the right to
+ * execute back, then runs its work. It used to sleep on its work alone,
+ * which nobody would ever run: rank 0's wait timed out, and rank 1's
+ * allreduce with it. On rank 0 the blocking call waits for rank 1, which
+ * comes 1.5 s late, so it is running when the waiter comes (0.5 s after
+ * it started); both ranks issue the blocking call first. */
+typedef struct {
+    ddpc_comm *c;
+    int started;
+    ddpc_status s;
+    int32_t out;
+} inline_call;
+
+static void *blocking_call(void *arg) {
+    inline_call *b = arg;
+    int32_t x = 1;
+    __atomic_store_n(&b->started, 1, __ATOMIC_RELEASE);
+    b->s = ddpc_allreduce(b->c, &x, &b->out, 1, DDPC_INT32, DDPC_SUM);
+    return NULL;
+}
+
+static void nothread_body(int rank, int world, void *arg) {
+    ddpc_store_server *srv = NULL;
+    if (rank == 0) CHECK_OK(ddpc_store_server_create("127.0.0.1", g_port, &srv));
+    ddpc_store *st = NULL;
+    CHECK_OK(ddpc_store_create_tcp("127.0.0.1", g_port, 10, &st));
+    ddpc_comm_options opt = ddpc_comm_options_default();
+    opt.connect_timeout_s = 10;
+    opt.exec_timeout_s = 10;
+    opt.progress_thread = 0;
+    ddpc_comm *c = NULL;
+    CHECK_OK(ddpc_comm_create_store(st, rank, world, &opt, &c));
+    inline_call b = { c, 0, DDPC_OK, 0 };
+    if (rank == 1) ddpc__sleep(1.5);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, blocking_call, &b) == 0);
+    while (!__atomic_load_n(&b.started, __ATOMIC_ACQUIRE)) ddpc__sleep(0.001);
+    ddpc__sleep(0.5);
+    int32_t y = rank, z = -1;
+    ddpc_work *w = NULL;
+    CHECK_OK(ddpc_allreduce_async(c, &y, &z, 1, DDPC_INT32, DDPC_MAX, &w));
+    CHECK_OK(ddpc_work_wait(w, 8));
+    CHECK_EQ(z, world - 1);
+    ddpc_work_destroy(w);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_OK(b.s);
+    CHECK_EQ(b.out, world);
+    int32_t one = 1, all = 0; /* every rank is done with the store */
+    CHECK_OK(ddpc_allreduce(c, &one, &all, 1, DDPC_INT32, DDPC_SUM));
+    CHECK_EQ(all, world);
+    CHECK_OK(ddpc_comm_destroy(c));
+    ddpc_store_destroy(st);
+    if (srv) ddpc_store_server_destroy(srv);
+}
+
+TEST_T(comm_no_thread_waiter_behind_inline_call, 40) {
+    g_port = t_free_port();
+    t_run_ranks(2, 35, nothread_body, NULL);
 }
 
 /* ------------------------------------------------------------ interfaces */
