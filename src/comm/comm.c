@@ -117,7 +117,7 @@ static ddpc_comm *comm_alloc(int rank, int size) {
     c->p2p_recvd = calloc((size_t)size, sizeof *c->p2p_recvd);
     c->abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&c->mu, NULL);
-    ddpc__cond_init_monotonic(&c->cv); /* timed waits: run_inline_nothread */
+    ddpc__cond_init_monotonic(&c->cv); /* timed waits: run_inline (queue.c) */
     pthread_mutex_init(&c->err_mu, NULL);
     if (!c->peers || !c->p2p_sent || !c->p2p_recvd || c->abort_fd < 0) {
         free(c->peers);

@@ -172,9 +172,10 @@ static void async_many(ctx *x) {
  * blocking call takes the right to execute without the queue's lock when
  * nothing is queued or running, and must otherwise wait its turn (calls
  * out of order would pair different operations across ranks: a mismatch,
- * or wrong sums). Each round queues A async allreduces of a size that
- * keeps the progress thread busy, then one blocking allreduce, and waits
- * for the async ones only every other round; every result checked. */
+ * or wrong sums). Even rounds queue A async allreduces of a size that
+ * keeps the progress thread busy, then make one blocking allreduce; odd
+ * rounds make one blocking allreduce with those still outstanding, then
+ * wait for them; every result checked. */
 static void async_mixed_blocking(ctx *x) {
     enum { R = 24, A = 3 };
     size_t nb = 7, na = 20011;
@@ -189,8 +190,8 @@ static void async_mixed_blocking(ctx *x) {
         ar[i] = xmalloc(na * sizeof(float));
     }
     for (int round = 0; round < R; round++) {
-        int waited_now = round % 2 == 1 || round == R - 1;
-        for (int i = 0; i < A && !wk[i]; i++) {
+        int queues = round % 2 == 0; /* R is even: the next round waits for them */
+        for (int i = 0; queues && i < A; i++) {
             x->salt = asalt[i] = mix64(x->salt + 0x55 + (uint64_t)(round * A + i));
             for (size_t j = 0; j < na; j++)
                 put_red(as[i], j, DDPC_FLOAT32, DDPC_SUM, hv(asalt[i], x->rank, j));
@@ -207,7 +208,7 @@ static void async_mixed_blocking(ctx *x) {
         if (s != DDPC_OK) call_failed(x, &kb, "allreduce (blocking, async ones queued)", s);
         for (size_t j = 0; j < nb; j++)
             if (!check_red_elem(x, &kb, br, j, j)) break;
-        if (!waited_now) continue;
+        if (queues) continue;
         for (int i = 0; i < A; i++) {
             s = ddpc_work_wait(wk[i], 60);
             if (s != DDPC_OK) call_failed(x, &ka, "work_wait (mixed with blocking)", s);
